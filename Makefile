@@ -1,0 +1,62 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := .stamps
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export MLFLOW_ENABLE_ASYNC_TRACE_LOGGING := false
+export TOKENIZERS_PARALLELISM := false
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# Tools the peer harnesses' Ubuntu images have, so gold commands run alike in our sandbox,
+# plus chromium for the MLflow UI browser test. Installed only when run as root.
+APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron dnsutils \
+  iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
+  chromium
+
+.PHONY: demo test test-security install install-test apt clean help
+help:
+	@echo "make demo   - create .venv, install, run the built-in demo on the embedded model"
+	@echo "make test   - install with test extras and run the test suite"
+	@echo "make test-security - the sandbox escape suite alone"
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade "pip>=24" setuptools wheel
+
+# Reinstall only when the project metadata changes.
+$(STAMPS)/install: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[iac,retrieval]"
+	$(BIN)/pip install -q --no-deps "icalfa==0.3.6"
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/install-test: $(STAMPS)/install
+	$(BIN)/pip install -q -e ".[iac,retrieval,test]"
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/apt:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then echo "apt-get install:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	else echo "not root: install these Debian packages for full sandbox fidelity: $(APT_PACKAGES)"; fi
+	@mkdir -p $(STAMPS) && touch $@
+
+install: $(STAMPS)/install
+install-test: $(STAMPS)/install-test
+apt: $(STAMPS)/apt
+
+demo: $(STAMPS)/install $(STAMPS)/apt
+	$(BIN)/verifirst demo
+
+test: $(STAMPS)/install-test $(STAMPS)/apt
+	$(BIN)/python -m pytest -q -rs tests
+
+test-security: $(STAMPS)/install-test $(STAMPS)/apt
+	$(BIN)/python -m pytest -q -rs -m security tests
+
+clean:
+	rm -rf $(VENV) $(STAMPS) .pytest_cache

@@ -1,0 +1,191 @@
+"""Deterministic group splits and the held-out guard every optimizer goes through.
+
+Assignment hashes (seed, group) with sha256, so it is the same in every process and
+on every machine; two items of one group never straddle splits.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from . import atomic
+from .errors import InputError, LeakageError
+
+SPLITS = ("train", "val", "test")
+
+
+def _keyfn(key: str | Callable[[Any], Any] | None) -> Callable[[Any], str]:
+    if key is None:
+        return lambda it: str(getattr(it, "id") if hasattr(it, "id") else it["id"])
+    if callable(key):
+        return lambda it: str(key(it))
+    return lambda it: str(getattr(it, key) if hasattr(it, key) else it[key])
+
+
+def _rank(seed: int, group: str) -> str:
+    return hashlib.sha256(f"{seed}\x00{group}".encode()).hexdigest()
+
+
+def _allocate(n: int, ratios: Sequence[float]) -> list[int]:
+    """Largest-remainder allocation of n slots to ratios (ties go to earlier splits)."""
+    raw = [n * r for r in ratios]
+    counts = [int(x) for x in raw]
+    rest = sorted(range(len(ratios)), key=lambda i: (-(raw[i] - counts[i]), i))
+    for i in rest[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+@dataclass
+class SplitManifest:
+    train: list[str]
+    val: list[str]
+    test: list[str]
+    seed: int
+    ratios: tuple[float, float, float]
+    groups: dict[str, str] = field(default_factory=dict)  # id -> group
+    seen: set[str] = field(default_factory=set)  # ids an optimizer has touched
+
+    @property
+    def digest(self) -> str:
+        body = json.dumps({"train": sorted(self.train), "val": sorted(self.val),
+                           "test": sorted(self.test), "seed": self.seed,
+                           "ratios": [float(r) for r in self.ratios]}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def split_of(self, item_id: str) -> str | None:
+        for name in SPLITS:
+            if item_id in self._sets()[name]:
+                return name
+        return None
+
+    def _sets(self) -> dict[str, set[str]]:
+        cache = getattr(self, "_cache", None)
+        if cache is None or cache[0] != (len(self.train), len(self.val), len(self.test)):
+            cache = ((len(self.train), len(self.val), len(self.test)),
+                     {"train": set(self.train), "val": set(self.val), "test": set(self.test)})
+            object.__setattr__(self, "_cache", cache)
+        return cache[1]
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train), "val": len(self.val), "test": len(self.test)}
+
+    # -- the guard ---------------------------------------------------------------------
+    def admit_to_optimizer(self, ids: Iterable[str], who: str = "optimizer") -> list[str]:
+        """Record ids as seen by an optimizer; any test id raises LeakageError."""
+        ids = [str(i) for i in ids]
+        sets = self._sets()
+        leaked = [i for i in ids if i in sets["test"]]
+        if leaked:
+            raise LeakageError(f"{who} was handed {len(leaked)} held-out test item(s), e.g. "
+                               f"{leaked[:3]}; optimizers see train and val only")
+        unknown = [i for i in ids if i not in sets["train"] and i not in sets["val"]]
+        if unknown:
+            raise LeakageError(f"{who} was handed {len(unknown)} item(s) not in split manifest "
+                               f"{self.digest}, e.g. {unknown[:3]}; cannot prove they are not held out")
+        self.seen.update(ids)
+        return ids
+
+    def check_test(self, ids: Iterable[str]) -> list[str]:
+        """Refuse a test metric over any item that is not test or that an optimizer saw."""
+        ids = [str(i) for i in ids]
+        sets = self._sets()
+        touched = [i for i in ids if i in self.seen]
+        if touched:
+            raise LeakageError(f"test metric refused: {len(touched)} item(s) were seen by an "
+                               f"optimizer, e.g. {touched[:3]}")
+        not_test = [i for i in ids if i not in sets["test"]]
+        if not_test:
+            raise LeakageError(f"test metric refused: {len(not_test)} item(s) are not in the "
+                               f"test split, e.g. {not_test[:3]}")
+        return ids
+
+    def select(self, items: Sequence[Any], split: str, key=None) -> list[Any]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; one of {SPLITS}")
+        kf = _keyfn(key)
+        wanted = self._sets()[split]
+        return [it for it in items if kf(it) in wanted]
+
+    # -- persistence -------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"digest": self.digest, "seed": self.seed, "ratios": list(self.ratios),
+                "train": self.train, "val": self.val, "test": self.test,
+                "groups": self.groups, "seen": sorted(self.seen)}
+
+    def save(self, path: str | Path) -> Path:
+        return atomic.write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SplitManifest":
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise InputError("split manifest not found", path=str(path)) from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"not valid JSON: {e.msg}", path=str(path), line=e.lineno) from None
+        for k in ("train", "val", "test", "seed", "ratios"):
+            if k not in d:
+                raise InputError("missing key", path=str(path), field=k,
+                                 expected="a manifest written by SplitManifest.save")
+        m = cls(list(d["train"]), list(d["val"]), list(d["test"]), int(d["seed"]),
+                tuple(float(r) for r in d["ratios"]), dict(d.get("groups", {})), set(d.get("seen", [])))
+        if "digest" in d and d["digest"] != m.digest:
+            raise InputError(f"digest mismatch: file says {d['digest']}, contents hash to {m.digest}",
+                             path=str(path), field="digest", expected="an unedited manifest")
+        return m
+
+
+def make_splits(items: Sequence[Any], key: str | Callable | None = None,
+                ratios: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0,
+                stratify: str | Callable | None = None, group: str | Callable | None = None,
+                source: str | None = None) -> SplitManifest:
+    """Split items into train/val/test by group, deterministically (and stratified on request).
+
+    key: item id (attribute name, dict key or callable; default `id`).
+    group: group key; defaults to the id (use the task id so candidates of one task stay together).
+    stratify: label per item; groups take their first item's label.
+    """
+    ratios = tuple(float(r) for r in ratios)
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
+        raise InputError(f"ratios must be three non-negative numbers summing to 1, got {ratios}",
+                         path=source, field="splits.ratios", expected="e.g. 0.5,0.25,0.25")
+    kf = _keyfn(key)
+    gf = _keyfn(group) if group is not None else kf
+    sf = _keyfn(stratify) if stratify is not None else (lambda it: "")
+    ids_seen: set[str] = set()
+    by_group: dict[str, list[str]] = defaultdict(list)
+    stratum: dict[str, str] = {}
+    for it in items:
+        i = kf(it)
+        if i in ids_seen:
+            raise InputError(f"duplicate item id {i!r}", path=source, field="id",
+                             expected="unique ids")
+        ids_seen.add(i)
+        g = gf(it)
+        by_group[g].append(i)
+        stratum.setdefault(g, sf(it))
+    strata: dict[str, list[str]] = defaultdict(list)
+    for g in by_group:
+        strata[stratum[g]].append(g)
+    out: dict[str, list[str]] = {s: [] for s in SPLITS}
+    for s in sorted(strata):
+        groups = sorted(strata[s], key=lambda g: _rank(seed, g))
+        counts = _allocate(len(groups), ratios)
+        start = 0
+        for name, c in zip(SPLITS, counts):
+            for g in groups[start:start + c]:
+                out[name].extend(by_group[g])
+            start += c
+    for name, r in zip(SPLITS, ratios):
+        if r > 0 and not out[name]:
+            raise InputError(f"split {name!r} is empty: {len(by_group)} group(s) are too few for "
+                             f"ratios {ratios}", path=source, field="splits",
+                             expected="more items, or ratios that give every split a group")
+    groups_map = {i: g for g, ids in by_group.items() for i in ids}
+    return SplitManifest(out["train"], out["val"], out["test"], int(seed), ratios, groups_map)

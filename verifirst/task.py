@@ -1,0 +1,50 @@
+"""Items and suites: the data a program is run on and a verifier checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+ITEM_ID = "item_id"
+
+
+@dataclass
+class Item:
+    """One task. `inputs` reach the program; `gold` stays with the verifier."""
+
+    id: str
+    inputs: dict[str, Any]
+    gold: dict[str, Any] = field(default_factory=dict)
+    group: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def group_key(self) -> str:
+        return self.group if self.group is not None else self.id
+
+    def example(self):
+        import dspy
+
+        ex = dspy.Example(**self.inputs, **self.gold, **{ITEM_ID: self.id})
+        return ex.with_inputs(*self.inputs.keys())
+
+
+@dataclass
+class Suite:
+    name: str
+    items: list[Item]
+    description: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def by_id(self) -> dict[str, Item]:
+        return {it.id: it for it in self.items}
+
+    def subset(self, ids: Iterable[str]) -> list[Item]:
+        idx = self.by_id()
+        return [idx[i] for i in ids]
+
+
+def examples(items: Sequence[Item]) -> list:
+    return [it.example() for it in items]
