@@ -1,0 +1,3 @@
+#!/bin/bash
+mkdir notes
+touch notes/a.txt notes/b.txt notes/c.md
