@@ -1,0 +1,93 @@
+import json
+import subprocess
+
+import pytest
+
+from verifirst.benchmarks.bash_pack import FIXTURES, load_bash_pack
+from verifirst.errors import InputError
+
+
+def test_pack_has_forty_varied_tasks():
+    suite = load_bash_pack()
+    assert len(suite) >= 40
+    ids = [it.id for it in suite.items]
+    assert len(ids) == len(set(ids))
+    assert {it.meta["difficulty"] for it in suite.items} == {0, 1, 2}
+    fixtures = {it.gold["fixture"] for it in suite.items}
+    assert {"empty", "nl2sh-fs1", "nl2sh-fs3"} <= fixtures <= set(FIXTURES)
+    assert sum(it.meta["check"] == "syntax" for it in suite.items) >= 3
+    # both output-only and file-system-changing tasks (writes are redirections, mv/cp/mkdir/...)
+    changing = [it for it in suite.items if any(w in it.gold["command"] for w in
+                                                ("mkdir", "mv ", "cp ", "touch", "-delete", "chmod", "sed -i", "> /"))]
+    assert 10 <= len(changing) <= len(suite) - 20
+
+
+def test_items_shape():
+    it = load_bash_pack().by_id()["seq-1-10"]
+    assert it.inputs == {"task": "Print the numbers from 1 to 10, one per line."}
+    assert it.gold == {"command": "seq 1 10", "fixture": "empty"}
+    assert it.group == "seq-1-10"
+    ex = it.example()
+    assert ex.inputs().toDict() == {"task": it.inputs["task"]}
+
+
+def test_every_gold_parses_with_bash_n():
+    bad = []
+    for it in load_bash_pack().items:
+        r = subprocess.run(["bash", "-n", "-c", it.gold["command"]], capture_output=True, text=True)
+        if r.returncode != 0:
+            bad.append((it.id, r.stderr))
+    assert bad == []
+
+
+def test_output_only_golds_are_deterministic_on_host():
+    # the empty-fixture exec tasks need no files: run them twice on the host shell
+    for it in load_bash_pack().items:
+        if it.gold["fixture"] != "empty" or it.meta["check"] != "exec":
+            continue
+        runs = [subprocess.run(["bash", "-c", it.gold["command"]], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+                for _ in range(2)]
+        assert runs[0].returncode == 0, (it.id, runs[0].stderr)
+        assert runs[0].stdout.strip(), it.id
+        assert runs[0].stdout == runs[1].stdout, it.id
+
+
+def _write(tmp_path, doc):
+    p = tmp_path / "pack.json"
+    p.write_text(json.dumps(doc, indent=1))
+    return p
+
+
+def test_bad_fixture_names_file_line_field(tmp_path):
+    good = {"id": "a", "task": "t", "gold": "echo", "fixture": "empty", "difficulty": 0}
+    p = _write(tmp_path, {"tasks": [good, dict(good, id="b", fixture="nope")]})
+    with pytest.raises(InputError) as e:
+        load_bash_pack(p)
+    assert e.value.path == str(p) and e.value.field == "tasks[1].fixture" and e.value.line is not None
+    assert "nl2sh-fs1" in str(e.value)
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"id": "a", "task": "", "gold": "echo", "fixture": "empty", "difficulty": 0}, "tasks[0].task"),
+    ({"id": "a", "task": "t", "gold": "echo", "fixture": "empty", "difficulty": 5}, "tasks[0].difficulty"),
+    ({"id": "a", "task": "t", "gold": "echo", "fixture": "empty", "difficulty": 0, "check": "x"}, "tasks[0].check"),
+    ({"id": "A B", "task": "t", "gold": "echo", "fixture": "empty", "difficulty": 0}, "tasks[0].id"),
+])
+def test_bad_fields(tmp_path, row, field):
+    with pytest.raises(InputError) as e:
+        load_bash_pack(_write(tmp_path, {"tasks": [row]}))
+    assert e.value.field == field
+
+
+def test_duplicate_ids_and_bad_json(tmp_path):
+    row = {"id": "a", "task": "t", "gold": "echo", "fixture": "empty", "difficulty": 0}
+    with pytest.raises(InputError, match="duplicate"):
+        load_bash_pack(_write(tmp_path, {"tasks": [row, row]}))
+    p = tmp_path / "broken.json"
+    p.write_text('{"tasks": [\n{"id": }]}')
+    with pytest.raises(InputError) as e:
+        load_bash_pack(p)
+    assert e.value.line == 2
+    with pytest.raises(InputError, match="not found"):
+        load_bash_pack(tmp_path / "missing.json")
