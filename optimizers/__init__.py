@@ -1,0 +1,155 @@
+"""Optimizers behind one interface: (program, metric, splits, budget) -> (program, report).
+
+`optimize` admits train + val through the split guard, scores the unoptimized program on every
+split, runs the engine, scores the result, and compares the two pairwise (McNemar exact, Wilson
+CIs). The test split is scored only through the guard, after selection.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from verifirst import atomic, stats
+from verifirst.evaluate import EvalResult, Scorer, evaluate
+from verifirst.lm import usage_phase
+from verifirst.splits import SPLITS, SplitManifest
+from verifirst.task import Item
+
+from .base import Budget, Engine, EngineContext, EngineResult
+from .metric import VerifierMetric
+
+__all__ = ["Budget", "Engine", "EngineContext", "EngineResult", "VerifierMetric", "get_engine",
+           "optimize", "OptimizationResult", "compare"]
+
+ENGINES = ("gepa", "simba", "autorefine", "none")
+
+
+def get_engine(name: str, **options: Any) -> Engine | None:
+    if name == "gepa":
+        from .gepa import GEPAEngine
+
+        return GEPAEngine(**options)
+    if name == "simba":
+        from .simba import SIMBAEngine
+
+        return SIMBAEngine(**options)
+    if name == "autorefine":
+        from .autorefine import AutoRefineEngine  # type: ignore[attr-defined]
+
+        return AutoRefineEngine(**options)
+    if name == "none":
+        return None
+    raise ValueError(f"unknown optimizer {name!r}; one of {', '.join(ENGINES)}")
+
+
+def compare(before: EvalResult, after: EvalResult) -> dict:
+    """Paired comparison on the items both runs scored (errors on either side excluded)."""
+    a, b = before.by_id(), after.by_id()
+    ids = [i for i in a if i in b and a[i].status != "ERROR" and b[i].status != "ERROR"]
+    pa = [a[i].passed for i in ids]
+    pb = [b[i].passed for i in ids]
+    m = stats.mcnemar_paired(pa, pb)
+    n = len(ids)
+    out = {"paired_n": n, "before_pass": sum(pa), "after_pass": sum(pb),
+           "delta": (sum(pb) - sum(pa)) / n if n else 0.0,
+           "b_before_only": m.b, "c_after_only": m.c, "mcnemar_p": m.p_value}
+    if n:
+        d = stats.paired_bootstrap(lambda y, p: sum(p) / len(p), [float(x) for x in pa],
+                                   [float(x) for x in pb], [0] * n, n=2000, seed=0)
+        out.update({"delta_ci_lo": d.lo, "delta_ci_hi": d.hi})
+    return out
+
+
+@dataclass
+class OptimizationResult:
+    program: Any
+    report: dict
+    before: dict[str, EvalResult] = field(default_factory=dict)
+    after: dict[str, EvalResult] = field(default_factory=dict)
+
+
+def _save_program(program, path: Path) -> None:
+    tmp = path.with_suffix(".tmp.json")
+    program.save(str(tmp))
+    tmp.replace(path)
+
+
+def optimize(program: Any, scorer: Scorer, items: Sequence[Item], manifest: SplitManifest,
+             engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int = 1,
+             tracker: Any = None, splits: Sequence[str] = SPLITS, progress: bool | None = None,
+             max_error_rate: float | None = None) -> OptimizationResult:
+    run_dir = Path(ctx.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    by_split = {s: manifest.select(items, s) for s in SPLITS}
+    train, val = by_split["train"], by_split["val"]
+    # The guard: the engine sees train and val only, and we record that it did.
+    manifest.admit_to_optimizer([it.id for it in train + val], who=getattr(engine, "name", "optimizer"))
+    manifest.save(run_dir / "split_manifest.json")
+
+    def run_eval(prog, split: str, phase: str) -> EvalResult:
+        its = by_split[split]
+        ckpt = run_dir / "eval" / f"{phase}_{split}.jsonl"
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        child = tracker.child(f"eval/{phase}/{split}", tags={"verifirst.split": split,
+                                                             "verifirst.phase": phase}) if tracker else None
+        if child is None:
+            return evaluate(prog, its, scorer, split=split, threads=threads, manifest=manifest,
+                            checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
+                            max_error_rate=max_error_rate)
+        with child as rid:
+            res = evaluate(prog, its, scorer, split=split, threads=threads, manifest=manifest,
+                           checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
+                           max_error_rate=max_error_rate, on_row=tracker.feedback_hook(rid, split))
+            summ = res.summary()
+            tracker.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")},
+                                run_id=rid)
+            tracker.log_metrics({f"{phase}_{split}_pass_rate": summ["pass_rate"],
+                                 f"{phase}_{split}_errors": summ["errors"]})
+            tracker.log_artifact(ckpt, "per_item", run_id=rid)
+        return res
+
+    before = {s: run_eval(program, s, "before") for s in splits}
+    prog_path = run_dir / "optimized_program.json"
+    history: list[dict] = []
+    details: dict = {}
+    if engine is None:
+        best = program
+    elif prog_path.exists() and (run_dir / "engine_done.json").exists():
+        best = program.deepcopy()
+        best.load(str(prog_path))  # finished in an earlier invocation of this run directory
+        done = json.loads((run_dir / "engine_done.json").read_text())
+        history, details = done.get("history", []), done.get("details", {})
+    else:
+        metric = VerifierMetric(scorer.verifier, scorer.output_field, train + val)
+        trainset = [it.example() for it in train]
+        valset = [it.example() for it in val]
+        child = tracker.child(f"optimize/{engine.name}", tags={"verifirst.phase": "optimize"}) if tracker else None
+        if child is None:
+            with usage_phase("optimize"):
+                res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
+        else:
+            with child as rid:
+                ctx.log_metrics = lambda m, step, _rid=rid: tracker.log_metrics(m, step, run_id=_rid)
+                ctx.log_artifact = lambda p, _rid=rid: tracker.log_artifact(p, run_id=_rid)
+                with usage_phase("optimize"):
+                    res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
+                tracker.log_json(res.history, "history.json", run_id=rid)
+                tracker.log_json(res.details, "details.json", run_id=rid)
+        best, history, details = res.program, res.history, res.details
+        _save_program(best, prog_path)
+        atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
+    after = {s: run_eval(best, s, "after") for s in splits} if engine is not None else dict(before)
+
+    report: dict[str, Any] = {
+        "engine": getattr(engine, "name", "none"), "split_digest": manifest.digest,
+        "sizes": manifest.sizes(), "budget": budget.__dict__, "splits": {}, "history": history,
+        "details": details,
+    }
+    for s in splits:
+        report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
+                               "comparison": compare(before[s], after[s])}
+    instr = {n: p.signature.instructions for n, p in best.named_predictors()} if hasattr(best, "named_predictors") else {}
+    report["instructions"] = instr
+    return OptimizationResult(best, report, before, after)

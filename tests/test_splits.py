@@ -1,0 +1,93 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from verifirst.errors import InputError, LeakageError
+from verifirst.splits import SplitManifest, make_splits
+from verifirst.task import Item
+
+
+def items(n=40, per_group=2):
+    return [Item(id=f"t{i}-c{j}", inputs={"x": i}, group=f"t{i}", meta={"label": "A" if i % 3 else "B"})
+            for i in range(n) for j in range(per_group)]
+
+
+def test_groups_never_straddle_splits():
+    its = items()
+    m = make_splits(its, key=lambda it: it.id, group=lambda it: it.group_key, seed=3)
+    where = {}
+    for split in ("train", "val", "test"):
+        for i in getattr(m, split):
+            where.setdefault(i.split("-")[0], set()).add(split)
+    assert all(len(s) == 1 for s in where.values())
+    assert len(m.train) + len(m.val) + len(m.test) == len(its)
+
+
+def test_deterministic_across_processes():
+    code = ("from verifirst.splits import make_splits\n"
+            "its=[{'id': f'i{k}'} for k in range(50)]\n"
+            "print(make_splits(its, seed=7).digest)")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": str(h), "PATH": ""}).stdout.strip() for h in (1, 2)}
+    assert len(outs) == 1 and len(outs.pop()) == 16
+
+
+def test_seed_changes_assignment_and_digest():
+    its = items()
+    a = make_splits(its, group=lambda it: it.group_key, seed=0)
+    b = make_splits(its, group=lambda it: it.group_key, seed=1)
+    assert a.digest != b.digest
+
+
+def test_stratified_keeps_label_proportions():
+    its = items(60, 1)
+    m = make_splits(its, ratios=(0.5, 0.25, 0.25), stratify=lambda it: it.meta["label"])
+    by = {it.id: it.meta["label"] for it in its}
+    for split in ("train", "val", "test"):
+        ids = getattr(m, split)
+        frac_b = sum(by[i] == "B" for i in ids) / len(ids)
+        assert 0.2 <= frac_b <= 0.45
+
+
+def test_guard_refuses_test_items_and_seen_items():
+    its = items(20, 1)
+    m = make_splits(its)
+    with pytest.raises(LeakageError):
+        m.admit_to_optimizer(m.train + m.test[:1])
+    m.admit_to_optimizer(m.train + m.val)
+    m.check_test(m.test)  # fine
+    with pytest.raises(LeakageError):
+        m.check_test(m.test + m.train[:1])
+    m.seen.add(m.test[0])
+    with pytest.raises(LeakageError):
+        m.check_test(m.test)
+
+
+def test_unknown_ids_refused():
+    m = make_splits(items(10, 1))
+    with pytest.raises(LeakageError):
+        m.admit_to_optimizer(["nope"])
+
+
+def test_save_load_roundtrip_and_tamper_detection(tmp_path):
+    m = make_splits(items(12, 1), seed=5)
+    m.admit_to_optimizer(m.train)
+    p = m.save(tmp_path / "m.json")
+    m2 = SplitManifest.load(p)
+    assert m2.digest == m.digest and m2.seen == set(m.train)
+    d = json.loads(p.read_text())
+    d["test"].append(d["train"].pop())
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="digest"):
+        SplitManifest.load(p)
+
+
+def test_too_few_items_and_duplicates_are_clear_errors():
+    with pytest.raises(InputError, match="empty"):
+        make_splits(items(2, 1), ratios=(0.5, 0.25, 0.25))
+    with pytest.raises(InputError, match="duplicate"):
+        make_splits([{"id": "a"}, {"id": "a"}, {"id": "b"}])
+    with pytest.raises(InputError, match="ratios"):
+        make_splits(items(10, 1), ratios=(0.5, 0.5, 0.5))

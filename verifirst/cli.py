@@ -1,0 +1,243 @@
+"""The `verifirst` command line."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import typer  # noqa: E402
+
+from .errors import VerifirstError  # noqa: E402
+
+app = typer.Typer(
+    help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
+         "Start with `verifirst demo`; then `verifirst run examples/bash_gepa.toml`; inspect runs with "
+         "`verifirst ui`.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+verify_app = typer.Typer(help="Check one candidate with a verifier and print the verdict.", no_args_is_help=True)
+schema_app = typer.Typer(help="Provider schemas for the Terraform verifier.", no_args_is_help=True)
+app.add_typer(verify_app, name="verify")
+app.add_typer(schema_app, name="schema")
+
+DEMO_DIR = Path(".verifirst")
+
+
+def _fail(e: Exception) -> None:
+    typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(getattr(e, "exit_code", 2))
+
+
+def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None):
+    from . import experiment
+    from .report import print_report
+
+    out = experiment.run(exp, run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
+                         echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
+    if as_json:
+        typer.echo(json.dumps(out.report, indent=2, default=str))
+        return out
+    print_report(out.report)
+    typer.echo(f"report: {out.run_dir / 'report.md'}")
+    if out.run_id:
+        typer.echo(f"MLflow run {out.run_id} in {out.tracker.uri}")
+        typer.echo(f"inspect it: verifirst ui --workdir {exp.experiment['workdir']}")
+    if out.report.get("prompt_uri"):
+        typer.echo(f"optimized prompt registered as {out.report['prompt_uri']}")
+    return out
+
+
+@app.command()
+def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
+        run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
+        tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default: sqlite in workdir)"),
+        offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is configured"),
+        as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
+    """Run an experiment file: split, score before, optimize, score after, report.
+
+    Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1
+    (run it again with the same --run-dir after a crash to resume.)
+    """
+    from . import config
+
+    try:
+        exp = config.load(experiment)
+        _run_experiment(exp, run_dir, tracking_uri, offline, as_json)
+    except VerifirstError as e:
+        _fail(e)
+
+
+@app.command()
+def optimize(experiment: Path = typer.Argument(..., help="experiment TOML file"),
+             run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
+             tracking_uri: Optional[str] = typer.Option(None),
+             offline: bool = typer.Option(False),
+             as_json: bool = typer.Option(False, "--json")):
+    """Same as `run`: the optimizer is the one the experiment file names."""
+    run(experiment, run_dir, tracking_uri, offline, as_json)
+
+
+def demo_config(workdir: Path, budget: int = 24) -> dict:
+    return {
+        "experiment": {"name": "demo-bash-gepa", "workdir": str(workdir), "seed": 0, "threads": 1,
+                       "description": "built-in NL->Bash pack, GEPA on the embedded SmolLM2-135M"},
+        "suite": {"name": "bash-builtin", "limit": 24},
+        "program": {"name": "bash-generator", "options": {"variant": "predict"}},
+        "verifier": {"name": "bash-exec"},
+        "splits": {"ratios": [0.34, 0.33, 0.33]},
+        "optimizer": {"name": "gepa", "max_metric_calls": budget},
+        "models": {"task": "local", "reflection": "local"},
+    }
+
+
+@app.command()
+def demo(workdir: Path = typer.Option(DEMO_DIR, help="where the cache, runs and MLflow store go"),
+         budget: int = typer.Option(24, help="GEPA metric calls"),
+         as_json: bool = typer.Option(False, "--json")):
+    """Optimize an NL->Bash generator with GEPA on the embedded model, scored by sandboxed execution.
+
+    Everything runs offline on CPU in a few minutes; the report shows train/val/test before and
+    after, with Wilson CIs and McNemar's exact test, and the MLflow run to open with `verifirst ui`.
+    """
+    from . import config
+
+    try:
+        exp = config.from_dict(demo_config(workdir, budget))
+        _run_experiment(exp, None, None, False, as_json, progress=True)
+    except VerifirstError as e:
+        _fail(e)
+
+
+@app.command()
+def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store to open"),
+       tracking_uri: Optional[str] = typer.Option(None, help="open this store instead"),
+       port: int = typer.Option(5000), host: str = typer.Option("127.0.0.1")):
+    """Start the MLflow UI on the run store (127.0.0.1 only by default)."""
+    from .tracking import default_uri
+
+    uri = tracking_uri or default_uri(workdir)
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    typer.echo(f"MLflow UI for {uri} at http://{host}:{port}  (Ctrl-C stops it)")
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
+           "--port", str(port), "--workers", "1"]
+    if uri.startswith("sqlite:"):
+        cmd += ["--default-artifact-root", (Path(workdir) / "mlartifacts").resolve().as_uri()]
+    os.execvpe(cmd[0], cmd, env)
+
+
+@app.command()
+def report(run: str = typer.Argument(..., help="a run directory, or an MLflow run id"),
+           workdir: Path = typer.Option(DEMO_DIR, help="workdir holding the MLflow store (for run ids)"),
+           html: Optional[Path] = typer.Option(None, help="write a self-contained HTML page here"),
+           as_json: bool = typer.Option(False, "--json")):
+    """Show the report of a finished run (and write HTML with plots)."""
+    from .report import markdown, print_report
+
+    try:
+        path = Path(run)
+        if (path / "report.json").exists():
+            rep = json.loads((path / "report.json").read_text())
+        else:
+            from .tracking import Tracker
+
+            tr = Tracker(workdir)
+            import mlflow
+
+            mlflow.set_tracking_uri(tr.uri)
+            local = mlflow.artifacts.download_artifacts(run_id=run, artifact_path="report/report.json",
+                                                        tracking_uri=tr.uri)
+            rep = json.loads(Path(local).read_text())
+        if html is not None:
+            from .html_report import write_html  # type: ignore[attr-defined]
+
+            write_html(rep, html)
+            typer.echo(f"wrote {html}")
+        if as_json:
+            typer.echo(json.dumps(rep, indent=2, default=str))
+        else:
+            print_report(rep)
+            if html is None:
+                typer.echo(markdown(rep))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@verify_app.command("bash")
+def verify_bash(gold: str = typer.Option(..., help="reference command"),
+                pred: str = typer.Option(..., help="candidate command"),
+                fixture: str = typer.Option("nl2sh-fs1", help="file system to run in"),
+                as_json: bool = typer.Option(False, "--json")):
+    """Run gold and candidate in identical sandboxes and judge equivalence.
+
+    Example: verifirst verify bash --gold 'ls /testbed | wc -l' --pred 'find /testbed -maxdepth 1 -mindepth 1 | wc -l'
+    """
+    try:
+        from .verifiers.feh import cli_verify_bash  # type: ignore[attr-defined]
+
+        raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@verify_app.command("terraform")
+def verify_terraform(path: Path = typer.Argument(..., help=".tf file or directory"),
+                     policy: Optional[Path] = typer.Option(None, help="Rego policy"),
+                     backend: str = typer.Option("auto", help="auto | terraform | python | real"),
+                     schema: Optional[Path] = typer.Option(None, help="providers schema -json file"),
+                     as_json: bool = typer.Option(False, "--json")):
+    """validate -> plan -> OPA on a Terraform config; prints stage, backend, errors, feedback."""
+    try:
+        from .verifiers.terraform import cli_verify_terraform  # type: ignore[attr-defined]
+
+        raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@app.command()
+def calibrate(outcomes: Path = typer.Option(..., help="outcome records, JSONL or CSV"),
+              judge: str = typer.Option("passfail", help="passfail | rubric"),
+              teacher: Optional[str] = typer.Option(None, help="teacher model (default: the judge model)"),
+              model: str = typer.Option("local", help="judge model"),
+              max_iters: int = typer.Option(5), splits: str = typer.Option("0.5,0.25,0.25"),
+              workdir: Path = typer.Option(DEMO_DIR), limit: Optional[int] = typer.Option(None),
+              as_json: bool = typer.Option(False, "--json")):
+    """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop."""
+    try:
+        from .calibrate import cli_calibrate  # type: ignore[attr-defined]
+
+        raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, teacher=teacher, model=model,
+                                       max_iters=max_iters, splits=splits, workdir=workdir, limit=limit,
+                                       as_json=as_json))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@app.command()
+def components():
+    """List the suites, programs and verifiers an experiment file can name."""
+    from . import registry
+
+    for title, table in (("suites", registry.SUITES), ("programs", registry.PROGRAMS),
+                         ("verifiers", registry.VERIFIERS)):
+        typer.echo(f"{title}:")
+        for k, e in table.items():
+            typer.echo(f"  {k:16s} {e.help}")
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    try:
+        app(argv, standalone_mode=True)
+    except VerifirstError as e:  # pragma: no cover - commands catch their own
+        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

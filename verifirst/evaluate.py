@@ -1,0 +1,254 @@
+"""Run a program over items, verify each output, keep per-item rows.
+
+LM failures (after bounded retries) are ERROR rows, counted apart from FAIL and never scored.
+Rows are appended to an optional JSONL checkpoint, so a killed evaluation resumes where it was.
+"""
+from __future__ import annotations
+
+import contextvars
+import json
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import ErrorRateExceeded
+from .lm import usage_split
+from .splits import SplitManifest
+from .task import Item
+
+PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+
+
+@dataclass
+class Scorer:
+    """Verifier + the program's output field: (item, prediction) -> Verdict."""
+
+    verifier: Any
+    output_field: str
+
+    def candidate(self, pred: Any) -> Any:
+        if isinstance(pred, str):
+            return pred
+        return getattr(pred, self.output_field, None) if not isinstance(pred, dict) else pred.get(self.output_field)
+
+    def __call__(self, item: Item, pred: Any):
+        return self.verifier.verify(item, self.candidate(pred))
+
+
+@dataclass
+class Row:
+    id: str
+    split: str
+    status: str  # PASS | FAIL | ERROR
+    score: float | None
+    stage: str | None = None
+    error_classes: list[str] = field(default_factory=list)
+    feedback: str = ""
+    output: Any = None
+    error: str | None = None
+    error_kind: str | None = None  # "lm" | "verifier"
+    wall_s: float = 0.0
+    attempts: int = 1
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Row":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class EvalResult:
+    split: str
+    rows: list[Row]
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def scored(self) -> list[Row]:
+        return [r for r in self.rows if r.status != ERROR]
+
+    @property
+    def n_pass(self) -> int:
+        return sum(r.passed for r in self.rows)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(r.status == ERROR for r in self.rows)
+
+    @property
+    def pass_rate(self) -> float:
+        """PASS over scored items (errors excluded, reported separately)."""
+        s = self.scored
+        return sum(r.passed for r in s) / len(s) if s else 0.0
+
+    @property
+    def mean_score(self) -> float:
+        s = self.scored
+        return sum(float(r.score or 0.0) for r in s) / len(s) if s else 0.0
+
+    def by_id(self) -> dict[str, Row]:
+        return {r.id: r for r in self.rows}
+
+    def summary(self) -> dict:
+        from .stats import wilson
+
+        k, n = self.n_pass, len(self.scored)
+        lo, hi = wilson(k, n)
+        stages: dict[str, int] = {}
+        for r in self.rows:
+            key = r.stage if r.status != ERROR else ERROR
+            stages[key or "-"] = stages.get(key or "-", 0) + 1
+        return {"split": self.split, "n": self.n, "scored": n, "pass": k, "errors": self.n_errors,
+                "pass_rate": self.pass_rate, "ci_lo": lo, "ci_hi": hi,
+                "mean_score": self.mean_score, "stages": stages}
+
+
+def _load_checkpoint(path: Path) -> dict[str, Row]:
+    done: dict[str, Row] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill: redo that item
+        if d.get("status") in (PASS, FAIL):  # errors are retried on resume
+            done[d["id"]] = Row.from_dict(d)
+    return done
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("pass {task.fields[passed]} err {task.fields[errors]}"),
+                    TimeRemainingColumn(), transient=True)
+    prog.start()
+    prog.add_task(desc, total=total, passed=0, errors=0)
+    return prog
+
+
+def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], Any], *,
+             split: str, threads: int = 1, manifest: SplitManifest | None = None,
+             retries: int = 2, backoff_s: float = 0.5, max_error_rate: float | None = None,
+             min_items_for_rate: int = 10, checkpoint: str | Path | None = None,
+             progress: bool | None = None, desc: str | None = None,
+             on_row: Callable[[Item, Row], None] | None = None) -> EvalResult:
+    """Evaluate `program` on `items`; test splits pass the held-out guard first."""
+    if split == "test" and manifest is not None:
+        manifest.check_test([it.id for it in items])
+    ckpt = Path(checkpoint) if checkpoint else None
+    done = _load_checkpoint(ckpt) if ckpt else {}
+    todo = [it for it in items if it.id not in done]
+    rows: dict[str, Row] = {i: r for i, r in done.items() if i in {it.id for it in items}}
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = _progress(len(items), desc or f"eval {split}", progress)
+    if bar:
+        bar.update(bar.task_ids[0], advance=len(rows))
+    lock = threading.Lock()
+    ck_fh = open(ckpt, "a") if ckpt else None
+    stop = threading.Event()
+
+    def one(item: Item) -> Row:
+        row = _one(item)
+        if on_row is not None:
+            try:
+                on_row(item, row)  # same thread as the program call: its trace is the last active
+            except Exception:
+                pass
+        return row
+
+    def _one(item: Item) -> Row:
+        t0 = time.perf_counter()
+        pred, err, attempts = None, None, 0
+        for attempt in range(retries + 1):
+            attempts = attempt + 1
+            if stop.is_set():
+                break
+            try:
+                with usage_split(split):
+                    pred = program(**item.inputs)
+                err = None
+                break
+            except Exception as e:  # any failure to get an output is an LM error
+                err = f"{type(e).__name__}: {str(e)[:300]}"
+                if attempt < retries:
+                    time.sleep(backoff_s * (2 ** attempt))
+        if err is not None or pred is None:
+            return Row(item.id, split, ERROR, None, error=err or "stopped", error_kind="lm",
+                       wall_s=time.perf_counter() - t0, attempts=attempts)
+        cand = scorer.candidate(pred) if hasattr(scorer, "candidate") else pred
+        try:
+            v = scorer(item, pred)
+        except Exception as e:
+            return Row(item.id, split, ERROR, None, output=cand, error=f"{type(e).__name__}: {e}"[:300],
+                       error_kind="verifier", wall_s=time.perf_counter() - t0, attempts=attempts)
+        return Row(item.id, split, PASS if v.passed else FAIL, float(v.score), stage=v.stage,
+                   error_classes=list(getattr(v, "error_classes", [])), feedback=(v.feedback or "")[:2000],
+                   output=cand, wall_s=time.perf_counter() - t0, attempts=attempts)
+
+    def record(row: Row) -> None:
+        with lock:
+            rows[row.id] = row
+            if ck_fh:
+                ck_fh.write(json.dumps(row.as_dict(), default=str) + "\n")
+                ck_fh.flush()
+            if bar:
+                n_err = sum(r.status == ERROR for r in rows.values())
+                bar.update(bar.task_ids[0], advance=1, passed=sum(r.passed for r in rows.values()),
+                           errors=n_err)
+            if max_error_rate is not None and len(rows) >= min_items_for_rate:
+                n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in rows.values())
+                if n_err / len(rows) > max_error_rate:
+                    stop.set()
+
+    try:
+        if threads <= 1:
+            for it in todo:
+                if stop.is_set():
+                    break
+                record(one(it))
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                pending = set()
+                queue = list(todo)
+                while queue or pending:
+                    while queue and len(pending) < threads * 2 and not stop.is_set():
+                        ctx = contextvars.copy_context()
+                        pending.add(pool.submit(ctx.run, one, queue.pop(0)))
+                    if not pending:
+                        break
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        record(f.result())
+                    if stop.is_set():
+                        queue.clear()
+    finally:
+        if bar:
+            bar.stop()
+        if ck_fh:
+            ck_fh.close()
+    ordered = [rows[it.id] for it in items if it.id in rows]
+    result = EvalResult(split, ordered)
+    if stop.is_set():
+        n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in ordered)
+        raise ErrorRateExceeded(
+            f"{split}: {n_err} of {len(ordered)} items failed with LM errors, above the allowed rate "
+            f"{max_error_rate:.0%}; stopped with {len(ordered)} of {len(items)} items kept"
+            + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint, then rerun to resume.")
+    return result

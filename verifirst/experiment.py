@@ -1,0 +1,185 @@
+"""Run an experiment file end to end: suite -> splits -> program -> verifier -> optimizer ->
+report + MLflow."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from . import atomic, registry
+from .config import Experiment
+from .errors import ConfigError, VerifirstError
+from .evaluate import Scorer
+from .lm import USAGE, Models, configure_cache, make_models
+from .splits import SplitManifest, make_splits
+from .task import Suite
+from .tracking import Tracker
+
+
+@dataclass
+class RunOutput:
+    run_dir: Path
+    report: dict
+    run_id: str | None
+    tracker: Tracker
+    program: Any
+
+
+def _call(factory, options: dict, **extra):
+    """Call a factory with the options it accepts plus any extras it names."""
+    sig = inspect.signature(factory)
+    accepts_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    kw = dict(options)
+    for k, v in extra.items():
+        if v is not None and (k in sig.parameters or accepts_kw) and k not in kw:
+            kw[k] = v
+    return factory(**kw)
+
+
+def load_suite(exp: Experiment) -> Suite:
+    s = exp.suite
+    src = str(exp.path) if exp.path else None
+    factory = registry.resolve("suite", registry.SUITES, s["name"], "suite.name", src)
+    suite = _call(factory, s.get("options") or {}, path=s.get("path"))
+    if not isinstance(suite, Suite):
+        raise VerifirstError(f"suite {s['name']!r} returned {type(suite).__name__}, not a Suite")
+    if s.get("limit"):
+        items = list(suite.items)
+        random.Random(exp.experiment["seed"]).shuffle(items)
+        suite = Suite(suite.name, items[: s["limit"]], suite.description, suite.meta)
+    return suite
+
+
+def build_program(exp: Experiment):
+    p = exp.program
+    factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name",
+                               str(exp.path) if exp.path else None)
+    return _call(factory, p.get("options") or {})
+
+
+def build_verifier(exp: Experiment, models: Models):
+    v = exp.verifier
+    factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name",
+                               str(exp.path) if exp.path else None)
+    return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+
+
+def config_digest(exp: Experiment) -> str:
+    return hashlib.sha256(json.dumps(exp.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
+    sp = exp.splits
+    if sp.get("manifest"):
+        m = SplitManifest.load(sp["manifest"])
+        ids = {it.id for it in suite.items}
+        missing = [i for i in m.train + m.val + m.test if i not in ids]
+        if missing:
+            raise ConfigError(f"manifest names {len(missing)} item(s) not in suite {suite.name}, e.g. {missing[:3]}",
+                              path=sp["manifest"], field="splits.manifest", expected="a manifest made for this suite")
+        return m
+    strat = sp.get("stratify")
+    return make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
+                       ratios=sp["ratios"], seed=exp.experiment["seed"],
+                       stratify=(lambda it: str(it.meta.get(strat, it.gold.get(strat, "")))) if strat else None,
+                       source=str(exp.path) if exp.path else None)
+
+
+def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | None = None,
+        tracking_uri: str | None = None, offline: bool = False, echo=print) -> RunOutput:
+    from verifirst.optimizers import Budget, EngineContext, get_engine, optimize
+
+    ex = exp.experiment
+    workdir = Path(ex["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"{ex['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    resumed = (run_dir / "run_state.json").exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    configure_cache(workdir / "cache")
+    tr = exp.tracking
+    tracker = Tracker(workdir, uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
+                      enabled=tr["enabled"], offline=offline)
+    suite = load_suite(exp)
+    manifest = make_manifest(exp, suite)
+    models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
+                         temperature=exp.models.get("temperature"))
+    dspy.configure(lm=models.task, adapter=dspy.JSONAdapter())
+    program = build_program(exp)
+    verifier = build_verifier(exp, models)
+    out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
+    if not out_field:
+        raise ConfigError("program declares no output field", field="program.options.output_field",
+                          expected="the name of the program's output to verify")
+    scorer = Scorer(verifier, out_field)
+    o = exp.optimizer
+    engine = get_engine(o["name"], **(o.get("options") or {}))
+    budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
+                    num_threads=ex["threads"])
+    usage_before = USAGE.total()
+    atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "running",
+                                                    "config_digest": config_digest(exp)})
+    echo(f"suite {suite.name}: {len(suite)} items; splits train {len(manifest.train)} / val {len(manifest.val)} / "
+         f"test {len(manifest.test)} (digest {manifest.digest}); optimizer {o['name']}; run dir {run_dir}"
+         + (" (resuming)" if resumed else ""))
+    run_id = tracker.start(ex["name"], params={"config": exp.as_dict(), "split_digest": manifest.digest,
+                                               "models": {k: getattr(getattr(models, k), "spec", None)
+                                                          for k in ("task", "reflection", "teacher", "judge")},
+                                               "suite_size": len(suite)},
+                           tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
+                                 "verifirst.optimizer": o["name"], "verifirst.run_dir": str(run_dir)})
+    status = "FAILED"
+    try:
+        tracker.log_json(exp.as_dict(), "config.json")
+        ctx = EngineContext(run_dir=run_dir, reflection_lm=models.reflection, teacher_lm=models.teacher,
+                            task_lm=models.task, seed=ex["seed"])
+        t0 = time.time()
+        result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
+                          tracker=tracker if tracker.enabled else None, progress=progress,
+                          max_error_rate=ex["max_error_rate"])
+        report = result.report
+        used = USAGE.total()
+        report.update({
+            "experiment": ex["name"], "suite": suite.name, "run_dir": str(run_dir), "run_id": run_id,
+            "tracking_uri": tracker.uri, "wall_s": round(time.time() - t0, 2),
+            "models": {k: getattr(getattr(models, k), "spec", None) for k in ("task", "reflection", "teacher", "judge")},
+            "usage": USAGE.as_dict(),
+            "usage_this_run": {"calls": used.calls - usage_before.calls,
+                               "lm_calls": used.lm_calls - usage_before.lm_calls,
+                               "cache_hits": used.cache_hits - usage_before.cache_hits,
+                               "errors": used.errors - usage_before.errors,
+                               "prompt_tokens": used.prompt_tokens - usage_before.prompt_tokens,
+                               "completion_tokens": used.completion_tokens - usage_before.completion_tokens},
+        })
+        if tr.get("register_prompt") and tracker.enabled and report.get("instructions"):
+            name = f"{ex['name']}-instructions".replace(" ", "-")
+            text = "\n\n".join(f"## {k}\n{v}" for k, v in report["instructions"].items())
+            report["prompt_uri"] = tracker.register_prompt(
+                name, text, tags={"split_digest": manifest.digest, "run_id": run_id or "", "engine": o["name"]})
+        from .report import write_reports
+
+        paths = write_reports(report, run_dir)
+        for p in paths:
+            tracker.log_artifact(p, "report")
+        tracker.log_artifact(run_dir / "split_manifest.json")
+        if (run_dir / "optimized_program.json").exists():
+            tracker.log_artifact(run_dir / "optimized_program.json", "program")
+        tracker.log_json(report["usage"], "usage.json")
+        u = report["usage_this_run"]
+        tracker.log_metrics({"lm_calls": u["lm_calls"], "cache_hits": u["cache_hits"], "lm_errors": u["errors"],
+                             "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"]})
+        atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "finished",
+                                                        "config_digest": config_digest(exp), "run_id": run_id})
+        status = "FINISHED"
+        return RunOutput(run_dir, report, run_id, tracker, result.program)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        tracker.finish(status)

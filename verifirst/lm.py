@@ -1,0 +1,255 @@
+"""Model specs -> configured dspy.LM, per role, with usage accounting.
+
+A spec is any LiteLLM/DSPy model string (`openai/gpt-4o-mini`, `hosted_vllm/<m>` with
+api_base, `ollama_chat/<m>`) or `local`: SmolLM2-135M-Instruct run in-process.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy  # noqa: E402
+
+from .errors import ConfigError  # noqa: E402
+
+ROLES = ("task", "reflection", "teacher", "judge")
+LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
+_split: contextvars.ContextVar[str | None] = contextvars.ContextVar("verifirst_split", default=None)
+_phase = ["other"]  # process-wide fallback: optimizer threads do not inherit our contextvars
+
+
+def current_split() -> str:
+    return _split.get() or _phase[0]
+
+
+@contextlib.contextmanager
+def usage_phase(name: str) -> Iterator[None]:
+    """Attribute every LM call in the process (any thread) to `name` unless a split is set."""
+    old, _phase[0] = _phase[0], name
+    try:
+        yield
+    finally:
+        _phase[0] = old
+
+
+@contextlib.contextmanager
+def usage_split(name: str) -> Iterator[None]:
+    """Attribute LM calls made inside (this context and threads started from it) to a split."""
+    token = _split.set(name)
+    try:
+        yield
+    finally:
+        _split.reset(token)
+
+
+@dataclass
+class UsageCounts:
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def lm_calls(self) -> int:
+        """Calls that reached the model (not served from cache)."""
+        return self.calls - self.cache_hits - self.errors
+
+    def as_dict(self) -> dict:
+        return {"calls": self.calls, "lm_calls": self.lm_calls, "cache_hits": self.cache_hits,
+                "errors": self.errors, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "wall_s": round(self.wall_s, 3)}
+
+
+@dataclass
+class UsageLedger:
+    """Counts per (role, split). Thread-safe."""
+
+    counts: dict = field(default_factory=lambda: defaultdict(UsageCounts))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, role: str, split: str, *, usage: dict | None, cache_hit: bool, error: bool,
+               wall_s: float) -> None:
+        with self.lock:
+            c = self.counts[(role, split)]
+            c.calls += 1
+            c.wall_s += wall_s
+            if error:
+                c.errors += 1
+                return
+            if cache_hit:
+                c.cache_hits += 1
+                return
+            usage = usage or {}
+            c.prompt_tokens += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+            c.completion_tokens += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+
+    def total(self, role: str | None = None, split: str | None = None) -> UsageCounts:
+        out = UsageCounts()
+        with self.lock:
+            for (r, s), c in self.counts.items():
+                if (role is None or r == role) and (split is None or s == split):
+                    out.calls += c.calls
+                    out.cache_hits += c.cache_hits
+                    out.errors += c.errors
+                    out.prompt_tokens += c.prompt_tokens
+                    out.completion_tokens += c.completion_tokens
+                    out.wall_s += c.wall_s
+        return out
+
+    def as_dict(self) -> dict:
+        with self.lock:
+            rows = {f"{r}/{s}": c.as_dict() for (r, s), c in sorted(self.counts.items())}
+        rows["total"] = self.total().as_dict()
+        return rows
+
+    def reset(self) -> None:
+        with self.lock:
+            self.counts.clear()
+
+
+USAGE = UsageLedger()
+_tls = threading.local()
+
+
+class AccountedLM(dspy.LM):
+    """dspy.LM that records every call in the process ledger under its role and split."""
+
+    def __init__(self, model: str, *, role: str = "task", spec: str | None = None, **kwargs):
+        super().__init__(model, **kwargs)
+        self.role = role
+        self.spec = spec or model
+
+    def update_history(self, entry):
+        _tls.usage = entry.get("usage") or {}
+        _tls.recorded = True
+        super().update_history(entry)
+
+    def __call__(self, *args, **kwargs):
+        _tls.recorded = False
+        t0 = time.perf_counter()
+        try:
+            out = super().__call__(*args, **kwargs)
+        except Exception:
+            USAGE.record(self.role, current_split(), usage=None, cache_hit=False, error=True,
+                         wall_s=time.perf_counter() - t0)
+            raise
+        usage = _tls.usage if getattr(_tls, "recorded", False) else {}
+        # DSPy empties usage on a cache hit; our engines always report tokens.
+        USAGE.record(self.role, current_split(), usage=usage, cache_hit=not usage, error=False,
+                     wall_s=time.perf_counter() - t0)
+        return out
+
+
+_LOCAL_ENGINE = None
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_engine():
+    """The one embedded-model engine of this process (model weights load once)."""
+    global _LOCAL_ENGINE
+    with _LOCAL_LOCK:
+        if _LOCAL_ENGINE is None:
+            from ._local_engine import LlamaCppEngine
+
+            _LOCAL_ENGINE = LlamaCppEngine()
+        return _LOCAL_ENGINE
+
+
+def is_local(spec: str) -> bool:
+    return spec.strip().lower() in LOCAL_SPECS
+
+
+def check_spec(spec: str, field_name: str = "model") -> None:
+    """Refuse a model string LiteLLM cannot route, before any work starts."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError("empty model spec", field=field_name,
+                          expected="'local' or a LiteLLM model string like openai/gpt-4o-mini")
+    if is_local(spec):
+        return
+    if "/" not in spec:
+        raise ConfigError(f"model {spec!r} names no provider", field=field_name,
+                          expected="provider/model, e.g. openai/gpt-4o-mini, hosted_vllm/<m>, "
+                                   "ollama_chat/<m>, or 'local'")
+    import litellm
+
+    try:
+        litellm.get_llm_provider(spec)
+    except Exception as e:  # litellm raises BadRequestError for unknown providers
+        raise ConfigError(f"LiteLLM cannot route model {spec!r}: {str(e).splitlines()[0][:200]}",
+                          field=field_name,
+                          expected="a LiteLLM provider prefix (openai/, hosted_vllm/, ollama_chat/, ...) "
+                                   "or 'local'") from None
+
+
+def make_lm(spec: str = "local", *, role: str = "task", temperature: float | None = None,
+            max_tokens: int | None = None, api_base: str | None = None, api_key: str | None = None,
+            cache: bool = True, num_retries: int = 3, **kwargs: Any) -> AccountedLM:
+    """One configured dspy.LM for a role. `local` is the embedded SmolLM2-135M."""
+    if role not in ROLES:
+        raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
+    check_spec(spec, field_name=f"models.{role}")
+    if is_local(spec):
+        return AccountedLM("local/smollm2-135m-instruct", role=role, spec="local", engine=local_engine(),
+                           temperature=0.0 if temperature is None else temperature,
+                           max_tokens=max_tokens or 384, cache=cache, num_retries=num_retries, **kwargs)
+    extra = dict(kwargs)
+    if api_base:
+        extra["api_base"] = api_base
+    if api_key:
+        extra["api_key"] = api_key
+    return AccountedLM(spec, role=role, spec=spec, temperature=temperature, max_tokens=max_tokens,
+                       cache=cache, num_retries=num_retries, **extra)
+
+
+@dataclass
+class Models:
+    """The four roles; any may share a spec. Unset roles fall back to the task model."""
+
+    task: Any
+    reflection: Any = None
+    teacher: Any = None
+    judge: Any = None
+
+    def __post_init__(self):
+        self.reflection = self.reflection or self.task
+        self.teacher = self.teacher or self.reflection
+        self.judge = self.judge or self.task
+
+
+def make_models(specs: dict[str, Any], *, temperature: float | None = None) -> Models:
+    """specs: {role: spec string or {model=..., api_base=..., temperature=...}}."""
+    built: dict[str, Any] = {}
+    for role in ROLES:
+        val = specs.get(role)
+        if val is None:
+            continue
+        if isinstance(val, str):
+            val = {"model": val}
+        opts = dict(val)
+        model = opts.pop("model", "local")
+        if temperature is not None:
+            opts.setdefault("temperature", temperature)
+        built[role] = make_lm(model, role=role, **opts)
+    if "task" not in built:
+        built["task"] = make_lm("local", role="task", temperature=temperature)
+    return Models(**built)
+
+
+def configure_cache(directory: str | Path, enabled: bool = True) -> Path:
+    """Put DSPy's disk cache in the run's work directory (a rerun then costs 0 LM calls)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    dspy.configure_cache(enable_disk_cache=enabled, enable_memory_cache=enabled,
+                         disk_cache_dir=str(directory))
+    return directory

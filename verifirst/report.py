@@ -1,0 +1,83 @@
+"""Reports of an optimization run: JSON (the record), Markdown and a terminal table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import atomic
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def split_rows(report: dict) -> list[dict]:
+    rows = []
+    for split, body in report.get("splits", {}).items():
+        b, a, c = body["before"], body["after"], body["comparison"]
+        rows.append({
+            "split": split, "n": b["n"],
+            "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
+            "after": f"{_pct(a['pass_rate'])} [{_pct(a['ci_lo'])}, {_pct(a['ci_hi'])}]",
+            "delta": f"{100 * c['delta']:+.1f} pp",
+            "mcnemar_p": f"{c['mcnemar_p']:.3g}",
+            "discordant": f"{c['b_before_only']}/{c['c_after_only']}",
+            "errors": f"{b['errors']}/{a['errors']}",
+        })
+    return rows
+
+
+HEADERS = [("split", "split"), ("n", "n"), ("before", "before pass [95% Wilson]"),
+           ("after", "after pass [95% Wilson]"), ("delta", "Δ"), ("mcnemar_p", "McNemar p (exact)"),
+           ("discordant", "lost/gained"), ("errors", "LM errors b/a")]
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# {report.get('experiment', 'experiment')}: {report.get('engine')} on {report.get('suite', '')}", ""]
+    sizes = report.get("sizes", {})
+    lines.append(f"Split digest `{report.get('split_digest')}`; train {sizes.get('train')}, val {sizes.get('val')}, "
+                 f"test {sizes.get('test')} (test is held out: no optimizer saw it).")
+    lines.append("")
+    lines.append("| " + " | ".join(h for _, h in HEADERS) + " |")
+    lines.append("|" + "---|" * len(HEADERS))
+    for r in split_rows(report):
+        lines.append("| " + " | ".join(str(r[k]) for k, _ in HEADERS) + " |")
+    lines.append("")
+    lines.append("McNemar's exact test pairs each item's before/after verdicts; 'lost/gained' counts items that "
+                 "passed only before / only after. LM errors are excluded from pass rates and reported apart.")
+    u = report.get("usage_this_run")
+    if u:
+        lines += ["", f"LM usage this run: {u['lm_calls']} model calls, {u['cache_hits']} served from cache, "
+                      f"{u['errors']} errors, {u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens."]
+    if report.get("instructions"):
+        lines += ["", "## Optimized instructions", ""]
+        for k, v in report["instructions"].items():
+            lines += [f"**{k}**", "", "```", str(v), "```", ""]
+    if report.get("run_id"):
+        lines += ["", f"MLflow run `{report['run_id']}` at `{report.get('tracking_uri')}`."]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(report: dict, run_dir: str | Path) -> list[Path]:
+    run_dir = Path(run_dir)
+    return [atomic.write_json(run_dir / "report.json", report),
+            atomic.write_text(run_dir / "report.md", markdown(report))]
+
+
+def print_report(report: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title=f"{report.get('experiment')}: {report.get('engine')} on {report.get('suite')} "
+                    f"(split digest {report.get('split_digest')})")
+    for _, h in HEADERS:
+        t.add_column(h)
+    for r in split_rows(report):
+        t.add_row(*[str(r[k]) for k, _ in HEADERS])
+    console.print(t)
+    u = report.get("usage_this_run")
+    if u:
+        msg = (f"LM calls this run: {u['lm_calls']} to the model, {u['cache_hits']} from cache, {u['errors']} errors")
+        if u["lm_calls"] == 0 and u["cache_hits"] > 0:
+            msg += " — every call was served from the cache (identical rerun)"
+        console.print(msg)

@@ -1,0 +1,228 @@
+"""MLflow tracking: one parent run per experiment, nested runs per step and split.
+
+Nested runs are created through MlflowClient with explicit ids, never the thread-local
+fluent stack, so optimizer threads cannot leave orphan runs. DSPy calls are traced with
+mlflow.dspy.autolog, and each evaluated item's trace gets the verifier verdict as feedback.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+
+from .errors import VerifirstError  # noqa: E402
+
+
+def default_uri(workdir: str | Path) -> str:
+    return f"sqlite:///{Path(workdir).resolve() / 'mlflow.db'}"
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail before any work when a tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as r:
+            if r.status != 200:
+                raise OSError(f"HTTP {r.status}")
+    except Exception as e:
+        raise VerifirstError(
+            f"MLflow tracking server {uri} is unreachable ({e}). Start it "
+            f"(`mlflow server --host 127.0.0.1 --port 5000`), fix --tracking-uri / MLFLOW_TRACKING_URI, "
+            f"or pass --offline to log to the local store.") from None
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}." if prefix or True else ""))
+        return {k.rstrip("."): v for k, v in out.items()}
+    out[prefix.rstrip(".")] = str(d)[:6000]
+    return out
+
+
+class Tracker:
+    """Wraps one MLflow experiment run. `enabled=False` gives a tracker that logs nothing."""
+
+    def __init__(self, workdir: str | Path, uri: str | None = None, experiment: str = "verifirst",
+                 enabled: bool = True, offline: bool = False, autolog: bool = True):
+        self.workdir = Path(workdir)
+        self.enabled = enabled
+        self.experiment_name = experiment
+        self.parent_id: str | None = None
+        self.experiment_id: str | None = None
+        self._lock = threading.Lock()
+        self._autolog = autolog
+        uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+        if offline or not uri:
+            uri = default_uri(self.workdir)
+        self.uri = uri
+        if enabled:
+            check_reachable(uri)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, run_name: str, params: dict | None = None, tags: dict | None = None) -> str | None:
+        if not self.enabled:
+            return None
+        import mlflow
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        mlflow.set_tracking_uri(self.uri)
+        mlflow.set_registry_uri(self.uri)
+        exp = mlflow.get_experiment_by_name(self.experiment_name)
+        if exp is None:
+            art = None
+            if self.uri.startswith("sqlite:"):
+                art = (self.workdir / "mlartifacts").resolve().as_uri()
+            self.experiment_id = mlflow.create_experiment(self.experiment_name, artifact_location=art)
+        else:
+            self.experiment_id = exp.experiment_id
+        mlflow.set_experiment(experiment_id=self.experiment_id)
+        if self._autolog:
+            import mlflow.dspy
+
+            mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
+                                log_compiles=False, log_evals=False, silent=True)
+        run = mlflow.start_run(run_name=run_name, tags=tags or {})
+        self.parent_id = run.info.run_id
+        if params:
+            self.log_params(params)
+        return self.parent_id
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if not self.enabled or self.parent_id is None:
+            return
+        import mlflow
+
+        with contextlib.suppress(Exception):
+            mlflow.flush_trace_async_logging()
+        mlflow.end_run(status=status)
+        if self._autolog:
+            import mlflow.dspy
+
+            mlflow.dspy.autolog(disable=True, silent=True)
+
+    @property
+    def client(self):
+        from mlflow import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+
+    @contextlib.contextmanager
+    def child(self, name: str, params: dict | None = None, tags: dict | None = None) -> Iterator[str | None]:
+        """A nested run under the parent; FAILED if the block raises, FINISHED otherwise."""
+        if not self.enabled or self.parent_id is None:
+            yield None
+            return
+        all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, **(tags or {})}
+        run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
+        rid = run.info.run_id
+        if params:
+            self.log_params(params, run_id=rid)
+        try:
+            yield rid
+        except BaseException:
+            self.client.set_terminated(rid, status="FAILED")
+            raise
+        self.client.set_terminated(rid, status="FINISHED")
+
+    # -- logging -----------------------------------------------------------------------
+    def log_params(self, params: dict, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        from mlflow.entities import Param
+
+        rid = run_id or self.parent_id
+        flat = _flat(params)
+        items = [Param(k[:250], v[:6000]) for k, v in flat.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(rid, params=items[i:i + 100])
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        from mlflow.entities import Metric
+
+        rid = run_id or self.parent_id
+        ts = int(time.time() * 1000)
+        ms = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()
+              if isinstance(v, (int, float)) and v == v]
+        if ms:
+            self.client.log_batch(rid, metrics=ms)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        self.client.log_artifact(run_id or self.parent_id, str(path), artifact_path)
+
+    def log_json(self, obj: Any, name: str, artifact_path: str | None = None, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / name
+            p.write_text(json.dumps(obj, indent=2, default=str))
+            self.log_artifact(p, artifact_path, run_id)
+
+    def set_tags(self, tags: dict[str, str], run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        for k, v in tags.items():
+            self.client.set_tag(run_id or self.parent_id, k, str(v))
+
+    # -- traces ------------------------------------------------------------------------
+    def feedback_hook(self, run_id: str | None, split: str):
+        """A per-item hook (called in the thread that ran the program) that attaches the
+        verifier's verdict and feedback to that call's trace as assessments."""
+        if not self.enabled:
+            return None
+
+        def hook(item, row) -> None:
+            import mlflow
+            from mlflow.entities import AssessmentSource
+
+            tid = mlflow.get_last_active_trace_id(thread_local=True)
+            if not tid:
+                return
+            try:
+                mlflow.flush_trace_async_logging()
+            except Exception:
+                pass
+            try:
+                client = self.client
+                client.set_trace_tag(tid, "verifirst.item_id", item.id)
+                client.set_trace_tag(tid, "verifirst.split", split)
+                src = AssessmentSource(source_type="CODE", source_id="verifirst.verifier")
+                mlflow.log_feedback(trace_id=tid, name="verifier_score", value=row.score,
+                                    rationale=(row.feedback or row.status)[:4000], source=src,
+                                    metadata={"stage": str(row.stage), "status": row.status,
+                                              "item_id": item.id, "split": split})
+                mlflow.log_feedback(trace_id=tid, name="verifier_pass", value=row.passed, source=src)
+                if run_id:
+                    with self._lock:
+                        client.link_traces_to_run([tid], run_id)
+            except Exception:
+                pass  # tracing is best-effort; the result rows are the record
+
+        return hook
+
+    # -- prompt registry ---------------------------------------------------------------
+    def register_prompt(self, name: str, template: str, tags: dict[str, str] | None = None,
+                        message: str | None = None) -> str | None:
+        """Register a prompt version; returns its URI (prompts:/name/version)."""
+        if not self.enabled:
+            return None
+        pv = self.client.register_prompt(name=name, template=template, commit_message=message,
+                                         tags={k: str(v) for k, v in (tags or {}).items()})
+        return f"prompts:/{pv.name}/{pv.version}"
