@@ -93,7 +93,9 @@ def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
 
 
 def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | None = None,
-        tracking_uri: str | None = None, offline: bool = False, echo=print) -> RunOutput:
+        tracking_uri: str | None = None, offline: bool = False, echo=print,
+        models: Models | None = None) -> RunOutput:
+    """models: LMs to use instead of the file's [models] (tests pass scripted ones)."""
     from verifirst.optimizers import Budget, EngineContext, get_engine, optimize
 
     ex = exp.experiment
@@ -108,8 +110,9 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                       enabled=tr["enabled"], offline=offline)
     suite = load_suite(exp)
     manifest = make_manifest(exp, suite)
-    models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
-                         temperature=exp.models.get("temperature"))
+    if models is None:
+        models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
+                             temperature=exp.models.get("temperature"))
     dspy.configure(lm=models.task, adapter=dspy.JSONAdapter())
     program = build_program(exp)
     verifier = build_verifier(exp, models)

@@ -46,10 +46,18 @@ VERIFIERS = {
     "shellcheck": Entry("verifirst.verifiers.shell_gates:ShellcheckGate", "shellcheck gate"),
     "terraform": Entry("verifirst.verifiers.terraform:TerraformVerifier", "validate -> plan -> OPA"),
     "label": Entry("verifirst.verifiers.label:LabelVerifier", "judge verdict vs recorded outcome"),
+    "exact": Entry("verifirst.verifiers.exact:ExactMatch", "exact match with the reference (baseline)"),
 }
 
 
 def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str | None) -> Callable:
+    """A registered name, or `package.module:attr` for your own component."""
+    if name not in table and ":" in name:
+        try:
+            return Entry(name, "").load()
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"cannot import {kind} {name!r}: {e}", path=path, field=field,
+                              expected="an importable module:attribute") from None
     if name not in table:
         raise ConfigError(f"unknown {kind} {name!r}", path=path, field=field,
                           expected="one of " + ", ".join(sorted(table)))

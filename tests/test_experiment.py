@@ -1,0 +1,105 @@
+"""An experiment file end to end against a real MLflow sqlite store, with scripted LMs."""
+import json
+
+import mlflow
+import pytest
+
+from verifirst import config, experiment
+from verifirst.errors import ConfigError
+from verifirst.lm import Models
+from verifirst.testing import json_answer, scripted_lm
+
+RULE = "Always answer with printf."
+
+
+def task_fn(messages):
+    return json_answer(command="printf hi" if "printf" in messages[0]["content"] else "echo hi")
+
+
+def cfg(tmp_path, **over):
+    d = {
+        "experiment": {"name": "t-exp", "workdir": str(tmp_path / "wd"), "seed": 0},
+        "suite": {"name": "bash-builtin", "limit": 12},
+        "program": {"name": "bash-generator"},
+        "verifier": {"name": "exact"},
+        "splits": {"ratios": [0.5, 0.25, 0.25]},
+        "optimizer": {"name": "gepa", "max_metric_calls": 20},
+        "models": {"task": "local"},
+    }
+    for k, v in over.items():
+        d.setdefault(k, {}).update(v)
+    return config.from_dict(d)
+
+
+def models():
+    return Models(task=scripted_lm(task_fn, cache=True, name="t1"),
+                  reflection=scripted_lm(lambda m: json_answer(new_instruction=RULE), role="reflection",
+                                         cache=True, name="r1"))
+
+
+def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
+    exp = cfg(tmp_path)
+    out = experiment.run(exp, tmp_path / "run1", progress=False, models=models(), echo=lambda m: None)
+    rep = out.report
+    assert set(rep["splits"]) == {"train", "val", "test"}
+    assert (tmp_path / "run1" / "report.md").read_text().count("McNemar") >= 1
+    client = mlflow.MlflowClient(tracking_uri=out.tracker.uri)
+    parent = client.get_run(out.run_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["split_digest"] == rep["split_digest"]
+    assert "before_test_pass_rate" in parent.data.metrics
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{out.run_id}'")
+    names = {c.info.run_name for c in children}
+    assert {"eval/before/test", "eval/after/test", "optimize/gepa"} <= names
+    assert all(c.info.status == "FINISHED" for c in children)
+    opt = next(c for c in children if c.info.run_name == "optimize/gepa")
+    assert client.get_metric_history(opt.info.run_id, "val_score")
+    # no orphan top-level runs besides the parent
+    tops = [r for r in client.search_runs([parent.info.experiment_id])
+            if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.run_id for r in tops] == [out.run_id]
+    arts = {a.path for a in client.list_artifacts(out.run_id)}
+    assert {"report", "program", "split_manifest.json", "usage.json", "config.json"} <= arts
+    assert rep["prompt_uri"].startswith("prompts:/")
+
+
+def test_second_identical_run_costs_zero_lm_calls(tmp_path):
+    exp = cfg(tmp_path)
+    first = experiment.run(exp, tmp_path / "a", progress=False, models=models(), echo=lambda m: None)
+    assert first.report["usage_this_run"]["lm_calls"] > 0
+    second = experiment.run(exp, tmp_path / "b", progress=False, models=models(), echo=lambda m: None)
+    u = second.report["usage_this_run"]
+    assert u["lm_calls"] == 0 and u["cache_hits"] > 0
+    strip = lambda r: {s: (b["before"]["pass"], b["after"]["pass"]) for s, b in r["splits"].items()}
+    assert strip(first.report) == strip(second.report)
+
+
+def test_config_errors_name_file_line_and_key(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('[experiment]\nname = "x"\n\n[suite]\nname = "bash-builtin"\nlimt = 3\n')
+    with pytest.raises(ConfigError) as e:
+        config.load(p)
+    msg = str(e.value)
+    assert "bad.toml:6" in msg and "suite.limt" in msg and "limit" in msg
+    p.write_text('[experiment]\nthreads = "two"\n')
+    with pytest.raises(ConfigError, match=r"bad.toml:2.*experiment.threads.*int"):
+        config.load(p)
+    p.write_text('[suite]\nname = "bash-builtin"\n[program]\nname = "bash-generator"\n[verifier]\nname="exact"\n'
+                 '[models]\ntask = "nosuchprovider/model-x"\n')
+    with pytest.raises(ConfigError, match=r"models.task"):
+        config.load(p)
+    p.write_text("[suite\nname=1")
+    with pytest.raises(ConfigError, match="TOML"):
+        config.load(p)
+
+
+def test_unreachable_tracking_server_fails_before_work(tmp_path):
+    from verifirst.errors import VerifirstError
+
+    exp = cfg(tmp_path, tracking={"uri": "http://127.0.0.1:9"})
+    with pytest.raises(VerifirstError, match="unreachable"):
+        experiment.run(exp, tmp_path / "r", progress=False, models=models(), echo=lambda m: None)
+    assert not (tmp_path / "r" / "report.json").exists()
+    out = experiment.run(exp, tmp_path / "r2", progress=False, models=models(), echo=lambda m: None, offline=True)
+    assert out.tracker.uri.startswith("sqlite:")
