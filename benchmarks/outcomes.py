@@ -1,0 +1,338 @@
+"""Outcome records for judge calibration: the judge's view `x` plus a label PASS/FAIL.
+
+Every source returns a `verifirst.task.Suite`; each Item has
+  inputs = the view fields (text the judge reads), gold = {"label": "PASS"|"FAIL"},
+  group = what splits keep together (task, problem, repository), meta = anything else.
+
+File format (JSONL: one object per line; CSV: one row per record, header first):
+  required  id     unique record id (string or integer)
+  required  label  PASS or FAIL (case-insensitive)
+  view      the text fields the judge sees. JSONL: either an object under `view`, or
+            top-level fields named in VIEW_FIELDS (title, summary, diff, code, test_plan,
+            task, command, reference). CSV: columns named in VIEW_FIELDS.
+            Pass `view_fields=[...]` to name other fields. Every record needs the same set.
+  optional  group  split group (default: the id)
+  optional  meta   JSONL object of metadata; any other top-level field / column is metadata
+            too (CSV columns may be written `meta.stage`). Metadata never reaches the judge.
+
+Example line:
+  {"id": "d1", "label": "FAIL", "title": "Cache keys", "diff": "...", "group": "repo-a",
+   "stage": "after_review"}
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from verifirst.errors import InputError
+from verifirst.task import Item, Suite
+
+LABELS = ("PASS", "FAIL")
+VIEW_FIELDS = ("title", "summary", "diff", "code", "test_plan", "task", "command", "reference")
+RESERVED = ("id", "label", "group", "meta", "view")
+_TRUE = {"pass", "passed", "true", "yes", "1", "y", "ok", "landed", "merged"}
+_FALSE = {"fail", "failed", "false", "no", "0", "n", "abandoned", "rejected"}
+
+ICE_SCORE_RELPATH = Path("ice-score") / "humaneval_python_grade.json"
+
+
+def shared_data_dir() -> Path:
+    """../shared/data beside the repository root (override with VERIFIRST_SHARED_DATA)."""
+    env = os.environ.get("VERIFIRST_SHARED_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def normalize_label(value: Any, *, path: str | None = None, line: int | None = None) -> str:
+    text = str(value).strip().upper() if value is not None else ""
+    if text in LABELS:
+        return text
+    raise InputError(f"label {value!r} is not PASS or FAIL", path=path, line=line, field="label",
+                     expected="PASS or FAIL")
+
+
+def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, line: int) -> Item:
+    for key in ("id", "label"):
+        if key not in rec or rec[key] is None or str(rec[key]).strip() == "":
+            raise InputError(f"missing required field {key!r}", path=path, line=line, field=key,
+                             expected="every record has `id` and `label`")
+    rid = str(rec["id"]).strip()
+    label = normalize_label(rec["label"], path=path, line=line)
+    if "view" in rec:
+        view = rec["view"]
+        if not isinstance(view, dict) or not view:
+            raise InputError("`view` must be a non-empty object of text fields", path=path, line=line,
+                             field="view", expected='e.g. {"title": "...", "diff": "..."}')
+        extra = {k: v for k, v in rec.items() if k not in RESERVED}
+    else:
+        names = list(view_fields) if view_fields else [k for k in rec if k in VIEW_FIELDS]
+        if not names:
+            raise InputError("record has no view field", path=path, line=line, field="view",
+                             expected=f"a `view` object or at least one of {', '.join(VIEW_FIELDS)}")
+        missing = [n for n in names if n not in rec]
+        if missing:
+            raise InputError(f"missing view field(s) {missing}", path=path, line=line,
+                             field=missing[0], expected=f"view fields {names}")
+        view = {n: rec[n] for n in names}
+        extra = {k: v for k, v in rec.items() if k not in RESERVED and k not in names}
+    clean_view = {}
+    for k, v in view.items():
+        if v is None:
+            v = ""
+        if isinstance(v, (dict, list)):
+            raise InputError(f"view field {k!r} is not text", path=path, line=line, field=k,
+                             expected="a string")
+        clean_view[str(k)] = str(v)
+    meta = {}
+    if "meta" in rec and rec["meta"] not in (None, ""):
+        if not isinstance(rec["meta"], dict):
+            raise InputError("`meta` must be an object", path=path, line=line, field="meta",
+                             expected='e.g. {"stage": "draft"}')
+        meta.update(rec["meta"])
+    for k, v in extra.items():
+        meta[k[5:] if k.startswith("meta.") else k] = v
+    group = rec.get("group")
+    group = None if group in (None, "") else str(group)
+    return Item(id=rid, inputs=clean_view, gold={"label": label}, group=group, meta=meta)
+
+
+def _check_consistent(items_lines: list[tuple[Item, int]], path: str) -> None:
+    seen: dict[str, int] = {}
+    first_fields: tuple[list[str], int] | None = None
+    for item, line in items_lines:
+        if item.id in seen:
+            raise InputError(f"duplicate id {item.id!r} (first on line {seen[item.id]})", path=path,
+                             line=line, field="id", expected="unique ids")
+        seen[item.id] = line
+        fields = sorted(item.inputs)
+        if first_fields is None:
+            first_fields = (fields, line)
+        elif fields != first_fields[0]:
+            raise InputError(f"view fields {fields} differ from {first_fields[0]} on line "
+                             f"{first_fields[1]}", path=path, line=line, field="view",
+                             expected="the same view fields in every record")
+
+
+def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
+    if not items_lines:
+        raise InputError("no records", path=path, expected="at least one outcome record")
+    _check_consistent(items_lines, path)
+    items = [it for it, _ in items_lines]
+    return Suite(name=name, items=items, description=f"outcome records from {path}",
+                 meta={"source": str(path), "view_fields": sorted(items[0].inputs)})
+
+
+def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
+    p = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("outcomes file not found", path=p) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason})", path=p) from None
+    out: list[tuple[Item, int]] = []
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputError(f"malformed JSON: {e.msg} at column {e.colno}", path=p, line=n,
+                             expected="one JSON object per line") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"line holds a JSON {type(rec).__name__}, not an object", path=p, line=n,
+                             expected="one JSON object per line")
+        out.append((_record_to_item(rec, view_fields, path=p, line=n), n))
+    return _suite(Path(path).stem, out, p)
+
+
+def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
+    p = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError("outcomes file not found", path=p) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason})", path=p) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    if not header:
+        raise InputError("empty CSV (no header)", path=p, line=1, expected="a header row")
+    reader.fieldnames = header
+    names = list(view_fields) if view_fields else [h for h in header if h in VIEW_FIELDS]
+    missing = [c for c in ("id", "label") if c not in header]
+    missing += [c for c in names if c not in header]
+    if missing or not names:
+        raise InputError(f"missing column(s) {missing or ['<a view field>']}; header is {header}",
+                         path=p, line=1, field=(missing or ["view"])[0],
+                         expected=f"columns id, label and view fields (any of {', '.join(VIEW_FIELDS)})")
+    out: list[tuple[Item, int]] = []
+    for row in reader:
+        line = reader.line_num  # physical line where this row ends
+        if None in row:
+            raise InputError(f"row has {len(header) + len(row[None])} cells, header has {len(header)}",
+                             path=p, line=line, expected="one cell per header column")
+        if all((v or "").strip() == "" for v in row.values()):
+            continue
+        rec = {k: v for k, v in row.items() if k in ("id", "label", "group") or k in names or v not in (None, "")}
+        out.append((_record_to_item(rec, names, path=p, line=line), line))
+    return _suite(Path(path).stem, out, p)
+
+
+def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
+    """JSONL or CSV by extension (.jsonl/.json lines or .csv)."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return load_csv(path, view_fields)
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return load_jsonl(path, view_fields)
+    raise InputError(f"unknown outcomes format {suffix!r}", path=str(path),
+                     expected="a .jsonl or .csv file")
+
+
+# -- other sources ------------------------------------------------------------------------
+def from_oracle(records: Iterable[dict], oracle: Callable[[dict], bool], *, name: str = "oracle",
+                id_key: str = "id", group_key: str | None = "group",
+                view_fields: Sequence[str] | None = None) -> Suite:
+    """Labels from an execution oracle: oracle(record) -> True (PASS) / False (FAIL).
+
+    `records` hold the view fields plus whatever the oracle needs (those extra keys go
+    to meta, never to the judge). Oracle exceptions propagate: an oracle error is not a FAIL.
+    """
+    items = []
+    for n, rec in enumerate(records, start=1):
+        fields = list(view_fields) if view_fields else [k for k in rec if k in VIEW_FIELDS]
+        label = "PASS" if oracle(rec) else "FAIL"
+        body = {"id": rec.get(id_key, n), "label": label,
+                "group": rec.get(group_key) if group_key else None}
+        body.update({k: rec[k] for k in fields})
+        body["meta"] = {k: v for k, v in rec.items()
+                        if k not in fields and k not in (id_key, group_key) and _jsonable(v)}
+        items.append((_record_to_item(body, fields, path=name, line=n), n))
+    return _suite(name, items, name)
+
+
+def from_verifier(items: Iterable[Item], verifier, candidate_key: str, *,
+                  view_fields: Sequence[str] | None = None, name: str | None = None) -> Suite:
+    """Labels from any `Verifier`: the candidate in item.inputs[candidate_key] is verified."""
+    out = []
+    for n, it in enumerate(items, start=1):
+        verdict = verifier.verify(it, it.inputs[candidate_key])
+        fields = list(view_fields) if view_fields else list(it.inputs)
+        view = {k: str(it.inputs[k]) for k in fields}
+        meta = dict(it.meta, verifier=getattr(verifier, "name", type(verifier).__name__),
+                    stage=verdict.stage)
+        out.append((Item(it.id, view, {"label": "PASS" if verdict.passed else "FAIL"}, it.group, meta), n))
+    return _suite(name or getattr(verifier, "name", "verifier"), out, name or "verifier")
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _feedback_label(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "PASS" if value else "FAIL"
+    if isinstance(value, (int, float)):
+        return "PASS" if value >= 0.5 else "FAIL"
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return "PASS"
+    if text in _FALSE:
+        return "FAIL"
+    return None
+
+
+def from_mlflow_assessments(experiment_id: str | None = None, *, assessment_name: str = "outcome",
+                            traces: list | None = None, view_fields: Sequence[str] | None = None,
+                            max_results: int = 10000) -> Suite:
+    """Outcome labels logged as MLflow feedback assessments on traces.
+
+    The view is the trace's request (its root span inputs); the label is the latest valid
+    feedback named `assessment_name` (bool, 0/1, or pass/fail text). Traces without one are
+    skipped and counted in suite.meta["skipped"].
+    """
+    if traces is None:
+        import mlflow
+
+        traces = mlflow.search_traces(locations=[experiment_id] if experiment_id else None,
+                                      max_results=max_results, return_type="list")
+    items, skipped = [], 0
+    where = f"mlflow:{experiment_id or 'traces'}"
+    for n, tr in enumerate(traces, start=1):
+        label = None
+        for a in sorted(tr.info.assessments or [], key=lambda a: getattr(a, "create_time_ms", 0) or 0):
+            fb = getattr(a, "feedback", None)
+            if a.name != assessment_name or fb is None or getattr(a, "valid", True) is False:
+                continue
+            got = _feedback_label(fb.value)
+            if got is not None:
+                label = got
+        if label is None:
+            skipped += 1
+            continue
+        inputs = tr.data.spans[0].inputs if tr.data and tr.data.spans else None
+        if inputs is None:
+            raw = tr.info.request_preview or tr.data.request
+            try:
+                inputs = json.loads(raw) if isinstance(raw, str) else raw
+            except (TypeError, json.JSONDecodeError):
+                inputs = {"summary": str(raw)}
+        if not isinstance(inputs, dict):
+            inputs = {"summary": str(inputs)}
+        fields = list(view_fields) if view_fields else [k for k in inputs if k in VIEW_FIELDS] or list(inputs)
+        rec = {"id": tr.info.trace_id, "label": label, **{k: inputs.get(k, "") for k in fields},
+               "meta": {"trace_id": tr.info.trace_id}}
+        items.append((_record_to_item(rec, fields, path=where, line=n), n))
+    suite = _suite(f"mlflow-{experiment_id or 'traces'}", items, where)
+    suite.meta["skipped"] = skipped
+    return suite
+
+
+def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | None = None) -> Suite:
+    """ICE-Score HumanEval-Python: 161 problems x 20 generated snippets, execution 0/1.
+
+    View: task = the problem's signature and docstring; code = the full function as run
+    (signature + docstring + generated body). Group = problem, so splits never mix one
+    problem's snippets across train and test.
+    """
+    p = Path(path) if path else shared_data_dir() / ICE_SCORE_RELPATH
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("ICE-Score file not found", path=str(p),
+                         expected="../shared/data/ice-score/humaneval_python_grade.json") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg}", path=str(p), line=e.lineno) from None
+    if not isinstance(data, list):
+        raise InputError("top level is not a list of problems", path=str(p), expected="a JSON list")
+    items: list[tuple[Item, int]] = []
+    for n, prob in enumerate(data[:problems] if problems else data, start=1):
+        for key in ("intent", "task_id"):
+            if key not in prob:
+                raise InputError(f"problem {n} lacks {key!r}", path=str(p), field=key,
+                                 expected="ICE-Score humaneval grade records")
+        tid = str(prob["task_id"])
+        for k in sorted((k for k in prob if k.isdigit()), key=int):
+            grade = prob.get(f"grade-{k}")
+            if not isinstance(grade, dict) or grade.get("execution") not in (0, 1):
+                raise InputError(f"problem {tid} snippet {k} has no execution grade 0/1", path=str(p),
+                                 field=f"grade-{k}.execution", expected="0 or 1")
+            body = prob[k]
+            code = prob["intent"] + ("    " + body if not body.startswith((" ", "\t")) else body)
+            item = Item(id=f"he{tid}-{k}", inputs={"task": prob["intent"], "code": code},
+                        gold={"label": "PASS" if grade["execution"] == 1 else "FAIL"}, group=f"he{tid}",
+                        meta={"problem": tid, "snippet": k, "source": "ice-score"})
+            items.append((item, n))
+    suite = _suite("ice-score-humaneval-python", items, str(p))
+    suite.meta["oracle"] = "execution"
+    return suite

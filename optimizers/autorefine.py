@@ -1,0 +1,455 @@
+"""AutoRefine (S2): calibrate a judge prompt on workflow outcomes with an informed teacher.
+
+1. The teacher reviews each training sample once (KEEP / CORRECT / SKIP); skipped samples
+   leave calibration and disagreement analysis.
+2. Each iteration runs the current prompt on the kept training samples, scores agreement
+   with Scott's pi, turns every disagreement into balanced edits and rewrites the prompt
+   under a length cap; rubric judges get their threshold chosen on train.
+3. The uncurated validation split selects the final prompt (iteration 0, the starting
+   prompt, is a candidate too). Stops at target pi, no disagreements, or max iterations.
+
+Every step is checkpointed atomically into the run dir; a second call with the same run
+dir continues where the first stopped, losing at most the iteration in flight.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import dspy
+
+from verifirst import atomic
+from verifirst.errors import ErrorRateExceeded, InputError, VerifirstError
+from verifirst.programs.judges import FAIL, PASS, JudgeError, RubricJudge
+from verifirst.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi
+from verifirst.task import ITEM_ID, Item
+
+from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
+from ._teacher import InformedTeacher, TeacherDecision, abstention_stats, run_teacher
+from .base import Budget, EngineContext, EngineResult
+
+STATE_FILE = "autorefine_state.json"
+STATE_VERSION = 1
+DEFAULT_LENGTH_CAP = 4000
+DEFAULT_TARGET_PI = 0.9
+MAX_ERROR_RATE = 0.5  # more LM errors than this on a pass stops the run (checkpoint kept)
+
+
+class CalibrationMismatch(VerifirstError):
+    """The run dir holds a checkpoint of a different calibration."""
+
+
+# -- running a judge ---------------------------------------------------------------------
+def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1) -> dict[str, dict]:
+    """Per-item {verdict, reasoning, score, error}; an LM error leaves verdict None."""
+
+    def one(it: Item) -> tuple[str, dict]:
+        try:
+            with dspy.context(lm=lm) if lm is not None else nullcontext():
+                out = judge(**it.inputs)
+            return it.id, {"verdict": out.verdict, "reasoning": out.reasoning,
+                           "score": getattr(out, "score", None), "error": None}
+        except JudgeError as e:
+            return it.id, {"verdict": None, "reasoning": "", "score": None, "error": str(e)}
+
+    if num_threads > 1:
+        with ThreadPoolExecutor(num_threads) as pool:
+            return dict(pool.map(one, items))
+    return dict(one(it) for it in items)
+
+
+def _guard_errors(errors: list[str], n: int, what: str, max_rate: float = MAX_ERROR_RATE) -> None:
+    if n and len(errors) / n > max_rate:
+        raise ErrorRateExceeded(f"{len(errors)} of {n} {what} calls failed (limit {max_rate:.0%}); "
+                                f"first error: {errors[0]}")
+
+
+def verdicts_at(run: dict[str, dict], threshold: float | None) -> dict[str, str | None]:
+    """Verdicts from a run; for a rubric run at a given threshold on its scores."""
+    if threshold is None:
+        return {k: v["verdict"] for k, v in run.items()}
+    return {k: (None if v["score"] is None else PASS if v["score"] >= threshold else FAIL)
+            for k, v in run.items()}
+
+
+def agreement(labels: dict[str, str], verdicts: dict[str, str | None]) -> dict:
+    ids = [i for i in labels if verdicts.get(i) is not None]
+    if not ids:
+        return {"pi": None, "n": 0, "errors": len(labels)}
+    return {"pi": scotts_pi([labels[i] for i in ids], [verdicts[i] for i in ids]), "n": len(ids),
+            "errors": len(labels) - len(ids)}
+
+
+def choose_threshold(run: dict[str, dict], labels: dict[str, str], default: float = 0.5) -> float:
+    """The score threshold maximizing Scott's pi on these labels (ties: nearest the default)."""
+    scores = sorted({v["score"] for i, v in run.items() if i in labels and v["score"] is not None})
+    if not scores:
+        return default
+    cands = {default, scores[0] - 1e-9, scores[-1] + 1e-9}
+    cands.update((a + b) / 2 for a, b in zip(scores, scores[1:]))
+    best = max(sorted(cands), key=lambda t: ((agreement(labels, verdicts_at(run, t))["pi"] or -2.0),
+                                             -abs(t - default)))
+    return float(best)
+
+
+# -- state ---------------------------------------------------------------------------------
+@dataclass
+class CalibrationResult:
+    prompt: str
+    threshold: float | None
+    selected_iteration: int
+    iterations: list[dict]
+    teacher: dict[str, TeacherDecision]
+    teacher_stats: dict
+    stop_reason: str
+    judge: Any = None
+    initial_prompt: str = ""
+    initial_threshold: float | None = None  # train-chosen threshold of the starting prompt
+    default_threshold: float | None = None
+
+    def summary(self) -> dict:
+        return {"selected_iteration": self.selected_iteration, "stop_reason": self.stop_reason,
+                "threshold": self.threshold, "initial_threshold": self.initial_threshold,
+                "iterations": [{k: v for k, v in it.items() if k not in ("disagreements", "train_run",
+                                                                          "val_run")}
+                               for it in self.iterations],
+                "teacher": self.teacher_stats, "calibrated_prompt": self.prompt}
+
+
+def _fingerprint(judge, train: Sequence[Item], val: Sequence[Item], use_teacher: bool) -> str:
+    body = json.dumps({"kind": getattr(judge, "kind", type(judge).__name__), "prompt": judge.prompt,
+                       "fields": list(getattr(judge, "view_fields", [])),
+                       "train": [(i.id, i.gold["label"]) for i in train],
+                       "val": [(i.id, i.gold["label"]) for i in val], "teacher": use_teacher},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class _Checkpoint:
+    def __init__(self, run_dir: Path | None, fingerprint: str):
+        self.path = Path(run_dir) / STATE_FILE if run_dir else None
+        self.state: dict = {"version": STATE_VERSION, "fingerprint": fingerprint, "teacher": {},
+                            "teacher_done": False, "iterations": [], "done": False, "stop_reason": None}
+        if self.path and self.path.exists():
+            try:
+                old = json.loads(self.path.read_text())
+            except json.JSONDecodeError as e:
+                raise InputError(f"checkpoint is not valid JSON: {e.msg}", path=str(self.path),
+                                 line=e.lineno, expected="a file written by autorefine") from None
+            if old.get("fingerprint") != fingerprint:
+                raise CalibrationMismatch(
+                    f"{self.path} is a checkpoint of another calibration (fingerprint "
+                    f"{old.get('fingerprint')} != {fingerprint}); use a fresh run dir")
+            self.state = old
+
+    @property
+    def resumed(self) -> bool:
+        return bool(self.state["iterations"] or self.state["teacher"])
+
+    def save(self) -> None:
+        if self.path:
+            atomic.write_json(self.path, self.state, indent=None)
+
+
+# -- the loop ------------------------------------------------------------------------------
+def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_items: Sequence[Item],
+              items_by_id: dict, judge_lm, num_threads: int, default_threshold: float | None) -> dict:
+    cand = judge.copy_with_prompt(prompt)
+    train_run = run_judge(cand, [items_by_id[i] for i in train_ids], judge_lm, num_threads)
+    _guard_errors([v["error"] for v in train_run.values() if v["error"]], len(train_run), "judge")
+    threshold = None
+    if isinstance(cand, RubricJudge):
+        threshold = choose_threshold(train_run, train_labels, default_threshold)
+    tv = verdicts_at(train_run, threshold)
+    val_run = run_judge(cand, val_items, judge_lm, num_threads)
+    val_labels = {it.id: it.gold["label"] for it in val_items}
+    vv = verdicts_at(val_run, threshold)
+    tr, va = agreement(train_labels, tv), agreement(val_labels, vv)
+    disagreements = [i for i in train_ids if tv.get(i) is not None and tv[i] != train_labels[i]]
+    return {"prompt": prompt, "threshold": threshold, "train_pi": tr["pi"], "train_n": tr["n"],
+            "train_errors": tr["errors"], "val_pi": va["pi"], "val_n": va["n"], "val_errors": va["errors"],
+            "n_disagreements": len(disagreements), "disagreements": disagreements,
+            "prompt_chars": len(prompt), "train_run": train_run, "val_run": val_run}
+
+
+def _select(iterations: list[dict]) -> dict:
+    """Best validation pi; ties go to the earlier (shorter-lived) prompt."""
+    def key(it):
+        return (it["val_pi"] if it["val_pi"] is not None else -2.0, -it["iteration"])
+    return max(iterations, key=key)
+
+
+def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], teacher_lm=None,
+              proposer_lm=None, *, judge_lm=None, max_iters: int = 5, target_pi: float = DEFAULT_TARGET_PI,
+              length_cap: int = DEFAULT_LENGTH_CAP, run_dir: str | Path | None = None,
+              use_teacher: bool = True, teacher: InformedTeacher | None = None, batch_size: int = 6,
+              num_threads: int = 1, meta_fields: Sequence[str] | None = None,
+              log_metrics: Callable[[dict, int], None] | None = None) -> CalibrationResult:
+    """Run the AutoRefine loop; returns the selected prompt (and threshold for rubric judges).
+
+    `use_teacher=False` calibrates on the labels directly (trustworthy labels, S2 §III).
+    """
+    if not hasattr(judge, "prompt") or not hasattr(judge, "copy_with_prompt"):
+        raise TypeError("calibrate needs a judge with a settable `prompt` and `copy_with_prompt`")
+    if len(judge.prompt) > length_cap:
+        raise InputError(f"starting prompt has {len(judge.prompt)} chars, over the length cap {length_cap}",
+                         field="length_cap", expected="a cap at least as long as the starting prompt")
+    if not train_items or not val_items:
+        raise InputError("calibration needs non-empty train and validation splits", field="splits")
+    view_fields = list(judge.view_fields)
+    for it in list(train_items) + list(val_items):
+        if it.gold.get("label") not in (PASS, FAIL):
+            raise InputError(f"item {it.id} has label {it.gold.get('label')!r}", field="label",
+                             expected="PASS or FAIL")
+    ck = _Checkpoint(Path(run_dir) if run_dir else None, _fingerprint(judge, train_items, val_items,
+                                                                        use_teacher))
+    st = ck.state
+    log = log_metrics or (lambda m, s: None)
+    items_by_id = {it.id: it for it in list(train_items) + list(val_items)}
+    default_threshold = getattr(judge, "threshold", None)
+
+    # 1. teacher pass (once; partial progress checkpointed)
+    if use_teacher:
+        teacher = teacher or InformedTeacher(view_fields)
+        if not st["teacher_done"]:
+            done = {k: TeacherDecision(**v) for k, v in st["teacher"].items()}
+
+            def progress(res):
+                st["teacher"] = {k: v.to_dict() for k, v in res.items()}
+                ck.save()
+
+            run_teacher(teacher, train_items, teacher_lm, num_threads, done, progress)
+            st["teacher_done"] = True
+            ck.save()
+        decisions = {k: TeacherDecision(**v) for k, v in st["teacher"].items()}
+        _guard_errors([d.error for d in decisions.values() if d.error], len(decisions), "teacher")
+    else:
+        decisions = {it.id: TeacherDecision(it.id, it.gold["label"], "KEEP", it.gold["label"],
+                                            "labels used directly") for it in train_items}
+    kept_ids = [it.id for it in train_items if decisions[it.id].kept]
+    train_labels = {i: decisions[i].final_label for i in kept_ids}
+    tstats = abstention_stats(train_items, decisions, meta_fields) if use_teacher else {}
+    if not kept_ids:
+        raise VerifirstError("the teacher set aside every training sample: the judge's view cannot "
+                             "explain these outcomes (it needs better inputs, not a better prompt)")
+
+    proposer, applier = EditProposer(batch_size), EditApplier()
+    iters: list[dict] = st["iterations"]
+
+    def record(entry: dict) -> None:
+        iters.append(entry)
+        ck.save()
+        log({k: entry[k] for k in ("train_pi", "val_pi", "n_disagreements", "prompt_chars")
+             if entry.get(k) is not None}, entry["iteration"])
+
+    if not iters:
+        e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
+                       num_threads, default_threshold)
+        record({"iteration": 0, **e0, "edits": None})
+
+    while not st["done"]:
+        cur = iters[-1]
+        reason = None
+        if cur["train_pi"] is not None and cur["train_pi"] >= target_pi:
+            reason = "target_pi"
+        elif cur["n_disagreements"] == 0:
+            reason = "no_disagreements"
+        elif cur["iteration"] >= max_iters:
+            reason = "max_iters"
+        if reason:
+            st["done"], st["stop_reason"] = True, reason
+            ck.save()
+            break
+        rnd = EditRound()
+        dis = [Disagreement(i, dict(items_by_id[i].inputs), train_labels[i], cur["train_run"][i]["verdict"],
+                            cur["train_run"][i]["reasoning"], decisions[i].justification)
+               for i in cur["disagreements"]]
+        with dspy.context(lm=proposer_lm) if proposer_lm is not None else nullcontext():
+            proposed = dedupe(proposer(cur["prompt"], dis, rnd), cur["prompt"])
+            kept, dropped = balance(proposed)
+            rnd.proposed = [e.to_dict() for e in proposed]
+            rnd.kept = [e.to_dict() for e in kept]
+            rnd.dropped_unbalanced = [e.to_dict() for e in dropped]
+            new_prompt = (applier(cur["prompt"], kept, length_cap, rnd,
+                                  needs_checks=isinstance(judge, RubricJudge)) if kept else cur["prompt"])
+            if not kept:
+                rnd.applier = "unchanged"
+        entry = {"iteration": cur["iteration"] + 1, "edits": rnd.to_dict()}
+        if new_prompt == cur["prompt"]:
+            # nothing usable was proposed: evaluating the same prompt again would change nothing
+            record({**{k: v for k, v in cur.items() if k not in ("iteration", "edits")}, **entry})
+            st["done"], st["stop_reason"] = True, "no_usable_edits"
+            ck.save()
+            break
+        ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
+                       num_threads, default_threshold)
+        record({**entry, **ev})
+
+    best = _select(iters)
+    calibrated = judge.copy_with_prompt(best["prompt"])
+    if isinstance(calibrated, RubricJudge) and best["threshold"] is not None:
+        calibrated.threshold = best["threshold"]
+    return CalibrationResult(prompt=best["prompt"], threshold=best["threshold"],
+                             selected_iteration=best["iteration"], iterations=iters, teacher=decisions,
+                             teacher_stats=tstats, stop_reason=st["stop_reason"], judge=calibrated,
+                             initial_prompt=iters[0]["prompt"], initial_threshold=iters[0]["threshold"],
+                             default_threshold=default_threshold)
+
+
+# -- held-out report -----------------------------------------------------------------------
+def _pi_metric(y, pred) -> float:
+    return scotts_pi(list(y), list(pred))
+
+
+def verdict_metrics(labels: Sequence[str], verdicts: Sequence[str]) -> dict:
+    c = confusion(labels, verdicts, labels=[PASS, FAIL])
+    fail, pas = c.per_class[FAIL], c.per_class[PASS]
+    return {"n": len(labels), "fail_recall": fail["recall"], "fail_precision": fail["precision"],
+            "pass_recall": pas["recall"], "pi": scotts_pi(labels, verdicts), "accuracy": c.accuracy,
+            "confusion": c.as_dict()}
+
+
+def held_out_report(labels: dict[str, str], verdicts: dict[str, dict[str, str | None]], candidate: str,
+                    baselines: Sequence[str], n_boot: int = 2000, seed: int = 0) -> dict:
+    """Test-split report from per-item verdicts of several judges on the same items.
+
+    Items where any compared judge has no verdict (LM error) are left out of every row and
+    counted, so all rows and paired tests use one item set.
+    """
+    names = [candidate, *baselines]
+    ids = [i for i in labels if all(verdicts[n].get(i) is not None for n in names)]
+    out: dict[str, Any] = {"n_items": len(labels), "n_scored": len(ids),
+                           "excluded_lm_errors": len(labels) - len(ids),
+                           "label_counts": {l: sum(labels[i] == l for i in ids) for l in (PASS, FAIL)},
+                           "judges": {}, "comparisons": {}}
+    if not ids:
+        return out
+    y = [labels[i] for i in ids]
+    for n in names:
+        out["judges"][n] = verdict_metrics(y, [verdicts[n][i] for i in ids])
+    cand = [verdicts[candidate][i] for i in ids]
+    for b in baselines:
+        base = [verdicts[b][i] for i in ids]
+        boot = paired_bootstrap(_pi_metric, base, cand, y, n=n_boot, seed=seed)
+        mc = mcnemar_paired([p == t for p, t in zip(cand, y)], [p == t for p, t in zip(base, y)])
+        out["comparisons"][f"{candidate}_vs_{b}"] = {
+            "pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi], "bootstrap": boot.as_dict(),
+            "mcnemar_exact": mc.as_dict()}
+    return out
+
+
+# -- end to end (everything except MLflow) -------------------------------------------------
+def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=None, proposer_lm=None,
+                    judge_lm=None, max_iters: int = 5, run_dir: str | Path = "runs/calibrate", *,
+                    prompt: str | None = None, target_pi: float = DEFAULT_TARGET_PI,
+                    length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
+                    batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None) -> dict:
+    """Split -> guard -> teacher + loop on train/val -> held-out test report.
+
+    Writes report.json, calibrated_prompt.txt and the loop checkpoint into run_dir.
+    """
+    from verifirst.programs.judges import make_judge
+
+    run_dir = Path(run_dir)
+    items = suite.items
+    train = manifest.select(items, "train")
+    val = manifest.select(items, "val")
+    test = manifest.select(items, "test")
+    manifest.admit_to_optimizer([it.id for it in train + val], who="autorefine")
+    view_fields = sorted(items[0].inputs)
+    judge = make_judge(judge_kind, view_fields, prompt)
+    res = calibrate(judge, train, val, teacher_lm, proposer_lm, judge_lm=judge_lm, max_iters=max_iters,
+                    target_pi=target_pi, length_cap=length_cap, run_dir=run_dir, use_teacher=use_teacher,
+                    num_threads=num_threads, batch_size=batch_size, log_metrics=log_metrics)
+
+    # 4. held-out test, scored once, after selection
+    manifest.check_test([it.id for it in test])
+    labels = {it.id: it.gold["label"] for it in test}
+    uncal_run = run_judge(judge, test, judge_lm, num_threads)
+    cal_run = run_judge(res.judge, test, judge_lm, num_threads)
+    verdicts = {"calibrated": verdicts_at(cal_run, res.threshold)}
+    baselines = []
+    if judge_kind == "rubric":
+        verdicts["uncalibrated_default_threshold"] = verdicts_at(uncal_run, res.default_threshold)
+        verdicts["uncalibrated_train_threshold"] = verdicts_at(uncal_run, res.initial_threshold)
+        baselines = ["uncalibrated_default_threshold", "uncalibrated_train_threshold"]
+    else:
+        verdicts["uncalibrated"] = verdicts_at(uncal_run, None)
+        baselines = ["uncalibrated"]
+    test_report = held_out_report(labels, verdicts, "calibrated", baselines, n_boot=n_boot)
+    counts = res.teacher_stats.get("overall", {}) if use_teacher else {}
+    report = {
+        "suite": suite.name, "judge": judge_kind, "split_digest": manifest.digest,
+        "split_sizes": manifest.sizes(), "view_fields": view_fields,
+        "teacher": {"used": use_teacher, "keep": counts.get("keep"), "correct": counts.get("correct"),
+                    "abstain": counts.get("skip"), "error": counts.get("error"),
+                    "stats": res.teacher_stats},
+        "loop": res.summary(), "test": test_report,
+        "calibrated_prompt": res.prompt, "calibrated_threshold": res.threshold,
+        "initial_prompt": res.initial_prompt,
+        "models": {"judge": _lm_name(judge_lm), "teacher": _lm_name(teacher_lm),
+                   "proposer": _lm_name(proposer_lm)},
+        "warnings": _warnings(judge_lm, teacher_lm, test_report),
+        "test_verdicts": {n: v for n, v in verdicts.items()},
+    }
+    atomic.write_text(run_dir / "calibrated_prompt.txt", res.prompt + "\n")
+    atomic.write_json(run_dir / "report.json", report)
+    return report
+
+
+def _lm_name(lm) -> str | None:
+    if lm is None:
+        lm = dspy.settings.lm
+    return getattr(lm, "model", None) if lm is not None else None
+
+
+def _warnings(judge_lm, teacher_lm, test_report) -> list[str]:
+    out = []
+    j, t = _lm_name(judge_lm), _lm_name(teacher_lm)
+    if j and t and j == t:
+        out.append(f"teacher and judge share one model ({j}): risk of self-preference (S2 §VI)")
+    if test_report.get("excluded_lm_errors"):
+        out.append(f"{test_report['excluded_lm_errors']} test item(s) left out for judge LM errors")
+    if test_report.get("n_scored", 0) < 50:
+        out.append(f"only {test_report.get('n_scored', 0)} scored test items: wide intervals")
+    return out
+
+
+# -- Engine protocol -----------------------------------------------------------------------
+def _items_from_examples(examples: Sequence, label_key: str = "label") -> list[Item]:
+    out = []
+    for ex in examples:
+        inputs = {k: ex[k] for k in ex.inputs().keys()}
+        iid = str(ex[ITEM_ID]) if ITEM_ID in ex else hashlib.sha256(
+            json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        out.append(Item(iid, inputs, {"label": str(ex[label_key]).upper()}))
+    return out
+
+
+@dataclass
+class AutoRefineEngine:
+    """Engine.compile over dspy Examples (view fields as inputs, `label` PASS/FAIL)."""
+
+    name: str = "autorefine"
+    target_pi: float = DEFAULT_TARGET_PI
+    length_cap: int = DEFAULT_LENGTH_CAP
+    use_teacher: bool = True
+    batch_size: int = 6
+    extra: dict = field(default_factory=dict)
+
+    def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
+        # agreement (Scott's pi) on labels is the objective; `metric` is the driver's to report
+        res = calibrate(program, _items_from_examples(trainset), _items_from_examples(valset),
+                        ctx.teacher_lm, ctx.reflection_lm, judge_lm=ctx.task_lm,
+                        max_iters=budget.max_iters or 5, target_pi=self.target_pi,
+                        length_cap=self.length_cap, run_dir=ctx.run_dir, use_teacher=self.use_teacher,
+                        batch_size=self.batch_size, num_threads=budget.num_threads,
+                        log_metrics=ctx.log_metrics)
+        history = [{k: it.get(k) for k in ("iteration", "train_pi", "val_pi", "n_disagreements",
+                                           "prompt_chars", "threshold")} for it in res.iterations]
+        return EngineResult(program=res.judge, history=history, details=res.summary())

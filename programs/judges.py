@@ -1,0 +1,190 @@
+"""Code judges as DSPy modules: a pass/fail judge and a weighted-rubric judge.
+
+Both read a view `x` (a dict of text fields, e.g. title/summary/diff or task/code) and
+return a verdict PASS/FAIL with reasoning. The judge prompt is the predictor's signature
+instructions; `judge.prompt` reads and sets it, so a calibration loop (or GEPA, which edits
+the same instructions) changes what the judge does.
+
+An LM that returns no parseable verdict raises `JudgeError`: an LM error is not a FAIL.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import dspy
+
+PASS, FAIL = "PASS", "FAIL"
+
+DEFAULT_PASSFAIL_PROMPT = (
+    "You review a proposed code change or generated code before it is accepted. Read every "
+    "field of the view. Answer PASS if the code does what the task asks and is safe to accept, "
+    "FAIL if it is wrong, incomplete or unsafe. Explain your reasoning, then give the verdict."
+)
+
+DEFAULT_RUBRIC_PROMPT = (
+    "You review a proposed code change or generated code against a rubric. For each check, "
+    "give a score from 0 (not met) to 1 (fully met), keyed by the check name.\n"
+    "Checks:\n"
+    "- [w=3] correct: the code does what the task asks, including edge cases\n"
+    "- [w=2] complete: nothing required is missing or left as a placeholder\n"
+    "- [w=1] safe: no unsafe operations on untrusted input\n"
+    "- [w=1] clear: the code is readable and consistent with the task's interface"
+)
+
+_CHECK_RE = re.compile(r"^\s*[-*]\s*\[w\s*=\s*([0-9]*\.?[0-9]+)\]\s*([A-Za-z0-9_\-]+)\s*:\s*(.+?)\s*$")
+
+
+class JudgeError(RuntimeError):
+    """The judge's LM failed or answered without a usable verdict."""
+
+
+def normalize_verdict(value) -> str:
+    text = str(value or "").strip().upper().strip(".'\"` ")
+    if text.startswith(PASS):
+        return PASS
+    if text.startswith(FAIL):
+        return FAIL
+    raise JudgeError(f"judge answered {value!r}, not PASS or FAIL")
+
+
+def _signature(view_fields: Sequence[str], outputs: dict, instructions: str) -> type[dspy.Signature]:
+    fields: dict = {}
+    for name in view_fields:
+        fields[name] = (str, dspy.InputField(desc=f"the {name.replace('_', ' ')} under review"))
+    fields.update(outputs)
+    return dspy.Signature(fields, instructions)
+
+
+class _PromptedJudge(dspy.Module):
+    """Shared prompt plumbing: the prompt lives in the predictor's signature instructions."""
+
+    kind = "judge"
+
+    def __init__(self, view_fields: Sequence[str], outputs: dict, prompt: str):
+        super().__init__()
+        if not view_fields:
+            raise ValueError("a judge needs at least one view field")
+        self.view_fields = list(view_fields)
+        self.predict = dspy.Predict(_signature(self.view_fields, outputs, prompt))
+
+    @property
+    def prompt(self) -> str:
+        return self.predict.signature.instructions
+
+    @prompt.setter
+    def prompt(self, text: str) -> None:
+        self.predict.signature = self.predict.signature.with_instructions(str(text))
+
+    def _call(self, view: dict):
+        missing = [f for f in self.view_fields if f not in view]
+        if missing:
+            raise ValueError(f"view lacks field(s) {missing}; judge reads {self.view_fields}")
+        try:
+            return self.predict(**{f: str(view[f]) for f in self.view_fields})
+        except JudgeError:
+            raise
+        except Exception as e:  # adapter parse failures, provider errors
+            raise JudgeError(f"{type(e).__name__}: {e}") from e
+
+
+class PassFailJudge(_PromptedJudge):
+    """view -> reasoning, verdict (PASS | FAIL)."""
+
+    kind = "passfail"
+
+    def __init__(self, view_fields: Sequence[str], prompt: str = DEFAULT_PASSFAIL_PROMPT):
+        outputs = {
+            "reasoning": (str, dspy.OutputField(desc="why the code should pass or fail, citing the view")),
+            "verdict": (Literal["PASS", "FAIL"], dspy.OutputField(desc="PASS or FAIL")),
+        }
+        super().__init__(view_fields, outputs, prompt)
+
+    def forward(self, **view) -> dspy.Prediction:
+        out = self._call(view)
+        return dspy.Prediction(verdict=normalize_verdict(out.verdict), reasoning=str(out.reasoning or ""),
+                               score=None)
+
+    def copy_with_prompt(self, prompt: str) -> "PassFailJudge":
+        new = self.deepcopy()
+        new.prompt = prompt
+        return new
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    weight: float
+    description: str
+
+
+def parse_checks(prompt: str) -> list[Check]:
+    """Checks are prompt lines `- [w=2] name: description`; edits to the prompt edit them."""
+    out, seen = [], set()
+    for line in prompt.splitlines():
+        m = _CHECK_RE.match(line)
+        if m and m.group(2) not in seen:
+            seen.add(m.group(2))
+            out.append(Check(m.group(2), float(m.group(1)), m.group(3)))
+    return out
+
+
+def weighted_score(checks: Sequence[Check], scores: dict) -> float:
+    """Weighted mean of per-check scores clipped to [0, 1]; an unscored check counts 0."""
+    total = sum(c.weight for c in checks)
+    if total <= 0:
+        raise JudgeError("rubric has no weighted checks (lines like `- [w=1] name: description`)")
+    got = 0.0
+    for c in checks:
+        try:
+            v = float((scores or {}).get(c.name, 0.0))
+        except (TypeError, ValueError):
+            v = 0.0
+        got += c.weight * min(1.0, max(0.0, v))
+    return got / total
+
+
+class RubricJudge(_PromptedJudge):
+    """view -> reasoning, per-check scores -> weighted score -> verdict at `threshold`."""
+
+    kind = "rubric"
+
+    def __init__(self, view_fields: Sequence[str], prompt: str = DEFAULT_RUBRIC_PROMPT,
+                 threshold: float = 0.5):
+        outputs = {
+            "reasoning": (str, dspy.OutputField(desc="how the code meets or misses each check")),
+            "check_scores": (dict[str, float], dspy.OutputField(desc="check name -> score in [0, 1]")),
+        }
+        super().__init__(view_fields, outputs, prompt)
+        self.threshold = float(threshold)
+
+    @property
+    def checks(self) -> list[Check]:
+        return parse_checks(self.prompt)
+
+    def forward(self, **view) -> dspy.Prediction:
+        checks = self.checks
+        if not checks:
+            raise JudgeError("rubric prompt lists no checks (lines like `- [w=1] name: description`)")
+        out = self._call(view)
+        scores = out.check_scores if isinstance(out.check_scores, dict) else {}
+        score = weighted_score(checks, scores)
+        return dspy.Prediction(verdict=PASS if score >= self.threshold else FAIL,
+                               reasoning=str(out.reasoning or ""), score=score, check_scores=scores)
+
+    def verdict_at(self, score: float, threshold: float | None = None) -> str:
+        return PASS if score >= (self.threshold if threshold is None else threshold) else FAIL
+
+    def copy_with_prompt(self, prompt: str) -> "RubricJudge":
+        new = self.deepcopy()
+        new.prompt = prompt
+        return new
+
+
+def make_judge(kind: str, view_fields: Sequence[str], prompt: str | None = None, **kw):
+    if kind == "passfail":
+        return PassFailJudge(view_fields, prompt or DEFAULT_PASSFAIL_PROMPT)
+    if kind == "rubric":
+        return RubricJudge(view_fields, prompt or DEFAULT_RUBRIC_PROMPT, **kw)
+    raise ValueError(f"unknown judge kind {kind!r}; one of passfail, rubric")

@@ -1,0 +1,155 @@
+"""Outcome-record loaders: JSONL, CSV, oracle, verifier, MLflow assessments, ICE-Score."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest
+
+from verifirst.benchmarks import outcomes as oc
+from verifirst.errors import InputError
+from verifirst.splits import make_splits
+from verifirst.task import Item
+from verifirst.verifiers.base import Verdict
+
+DATA = Path(__file__).parent / "data"
+ICE = oc.shared_data_dir() / oc.ICE_SCORE_RELPATH
+
+
+def test_jsonl_view_label_group_meta():
+    s = oc.load_jsonl(DATA / "outcomes_ok.jsonl")
+    assert [it.id for it in s.items] == ["d1", "d2", "3"]
+    d1, d2, d3 = s.items
+    assert d1.inputs == {"title": "Sort helper", "diff": "+return sorted(xs)"}
+    assert d2.gold == {"label": "FAIL"} and d3.gold == {"label": "FAIL"}
+    assert d1.group == "repo-a" and d3.group is None and d3.group_key == "3"
+    assert d1.meta == {"stage": "landed"} and d2.meta == {"stage": "after_review"}
+    assert s.meta["view_fields"] == ["diff", "title"]
+
+
+def test_csv_quoted_multiline_and_meta_prefix():
+    s = oc.load_csv(DATA / "outcomes_ok.csv")
+    c1, c2, c3 = s.items
+    assert c2.inputs["command"] == "wc -l | sort\n-n" and c2.inputs["task"] == "count lines, then sort"
+    assert c1.meta == {"stage": "landed"} and c3.meta == {}
+    assert c2.gold["label"] == "FAIL" and c1.group == "t1"
+
+
+def test_load_outcomes_dispatches_by_extension(tmp_path):
+    assert len(oc.load_outcomes(DATA / "outcomes_ok.csv")) == 3
+    with pytest.raises(InputError, match="expected: a .jsonl or .csv file"):
+        oc.load_outcomes(tmp_path / "x.txt")
+
+
+@pytest.mark.parametrize("name,line,needle", [
+    ("outcomes_bad_json.jsonl", 2, "malformed JSON"),
+    ("outcomes_bad_label.jsonl", 2, "not PASS or FAIL"),
+    ("outcomes_dup.jsonl", 3, "duplicate id 'd1' (first on line 1)"),
+])
+def test_jsonl_errors_name_file_and_line(name, line, needle):
+    with pytest.raises(InputError) as e:
+        oc.load_jsonl(DATA / name)
+    assert e.value.line == line and needle in str(e.value)
+    assert f"{name}:{line}" in str(e.value)
+
+
+def test_csv_missing_columns_named():
+    with pytest.raises(InputError) as e:
+        oc.load_csv(DATA / "outcomes_missing_col.csv")
+    assert e.value.line == 1 and "label" in str(e.value)
+
+
+def test_more_jsonl_errors(tmp_path):
+    cases = {
+        '[1, 2]\n': "not an object",
+        '{"label": "PASS", "diff": "x"}\n': "missing required field 'id'",
+        '{"id": 1, "label": "PASS", "other": "x"}\n': "no view field",
+        '{"id": 1, "label": "PASS", "diff": "x"}\n{"id": 2, "label": "PASS", "code": "y"}\n': "differ",
+        '{"id": 1, "label": "PASS", "diff": {"a": 1}}\n': "not text",
+        '': "no records",
+    }
+    for n, (body, needle) in enumerate(cases.items()):
+        p = tmp_path / f"c{n}.jsonl"
+        p.write_text(body)
+        with pytest.raises(InputError, match=needle):
+            oc.load_jsonl(p)
+    with pytest.raises(InputError, match="not found"):
+        oc.load_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_csv_ragged_row(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text("id,label,code\n1,PASS,x\n2,FAIL,y,extra\n")
+    with pytest.raises(InputError) as e:
+        oc.load_csv(p)
+    assert e.value.line == 3
+
+
+def test_explicit_view_fields_and_view_object(tmp_path):
+    p = tmp_path / "v.jsonl"
+    p.write_text('{"id": "a", "label": "PASS", "view": {"patch": "+x"}, "team": "infra"}\n')
+    s = oc.load_jsonl(p)
+    assert s.items[0].inputs == {"patch": "+x"} and s.items[0].meta == {"team": "infra"}
+    q = tmp_path / "w.jsonl"
+    q.write_text('{"id": "a", "label": "PASS", "patch": "+x", "team": "infra"}\n')
+    assert oc.load_jsonl(q, view_fields=["patch"]).items[0].inputs == {"patch": "+x"}
+
+
+def test_oracle_and_verifier_sources():
+    recs = [{"id": "a", "command": "ls", "expected": 0}, {"id": "b", "command": "false", "expected": 1}]
+    s = oc.from_oracle(recs, lambda r: r["expected"] == 0, view_fields=["command"])
+    assert [it.gold["label"] for it in s.items] == ["PASS", "FAIL"]
+    assert s.items[0].meta == {"expected": 0} and s.items[0].inputs == {"command": "ls"}
+
+    class V:
+        name = "toy"
+
+        def verify(self, item, candidate):
+            ok = "rm" not in candidate
+            return Verdict(score=float(ok), passed=ok, stage="PASS" if ok else "exec")
+
+    items = [Item("x", {"command": "ls"}), Item("y", {"command": "rm -rf /"})]
+    s2 = oc.from_verifier(items, V(), "command")
+    assert [it.gold["label"] for it in s2.items] == ["PASS", "FAIL"]
+    assert s2.items[1].meta["stage"] == "exec" and s2.items[1].meta["verifier"] == "toy"
+
+
+def test_mlflow_assessment_labels_from_trace_objects():
+    from types import SimpleNamespace as NS
+
+    def trace(tid, inputs, fbs):
+        assessments = [NS(name=n, feedback=NS(value=v), valid=True, create_time_ms=k)
+                       for k, (n, v) in enumerate(fbs)]
+        return NS(info=NS(trace_id=tid, assessments=assessments, request_preview=None),
+                  data=NS(spans=[NS(inputs=inputs)], request=None))
+
+    traces = [trace("t1", {"diff": "+a", "title": "x"}, [("outcome", "fail"), ("outcome", True)]),
+              trace("t2", {"diff": "+b", "title": "y"}, [("outcome", 0)]),
+              trace("t3", {"diff": "+c", "title": "z"}, [("other", 1)])]
+    s = oc.from_mlflow_assessments(traces=traces)
+    assert [(it.id, it.gold["label"]) for it in s.items] == [("t1", "PASS"), ("t2", "FAIL")]
+    assert s.meta["skipped"] == 1 and s.items[0].inputs == {"diff": "+a", "title": "x"}
+
+
+@pytest.mark.skipif(not ICE.exists(), reason=f"ICE-Score data not at {ICE}")
+def test_ice_score_loader_shape_and_group_splits():
+    s = oc.load_ice_score()
+    assert len(s) == 161 * 20
+    labels = [it.gold["label"] for it in s.items]
+    assert labels.count("PASS") == 1342 and labels.count("FAIL") == 1878
+    it = s.items[0]
+    assert set(it.inputs) == {"task", "code"} and it.inputs["code"].startswith(it.inputs["task"])
+    assert len({x.group for x in s.items}) == 161
+    m = make_splits(s.items, group="group", seed=0)
+    split_of_group = {}
+    for x in s.items:
+        split_of_group.setdefault(x.group, set()).add(m.split_of(x.id))
+    assert all(len(v) == 1 for v in split_of_group.values())
+    assert len(oc.load_ice_score(problems=3)) == 60
+
+
+def test_ice_score_missing_file(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        oc.load_ice_score(tmp_path / "none.json")
