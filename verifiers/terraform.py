@@ -1,0 +1,213 @@
+"""TerraformVerifier: validate -> plan -> policy, one Verdict, three backends behind one interface.
+
+- "terraform": real terraform + the schema-serving provider (verifiers/tf_provider.py), no init;
+- "python":    python-hcl2 checks + a synthesized plan (verifiers/hcl_check.py, plan_synth.py);
+- "real":      real terraform + real providers from a plugin cache or mirror, `init -backend=false`;
+- "auto":      "terraform" when a terraform binary is found, else "python".
+Every verdict names its backend; details["backend_label"] says which binary and schema.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from verifirst.errors import InputError
+from verifirst.task import Item
+from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.base import Verdict, VerifierError
+from verifirst.verifiers.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform, feedback_text,
+                                               find_terraform, read_config)
+
+BACKENDS = ("auto", "terraform", "python", "real")
+BUILTIN_SCHEMA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "iac_builtin_schema.json"
+_FENCE_RE = re.compile(r"```[ \t]*(?:hcl|terraform|tf|HCL|Terraform)?[ \t]*\n(.*?)```", re.S)
+
+_RUNNERS: dict[tuple, Any] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def extract_config(candidate: Any) -> Any:
+    """The HCL inside a model answer: the first fenced block if there is one, else the text."""
+    if isinstance(candidate, str):
+        m = _FENCE_RE.search(candidate)
+        if m:
+            return m.group(1)
+        return candidate
+    return candidate
+
+
+def default_schema() -> str:
+    if BUILTIN_SCHEMA.is_file():
+        return str(BUILTIN_SCHEMA)
+    raise InputError("no schema given and the built-in schema is missing", field="schema",
+                     expected=f"a `terraform providers schema -json` file, or {BUILTIN_SCHEMA}")
+
+
+def _runner(backend: str, schema: str | None, binary: str | None, mirror: str | None):
+    """One runner per (backend, schema, binary): the provider process and CLI config are shared."""
+    key = (backend, schema, binary, mirror)
+    with _RUNNERS_LOCK:
+        r = _RUNNERS.get(key)
+        if r is None or (getattr(r, "provider", None) is not None and not r.provider.alive()):
+            if backend == "terraform":
+                r = SchemaTerraform(schema, binary=binary)
+            else:
+                r = RealTerraform(mirror=mirror, binary=binary)
+            _RUNNERS[key] = r
+        return r
+
+
+class TerraformVerifier:
+    """`verify(item, candidate_hcl)`; the policy comes from item.gold["rego_policy"] or `policy`."""
+
+    name = "terraform"
+
+    def __init__(self, backend: str = "auto", schema: str | os.PathLike | None = None,
+                 policy: str | os.PathLike | None = None, policy_mode: str = "auto",
+                 binary: str | None = None, mirror: str | None = None, validate_first: bool = False):
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
+        self.schema = str(schema) if schema else (None if backend == "real" else default_schema())
+        if self.schema and not Path(self.schema).is_file():
+            raise InputError("schema file not found", path=self.schema,
+                             expected="a `terraform providers schema -json` file (.json or .json.gz)")
+        if backend == "auto":
+            backend = "terraform" if find_terraform(binary) else "python"
+        self.backend = backend
+        self.binary, self.mirror = binary, mirror
+        self.policy_mode = policy_mode
+        self.validate_first = validate_first
+        self._policies: dict[tuple, Any] = {}
+        self.policy = self._load_policy(policy) if policy else None
+
+    # ------------------------------------------------------------------ policy
+    def _load_policy(self, policy, name: str = "policy.rego", mode: str | None = None):
+        from verifirst.verifiers.opa import Policy
+        if isinstance(policy, Policy):
+            return policy
+        if isinstance(policy, os.PathLike) or (isinstance(policy, str) and "\n" not in policy
+                                              and policy.endswith(".rego")):
+            return Policy.from_file(policy, mode=mode or self.policy_mode)
+        key = (str(policy), mode)
+        if key not in self._policies:  # compiled once per distinct policy text
+            self._policies[key] = Policy(str(policy), path=name, mode=mode or self.policy_mode)
+        return self._policies[key]
+
+    # ------------------------------------------------------------------ entry points
+    def verify(self, item: Item, candidate: Any) -> Verdict:
+        gold = item.gold or {}
+        policy = gold.get("rego_policy") or None
+        mode = gold.get("policy_mode")
+        pol = self._load_policy(policy, f"{item.id}.rego", mode) if policy else None
+        v = self.verify_config(extract_config(candidate), policy=pol or self.policy)
+        v.details["item_id"] = item.id
+        return v
+
+    def verify_config(self, config: Any, policy=None) -> Verdict:
+        t0 = time.perf_counter()
+        pol = self._load_policy(policy) if policy is not None else self.policy
+        files = read_config(config)
+        if not any(t.strip() for t in files.values()):
+            err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
+            return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
+        if self.backend == "python":
+            stage, errors, warnings, plan, timings, details = self._python(files)
+        else:
+            stage, errors, warnings, plan, timings, details = self._terraform(files)
+        if stage == T.PASS and pol is not None:
+            res = pol.evaluate(plan or {})
+            timings.update(res.timings)
+            details["policy"] = {"engine": res.engine, "mode": res.mode, "decided": res.decided,
+                                 "false_rules": res.false_rules, "package": pol.package}
+            if not res.passed:
+                stage, errors = T.OPA_FAIL, res.errors
+                if not res.decided:
+                    details["undecided"] = T.POLICY_ENGINE_GAP
+        details["plan"] = plan
+        return self._verdict(stage, errors, warnings, timings, t0, details)
+
+    # ------------------------------------------------------------------ backends
+    def _terraform(self, files):
+        runner = _runner(self.backend, self.schema, self.binary, self.mirror)
+        res = runner.check(files, validate_first=self.validate_first)
+        details = {"backend_label": runner.label,
+                   "missing_files": [d.detail for d in res.errors if d.missing_file],
+                   "deprecations": [_warn(d) for d in res.warnings if "deprecat" in d.summary.lower()]}
+        errors = [d.as_error() for d in res.errors]
+        warnings = [_warn(d) for d in res.warnings]
+        return res.stage, errors, warnings, res.plan, dict(res.timings), details
+
+    def _python(self, files):
+        try:
+            from verifirst.verifiers import hcl_check, plan_synth
+            from verifirst.verifiers.tf_schema import load_schema
+        except ImportError as exc:
+            raise RuntimeError(f"python backend unavailable: {exc}") from None
+        schema = load_schema(self.schema)
+        t0 = time.perf_counter()
+        stage, errors, warnings = hcl_check.check(files, schema)
+        timings = {"check_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        plan = None
+        if stage == T.PASS:
+            t0 = time.perf_counter()
+            plan = plan_synth.synthesize_plan(files, schema)
+            timings["synth_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        warns = [w if isinstance(w, str) else getattr(w, "message", str(w)) for w in (warnings or [])]
+        details = {"backend_label": f"python-hcl2 + schema ({Path(self.schema).name})",
+                   "deprecations": [w for w in warns if "deprecat" in w.lower()]}
+        return stage, list(errors), warns, plan, timings, details
+
+    def _verdict(self, stage, errors, warnings, timings, t0, details) -> Verdict:
+        timings = dict(timings)
+        timings["total_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        details = dict(details)
+        details["warnings"] = warnings
+        passed = stage == T.PASS
+        return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
+                       feedback=feedback_text(stage, self.backend, errors, warnings),
+                       backend=self.backend, details=details, timings=timings)
+
+
+def _warn(d: Diagnostic) -> str:
+    at = f"{d.address}: " if d.address else ""
+    return f"{at}{d.summary}" + (f": {d.detail}" if d.detail else "")
+
+
+_DEFAULT_VERIFIERS: dict[tuple, TerraformVerifier] = {}
+
+
+def verify_config(hcl_text_or_dir: Any, policy=None, backend: str = "auto",
+                  schema: str | os.PathLike | None = None) -> Verdict:
+    """One config (HCL text, a .tf file, a directory or {name: text}) through the three gates."""
+    key = (backend, str(schema) if schema else None)
+    v = _DEFAULT_VERIFIERS.get(key)
+    if v is None:
+        v = _DEFAULT_VERIFIERS[key] = TerraformVerifier(backend=backend, schema=schema)
+    return v.verify_config(hcl_text_or_dir, policy=policy)
+
+
+def verdict_json(v: Verdict) -> dict:
+    return {"stage": v.stage, "backend": v.backend, "passed": v.passed,
+            "errors": [e.as_dict() for e in v.errors], "feedback": v.feedback,
+            "warnings": v.details.get("warnings", []), "timings": v.timings}
+
+
+def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "auto",
+                         schema: str | None = None, as_json: bool = False) -> int:
+    """`verifirst verify terraform PATH [--policy F.rego] [--backend B] [--schema F] [--json]`.
+    Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
+    if not os.path.exists(path):
+        raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
+    v = verify_config(path, policy=policy, backend=backend, schema=schema)
+    if as_json:
+        print(json.dumps(verdict_json(v), indent=2))
+    else:
+        print(v.feedback)
+        label = v.details.get("backend_label", v.backend)
+        print(f"[{label}] " + ", ".join(f"{k}={val}" for k, val in v.timings.items()))
+    return 0 if v.passed else 1

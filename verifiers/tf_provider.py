@@ -1,0 +1,502 @@
+"""A schema-only Terraform provider: serves a `terraform providers schema -json` file over the
+plugin protocol (v6, via the `tf` package's generated gRPC code) and plans computed attributes
+as unknown. Real terraform then runs validate/plan/show offline against the real schema.
+
+Two ways to run it:
+- managed: terraform starts it itself (dev_overrides launcher), TLS handshake on stdout;
+- reattach: one long-lived process serves many terraform runs (TF_REATTACH_PROVIDERS), which
+  saves the ~6 provider starts a single plan+show otherwise costs.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+from verifirst.errors import InputError
+
+DEFAULT_AWS = "registry.terraform.io/hashicorp/aws"
+_UNKNOWN_BYTES = b"\x00"
+
+
+# ---------------------------------------------------------------- schema file -> dict
+def load_schema_dict(path: str | os.PathLike | dict) -> dict:
+    """The raw `providers schema -json` dict from .json / .json.gz (or a dict already)."""
+    if isinstance(path, dict):
+        raw = path
+        where = "<dict>"
+    else:
+        where = str(path)
+        p = Path(path)
+        if not p.is_file():
+            raise InputError("schema file not found", path=where,
+                             expected="a `terraform providers schema -json` file (.json or .json.gz)")
+        data = p.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        try:
+            raw = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON: {exc.msg}", path=where, line=exc.lineno,
+                             expected="`terraform providers schema -json` output") from None
+    schemas = raw.get("provider_schemas") if isinstance(raw, dict) else None
+    if not isinstance(schemas, dict) or not schemas:
+        raise InputError("no provider_schemas object", path=where, field="provider_schemas",
+                         expected="`terraform providers schema -json` output")
+    return raw
+
+
+def provider_names(raw: dict) -> list[str]:
+    return sorted(raw["provider_schemas"])
+
+
+def short_name(address: str) -> str:
+    """registry.terraform.io/hashicorp/aws -> aws (the executable is terraform-provider-aws)."""
+    return address.rstrip("/").rsplit("/", 1)[-1]
+
+
+# ---------------------------------------------------------------- JSON schema -> protobuf
+def _pb():
+    from tf.gen import tfplugin_pb2 as pb
+    return pb
+
+
+def _attr_pb(pb, name: str, a: dict):
+    kw: dict[str, Any] = dict(name=name, required=bool(a.get("required")),
+                              optional=bool(a.get("optional")), computed=bool(a.get("computed")),
+                              sensitive=bool(a.get("sensitive")), deprecated=bool(a.get("deprecated")))
+    if "nested_type" in a:
+        nt = a["nested_type"]
+        kw["nested_type"] = pb.Schema.Object(
+            attributes=[_attr_pb(pb, n, x) for n, x in sorted(nt.get("attributes", {}).items())],
+            nesting=getattr(pb.Schema.Object.NestingMode, nt.get("nesting_mode", "single").upper()),
+            min_items=int(nt.get("min_items", 0)), max_items=int(nt.get("max_items", 0)))
+    else:
+        kw["type"] = json.dumps(a.get("type", "dynamic"), separators=(",", ":")).encode()
+    return pb.Schema.Attribute(**kw)
+
+
+def _block_pb(pb, b: dict):
+    nested = []
+    for n, bt in sorted(b.get("block_types", {}).items()):
+        nested.append(pb.Schema.NestedBlock(
+            type_name=n, block=_block_pb(pb, bt.get("block", {})),
+            nesting=getattr(pb.Schema.NestedBlock.NestingMode, bt.get("nesting_mode", "list").upper()),
+            min_items=int(bt.get("min_items", 0)), max_items=int(bt.get("max_items", 0))))
+    return pb.Schema.Block(
+        attributes=[_attr_pb(pb, n, a) for n, a in sorted(b.get("attributes", {}).items())],
+        block_types=nested, deprecated=bool(b.get("deprecated")))
+
+
+def _schema_pb(pb, s: dict | None):
+    s = s or {"block": {}}
+    return pb.Schema(version=int(s.get("version", 0)), block=_block_pb(pb, s.get("block", {})))
+
+
+# ---------------------------------------------------------------- msgpack values
+def _unpack(dv) -> Any:
+    import msgpack
+    if dv.msgpack:
+        return msgpack.unpackb(dv.msgpack, raw=False, strict_map_key=False,
+                               ext_hook=lambda code, data: msgpack.ExtType(code, data))
+    if dv.json:
+        return json.loads(dv.json)
+    return None
+
+
+def _pack(pb, value: Any):
+    import msgpack
+    return pb.DynamicValue(msgpack=msgpack.packb(value, use_bin_type=True))
+
+
+def _is_unknown(v: Any) -> bool:
+    import msgpack
+    return isinstance(v, msgpack.ExtType)
+
+
+def _unknown():
+    import msgpack
+    return msgpack.ExtType(0, _UNKNOWN_BYTES)
+
+
+def _nested_objects(bt: dict, v: Any) -> list:
+    """The object values of one nested block attribute, whatever its nesting mode."""
+    if v is None or _is_unknown(v):
+        return []
+    mode = bt.get("nesting_mode", "list")
+    if mode in ("single", "group"):
+        return [v] if isinstance(v, dict) else []
+    if mode == "map":
+        return [x for x in v.values() if isinstance(x, dict)] if isinstance(v, dict) else []
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def plan_computed_unknown(block: dict, obj: dict) -> dict:
+    """Computed attributes the config left null become unknown ("known after apply")."""
+    for name, a in block.get("attributes", {}).items():
+        if a.get("computed") and obj.get(name) is None:
+            obj[name] = _unknown()
+    for name, bt in block.get("block_types", {}).items():
+        for child in _nested_objects(bt, obj.get(name)):
+            plan_computed_unknown(bt.get("block", {}), child)
+    return obj
+
+
+def _dummy(ty: Any, name: str, i: int = 0) -> Any:
+    """A known stand-in for a data source's computed value, plausible enough for functions
+    (cidrsubnet, jsondecode, indexing [0..2]) that configs apply to it."""
+    if ty == "string":
+        n = name.lower()
+        if "cidr" in n:
+            return f"10.{i}.0.0/16"
+        if n.endswith("json") or "policy" in n or n == "document":
+            return "{}"
+        if n.endswith("arn") or n == "arn":
+            return f"arn:aws:iam::123456789012:{name}-{i}"
+        if "account" in n or n == "owner_id":
+            return "123456789012"
+        if "zone" in n or n == "names":
+            return "us-east-1" + "abcdef"[i % 6]
+        if "region" in n:
+            return "us-east-1"
+        return f"{name}-{i}"
+    if ty == "number":
+        return i + 1
+    if ty == "bool":
+        return False
+    if ty == "dynamic":
+        return None
+    if isinstance(ty, list) and ty:
+        kind = ty[0]
+        if kind in ("list", "set"):
+            return [_dummy(ty[1], name, k) for k in range(3)]
+        if kind == "map":
+            return {}
+        if kind == "object":
+            return {k: _dummy(t, k, i) for k, t in ty[1].items()}
+        if kind == "tuple":
+            return [_dummy(t, name, k) for k, t in enumerate(ty[1])]
+    return None
+
+
+def fill_data_source(block: dict, obj: dict) -> dict:
+    for name, a in block.get("attributes", {}).items():
+        if a.get("computed") and (obj.get(name) is None or _is_unknown(obj.get(name))):
+            obj[name] = _dummy(a.get("type", "string"), name)
+    for name, bt in block.get("block_types", {}).items():
+        for child in _nested_objects(bt, obj.get(name)):
+            fill_data_source(bt.get("block", {}), child)
+    return obj
+
+
+def config_diagnostics(type_name: str, schema: dict, config: Any, kind: str = "resource"):
+    """(severity, summary, detail, path) found in a resource config, as the AWS provider's SDK
+    reports them: computed-only attributes set (error), deprecated types and arguments (warning)."""
+    out = []
+    block = schema.get("block", {})
+    type_deprecated = bool(block.get("deprecated"))
+    if type_deprecated:
+        out.append(("warning", f"Deprecated {kind}",
+                    f"The {kind} type {type_name} is deprecated by the provider; use its successor.", []))
+
+    def walk(b: dict, obj: Any, path: list):
+        if not isinstance(obj, dict):
+            return
+        for name, a in b.get("attributes", {}).items():
+            if obj.get(name) is None:
+                continue
+            if a.get("computed") and not a.get("optional") and not a.get("required"):
+                out.append(("error", "Value for unconfigurable attribute",
+                            f'Can\'t configure a value for "{name}": its value will be decided '
+                            "automatically based on the result of applying this configuration.",
+                            path + [name]))
+            elif a.get("deprecated") and not type_deprecated:
+                out.append(("warning", "Argument is deprecated",
+                            f'The argument "{name}" of {type_name} is deprecated.', path + [name]))
+        for name, bt in b.get("block_types", {}).items():
+            v = obj.get(name)
+            if bt.get("block", {}).get("deprecated") and _nested_objects(bt, v) and not type_deprecated:
+                out.append(("warning", "Block is deprecated",
+                            f'The block "{name}" of {type_name} is deprecated.', path + [name]))
+            for child in _nested_objects(bt, v):
+                walk(bt.get("block", {}), child, path + [name])
+
+    walk(block, config, [])
+    return out
+
+
+# ---------------------------------------------------------------- gRPC servicer
+def make_servicer(provider_schema: dict):
+    """A tfplugin6 Provider servicer for one provider's part of a schema file."""
+    from tf.gen import tfplugin_pb2_grpc as rpc
+    pb = _pb()
+    resources = provider_schema.get("resource_schemas", {}) or {}
+    data_sources = provider_schema.get("data_source_schemas", {}) or {}
+
+    schema_resp = pb.GetProviderSchema.Response(
+        provider=_schema_pb(pb, provider_schema.get("provider")),
+        provider_meta=_schema_pb(pb, None),
+        resource_schemas={k: _schema_pb(pb, v) for k, v in resources.items()},
+        data_source_schemas={k: _schema_pb(pb, v) for k, v in data_sources.items()},
+        server_capabilities=pb.ServerCapabilities(plan_destroy=True, get_provider_schema_optional=True),
+    )
+
+    def diag(summary, detail="", path=(), severity=None):
+        severity = {"error": pb.Diagnostic.ERROR, "warning": pb.Diagnostic.WARNING}.get(
+            severity, severity or pb.Diagnostic.WARNING)
+        d = pb.Diagnostic(severity=severity, summary=summary, detail=detail)
+        if path:
+            d.attribute.CopyFrom(pb.AttributePath(
+                steps=[pb.AttributePath.Step(attribute_name=p) for p in path]))
+        return d
+
+    def error(summary, detail=""):
+        return [diag(summary, detail, severity=pb.Diagnostic.ERROR)]
+
+    class SchemaServicer(rpc.ProviderServicer):
+        def GetMetadata(self, request, context):
+            return pb.GetMetadata.Response(server_capabilities=schema_resp.server_capabilities)
+
+        def GetProviderSchema(self, request, context):
+            return schema_resp
+
+        def ValidateProviderConfig(self, request, context):
+            return pb.ValidateProviderConfig.Response()
+
+        def ConfigureProvider(self, request, context):
+            return pb.ConfigureProvider.Response()
+
+        def ValidateResourceConfig(self, request, context):
+            s = resources.get(request.type_name, {})
+            ds = config_diagnostics(request.type_name, s, _unpack(request.config))
+            return pb.ValidateResourceConfig.Response(
+                diagnostics=[diag(sm, dt, p, sev) for sev, sm, dt, p in ds])
+
+        def ValidateDataResourceConfig(self, request, context):
+            s = data_sources.get(request.type_name, {})
+            ds = config_diagnostics(request.type_name, s, _unpack(request.config), "data source")
+            return pb.ValidateDataResourceConfig.Response(
+                diagnostics=[diag(sm, dt, p, sev) for sev, sm, dt, p in ds])
+
+        def UpgradeResourceState(self, request, context):
+            raw = request.raw_state.json or b"null"
+            return pb.UpgradeResourceState.Response(upgraded_state=pb.DynamicValue(json=raw))
+
+        def ReadResource(self, request, context):
+            return pb.ReadResource.Response(new_state=request.current_state, private=request.private)
+
+        def PlanResourceChange(self, request, context):
+            proposed = _unpack(request.proposed_new_state)
+            prior = _unpack(request.prior_state)
+            if isinstance(proposed, dict) and prior is None:
+                block = resources.get(request.type_name, {}).get("block", {})
+                proposed = plan_computed_unknown(block, proposed)
+            return pb.PlanResourceChange.Response(planned_state=_pack(pb, proposed))
+
+        def ApplyResourceChange(self, request, context):
+            return pb.ApplyResourceChange.Response(diagnostics=error(
+                "apply is not supported", "This provider only serves a schema for validate and plan."))
+
+        def ImportResourceState(self, request, context):
+            return pb.ImportResourceState.Response(diagnostics=error("import is not supported"))
+
+        def MoveResourceState(self, request, context):
+            return pb.MoveResourceState.Response(diagnostics=error("moved blocks across types are not supported"))
+
+        def ReadDataSource(self, request, context):
+            cfg = _unpack(request.config)
+            block = data_sources.get(request.type_name, {}).get("block", {})
+            state = fill_data_source(block, cfg) if isinstance(cfg, dict) else cfg
+            return pb.ReadDataSource.Response(state=_pack(pb, state))
+
+        def GetFunctions(self, request, context):
+            return pb.GetFunctions.Response()
+
+        def CallFunction(self, request, context):
+            return pb.CallFunction.Response(error=pb.FunctionError(text="no provider functions"))
+
+        def StopProvider(self, request, context):
+            return pb.StopProvider.Response()
+
+    return SchemaServicer()
+
+
+def _grpc_server(servicer):
+    import grpc
+    from tf.gen import grpc_controller_pb2 as ctl_pb
+    from tf.gen import grpc_controller_pb2_grpc as ctl_rpc
+    from tf.gen import grpc_stdio_pb2_grpc as stdio_rpc
+    from tf.gen import tfplugin_pb2_grpc as rpc
+
+    stop = threading.Event()
+    # Large schemas exceed gRPC's 4 MB default once serialized.
+    opts = [("grpc.max_send_message_length", 512 << 20), ("grpc.max_receive_message_length", 512 << 20)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=opts)
+    rpc.add_ProviderServicer_to_server(servicer, server)
+
+    class Controller(ctl_rpc.GRPCControllerServicer):
+        def Shutdown(self, request, context):
+            stop.set()
+            return ctl_pb.Empty()
+
+    class Stdio(stdio_rpc.GRPCStdioServicer):
+        def StreamStdio(self, request, context):
+            return iter(())
+
+    ctl_rpc.add_GRPCControllerServicer_to_server(Controller(), server)
+    stdio_rpc.add_GRPCStdioServicer_to_server(Stdio(), server)
+    return server, stop
+
+
+def serve_managed(schema_path: str, address: str) -> None:
+    """go-plugin handshake for a terraform-started provider (dev_overrides, naive mode)."""
+    from tf.runner import _self_signed_cert
+    raw = load_schema_dict(schema_path)
+    if address not in raw["provider_schemas"]:
+        raise InputError(f"provider {address} not in schema", path=schema_path,
+                         expected=", ".join(provider_names(raw)))
+    server, stop = _grpc_server(make_servicer(raw["provider_schemas"][address]))
+    chain, creds = _self_signed_cert()
+    with tempfile.TemporaryDirectory(prefix="vf-tfp-") as tmp:
+        sock = f"{tmp}/plugin.sock"
+        server.add_secure_port(f"unix://{sock}", creds)
+        server.start()
+        print(f"1|6|unix|{sock}|grpc|{base64.b64encode(chain).decode().rstrip('=')}", flush=True)
+        while not stop.wait(0.05):
+            pass
+        server.stop(grace=0)
+
+
+def serve_reattach(schema_path: str, addresses: list[str] | None = None) -> None:
+    """Serve every provider of the schema file on unix sockets; print one TF_REATTACH_PROVIDERS
+    JSON line; run until stdin closes or SIGTERM."""
+    raw = load_schema_dict(schema_path)
+    addresses = addresses or provider_names(raw)
+    tmp = tempfile.mkdtemp(prefix="vf-tfp-")
+    servers, reattach = [], {}
+    for i, addr in enumerate(addresses):
+        server, _ = _grpc_server(make_servicer(raw["provider_schemas"][addr]))
+        sock = f"{tmp}/p{i}.sock"
+        server.add_insecure_port(f"unix://{sock}")
+        server.start()
+        servers.append(server)
+        # Test=True: terraform neither kills nor waits for an unmanaged provider.
+        reattach[addr] = {"Protocol": "grpc", "ProtocolVersion": 6, "Pid": os.getpid(), "Test": True,
+                          "Addr": {"Network": "unix", "String": sock}}
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    print(json.dumps({"reattach": reattach}), flush=True)
+    done.wait()
+    for s in servers:
+        s.stop(grace=0)
+    for f in Path(tmp).iterdir():
+        f.unlink(missing_ok=True)
+    os.rmdir(tmp)
+
+
+# ---------------------------------------------------------------- client side: the process
+class ProviderProcess:
+    """One long-lived schema provider; `.env` carries TF_REATTACH_PROVIDERS for terraform runs."""
+
+    def __init__(self, schema_path: str | os.PathLike, python: str | None = None, timeout_s: float = 60.0):
+        self.schema_path = str(schema_path)
+        raw = load_schema_dict(self.schema_path)  # fail early, in this process, on a bad file
+        self.addresses = provider_names(raw)
+        self._proc = subprocess.Popen(
+            [python or sys.executable, "-m", "verifirst.verifiers._tf_provider_main", "--reattach",
+             "--schema", self.schema_path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self._read_line(timeout_s)
+        try:
+            self.reattach = json.loads(line)["reattach"]
+        except (ValueError, KeyError):
+            err = self._proc.stderr.read() if self._proc.poll() is not None else ""
+            self.close()
+            raise RuntimeError(f"schema provider did not start: {line!r} {err[-2000:]}") from None
+
+    def _read_line(self, timeout_s: float) -> str:
+        box: list[str] = []
+        t = threading.Thread(target=lambda: box.append(self._proc.stdout.readline()), daemon=True)
+        t.start()
+        t.join(timeout_s)
+        return box[0].strip() if box else ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"TF_REATTACH_PROVIDERS": json.dumps(self.reattach)}
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (subprocess.TimeoutExpired, OSError):
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def write_launcher(directory: str | os.PathLike, schema_path: str, address: str = DEFAULT_AWS,
+                   python: str | None = None) -> Path:
+    """terraform-provider-<name> script for dev_overrides: terraform starts it per use."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    exe = d / f"terraform-provider-{short_name(address)}"
+    py = python or sys.executable
+    exe.write_text("#!/bin/sh\n"
+                   f"exec {json.dumps(py)} -m verifirst.verifiers._tf_provider_main "
+                   f"--schema {json.dumps(str(schema_path))} --provider {json.dumps(address)}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+_SHARED: dict[str, ProviderProcess] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_provider(schema_path: str | os.PathLike) -> ProviderProcess:
+    """One provider process per schema file for this Python process (restarted if it died)."""
+    import atexit
+    key = str(Path(schema_path).resolve())
+    with _SHARED_LOCK:
+        proc = _SHARED.get(key)
+        if proc is None or not proc.alive():
+            proc = ProviderProcess(key)
+            if not _SHARED:
+                atexit.register(close_shared)
+            _SHARED[key] = proc
+        return proc
+
+
+def close_shared() -> None:
+    with _SHARED_LOCK:
+        for proc in _SHARED.values():
+            proc.close()
+        _SHARED.clear()
