@@ -1,0 +1,111 @@
+"""Fixture builders: deterministic, faithful to the peer images' descriptions, cached."""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import tarfile
+
+import pytest
+
+from verifirst.errors import InputError
+from verifirst.verifiers import fixtures
+
+CONTRACT_NAMES = ["nl2sh-fs1", "nl2sh-fs2", "nl2sh-fs3", "nl2sh-fs4", "nl2sh-fs5",
+                  "intercode-fs1", "intercode-fs2", "intercode-fs3", "intercode-fs4", "empty"]
+
+
+def _files(fx):
+    return {"/" + e.path: e for e in fx.entries}
+
+
+def test_all_contract_names_build():
+    assert set(CONTRACT_NAMES) <= set(fixtures.names())
+    for name in CONTRACT_NAMES:
+        fx = fixtures.build(name)
+        paths = _files(fx)
+        assert "/root/.bashrc" in paths and paths["/tmp"].mode == 0o1777
+
+
+def test_builds_are_deterministic():
+    first = {n: fixtures.build(n).content_hash for n in CONTRACT_NAMES}
+    fixtures._CACHE.clear()
+    second = {n: fixtures.build(n).content_hash for n in CONTRACT_NAMES}
+    assert first == second
+    assert first["nl2sh-fs1"] != first["intercode-fs1"]
+    assert first["nl2sh-fs4"] == first["empty"] == first["intercode-fs4"]
+
+
+def test_nl2sh_fs1_matches_description():
+    f = _files(fixtures.build("nl2sh-fs1"))
+    for d in ("dir1", "dir2", "dir3"):
+        assert f[f"/testbed/{d}"].kind == "dir"
+    exts = {os.path.splitext(p)[1] for p in f if p.startswith("/testbed/")}
+    assert {".txt", ".sh", ".py", ".java", ".php", ".c", ".html", ".gz"} <= exts
+    assert f["/testbed/dir1/perms.txt"].mode == 0o1553
+    assert gzip.decompress(f["/testbed/index.html.gz"].data) == f["/testbed/index.html"].data
+    assert f["/testbed/dir1/subdir1/shellscript1.sh"].mode == 0o755
+    # `echo` without -e keeps the backslash; `echo -e` turns \n into a newline
+    assert f["/testbed/dir1/subdir1/textfile4.txt"].data == b"Text file 4\\nGene 1\n"
+    assert f["/testbed/dir2/subdir1/textfile2.txt"].data == b"text file\nAnother text file\n"
+    assert f["/testbed/recent.txt"].mtime == fixtures.utc("202305312359.59")
+    assert fixtures.build("nl2sh-fs1").env["FILES"] == "/testbed/hello.c /testbed/FooBar.html"
+
+
+def test_nl2sh_fs2_has_spaces_ds_store_aout_and_tarball():
+    f = _files(fixtures.build("nl2sh-fs2"))
+    assert "/system/folder2/special text3.txt" in f and "/system/.DS_Store" in f
+    assert f["/system/a.out"].data.startswith(b"\x7fELF\x01\x01\x01\x00")
+    assert f["/system/a.out"].mtime == fixtures.utc("202304012359.00")
+    with tarfile.open(fileobj=io.BytesIO(f["/system/folder2.tar.gz"].data)) as tar:
+        names = sorted(tar.getnames())
+    assert "system/folder2/special text3.txt" in names and "system/folder2" in names
+    old = [p for p, e in f.items() if isinstance(e.mtime, int) and e.mtime < fixtures.utc("202401010000.00")]
+    assert len(old) >= 5
+
+
+def test_nl2sh_fs3_fs4_fs5():
+    f3 = _files(fixtures.build("nl2sh-fs3"))
+    assert f3["/workspace/dir1/readonly.txt"].mode == 0o400 and f3["/workspace/dir1/all.txt"].mode == 0o777
+    assert f3["/backup/file.txt"].data == b"new file\n\n"
+    assert f3["/workspace/dir1/file.txt"].data == b"\0" * 4096
+    assert b"add\\n" in f3["/workspace/dir1/sum.c"].data  # `\\n` under echo -e is a literal backslash-n
+    empty = set(_files(fixtures.build("empty")))
+    assert set(_files(fixtures.build("nl2sh-fs4"))) == empty
+    f5 = _files(fixtures.build("nl2sh-fs5"))
+    assert len([p for p in f5 if p.startswith("/testbed/")]) < len([p for p in _files(fixtures.build("nl2sh-fs1"))
+                                                                  if p.startswith("/testbed/")])
+
+
+def test_intercode_variants_lack_alfa_additions():
+    ic = _files(fixtures.build("intercode-fs1"))
+    assert "/testbed/dir1/perms.txt" not in ic and "/testbed/dir1/subdir2/.gitkeep" not in ic
+    assert "/testbed/hello.c" in ic and fixtures.build("intercode-fs1").env == {}
+    assert _files(fixtures.build("intercode-fs3"))["/workspace/files.txt"].data == b"/workspace/dir2/foo.txt\n"
+
+
+def test_echo_e_semantics():
+    assert fixtures.echo_e("a\\tb\\\\n\\x41\\0101\\q") == b"a\tb\\nAA\\q\n"
+
+
+def test_materialize_caches_by_content_hash(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERIFIRST_CACHE", str(tmp_path))
+    root = fixtures.materialize("nl2sh-fs1")
+    assert root.name.startswith("nl2sh-fs1-") and root.parent == tmp_path / "fixtures"
+    st = os.stat(root / "testbed/dir1/perms.txt")
+    assert stat.S_IMODE(st.st_mode) == 0o1553
+    assert int(os.stat(root / "testbed/recent.txt").st_mtime) == fixtures.utc("202305312359.59")
+    assert os.readlink(root / "var/run") == "/run"
+    assert fixtures.materialize("nl2sh-fs1") == root
+
+
+def test_custom_fixture_and_bad_paths():
+    fx = fixtures.custom("unit-custom", {"/data/a.txt": "hello\n", "/data/empty/": ""})
+    f = _files(fx)
+    assert f["/data/a.txt"].data == b"hello\n" and f["/data/empty"].kind == "dir"
+    assert fixtures.build("unit-custom") is fx
+    with pytest.raises(InputError, match="absolute"):
+        fixtures.custom("unit-bad", {"rel/path": "x"})
+    with pytest.raises(InputError, match="built in"):
+        fixtures.custom("nl2sh-fs1", {})

@@ -1,0 +1,191 @@
+"""Sandbox behaviour: exact argv, results, file-system diffs, limits, probe, fidelity."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+
+import pytest
+
+from verifirst.errors import InputError
+from verifirst.verifiers import fixtures
+from verifirst.verifiers.sandbox import FsDiff, RunResult, Sandbox, SandboxUnavailable, run_pair
+
+
+@pytest.fixture(scope="module")
+def sb() -> Sandbox:
+    return Sandbox(timeout_s=5.0)
+
+
+def test_command_reaches_bash_as_one_argv_element(sb):
+    r = sb.run('echo "a  b"')
+    assert r.stdout == "a  b\n"
+    r = sb.run('cd /testbed && find . -name "*.java" | sort', "nl2sh-fs1")
+    assert r.stdout.split() == ["./Hello.java", "./Hello1.java", "./NewClass.java",
+                                "./dir1/AnotherHello.java", "./dir2/subdir1/javafile1.java"]
+    r = sb.run("printf '%s|' $'tab\\there' \"double  space\" 'single * star'")
+    assert r.stdout == "tab\there|double  space|single * star|"
+
+
+def test_multi_line_scripts_run(sb):
+    script = """#!/bin/bash
+set -e
+count() {
+  local n=0
+  for f in "$@"; do n=$((n + 1)); done
+  echo "$n"
+}
+cat <<'EOF' > /tmp/list.txt
+one
+two  spaced
+EOF
+if [[ -s /tmp/list.txt ]]; then
+  count $(cat /tmp/list.txt)
+fi
+case "x$1" in x) echo "no args";; esac
+"""
+    r = sb.run(script)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "3\nno args\n"
+    assert [e["path"] for e in r.fs_diff.added] == ["/tmp/list.txt"]
+
+
+def test_result_fields_and_exit_codes(sb):
+    r = sb.run("echo out; echo err >&2; exit 3")
+    assert isinstance(r, RunResult)
+    assert (r.stdout, r.stderr, r.exit_code, r.timed_out, r.signal, r.truncated) == ("out\n", "err\n", 3, False, None, False)
+    assert r.fs_diff.empty and r.backend == "bwrap"
+    assert {"prepare_ms", "exec_ms", "diff_ms", "total_ms"} <= set(r.timings)
+    r = sb.run("kill -TERM $$")
+    assert r.exit_code == 143 and r.signal == 15
+
+
+def test_fs_diff_types_modes_and_contents(sb):
+    r = sb.run("touch /testbed/new.txt; mkdir /testbed/emptydir; rm /testbed/hello.c; "
+               "chmod 600 /testbed/dir1/perms.txt; echo more >> /testbed/textfile7.txt; "
+               "ln -s /etc/passwd /testbed/link; touch /testbed/dir1/textfile1.txt", "nl2sh-fs1")
+    d = r.fs_diff
+    added = {e["path"]: e for e in d.added}
+    assert set(added) == {"/testbed/new.txt", "/testbed/emptydir", "/testbed/link"}
+    assert added["/testbed/emptydir"]["type"] == "dir" and added["/testbed/emptydir"]["sha256"] is None
+    assert added["/testbed/link"]["type"] == "symlink"
+    assert added["/testbed/new.txt"]["sha256"] == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert [e["path"] for e in d.deleted] == ["/testbed/hello.c"]
+    modified = {e["path"]: e for e in d.modified}
+    # a touch (mtime only) is not a change; a chmod and an append are
+    assert set(modified) == {"/testbed/dir1/perms.txt", "/testbed/textfile7.txt"}
+    assert modified["/testbed/dir1/perms.txt"]["changed"] == ["mode"]
+    assert modified["/testbed/dir1/perms.txt"]["mode"] == "0600"
+    assert modified["/testbed/dir1/perms.txt"]["before"]["mode"] == "1553"
+    assert modified["/testbed/textfile7.txt"]["changed"] == ["content"]
+    assert not d.empty and "deleted: /testbed/hello.c" in d.summary()
+
+
+def test_fs_diff_key_equal_for_equal_effects(sb):
+    a, b = sb.run_pair("mkdir -p /w/x && echo hi > /w/x/f", "mkdir /w; mkdir /w/x; printf 'hi\\n' > /w/x/f")
+    assert a.fs_diff.key() == b.fs_diff.key()
+    c = sb.run("mkdir -p /w/x && echo ho > /w/x/f")
+    assert c.fs_diff.key() != a.fs_diff.key()
+    assert FsDiff().empty
+
+
+def test_run_pair_uses_identical_fresh_copies(sb):
+    gold, cand = sb.run_pair("rm -rf /system/folder1; ls /system | wc -l", "ls /system/folder1 | wc -l", "nl2sh-fs2")
+    assert gold.exit_code == 0 and cand.exit_code == 0
+    assert int(cand.stdout) == 13  # the candidate does not see the gold's deletion
+    assert any(e["path"] == "/system/folder1" for e in gold.fs_diff.deleted)
+    assert cand.fs_diff.empty
+    again = sb.run("ls /system/folder1 | wc -l", "nl2sh-fs2")
+    assert again.stdout == cand.stdout
+    g2, c2 = run_pair("echo same", "echo same")
+    assert g2.stdout == c2.stdout == "same\n"
+
+
+def test_timeout_kills_and_flags():
+    r = Sandbox(timeout_s=1.0).run("echo started; sleep 30")
+    assert r.timed_out and r.signal == 9 and r.exit_code == -9
+    assert r.stdout == "started\n"
+    assert r.timings["exec_ms"] < 10_000
+
+
+def test_output_cap_sets_truncated():
+    r = Sandbox(output_limit=1000).run("head -c 5000 /dev/zero | tr '\\0' a")
+    assert r.truncated and len(r.stdout) == 1000 and r.exit_code == 0
+
+
+def test_bad_input_is_input_error(sb):
+    with pytest.raises(InputError, match="NUL"):
+        sb.run("echo a\0b")
+    with pytest.raises(InputError, match="unknown fixture 'nope'.*nl2sh-fs1"):
+        sb.run("true", "nope")
+    with pytest.raises(InputError, match="timeout_s"):
+        Sandbox(timeout_s=0)
+
+
+def test_environment_matches_a_root_container(sb):
+    r = sb.run("id -u; echo $HOME; pwd; test -f /root/.bashrc && echo bashrc; grep -c bash /etc/shells; "
+               "test -s /etc/resolv.conf && echo resolv; test -d /sys/class && echo sys; "
+               "touch /sys/x 2>/dev/null || echo sys-ro; hostname; echo $FILES", "nl2sh-fs1")
+    assert r.stdout.split("\n")[:9] == ["0", "/root", "/", "bashrc", "4", "resolv", "sys", "sys-ro", "verifirst"]
+    assert "/testbed/hello.c /testbed/FooBar.html" in r.stdout
+
+
+PEER_TOOLS = ["bash", "python3", "pstree", "killall", "cal", "column", "crontab", "dig", "nslookup", "ping",
+              "git", "tree", "netstat", "ifconfig", "jq", "curl", "cpio", "convert"]
+
+
+def test_peer_image_tools_exist_inside(sb):
+    missing_on_host = [t for t in PEER_TOOLS if shutil.which(t, path="/usr/local/bin:/usr/bin:/usr/sbin") is None]
+    wanted = [t for t in PEER_TOOLS if t not in missing_on_host]
+    r = sb.run(" ; ".join(f"command -v {t} >/dev/null && echo {t}" for t in wanted))
+    assert r.stdout.split() == wanted
+    if missing_on_host:
+        pytest.skip(f"not installed on this host (run `make apt` as root): {missing_on_host}")
+
+
+def test_unsafe_local_only_when_asked(tmp_path):
+    r = Sandbox(unsafe_local=True).run("ls testbed/dir1 | head -1; echo x > testbed/new", "nl2sh-fs1")
+    assert r.backend == "unsafe-local"
+    assert r.stdout == "AnotherHello.java\n"
+    assert [e["path"] for e in r.fs_diff.added] == ["/testbed/new"]
+
+
+def test_probe_failure_names_the_fix():
+    d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        os.chmod(d, 0o755)
+        fake = os.path.join(d, "bwrap")
+        with open(fake, "w") as fh:
+            fh.write("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\n"
+                     "echo 'bwrap: No permissions to creating new namespace' >&2; exit 1\n")
+        os.chmod(fake, 0o755)
+        with pytest.raises(SandboxUnavailable) as exc:
+            Sandbox(bwrap=fake)
+        msg = str(exc.value)
+        assert "No permissions" in msg and "Fix:" in msg and "unprivileged_userns_clone" in msg
+        assert "--unsafe-local" in msg
+        with pytest.raises(SandboxUnavailable, match="not a runnable bubblewrap"):
+            Sandbox(bwrap="/bin/false")
+    finally:
+        shutil.rmtree(d)
+
+
+def test_fixture_modes_and_archives_inside(sb):
+    r = sb.run("stat -c %a /testbed/dir1/perms.txt; gzip -dc /testbed/index.html.gz; "
+               "date -u -r /testbed/recent.txt +%F", "nl2sh-fs1")
+    assert r.stdout.splitlines() == ["1553", "<html><head><title>Test</title></head><body><h1>Hello, foo!</h1></body></html>",
+                                     "2023-05-31"]
+    r = sb.run("tar tzf /system/folder2.tar.gz | sort | head -3; ls /system/folder2 | grep -c ' '", "nl2sh-fs2")
+    assert r.stdout.splitlines() == ["system/folder2/", "system/folder2/.gitkeep", "system/folder2/special text3.txt", "1"]
+
+
+def test_scratch_is_removed_after_each_run(sb):
+    from verifirst.verifiers.sandbox import _scratch_base
+    base, _ = _scratch_base()
+    marker = "/testbed/scratch-marker-91357"
+    sb.run(f"touch {marker}", "nl2sh-fs5")
+    leftovers = [p for p in os.listdir(base) if p.startswith("run-")
+                 and os.path.exists(os.path.join(base, p, "fs", marker.lstrip("/")))]
+    assert leftovers == []
+    assert stat.S_IMODE(os.stat(base).st_mode) in (0o711, 0o700)

@@ -1,0 +1,160 @@
+"""The curated, read-only /etc the sandbox binds: what programs need, no host secrets.
+
+Copied from the host: loader cache, alternatives links, tool configs. Written by us: passwd,
+group, hosts, resolv.conf (a local resolver that refuses at once, so `dig` fails fast offline),
+shells, hostname. Never copied: shadow, gshadow, ssh keys, sudoers, machine credentials.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+HOSTNAME = "verifirst"
+
+# Plain files and directories taken from the host when present.
+_COPY = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf", "host.conf",
+    "gai.conf", "networks", "protocols", "services", "ethertypes", "rpc", "mime.types", "magic",
+    "magic.mime", "inputrc", "bash.bashrc", "profile", "profile.d", "environment", "login.defs",
+    "debian_version", "os-release", "issue", "issue.net", "lsb-release", "crontab", "cron.d",
+    "ImageMagick-6", "ImageMagick-7", "fonts", "python3", "python3.11", "python3.12", "localtime",
+    "timezone", "mtab", "locale.alias", "manpath.config", "bindresvport.blacklist", "mke2fs.conf",
+    "wgetrc", "skel", "iproute2", "netconfig", "terminfo", "libaudit.conf", "gitconfig",
+)
+
+_PASSWD = """root:x:0:0:root:/root:/bin/bash
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
+bin:x:2:2:bin:/bin:/usr/sbin/nologin
+sys:x:3:3:sys:/dev:/usr/sbin/nologin
+sync:x:4:65534:sync:/bin:/bin/sync
+games:x:5:60:games:/usr/games:/usr/sbin/nologin
+man:x:6:12:man:/var/cache/man:/usr/sbin/nologin
+lp:x:7:7:lp:/var/spool/lpd:/usr/sbin/nologin
+mail:x:8:8:mail:/var/mail:/usr/sbin/nologin
+news:x:9:9:news:/var/spool/news:/usr/sbin/nologin
+uucp:x:10:10:uucp:/var/spool/uucp:/usr/sbin/nologin
+proxy:x:13:13:proxy:/bin:/usr/sbin/nologin
+www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin
+backup:x:34:34:backup:/var/backups:/usr/sbin/nologin
+list:x:38:38:Mailing List Manager:/var/list:/usr/sbin/nologin
+irc:x:39:39:ircd:/run/ircd:/usr/sbin/nologin
+_apt:x:42:65534::/nonexistent:/usr/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+ubuntu:x:1000:1000:Ubuntu:/home/ubuntu:/bin/bash
+"""
+
+_GROUP = """root:x:0:
+daemon:x:1:
+bin:x:2:
+sys:x:3:
+adm:x:4:ubuntu
+tty:x:5:
+disk:x:6:
+lp:x:7:
+mail:x:8:
+news:x:9:
+uucp:x:10:
+man:x:12:
+proxy:x:13:
+kmem:x:15:
+dialout:x:20:ubuntu
+cdrom:x:24:ubuntu
+sudo:x:27:ubuntu
+audio:x:29:ubuntu
+www-data:x:33:
+backup:x:34:
+operator:x:37:
+list:x:38:
+irc:x:39:
+src:x:40:
+shadow:x:42:
+utmp:x:43:
+video:x:44:ubuntu
+plugdev:x:46:ubuntu
+staff:x:50:
+games:x:60:
+users:x:100:ubuntu
+crontab:x:101:
+nogroup:x:65534:
+ubuntu:x:1000:
+"""
+
+_WRITTEN = {
+    "passwd": _PASSWD,
+    "group": _GROUP,
+    "hostname": HOSTNAME + "\n",
+    "hosts": f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}\n",
+    "resolv.conf": "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+    "shells": "# /etc/shells: valid login shells\n/bin/sh\n/usr/bin/sh\n/bin/bash\n/usr/bin/bash\n"
+              "/bin/rbash\n/usr/bin/rbash\n/bin/dash\n/usr/bin/dash\n",
+    "fstab": "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n",
+    "machine-id": "0123456789abcdef0123456789abcdef\n",
+    "timezone": "Etc/UTC\n",
+    "environment": "PATH=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\n",
+}
+_LINKS = {"mtab": "../proc/self/mounts", "localtime": "/usr/share/zoneinfo/Etc/UTC"}
+_NEVER = ("shadow", "gshadow", "sudoers", "ssh", "ssl/private", "security/opasswd")
+
+
+def _fingerprint(host_etc: Path) -> str:
+    """Hash of the host inputs, so an apt install (new alternatives) gives a new /etc."""
+    h = hashlib.sha256(repr(sorted(_WRITTEN.items())).encode())
+    for name in _COPY:
+        p = host_etc / name
+        if p.is_symlink():
+            h.update(f"{name}>{os.readlink(p)}".encode())
+        elif p.is_dir():
+            for sub in sorted(os.listdir(p)):
+                q = p / sub
+                h.update(f"{name}/{sub}:{os.readlink(q) if q.is_symlink() else q.stat().st_size}".encode())
+        elif p.is_file():
+            h.update(f"{name}:{p.stat().st_size}:{p.stat().st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def build_etc(parent: Path, host_etc: Path = Path("/etc")) -> Path:
+    """Create (once, atomically) <parent>/etc-<fingerprint> readable by everyone; return it."""
+    dest = parent / f"etc-{_fingerprint(host_etc)}"
+    if dest.is_dir():
+        return dest
+    tmp = Path(tempfile.mkdtemp(prefix=".etc.", dir=parent))
+    try:
+        for name in _COPY:
+            src = host_etc / name
+            if not (src.exists() or src.is_symlink()) or name in _WRITTEN or name in _LINKS:
+                continue
+            try:
+                if src.is_dir() and not src.is_symlink():
+                    shutil.copytree(src, tmp / name, symlinks=True, ignore_dangling_symlinks=True)
+                else:
+                    shutil.copy2(src, tmp / name, follow_symlinks=False)
+            except OSError:
+                continue  # an unreadable optional file only costs fidelity
+        for name, text in _WRITTEN.items():
+            (tmp / name).write_text(text)
+        for name, target in _LINKS.items():
+            os.symlink(target, tmp / name)
+        for bad in _NEVER:
+            victim = tmp / bad
+            if victim.is_dir() and not victim.is_symlink():
+                shutil.rmtree(victim)
+            elif victim.exists() or victim.is_symlink():
+                victim.unlink()
+        for root, dirs, files in os.walk(tmp):
+            for d in dirs:
+                if not os.path.islink(os.path.join(root, d)):
+                    os.chmod(os.path.join(root, d), 0o755)
+            for f in files:
+                p = os.path.join(root, f)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o644 | (os.stat(p).st_mode & 0o111))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, dest)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not dest.is_dir():
+            raise
+    return dest

@@ -1,0 +1,161 @@
+"""File-system snapshots of a sandbox root and their diff (type, mode, sha256; never mtimes).
+
+The walk uses directory file descriptors, so hostile trees (deep nesting, odd names, symlinks
+pointing out) are read without following links or building over-long paths; it stops at a
+depth and entry budget and says so.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass, field
+
+from verifirst.verifiers.fixtures import MOUNT_POINTS, Fixture
+
+MAX_DEPTH = 128
+MAX_ENTRIES = 50_000
+MAX_HASH_BYTES = 256 << 20
+
+_KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"),
+          (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "chardev"),
+          (stat.S_ISBLK, "blockdev"))
+
+Record = tuple[str, int, "str | None"]  # kind, permission bits incl. setuid/sticky, digest
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "other"
+
+
+@dataclass
+class Snapshot:
+    records: dict[str, Record] = field(default_factory=dict)
+    truncated: bool = False
+
+
+_FIXTURE_SNAPSHOTS: dict[str, Snapshot] = {}
+
+
+def fixture_snapshot(fx: Fixture) -> Snapshot:
+    key = fx.content_hash
+    snap = _FIXTURE_SNAPSHOTS.get(key)
+    if snap is None:
+        snap = Snapshot({"/" + e.path: (e.kind, e.mode, e.sha256) for e in fx.entries
+                         if e.path.split("/")[0] not in MOUNT_POINTS})
+        _FIXTURE_SNAPSHOTS[key] = snap
+    return snap
+
+
+def _hash_file(name: str, dir_fd: int, budget: list[int]) -> str | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return "unreadable"
+    h = hashlib.sha256()
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                return "too-large"
+            h.update(chunk)
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def snapshot(root: str) -> Snapshot:
+    """Walk `root` (a sandbox's /, its processes all dead) without following symlinks."""
+    snap = Snapshot()
+    budget = [MAX_HASH_BYTES]
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    stack: list[tuple[str, int]] = [("", 0)]
+    try:
+        while stack and not snap.truncated:
+            rel, depth = stack.pop()
+            try:
+                fd = os.open(rel.lstrip("/") or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=top) if rel else os.dup(top)
+            except OSError as exc:
+                snap.truncated = snap.truncated or exc.errno == 36  # ENAMETOOLONG
+                continue
+            try:
+                with os.scandir(fd) as it:
+                    entries = sorted(it, key=lambda d: d.name)
+                subdirs = []
+                for ent in entries:
+                    if depth == 0 and ent.name in MOUNT_POINTS:
+                        continue
+                    if len(snap.records) >= MAX_ENTRIES:
+                        snap.truncated = True
+                        break
+                    path = f"{rel}/{ent.name}"
+                    try:
+                        st = ent.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    kind = kind_of(st.st_mode)
+                    digest = None
+                    if kind == "file":
+                        digest = _hash_file(ent.name, fd, budget)
+                    elif kind == "symlink":
+                        try:
+                            digest = hashlib.sha256(os.fsencode(os.readlink(ent.name, dir_fd=fd))).hexdigest()
+                        except OSError:
+                            digest = "unreadable"
+                    snap.records[path] = (kind, stat.S_IMODE(st.st_mode), digest)
+                    if kind == "dir":
+                        subdirs.append(path)
+            except OSError:
+                subdirs = []
+            finally:
+                os.close(fd)
+            if subdirs and depth + 1 > MAX_DEPTH:
+                snap.truncated = True
+                break
+            stack.extend((p, depth + 1) for p in reversed(subdirs))
+    finally:
+        os.close(top)
+    return snap
+
+
+def _as_dict(path: str, rec: Record) -> dict:
+    return {"path": path, "type": rec[0], "mode": f"{rec[1]:04o}", "sha256": rec[2]}
+
+
+def diff(before: Snapshot, after: Snapshot) -> tuple[list[dict], list[dict], list[dict], bool]:
+    added, deleted, modified = [], [], []
+    for path in sorted(after.records.keys() | before.records.keys()):
+        a, b = after.records.get(path), before.records.get(path)
+        if b is None:
+            added.append(_as_dict(path, a))
+        elif a is None:
+            deleted.append(_as_dict(path, b))
+        elif a != b:
+            d = _as_dict(path, a)
+            d["changed"] = [n for n, x, y in (("type", a[0], b[0]), ("mode", a[1], b[1]),
+                                               ("content", a[2], b[2])) if x != y]
+            d["before"] = {"type": b[0], "mode": f"{b[1]:04o}", "sha256": b[2]}
+            modified.append(d)
+    return added, deleted, modified, before.truncated or after.truncated
+
+
+def remove_tree(path: str) -> None:
+    """Delete a scratch tree whatever the sandbox did to it (chmod 000, deep nesting)."""
+    try:
+        shutil.rmtree(path)
+        return
+    except (OSError, RecursionError):
+        pass
+    subprocess.run(["chmod", "-R", "u+rwx", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["rm", "-rf", "--one-file-system", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

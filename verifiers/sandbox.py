@@ -1,0 +1,415 @@
+"""Run untrusted bash in a fresh copy of a fixture file system, under bubblewrap.
+
+    sb = Sandbox(timeout_s=5.0)
+    r = sb.run('find /testbed -name "*.java" | wc -l', fixture="nl2sh-fs1")
+    gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
+
+The command reaches `bash -c` as one argv element, exactly as written (no re-splitting).
+Each run gets its own 0700 scratch directory on a size-capped tmpfs; the diff of that tree
+against the fixture (type, mode, sha256) is the run's file-system effect.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import selectors
+import signal as _signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from verifirst.errors import InputError
+from verifirst.verifiers import _bwrap, _sandbox_fs, fixtures
+from verifirst.verifiers._bwrap import SandboxUnavailable
+from verifirst.verifiers._sandbox_etc import HOSTNAME, build_etc
+
+__all__ = ["Sandbox", "RunResult", "FsDiff", "SandboxUnavailable", "run_pair", "default_sandbox",
+           "cli_run_bash"]
+
+OUTPUT_LIMIT = 1 << 20
+# Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
+OUTPUT_KILL_FACTOR = 8
+SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
+
+
+@dataclass
+class FsDiff:
+    """What a run changed under its /: each entry {path, type, mode, sha256} (+ changed, before)."""
+
+    added: list[dict] = field(default_factory=list)
+    deleted: list[dict] = field(default_factory=list)
+    modified: list[dict] = field(default_factory=list)
+    truncated: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.deleted or self.modified)
+
+    def key(self) -> tuple:
+        """Comparable form: two runs with equal keys had the same effect."""
+        def sig(es, extra=False):
+            return tuple((e["path"], e["type"], e["mode"], e["sha256"]) + ((tuple(e["changed"]),) if extra else ())
+                         for e in es)
+        return sig(self.added), sig(self.deleted), sig(self.modified, True)
+
+    def summary(self, limit: int = 8) -> str:
+        parts = []
+        for label, es in (("added", self.added), ("deleted", self.deleted), ("modified", self.modified)):
+            if es:
+                shown = ", ".join(e["path"] + (f" ({'/'.join(e['changed'])})" if "changed" in e else "")
+                                  for e in es[:limit])
+                more = f" and {len(es) - limit} more" if len(es) > limit else ""
+                parts.append(f"{label}: {shown}{more}")
+        return "; ".join(parts) or "no file-system changes"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    signal: int | None
+    truncated: bool
+    fs_diff: FsDiff
+    timings: dict[str, float]
+    backend: str = "bwrap"
+    fixture: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["fs_diff"] = self.fs_diff.as_dict()
+        return d
+
+
+# ---- process-wide state: scratch area, curated /etc, probe -------------------------------
+
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _scratch_base() -> tuple[Path, bool]:
+    """(base directory, whether it is our own size-capped tmpfs)."""
+    with _LOCK:
+        if "base" in _STATE:
+            return _STATE["base"], _STATE["quota"]  # type: ignore[return-value]
+        euid = os.geteuid()
+        root = os.environ.get("VERIFIRST_SCRATCH") or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+        base = Path(root) / f"verifirst-{euid}"
+        base.mkdir(mode=0o711 if euid == 0 else 0o700, exist_ok=True)
+        quota = os.path.ismount(base)
+        if euid == 0 and not quota:
+            # Our own tmpfs: a disk fill stops at the quota, and nosuid makes setuid bits inert.
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                                f"size={SCRATCH_QUOTA_MB}m,nr_inodes=400000,mode=0711,nosuid,nodev",
+                                "verifirst-scratch", str(base)], capture_output=True)
+            quota = r.returncode == 0 or os.path.ismount(base)
+        os.chmod(base, 0o711 if euid == 0 else 0o700)
+        _STATE["base"], _STATE["quota"] = base, quota
+        return base, quota
+
+
+def _etc_dir() -> Path:
+    with _LOCK:
+        if "etc" not in _STATE:
+            _STATE["etc"] = None
+    if _STATE["etc"] is None:
+        base, _ = _scratch_base()
+        _STATE["etc"] = build_etc(base)
+    return _STATE["etc"]  # type: ignore[return-value]
+
+
+def _ids() -> tuple[int, int] | None:
+    """Host uid/gid the sandbox runs as: a dedicated unprivileged id when we are root."""
+    return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
+
+
+class _Job:
+    """One sandboxed command in flight."""
+
+    def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture):
+        self.sb, self.command, self.fx = sb, command, fx
+        self.t0 = time.perf_counter()
+        base, _ = _scratch_base()
+        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+        self.root = os.path.join(self.run_dir, "fs")
+        ids = _ids() if not sb.unsafe_local else None
+        try:
+            os.mkdir(self.root, 0o755)
+            fixtures.write_tree(fx, self.root, owner=ids)
+            if ids:
+                os.chown(self.root, *ids)
+                os.chown(self.run_dir, *ids)
+            os.chmod(self.root, 0o755)
+            os.chmod(self.run_dir, 0o700)
+        except BaseException:
+            _sandbox_fs.remove_tree(self.run_dir)
+            raise
+        self.t_copied = time.perf_counter()
+        env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME}
+        env.update(fx.env)
+        env.update(sb.env)
+        if sb.unsafe_local:
+            env["HOME"] = os.path.join(self.root, "root")
+            args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
+            cwd = self.root
+        else:
+            args = _bwrap.argv(sb._bwrap, self.root, str(_etc_dir()), command, env=env,
+                               limits=sb.limits, hostname=HOSTNAME)
+            env, cwd = {"PATH": _bwrap.PATH}, "/"
+        kw = {}
+        if ids:
+            kw = {"user": ids[0], "group": ids[1], "extra_groups": []}
+        try:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
+                                         start_new_session=True, **kw)
+        except BaseException:
+            _sandbox_fs.remove_tree(self.run_dir)
+            raise
+        self.deadline = time.monotonic() + sb.timeout_s
+        self.out, self.err = bytearray(), bytearray()
+        self.seen = 0
+        self.truncated = self.timed_out = self.flooded = False
+        self.open_streams = 2
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def take(self, which: bytearray, data: bytes) -> None:
+        self.seen += len(data)
+        room = self.sb.output_limit - len(which)
+        if len(data) > room:
+            self.truncated = True
+            data = data[:max(room, 0)]
+        which += data
+        if self.seen > self.sb.output_limit * OUTPUT_KILL_FACTOR and not self.flooded:
+            self.flooded = True
+            self.kill()
+
+    def finish(self) -> RunResult:
+        rc = self.proc.wait()
+        t_ran = time.perf_counter()
+        try:
+            before = _sandbox_fs.fixture_snapshot(self.fx)
+            after = _sandbox_fs.snapshot(self.root)
+            added, deleted, modified, trunc = _sandbox_fs.diff(before, after)
+            fs = FsDiff(added, deleted, modified, trunc)
+        finally:
+            t_diffed = time.perf_counter()
+            _sandbox_fs.remove_tree(self.run_dir)
+        t_end = time.perf_counter()
+        killed = self.timed_out or self.flooded
+        sig = None
+        if killed:
+            sig, rc = _signal.SIGKILL, -_signal.SIGKILL
+        elif rc < 0:
+            sig = -rc
+        elif 128 < rc <= 128 + 64:
+            sig = rc - 128  # the command (or bwrap's init reporting it) died by this signal
+        ms = lambda a, b: round((b - a) * 1000, 3)  # noqa: E731
+        return RunResult(
+            stdout=self.out.decode("utf-8", "replace"), stderr=self.err.decode("utf-8", "replace"),
+            exit_code=rc, timed_out=self.timed_out, signal=sig, truncated=self.truncated or self.flooded,
+            fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else "bwrap", fixture=self.fx.name,
+            timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
+                     "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
+                     "total_ms": ms(self.t0, t_end)})
+
+
+def _drive(jobs: list[_Job]) -> None:
+    """Read every job's output until its streams close; kill those past their deadline."""
+    sel = selectors.DefaultSelector()
+    try:
+        for j in jobs:
+            sel.register(j.proc.stdout, selectors.EVENT_READ, (j, j.out))
+            sel.register(j.proc.stderr, selectors.EVENT_READ, (j, j.err))
+        live = set(id(j) for j in jobs)
+        grace: dict[int, float] = {}
+        while live:
+            now = time.monotonic()
+            waits = []
+            for j in jobs:
+                if id(j) not in live:
+                    continue
+                if not j.timed_out and now >= j.deadline:
+                    j.timed_out = True
+                    j.kill()
+                    grace[id(j)] = now + 2.0
+                if id(j) in grace and now >= grace[id(j)]:
+                    _close_streams(sel, j)  # something kept the pipe open past the kill
+                    live.discard(id(j))
+                    continue
+                waits.append((grace.get(id(j)) or j.deadline) - now)
+            if not live:
+                break
+            for key, _ in sel.select(timeout=max(0.0, min(waits)) if waits else 0.05):
+                j, buf = key.data
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError as exc:
+                    if exc.errno == errno.EAGAIN:
+                        continue
+                    data = b""
+                if data:
+                    j.take(buf, data)
+                    if j.flooded and id(j) not in grace:
+                        grace[id(j)] = time.monotonic() + 2.0
+                else:
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    j.open_streams -= 1
+                    if j.open_streams == 0:
+                        live.discard(id(j))
+    finally:
+        sel.close()
+        for j in jobs:
+            for s in (j.proc.stdout, j.proc.stderr):
+                if s and not s.closed:
+                    s.close()
+    for j in jobs:
+        try:
+            j.proc.wait(timeout=max(0.0, j.deadline - time.monotonic()) + 0.5)
+        except subprocess.TimeoutExpired:
+            j.timed_out = True
+            j.kill()
+
+
+def _close_streams(sel: selectors.BaseSelector, j: _Job) -> None:
+    for s in (j.proc.stdout, j.proc.stderr):
+        try:
+            sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        s.close()
+
+
+class Sandbox:
+    """Runs commands in bubblewrap with fixture copies; see the module docstring."""
+
+    def __init__(self, timeout_s: float = 5.0, *, output_limit: int = OUTPUT_LIMIT, memory_mb: int = 1024,
+                 cpu_s: int | None = None, file_size_mb: int = 64, nofile: int = 256, nproc: int = 256,
+                 env: dict[str, str] | None = None, unsafe_local: bool = False, bwrap: str | None = None):
+        if timeout_s <= 0:
+            raise InputError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
+        self.timeout_s = float(timeout_s)
+        self.output_limit = int(output_limit)
+        self.limits = {"nproc": int(nproc), "as_bytes": int(memory_mb) << 20,
+                       "cpu_s": int(cpu_s or int(self.timeout_s) + 1), "fsize_bytes": int(file_size_mb) << 20,
+                       "nofile": int(nofile)}
+        self.env = dict(env or {})
+        self.unsafe_local = bool(unsafe_local)
+        self._bwrap = None if unsafe_local else _bwrap.find_bwrap(bwrap)
+        if not unsafe_local:
+            self.probe()
+
+    def _limit_flags(self) -> list[str]:
+        L = self.limits
+        return [f"--nproc={L['nproc']}", f"--as={L['as_bytes']}", f"--cpu={L['cpu_s']}",
+                f"--fsize={L['fsize_bytes']}", f"--nofile={L['nofile']}", "--core=0"]
+
+    @property
+    def backend(self) -> str:
+        return "unsafe-local" if self.unsafe_local else f"bwrap {'.'.join(map(str, self._bwrap.version))}"
+
+    def probe(self) -> None:
+        """Once per process and binary: can bwrap build our sandbox here? Raises with the fix."""
+        key = ("probe", self._bwrap.path)
+        if _STATE.get(key) == "ok":
+            return
+        fx = fixtures.build("empty")
+        job = _Job(self, "true", fx)
+        _drive([job])
+        r = job.finish()
+        if r.exit_code != 0:
+            raise SandboxUnavailable(
+                f"bubblewrap ({self._bwrap.path}) cannot create the sandbox here "
+                f"(exit {r.exit_code}): {r.stderr.strip()[:400]}. {_bwrap.FIX}")
+        _STATE[key] = "ok"
+
+    @staticmethod
+    def _check(command: str) -> None:
+        if not isinstance(command, str):
+            raise InputError(f"command must be a string, got {type(command).__name__}", field="command")
+        if "\0" in command:
+            raise InputError("command contains a NUL byte, which no argv element can hold",
+                             field="command", expected="text without NUL bytes")
+
+    def run(self, command: str, fixture: str | fixtures.Fixture = "empty") -> RunResult:
+        self._check(command)
+        job = _Job(self, command, fixtures.resolve(fixture))
+        _drive([job])
+        return job.finish()
+
+    def run_pair(self, gold: str, candidate: str,
+                 fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
+        """Both commands in identical fresh copies of `fixture`, run concurrently."""
+        self._check(gold)
+        self._check(candidate)
+        fx = fixtures.resolve(fixture)
+        jobs = [_Job(self, gold, fx)]
+        try:
+            jobs.append(_Job(self, candidate, fx))
+        except BaseException:
+            jobs[0].kill()
+            _drive(jobs)
+            jobs[0].finish()
+            raise
+        _drive(jobs)
+        return jobs[0].finish(), jobs[1].finish()
+
+    def run_many(self, commands: list[tuple[str, str]], parallel: int = 2) -> list[RunResult]:
+        """(command, fixture) pairs, `parallel` at a time; results in input order."""
+        out: list[RunResult] = []
+        for i in range(0, len(commands), max(1, parallel)):
+            chunk = commands[i:i + max(1, parallel)]
+            for c, _ in chunk:
+                self._check(c)
+            jobs = [_Job(self, c, fixtures.resolve(f)) for c, f in chunk]
+            _drive(jobs)
+            out.extend(j.finish() for j in jobs)
+        return out
+
+
+_DEFAULT: dict[tuple, Sandbox] = {}
+
+
+def default_sandbox(**kw) -> Sandbox:
+    key = tuple(sorted(kw.items()))
+    if key not in _DEFAULT:
+        _DEFAULT[key] = Sandbox(**kw)
+    return _DEFAULT[key]
+
+
+def run_pair(gold: str, candidate: str, fixture: str | fixtures.Fixture = "empty",
+             **kw) -> tuple[RunResult, RunResult]:
+    return default_sandbox(**kw).run_pair(gold, candidate, fixture)
+
+
+def cli_run_bash(command: str, fixture: str = "empty", as_json: bool = False, timeout_s: float = 5.0,
+                 unsafe_local: bool = False) -> int:
+    """`verifirst sandbox run CMD [--fixture F] [--json]`: prints the RunResult; exit code 0."""
+    r = Sandbox(timeout_s, unsafe_local=unsafe_local).run(command, fixture)
+    if as_json:
+        print(json.dumps(r.as_dict(), indent=2))
+    else:
+        print(r.stdout, end="")
+        if r.stderr:
+            print(r.stderr, end="")
+        print(f"[exit {r.exit_code}{' timed out' if r.timed_out else ''}"
+              f"{' truncated' if r.truncated else ''}] {r.fs_diff.summary()}")
+    return 0
