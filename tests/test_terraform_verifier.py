@@ -1,0 +1,131 @@
+"""TerraformVerifier: the three gates in one Verdict, backend named, CLI function, dev40 sample."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from verifirst.errors import InputError
+from verifirst.task import Item
+from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.base import Verdict, Verifier
+from verifirst.verifiers.terraform import (TerraformVerifier, cli_verify_terraform, extract_config,
+                                           verify_config)
+from verifirst.verifiers.terraform_cli import find_terraform
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+AWS_SCHEMA = SHARED / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
+DEV40 = SHARED / "iac-eval-v1" / "iac_eval_v1_dev40.csv"
+
+needs_tf = pytest.mark.skipif(find_terraform() is None, reason="no terraform binary")
+needs_data = pytest.mark.skipif(not (AWS_SCHEMA.is_file() and DEV40.is_file()),
+                                reason="../shared/data (AWS schema, dev40 CSV) missing")
+
+BUCKET = 'resource "aws_s3_bucket" "logs" {\n  bucket = "logs"\n}\n'
+POLICY = """package terraform.validation
+default has_logs = false
+has_logs {
+    r := input.configuration.root_module.resources[_]
+    r.type == "aws_s3_bucket"
+    r.expressions.bucket.constant_value == "logs"
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tfv():
+    # the runner cache in verifirst.verifiers.terraform shares one provider process per session
+    return TerraformVerifier(backend="terraform", schema=str(AWS_SCHEMA))
+
+
+def test_extract_config_from_fenced_answer():
+    ans = "Here you go:\n```hcl\nresource \"a\" \"b\" {}\n```\nDone."
+    assert extract_config(ans) == 'resource "a" "b" {}\n'
+    assert extract_config("resource \"a\" \"b\" {}") == 'resource "a" "b" {}'
+
+
+def test_bad_arguments_are_input_errors(tmp_path):
+    with pytest.raises(InputError, match="backend"):
+        TerraformVerifier(backend="docker", schema=str(AWS_SCHEMA))
+    with pytest.raises(InputError, match="schema file not found"):
+        TerraformVerifier(backend="terraform", schema=str(tmp_path / "none.json"))
+    with pytest.raises(InputError, match="config path not found"):
+        cli_verify_terraform(str(tmp_path / "missing.tf"))
+
+
+@needs_tf
+@needs_data
+def test_verify_item_runs_all_gates_and_names_backend(tfv):
+    assert isinstance(tfv, Verifier)
+    item = Item(id="t1", inputs={"prompt": "a logs bucket"}, gold={"rego_policy": POLICY})
+    v = tfv.verify(item, "```hcl\n" + BUCKET + "```")
+    assert isinstance(v, Verdict)
+    assert (v.stage, v.passed, v.score, v.backend) == (T.PASS, True, 1.0, "terraform")
+    assert v.details["policy"]["engine"] in ("regopy", "opa")
+    assert "terraform" in v.details["backend_label"] and v.details["item_id"] == "t1"
+    assert v.details["plan"]["resource_changes"][0]["type"] == "aws_s3_bucket"
+    assert {"plan_ms", "show_ms", "opa_ms", "total_ms"} <= set(v.timings)
+    wrong = tfv.verify(item, BUCKET.replace('"logs"\n', '"other"\n'))
+    assert (wrong.stage, wrong.passed) == (T.OPA_FAIL, False)
+    assert [e.cls for e in wrong.errors] == [T.POLICY] and "has_logs" in wrong.feedback
+
+
+@needs_tf
+@needs_data
+def test_validate_fail_feedback_is_fit_for_repair(tfv):
+    v = tfv.verify_config(BUCKET.replace("}\n", "  versioning_enabled = true\n}\n"), policy=POLICY)
+    assert v.stage == T.VALIDATE_FAIL and v.error_classes == [T.SELF_DEFINED_PROPERTY]
+    assert "opa_ms" not in v.timings and "policy" not in v.details  # later gates did not run
+    fb = v.feedback
+    assert fb.startswith("VALIDATE_FAIL") and "versioning_enabled" in fb and "aws_s3_bucket.logs" in fb
+    assert "How to fix" in fb
+    empty = tfv.verify_config("   \n")
+    assert empty.stage == T.VALIDATE_FAIL and empty.error_classes == [T.SYNTAX]
+
+
+@needs_tf
+@needs_data
+def test_cli_function_prints_contract_json(tmp_path, capsys):
+    f = tmp_path / "main.tf"
+    f.write_text(BUCKET)
+    pol = tmp_path / "p.rego"
+    pol.write_text(POLICY)
+    rc = cli_verify_terraform(str(f), policy=str(pol), backend="terraform", schema=str(AWS_SCHEMA),
+                              as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and {"stage", "backend", "errors", "feedback", "timings"} <= set(out)
+    assert out["stage"] == T.PASS and out["backend"] == "terraform"
+    f.write_text('resource "aws_nonsense_thing" "x" {}\n')
+    rc = cli_verify_terraform(str(tmp_path), backend="terraform", schema=str(AWS_SCHEMA), as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["errors"][0]["class"] == T.INVALID_RESOURCE_TYPE
+    assert out["errors"][0]["address"] == "aws_nonsense_thing.x"
+
+
+@needs_tf
+@needs_data
+def test_three_dev40_references(tfv):
+    """A pass, the one reading a missing local file, and one failing its own policy
+    (the reference's fault); the full sweep is benchmarks/iac_reference_check.py."""
+    rows = list(csv.DictReader(DEV40.open(newline="", encoding="utf-8")))
+    got = {i: tfv.verify_config(rows[i]["Reference output"], policy=rows[i]["Rego intent"])
+           for i in (0, 7, 26)}
+    assert got[0].stage == T.PASS
+    assert got[7].stage == T.VALIDATE_FAIL and got[7].details["missing_files"]
+    assert "sagemaker-human-task-ui-template.html" in got[7].errors[0].message
+    assert got[26].stage == T.OPA_FAIL and got[26].details["policy"]["decided"]
+
+
+def test_python_backend_delegates_to_hcl_check():
+    pytest.importorskip("verifirst.verifiers.hcl_check", reason="pure-Python backend not landed yet")
+    pytest.importorskip("verifirst.verifiers.plan_synth", reason="plan_synth not landed yet")
+    if not AWS_SCHEMA.is_file():
+        pytest.skip("AWS schema missing")
+    v = verify_config(BUCKET.replace("}\n", "  versioning_enabled = true\n}\n"), backend="python",
+                      schema=str(AWS_SCHEMA))
+    assert v.backend == "python" and v.stage == T.VALIDATE_FAIL
+    assert T.SELF_DEFINED_PROPERTY in v.error_classes
+    ok = verify_config(BUCKET, policy=POLICY, backend="python", schema=str(AWS_SCHEMA))
+    assert ok.stage == T.PASS and ok.backend == "python"
