@@ -91,3 +91,24 @@ def test_duplicate_ids_and_bad_json(tmp_path):
     assert e.value.line == 2
     with pytest.raises(InputError, match="not found"):
         load_bash_pack(tmp_path / "missing.json")
+
+
+CHANGES = {"mkdir-archive", "mkdir-nested", "touch-notes", "rename-php", "delete-c", "chmod-sh", "java-list-file",
+           "sed-php", "copy-sh-flat", "java-count-file", "backup-dir1", "move-c-backup"}
+
+
+def test_every_gold_runs_in_the_sandbox_and_repeats_identically():
+    sandbox_mod = pytest.importorskip("verifirst.verifiers.sandbox")
+    try:
+        sb = sandbox_mod.Sandbox()
+    except Exception as e:  # no user namespaces / bwrap here
+        pytest.skip(f"sandbox unavailable: {e}")
+    for it in load_bash_pack().items:
+        a = sb.run(it.gold["command"], it.gold["fixture"])
+        b = sb.run(it.gold["command"], it.gold["fixture"])
+        assert a.exit_code == 0 and not a.timed_out, (it.id, a.stderr)
+        assert (a.stdout, a.fs_diff) == (b.stdout, b.fs_diff), it.id
+        changed = bool(a.fs_diff.added or a.fs_diff.deleted or a.fs_diff.modified)
+        assert changed is (it.id in CHANGES), it.id
+        if it.meta["check"] == "exec" and it.id not in CHANGES:
+            assert a.stdout.strip(), it.id
