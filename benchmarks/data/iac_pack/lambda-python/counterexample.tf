@@ -1,0 +1,21 @@
+resource "aws_iam_role" "lambda" {
+  name = "lambda-exec"
+
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Action    = "sts:AssumeRole"
+      Principal = { Service = "lambda.amazonaws.com" }
+    }]
+  })
+}
+
+resource "aws_lambda_function" "hello" {
+  function_name = "hello"
+  role          = aws_iam_role.lambda.arn
+  runtime       = "nodejs20.x"
+  handler       = "app.handler"
+  filename      = "lambda.zip"
+  timeout       = 10
+}

@@ -1,0 +1,8 @@
+resource "aws_s3_bucket" "logs" {
+  bucket = "verifirst-logs"
+
+  tags = {
+    Environment = "staging"
+    Team        = "platform"
+  }
+}

@@ -1,0 +1,4 @@
+resource "aws_sns_topic" "alerts" {
+  name         = "alerts"
+  display_name = "Alerts"
+}

@@ -1,0 +1,14 @@
+resource "aws_sqs_queue" "dlq" {
+  name       = "jobs-dlq.fifo"
+  fifo_queue = true
+}
+
+resource "aws_sqs_queue" "jobs" {
+  name       = "jobs.fifo"
+  fifo_queue = true
+
+  redrive_policy = jsonencode({
+    deadLetterTargetArn = aws_sqs_queue.dlq.arn
+    maxReceiveCount     = 5
+  })
+}

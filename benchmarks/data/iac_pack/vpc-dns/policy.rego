@@ -1,0 +1,16 @@
+package terraform.validation
+
+import rego.v1
+
+default valid := false
+
+resources(t) := [r | some r in input.configuration.root_module.resources; r.type == t]
+
+changes(t) := [c | some c in input.resource_changes; c.type == t; "create" in c.change.actions]
+
+valid if {
+	some v in resources("aws_vpc")
+	v.expressions.cidr_block.constant_value == "10.0.0.0/16"
+	v.expressions.enable_dns_support.constant_value == true
+	v.expressions.enable_dns_hostnames.constant_value == true
+}

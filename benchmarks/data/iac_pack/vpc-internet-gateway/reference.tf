@@ -1,0 +1,11 @@
+resource "aws_vpc" "main" {
+  cidr_block = "172.16.0.0/16"
+}
+
+resource "aws_internet_gateway" "main" {
+  vpc_id = aws_vpc.main.id
+
+  tags = {
+    Name = "main-igw"
+  }
+}
