@@ -1,0 +1,356 @@
+"""Fast pure-Python `terraform validate` + `plan` gate on python-hcl2 and a provider schema.
+
+check(files, schema) -> (stage, errors, warnings); stage in iac_taxonomy.STAGES (never OPA_FAIL).
+Messages follow terraform's wording ("Unsupported argument: An argument named ... is not
+expected here.") so a repair loop can act on them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers._hcl_ast import HclSyntaxError, parse_body
+from verifirst.verifiers._hcl_config import META_ARGS, Module, build_module, raw_traversals, parse_ref, RefError
+from verifirst.verifiers._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
+from verifirst.verifiers.base import VerifierError
+from verifirst.verifiers.tf_schema import ProviderSchema, default_schema_path, load_schema
+
+
+class Analysis:
+    """Parsed + evaluated configuration shared by check() and synthesize_plan()."""
+
+    def __init__(self, module: Module | None, ev: ModelEval | None, syntax: list):
+        self.module, self.ev, self.syntax = module, ev, syntax
+
+
+def _schema(schema) -> ProviderSchema | None:
+    if schema is None:
+        p = default_schema_path()
+        return load_schema(p) if p else None
+    return load_schema(schema)
+
+
+def analyze(files: dict, schema=None, variables: dict | None = None,
+            base_dir: str | None = None) -> Analysis:
+    schema = _schema(schema)
+    bodies, syntax = {}, []
+    for name, text in files.items():
+        if not (name.endswith(".tf") or "." not in os.path.basename(name)):
+            continue
+        try:
+            bodies[name] = parse_body(text, name)
+        except HclSyntaxError as e:
+            syntax.append(e)
+    if syntax:
+        return Analysis(None, None, syntax)
+    module = build_module(bodies)
+    ev = ModelEval(module, schema, variables, base_dir)
+    for cls, msg, addr, fname, line in module.problems:
+        ev.add(VALIDATE, cls, msg, addr, fname, line)
+    _check_schema(ev)
+    check_references(ev)
+    _check_cycles(ev)
+    ev.evaluate_all()
+    ev.output_values()
+    return Analysis(module, ev, [])
+
+
+def check(files: dict, schema=None, variables: dict | None = None, base_dir: str | None = None):
+    """-> (stage, [VerifierError], [warning str]). files: {filename: HCL text}."""
+    a = analyze(files, schema, variables, base_dir)
+    if a.syntax:
+        return T.VALIDATE_FAIL, [VerifierError(T.SYNTAX, f"{e.summary} (on {e.filename} line "
+                                               f"{e.line})", None) for e in a.syntax], []
+    ev = a.ev
+    for stage in (VALIDATE, PLAN):
+        found = [f for f in ev.findings if f.stage == stage]
+        if found:
+            return stage, [VerifierError(f.cls, f.text(), f.address) for f in found], ev.warnings
+    return T.PASS, [], ev.warnings
+
+
+def check_dir(path, schema=None, variables=None):
+    """check() on every *.tf in a directory (or one file); file() reads relative to it."""
+    p = Path(path)
+    if p.is_file():
+        return check({p.name: p.read_text()}, schema, variables, str(p.parent))
+    files = {f.name: f.read_text() for f in sorted(p.glob("*.tf"))}
+    return check(files, schema, variables, str(p))
+
+
+def feedback(stage: str, errors: list, warnings: list) -> str:
+    """Plain text for a repair loop."""
+    if stage == T.PASS:
+        lines = ["terraform validate and plan succeeded."]
+    else:
+        lines = [f"{stage}: {len(errors)} error(s)"]
+        lines += [f"Error [{e.cls}]{' at ' + e.address if e.address else ''}: {e.message}"
+                  for e in errors]
+    lines += [f"Warning: {w}" for w in warnings]
+    return "\n".join(lines)
+
+
+def cli_check(path: str, schema: str | None = None, as_json: bool = False) -> int:
+    """CLI hook: prints the verdict; exit 0 on PASS, 1 on a failing stage."""
+    t0 = time.perf_counter()
+    stage, errors, warnings = check_dir(path, schema)
+    ms = (time.perf_counter() - t0) * 1000
+    if as_json:
+        print(json.dumps({"stage": stage, "backend": "python",
+                          "errors": [e.as_dict() for e in errors], "warnings": warnings,
+                          "feedback": feedback(stage, errors, warnings),
+                          "timings": {"total_ms": round(ms, 2)}}, indent=2))
+    else:
+        print(feedback(stage, errors, warnings))
+    return 0 if stage == T.PASS else 1
+
+
+# --- schema conformance ---------------------------------------------------------------------
+def _check_schema(ev: ModelEval):
+    schema = ev.schema
+    if schema is None:
+        ev.warn("no provider schema given: arguments and resource types not checked")
+        return
+    for decl in ev.m.resources:
+        bs = ev.block_schema(decl)
+        where = f'in {"resource" if decl.mode == "managed" else "data"} "{decl.type}" "{decl.name}"'
+        if bs is None:
+            if not ev.known_provider(decl.type):
+                ev.warn(f'{decl.address}: provider "{decl.type.split("_", 1)[0]}" is not in the '
+                        "schema; this resource was not checked")
+                continue
+            prov = schema.provider_address(decl.mode, decl.type).split("/", 1)[-1]
+            options = schema.resource_types() if decl.mode == "managed" else schema.data_source_types()
+            if decl.mode == "managed":
+                msg = (f'Invalid resource type: The provider {prov} does not support resource type '
+                       f'"{decl.type}".')
+            else:
+                msg = f'Invalid data source: The provider {prov} does not support data source "{decl.type}".'
+            ev.add(VALIDATE, T.INVALID_RESOURCE_TYPE, msg + _suggest(decl.type, options),
+                   decl.address, decl.file, decl.line)
+            continue
+        if bs.get("deprecated"):
+            ev.warn(f'Deprecated resource: The {"resource" if decl.mode == "managed" else "data source"}'
+                    f' type "{decl.type}" is deprecated ({decl.address}). Refer to the provider '
+                    "documentation for its replacement.")
+        _check_body(ev, decl.body, bs, decl.address, decl.file, where, top=True)
+    for p in ev.m.providers:
+        name = p.labels[0] if p.labels else ""
+        if name not in ev.provider_names:
+            ev.warn(f'provider "{name}" is not in the schema; its configuration was not checked')
+            continue
+        bs = schema.provider_config(name) or {"attributes": {}}
+        body = p.body
+        extra = {"alias", "version"}
+        _check_body(ev, body, bs, f"provider.{name}", None, f'in provider "{name}"', top=False,
+                    skip=extra)
+
+
+def _obj_attrs_schema(ty):
+    return {"attributes": {k: {"type": t, "optional": True} for k, t in ty[1][1].items()}}
+
+
+def _is_obj_collection(a):
+    ty = a.get("type")
+    return isinstance(ty, list) and ty[0] in ("list", "set") and isinstance(ty[1], list) \
+        and ty[1][0] == "object"
+
+
+def _check_body(ev, body, bs, address, file, where, top=False, skip=frozenset()):
+    attrs = bs.get("attributes", {}) or {}
+    btypes = bs.get("block_types", {}) or {}
+    for name, a in body.attributes.items():
+        if (top and name in META_ARGS) or name in skip:
+            continue
+        sch = attrs.get(name)
+        if sch is None:
+            if name in btypes:
+                msg = (f'Unsupported argument: An argument named "{name}" is not expected here. '
+                       f'Did you mean to define a block of type "{name}"?')
+            else:
+                msg = (f'Unsupported argument: An argument named "{name}" is not expected here.'
+                       + _suggest(name, list(attrs)))
+            ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, msg, address, file, a.line)
+            continue
+        if sch.get("computed") and not sch.get("optional") and not sch.get("required"):
+            ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, f'Value for unconfigurable attribute: '
+                   f'Can\'t configure a value for "{name}": its value will be decided automatically '
+                   "based on the result of applying this configuration.", address, file, a.line)
+        if sch.get("deprecated"):
+            ev.warn(f'Deprecated attribute: The attribute "{name}" is deprecated ({address}). Refer '
+                    "to the provider documentation for details.")
+    counts: dict[str, int] = {}
+    dynamic_types = set()
+    for blk in body.blocks:
+        t = blk.type
+        if top and t in ("lifecycle", "provisioner", "connection"):
+            continue
+        if t == "dynamic":
+            label = blk.labels[0] if blk.labels else ""
+            dynamic_types.add(label)
+            content = blk.body.blocks_of("content")
+            inner = None
+            if label in btypes:
+                inner = btypes[label].get("block", {})
+            elif label in attrs and _is_obj_collection(attrs[label]):
+                inner = _obj_attrs_schema(attrs[label]["type"])
+            else:
+                ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, f'Unsupported block type: Blocks of type '
+                       f'"{label}" are not expected here.' + _suggest(label, list(btypes)),
+                       address, file, blk.line)
+                continue
+            for c in content:
+                _check_body(ev, c.body, inner, address, file, where)
+            continue
+        if t in btypes:
+            counts[t] = counts.get(t, 0) + 1
+            inner = btypes[t].get("block", {})
+            if inner.get("deprecated"):
+                ev.warn(f'Deprecated block: The block "{t}" is deprecated ({address}). Refer to '
+                        "the provider documentation for details.")
+            _check_body(ev, blk.body, inner, address, file, where)
+        elif t in attrs and _is_obj_collection(attrs[t]):
+            if attrs[t].get("computed") and not attrs[t].get("optional"):
+                ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, f'Value for unconfigurable attribute: '
+                       f'Can\'t configure a value for "{t}": its value will be decided '
+                       "automatically based on the result of applying this configuration.",
+                       address, file, blk.line)
+                continue
+            _check_body(ev, blk.body, _obj_attrs_schema(attrs[t]["type"]), address, file, where)
+        elif t in attrs:
+            ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, f'Unsupported block type: Blocks of type '
+                   f'"{t}" are not expected here. Did you mean to define argument "{t}"? If so, '
+                   "use the equals sign to assign it a value.", address, file, blk.line)
+        else:
+            ev.add(VALIDATE, T.SELF_DEFINED_PROPERTY, f'Unsupported block type: Blocks of type '
+                   f'"{t}" are not expected here.' + _suggest(t, list(btypes)), address, file,
+                   blk.line)
+    for name, a in attrs.items():
+        if a.get("required") and name not in body.attributes and not body.blocks_of(name) \
+                and name not in dynamic_types:
+            ev.add(VALIDATE, T.MISSING_REQUIRED, f'Missing required argument: The argument '
+                   f'"{name}" is required, but no definition was found.', address, file,
+                   _first_line(body))
+    for name, bt in btypes.items():
+        if name in dynamic_types:
+            continue
+        n = counts.get(name, 0)
+        mode = bt.get("nesting_mode")
+        lo, hi = bt.get("min_items", 0) or 0, bt.get("max_items", 0) or 0
+        if mode in ("single", "group"):
+            hi = 1
+        if n < lo:
+            ev.add(VALIDATE, T.BLOCK_COUNT, f'Insufficient {name} blocks: At least {lo} "{name}" '
+                   f'block{"s are" if lo > 1 else " is"} required.', address, file, _first_line(body))
+        if hi and n > hi:
+            msg = (f'Duplicate {name} block: Only one {name} block is allowed. Another was defined '
+                   "earlier." if mode in ("single", "group") else
+                   f'Too many {name} blocks: No more than {hi} "{name}" blocks are allowed.')
+            line = [b.line for b in body.blocks_of(name)][hi]
+            ev.add(VALIDATE, T.BLOCK_COUNT, msg, address, file, line)
+
+
+def _first_line(body):
+    lines = [a.line for a in body.attributes.values()] + [b.line for b in body.blocks]
+    return min(lines) - 1 if lines else None
+
+
+# --- dependency graph -------------------------------------------------------------------------
+def dependency_graph(m: Module) -> dict[str, set]:
+    """node -> nodes it references (resources by base address, local.x, var.x, module.x)."""
+    from verifirst.verifiers._hcl_model import _body_exprs
+    g: dict[str, set] = {}
+
+    def deps(body):
+        out = set()
+        for expr, _line, dyn in _body_exprs(body):
+            for root, steps, line in raw_traversals(expr, frozenset(dyn)):
+                try:
+                    kind, subject, extra, _rem = parse_ref(root, steps, line)
+                except RefError:
+                    continue
+                if kind in ("managed", "data"):
+                    out.add(extra[0])
+                elif kind in ("module", "module_output"):
+                    out.add(extra[0])
+                elif kind in ("local", "var"):
+                    out.add(subject)
+        return out
+    for r in m.resources:
+        g[r.address] = deps(r.body)
+    for name, a in m.locals.items():
+        from verifirst.verifiers._hcl_ast import Body
+        b = Body()
+        b.attributes[name] = a
+        g[f"local.{name}"] = deps(b)
+    for name, blk in m.module_calls.items():
+        g[f"module.{name}"] = deps(blk.body)
+    for name, blk in m.outputs.items():
+        g[f"output.{name}"] = deps(blk.body)
+    return g
+
+
+def _check_cycles(ev: ModelEval):
+    g = dependency_graph(ev.m)
+    for node, ds in g.items():
+        if node in ds:
+            decl = ev.decls.get(node)
+            ev.add(VALIDATE, T.CYCLE, f"Self-referential block: Configuration for {node} may not "
+                   "refer to itself.", node, decl.file if decl else None, decl.line if decl else None)
+    for comp in _sccs(g):
+        if len(comp) > 1:
+            decl = ev.decls.get(comp[0])
+            ev.add(VALIDATE, T.CYCLE, "Cycle: " + ", ".join(comp), comp[0],
+                   decl.file if decl else None, decl.line if decl else None)
+
+
+def _sccs(g):
+    """Tarjan, iterative; components sorted for stable messages."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in g:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in g:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g.get(w, ())))))
+                    advanced = True
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                out.append(sorted(comp))
+    return out
+
+
+if __name__ == "__main__":  # python -m verifirst.verifiers.hcl_check DIR [--json]
+    sys.exit(cli_check(sys.argv[1], None, "--json" in sys.argv))
