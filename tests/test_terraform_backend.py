@@ -222,3 +222,14 @@ def test_real_backend_mechanics_with_mirrored_schema_provider(tmp_path):
     assert prov["region"]["constant_value"] == "eu-west-1"
     assert prov["skip_credentials_validation"]["constant_value"] is True
     real.close()
+
+
+def test_declared_types_and_schema_subset_keeps_near_names():
+    files = {"main.tf": 'resource "aws_thing" "a" {}\nresource aws_thingz b {}\ndata "aws_zones" "z" {}\n',
+             "x.tf.json": '{"resource": {"aws_other": {"o": {}}}}'}
+    assert P.declared_types(files) == (["aws_other", "aws_thing", "aws_thingz"], ["aws_zones"])
+    cat = P.SchemaCatalog(MINI_SCHEMA["provider_schemas"][P.DEFAULT_AWS])
+    sub = cat.response(["aws_thingz"], [])
+    assert list(sub.resource_schemas) == ["aws_thing"]  # kept for terraform's "Did you mean"
+    assert list(sub.data_source_schemas) == []
+    assert set(cat.response().data_source_schemas) == {"aws_zones"}

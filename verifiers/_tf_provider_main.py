@@ -11,9 +11,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--schema", required=True, help="`terraform providers schema -json` file")
     ap.add_argument("--provider", default=DEFAULT_AWS, help="provider address (managed mode)")
     ap.add_argument("--reattach", action="store_true", help="long-lived, print TF_REATTACH_PROVIDERS")
+    ap.add_argument("--slots", type=int, default=4, help="subset slots (reattach mode)")
     args = ap.parse_args(argv)
     if args.reattach:
-        serve_reattach(args.schema)
+        serve_reattach(args.schema, slots=args.slots)
     else:
         serve_managed(args.schema, args.provider)
 

@@ -48,14 +48,15 @@ def default_schema() -> str:
                      expected=f"a `terraform providers schema -json` file, or {BUILTIN_SCHEMA}")
 
 
-def _runner(backend: str, schema: str | None, binary: str | None, mirror: str | None):
+def _runner(backend: str, schema: str | None, binary: str | None, mirror: str | None,
+            reattach: bool = True):
     """One runner per (backend, schema, binary): the provider process and CLI config are shared."""
-    key = (backend, schema, binary, mirror)
+    key = (backend, schema, binary, mirror, reattach)
     with _RUNNERS_LOCK:
         r = _RUNNERS.get(key)
         if r is None or (getattr(r, "provider", None) is not None and not r.provider.alive()):
             if backend == "terraform":
-                r = SchemaTerraform(schema, binary=binary)
+                r = SchemaTerraform(schema, binary=binary, reattach=reattach)
             else:
                 r = RealTerraform(mirror=mirror, binary=binary)
             _RUNNERS[key] = r
@@ -69,7 +70,8 @@ class TerraformVerifier:
 
     def __init__(self, backend: str = "auto", schema: str | os.PathLike | None = None,
                  policy: str | os.PathLike | None = None, policy_mode: str = "auto",
-                 binary: str | None = None, mirror: str | None = None, validate_first: bool = False):
+                 binary: str | None = None, mirror: str | None = None, validate_first: bool = False,
+                 reattach: bool = True):
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
         self.schema = str(schema) if schema else (None if backend == "real" else default_schema())
@@ -82,6 +84,7 @@ class TerraformVerifier:
         self.binary, self.mirror = binary, mirror
         self.policy_mode = policy_mode
         self.validate_first = validate_first
+        self.reattach = reattach  # False: terraform starts the provider per use (slow, for comparison)
         self._policies: dict[tuple, Any] = {}
         self.policy = self._load_policy(policy) if policy else None
 
@@ -133,7 +136,7 @@ class TerraformVerifier:
 
     # ------------------------------------------------------------------ backends
     def _terraform(self, files):
-        runner = _runner(self.backend, self.schema, self.binary, self.mirror)
+        runner = _runner(self.backend, self.schema, self.binary, self.mirror, self.reattach)
         res = runner.check(files, validate_first=self.validate_first)
         details = {"backend_label": runner.label,
                    "missing_files": [d.detail for d in res.errors if d.missing_file],

@@ -202,6 +202,12 @@ class TerraformCLI:
         self.timeout_s = timeout_s
         self._version: str | None = None
 
+    def with_env(self, extra: dict[str, str]) -> "TerraformCLI":
+        other = object.__new__(TerraformCLI)
+        other.__dict__.update(self.__dict__)
+        other.env = {**self.env, **extra}
+        return other
+
     @property
     def version(self) -> str:
         if self._version is None:
@@ -414,7 +420,10 @@ class SchemaTerraform:
         self.schema_path = str(schema_path)
         self.home = Path(tempfile.mkdtemp(prefix="vf-tfhome-"))
         self.provider = None
-        addresses = P.provider_names(P.load_schema_dict(self.schema_path))
+        raw = P.load_schema_dict(self.schema_path)
+        addresses = P.provider_names(raw)
+        self._known = {t for prov in raw["provider_schemas"].values()
+                       for key in ("resource_schemas", "data_source_schemas") for t in (prov.get(key) or {})}
         overrides = {}
         for a in addresses:
             d = self.home / "providers" / P.short_name(a)
@@ -436,12 +445,33 @@ class SchemaTerraform:
             raise RuntimeError("the schema provider process has exited")
         d = write_workdir(files)
         try:
-            return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
+            if self.provider is None:
+                return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
+            from verifirst.verifiers.tf_provider import declared_types
+            types, data = declared_types(files)
+            with self.provider.lease(types, data) as env:
+                res = self.cli.with_env(env).gates(d, validate_first=validate_first,
+                                                   need_plan_json=need_plan_json)
+            if self._subset_missed(res):  # a declared type the regex did not see: full schema
+                res = self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
+                res.raw["full_schema_rerun"] = True
+            return res
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
+    def _subset_missed(self, res: StageResult) -> bool:
+        for e in res.errors:
+            if e.cls == T.INVALID_RESOURCE_TYPE:
+                m = _TYPE_IN_DETAIL.search(e.detail)
+                if m and m.group(1) in self._known:
+                    return True
+        return False
+
     def close(self) -> None:
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+_TYPE_IN_DETAIL = re.compile(r'(?:resource type|data source) "([^"]+)"')
 
 
 # ---------------------------------------------------------------- backend 3: real providers

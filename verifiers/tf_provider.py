@@ -13,6 +13,7 @@ import base64
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -235,20 +236,73 @@ def config_diagnostics(type_name: str, schema: dict, config: Any, kind: str = "r
 
 
 # ---------------------------------------------------------------- gRPC servicer
-def make_servicer(provider_schema: dict):
-    """A tfplugin6 Provider servicer for one provider's part of a schema file."""
-    from tf.gen import tfplugin_pb2_grpc as rpc
-    pb = _pb()
-    resources = provider_schema.get("resource_schemas", {}) or {}
-    data_sources = provider_schema.get("data_source_schemas", {}) or {}
+def _levenshtein(a: str, b: str, cap: int = 3) -> int:
+    if abs(len(a) - len(b)) >= cap:
+        return cap
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
-    schema_resp = pb.GetProviderSchema.Response(
-        provider=_schema_pb(pb, provider_schema.get("provider")),
-        provider_meta=_schema_pb(pb, None),
-        resource_schemas={k: _schema_pb(pb, v) for k, v in resources.items()},
-        data_source_schemas={k: _schema_pb(pb, v) for k, v in data_sources.items()},
-        server_capabilities=pb.ServerCapabilities(plan_destroy=True, get_provider_schema_optional=True),
-    )
+
+class SchemaCatalog:
+    """GetProviderSchema responses for one provider: the full one, or a subset holding only the
+    types a config declares. Terraform decodes the whole schema on every run (~150 ms for AWS);
+    a subset makes that ~1 ms. Near names of unknown types stay in, so "Did you mean" survives."""
+
+    def __init__(self, provider_schema: dict):
+        self.pb = _pb()
+        self.resources = provider_schema.get("resource_schemas", {}) or {}
+        self.data_sources = provider_schema.get("data_source_schemas", {}) or {}
+        self._provider = _schema_pb(self.pb, provider_schema.get("provider"))
+        self._meta = _schema_pb(self.pb, None)
+        self._cache: dict[tuple[str, str], Any] = {}
+        self._full = None
+        self._lock = threading.Lock()
+
+    def _one(self, kind: str, name: str):
+        key = (kind, name)
+        if key not in self._cache:
+            table = self.resources if kind == "r" else self.data_sources
+            self._cache[key] = _schema_pb(self.pb, table[name])
+        return self._cache[key]
+
+    def _near(self, name: str, table: dict) -> list[str]:
+        return [t for t in table if _levenshtein(name, t) < 3]
+
+    def response(self, types: list[str] | None = None, data: list[str] | None = None):
+        with self._lock:
+            if types is None and data is None:
+                if self._full is None:
+                    self._full = self._build(list(self.resources), list(self.data_sources))
+                return self._full
+            rs, ds = set(), set()
+            for t in types or []:
+                rs.update([t] if t in self.resources else self._near(t, self.resources))
+            for t in data or []:
+                ds.update([t] if t in self.data_sources else self._near(t, self.data_sources))
+            return self._build(sorted(rs), sorted(ds))
+
+    def _build(self, rs: list[str], ds: list[str]):
+        pb = self.pb
+        return pb.GetProviderSchema.Response(
+            provider=self._provider, provider_meta=self._meta,
+            resource_schemas={k: self._one("r", k) for k in rs},
+            data_source_schemas={k: self._one("d", k) for k in ds},
+            server_capabilities=pb.ServerCapabilities(plan_destroy=True, get_provider_schema_optional=True))
+
+
+def make_servicer(provider_schema: dict | SchemaCatalog):
+    """A tfplugin6 Provider servicer for one provider's part of a schema file. `.subset(types,
+    data)` narrows the schema it serves (None, None: everything)."""
+    from tf.gen import tfplugin_pb2_grpc as rpc
+    catalog = provider_schema if isinstance(provider_schema, SchemaCatalog) else SchemaCatalog(provider_schema)
+    pb = catalog.pb
+    resources, data_sources = catalog.resources, catalog.data_sources
+    current = {"resp": None}
 
     def diag(summary, detail="", path=(), severity=None):
         severity = {"error": pb.Diagnostic.ERROR, "warning": pb.Diagnostic.WARNING}.get(
@@ -263,11 +317,17 @@ def make_servicer(provider_schema: dict):
         return [diag(summary, detail, severity=pb.Diagnostic.ERROR)]
 
     class SchemaServicer(rpc.ProviderServicer):
+        def subset(self, types=None, data=None):
+            current["resp"] = catalog.response(types, data)
+
         def GetMetadata(self, request, context):
-            return pb.GetMetadata.Response(server_capabilities=schema_resp.server_capabilities)
+            return pb.GetMetadata.Response(server_capabilities=pb.ServerCapabilities(
+                plan_destroy=True, get_provider_schema_optional=True))
 
         def GetProviderSchema(self, request, context):
-            return schema_resp
+            if current["resp"] is None:
+                current["resp"] = catalog.response()
+            return current["resp"]
 
         def ValidateProviderConfig(self, request, context):
             return pb.ValidateProviderConfig.Response()
@@ -376,27 +436,45 @@ def serve_managed(schema_path: str, address: str) -> None:
         server.stop(grace=0)
 
 
-def serve_reattach(schema_path: str, addresses: list[str] | None = None) -> None:
-    """Serve every provider of the schema file on unix sockets; print one TF_REATTACH_PROVIDERS
-    JSON line; run until stdin closes or SIGTERM."""
+def serve_reattach(schema_path: str, slots: int = 4) -> None:
+    """Serve every provider of the schema file, `slots` + 1 times, on unix sockets. Slot 0 always
+    serves the full schema; slots 1.. serve whatever subset the parent asks for. Protocol on
+    stdin/stdout, one JSON line each: first line out {"slots": [reattach, ...]}; then per request
+    in {"slot": i, "types": [...]|null, "data": [...]|null} -> out {"ok": i}. Ends at stdin EOF."""
     raw = load_schema_dict(schema_path)
-    addresses = addresses or provider_names(raw)
+    addresses = provider_names(raw)
+    catalogs = {a: SchemaCatalog(raw["provider_schemas"][a]) for a in addresses}
     tmp = tempfile.mkdtemp(prefix="vf-tfp-")
-    servers, reattach = [], {}
-    for i, addr in enumerate(addresses):
-        server, _ = _grpc_server(make_servicer(raw["provider_schemas"][addr]))
-        sock = f"{tmp}/p{i}.sock"
-        server.add_insecure_port(f"unix://{sock}")
-        server.start()
-        servers.append(server)
-        # Test=True: terraform neither kills nor waits for an unmanaged provider.
-        reattach[addr] = {"Protocol": "grpc", "ProtocolVersion": 6, "Pid": os.getpid(), "Test": True,
-                          "Addr": {"Network": "unix", "String": sock}}
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-    print(json.dumps({"reattach": reattach}), flush=True)
-    done.wait()
+    servers, servicers, reattach = [], [], []
+    for slot in range(slots + 1):
+        entry, per_slot = {}, {}
+        for i, addr in enumerate(addresses):
+            servicer = make_servicer(catalogs[addr])
+            server, _ = _grpc_server(servicer)
+            sock = f"{tmp}/s{slot}p{i}.sock"
+            server.add_insecure_port(f"unix://{sock}")
+            server.start()
+            servers.append(server)
+            per_slot[addr] = servicer
+            # Test=True: terraform neither kills nor waits for an unmanaged provider.
+            entry[addr] = {"Protocol": "grpc", "ProtocolVersion": 6, "Pid": os.getpid(), "Test": True,
+                           "Addr": {"Network": "unix", "String": sock}}
+        servicers.append(per_slot)
+        reattach.append(entry)
+    signal.signal(signal.SIGTERM, lambda *_: sys.stdin.close())
+    print(json.dumps({"slots": reattach}), flush=True)
+    try:
+        for line in sys.stdin:
+            try:
+                req = json.loads(line)
+                slot = int(req["slot"])
+                for addr, servicer in servicers[slot].items():
+                    servicer.subset(req.get("types"), req.get("data"))
+                print(json.dumps({"ok": slot}), flush=True)
+            except Exception as exc:  # a bad request must not kill the shared process
+                print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+    except (ValueError, OSError):
+        pass
     for s in servers:
         s.stop(grace=0)
     for f in Path(tmp).iterdir():
@@ -406,23 +484,30 @@ def serve_reattach(schema_path: str, addresses: list[str] | None = None) -> None
 
 # ---------------------------------------------------------------- client side: the process
 class ProviderProcess:
-    """One long-lived schema provider; `.env` carries TF_REATTACH_PROVIDERS for terraform runs."""
+    """One long-lived schema provider. `.env` points terraform at the full schema; `lease(types,
+    data)` hands out a slot serving only those types, for one terraform run at a time."""
 
-    def __init__(self, schema_path: str | os.PathLike, python: str | None = None, timeout_s: float = 60.0):
+    def __init__(self, schema_path: str | os.PathLike, python: str | None = None, timeout_s: float = 60.0,
+                 slots: int = 4):
+        import queue
         self.schema_path = str(schema_path)
         raw = load_schema_dict(self.schema_path)  # fail early, in this process, on a bad file
         self.addresses = provider_names(raw)
         self._proc = subprocess.Popen(
             [python or sys.executable, "-m", "verifirst.verifiers._tf_provider_main", "--reattach",
-             "--schema", self.schema_path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--slots", str(slots), "--schema", self.schema_path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         line = self._read_line(timeout_s)
         try:
-            self.reattach = json.loads(line)["reattach"]
-        except (ValueError, KeyError):
-            err = self._proc.stderr.read() if self._proc.poll() is not None else ""
+            self.slots = json.loads(line)["slots"]
+        except (ValueError, KeyError, TypeError):
             self.close()
-            raise RuntimeError(f"schema provider did not start: {line!r} {err[-2000:]}") from None
+            raise RuntimeError(f"schema provider did not start: {line!r}") from None
+        self.reattach = self.slots[0]
+        self._free: "queue.Queue[int]" = queue.Queue()
+        for i in range(1, len(self.slots)):
+            self._free.put(i)
+        self._ctl = threading.Lock()
 
     def _read_line(self, timeout_s: float) -> str:
         box: list[str] = []
@@ -434,6 +519,28 @@ class ProviderProcess:
     @property
     def env(self) -> dict[str, str]:
         return {"TF_REATTACH_PROVIDERS": json.dumps(self.reattach)}
+
+    def _subset(self, slot: int, types, data) -> None:
+        with self._ctl:
+            self._proc.stdin.write(json.dumps({"slot": slot, "types": types, "data": data}) + "\n")
+            self._proc.stdin.flush()
+            reply = self._read_line(30.0)
+        if json.loads(reply or "{}").get("ok") != slot:
+            raise RuntimeError(f"schema provider refused a subset: {reply!r}")
+
+    def lease(self, types: list[str] | None = None, data: list[str] | None = None):
+        """Context manager -> env for one terraform run against a schema of just these types."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def _lease():
+            slot = self._free.get()
+            try:
+                self._subset(slot, types, data)
+                yield {"TF_REATTACH_PROVIDERS": json.dumps(self.slots[slot])}
+            finally:
+                self._free.put(slot)
+        return _lease()
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -461,6 +568,31 @@ class ProviderProcess:
             self.close()
         except Exception:
             pass
+
+
+_DECL_RE = re.compile(r'^[ \t]*(resource|data)[ \t]+"?([A-Za-z][\w-]*)"?', re.M)
+
+
+def declared_types(files: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(resource types, data source types) declared in .tf / .tf.json files."""
+    rs, ds = set(), set()
+    for name, text in files.items():
+        if name.endswith(".tf.json"):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                continue
+            for part in doc if isinstance(doc, list) else [doc]:
+                if isinstance(part, dict):
+                    for key, bucket in (("resource", rs), ("data", ds)):
+                        blocks = part.get(key) or {}
+                        for b in blocks if isinstance(blocks, list) else [blocks]:
+                            if isinstance(b, dict):
+                                bucket.update(b)
+        else:
+            for kind, t in _DECL_RE.findall(text):
+                (rs if kind == "resource" else ds).add(t)
+    return sorted(rs), sorted(ds)
 
 
 def write_launcher(directory: str | os.PathLike, schema_path: str, address: str = DEFAULT_AWS,

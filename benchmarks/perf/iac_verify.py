@@ -1,0 +1,125 @@
+"""ms per config for each Terraform verifier backend, in one run, and their agreement.
+
+    python benchmarks/perf/iac_verify.py [--json] [--n 40] [--naive-n 3] [--schema F]
+
+Configs: the IaC-Eval dev40 references plus a few broken variants (hallucinated argument, cycle,
+unknown type), each with its own policy. Backends: 1 = terraform + schema provider kept alive
+(reattach), 1-naive = terraform starting the provider itself (dev_overrides only), 2 = pure
+Python (hcl_check + plan_synth, when present), 3 = real providers (when a mirror has them).
+Goals: backend 1 <= 1500 ms/config, backend 2 <= 20 ms/config.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
+DEV40 = DATA / "iac-eval-v1" / "iac_eval_v1_dev40.csv"
+SCHEMA = DATA / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
+
+BROKEN = {
+    "self_defined": 'resource "aws_s3_bucket" "b" {\n  bucket = "x"\n  versioning_enabled = true\n}\n',
+    "cycle": "".join(
+        f'resource "aws_security_group" "{a}" {{\n  name = "{a}"\n  ingress {{\n    from_port = 0\n'
+        f'    to_port = 0\n    protocol = "-1"\n    security_groups = [aws_security_group.{b}.id]\n'
+        "  }\n}\n" for a, b in (("a", "b"), ("b", "a"))),
+    "invalid_type": 'resource "aws_s3_bucket_versioning_enabled" "x" {\n  bucket = "b"\n}\n',
+    "missing_required": 'resource "aws_iam_role" "r" {\n  name = "r"\n}\n',
+}
+
+
+def configs(n: int) -> list[tuple[str, str, str | None]]:
+    rows = list(csv.DictReader(DEV40.open(newline="", encoding="utf-8")))[:n]
+    out = [(f"dev40-{i}", r["Reference output"], r["Rego intent"] or None) for i, r in enumerate(rows)]
+    return out + [(k, v, None) for k, v in BROKEN.items()]
+
+
+def run_backend(name: str, verifier, cases) -> dict:
+    per, verdicts = [], {}
+    for cid, hcl, pol in cases:
+        t0 = time.perf_counter()
+        v = verifier.verify_config(hcl, policy=pol)
+        per.append((time.perf_counter() - t0) * 1000)
+        verdicts[cid] = {"stage": v.stage, "classes": v.error_classes}
+    return {"backend": name, "n": len(per),
+            "ms_per_config": {"median": round(statistics.median(per), 1), "mean": round(statistics.mean(per), 1),
+                              "max": round(max(per), 1)},
+            "label": getattr(verifier, "_label", None), "verdicts": verdicts}
+
+
+def agreement(a: dict, b: dict) -> dict:
+    common = sorted(set(a["verdicts"]) & set(b["verdicts"]))
+    same_stage = [c for c in common if a["verdicts"][c]["stage"] == b["verdicts"][c]["stage"]]
+    same_cls = [c for c in common if a["verdicts"][c] == b["verdicts"][c]]
+    return {"pair": f"{a['backend']} vs {b['backend']}", "n": len(common),
+            "stage_agreement": round(len(same_stage) / len(common), 4) if common else None,
+            "stage_and_class_agreement": round(len(same_cls) / len(common), 4) if common else None,
+            "disagreements": {c: [a["verdicts"][c], b["verdicts"][c]] for c in common if c not in same_stage}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--n", type=int, default=40, help="dev40 references to use")
+    ap.add_argument("--naive-n", type=int, default=3, help="configs for the naive (no reattach) run")
+    ap.add_argument("--schema", default=str(SCHEMA))
+    args = ap.parse_args(argv)
+
+    from verifirst.verifiers import terraform as TV
+    from verifirst.verifiers.terraform_cli import find_real_provider, find_terraform
+    cases = configs(args.n)
+    report: dict = {"configs": len(cases), "schema": args.schema, "backends": [], "skipped": {}}
+
+    if find_terraform():
+        t0 = time.perf_counter()
+        b1 = TV.TerraformVerifier(backend="terraform", schema=args.schema)
+        b1.verify_config(cases[0][1])  # starts the shared provider process
+        report["provider_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        res = run_backend("terraform", b1, cases)
+        res["label"] = TV._runner("terraform", args.schema, None, None).label
+        res["provider_process"] = "one for all configs (TF_REATTACH_PROVIDERS)"
+        report["backends"].append(res)
+        if args.naive_n > 0:
+            naive = TV.TerraformVerifier(backend="terraform", schema=args.schema, reattach=False)
+            report["backends"].append(run_backend("terraform-naive", naive, cases[:args.naive_n]))
+    else:
+        report["skipped"]["terraform"] = "no terraform binary"
+
+    try:
+        from verifirst.verifiers import hcl_check, plan_synth  # noqa: F401
+        b2 = TV.TerraformVerifier(backend="python", schema=args.schema)
+        b2.verify_config(cases[0][1])  # schema parse, cached afterwards
+        report["backends"].append(run_backend("python", b2, cases))
+    except ImportError as exc:
+        report["skipped"]["python"] = f"pure-Python backend not available: {exc}"
+
+    if find_real_provider():
+        b3 = TV.TerraformVerifier(backend="real")
+        report["backends"].append(run_backend("real", b3, cases[:5]))
+    else:
+        report["skipped"]["real"] = "no real hashicorp/aws provider in a plugin cache or mirror"
+
+    bs = report["backends"]
+    report["agreement"] = [agreement(bs[i], bs[j]) for i in range(len(bs)) for j in range(i + 1, len(bs))]
+    report["goals"] = {b["backend"]: {"terraform": 1500, "python": 20}.get(b["backend"]) for b in bs}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for b in bs:
+            print(f"{b['backend']:<16} n={b['n']:<3} median {b['ms_per_config']['median']} ms/config "
+                  f"(mean {b['ms_per_config']['mean']}, max {b['ms_per_config']['max']})")
+        for a in report["agreement"]:
+            print(f"{a['pair']}: stage agreement {a['stage_agreement']} on {a['n']}")
+        for k, why in report["skipped"].items():
+            print(f"skipped {k}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
