@@ -85,3 +85,39 @@ def load_bash_pack(path: str | Path | None = None) -> Suite:
     return Suite(name=str(doc.get("name") or "bash-pack"), items=items,
                  description="built-in NL->Bash tasks with gold commands and fixtures",
                  meta={"path": str(p), "version": doc.get("version")})
+
+
+class PackVerifier:
+    """Ground truth for pack items: `syntax` tasks by `bash -n` (nothing runs), others by `exec_verifier`.
+
+    `exec_verifier` defaults to the sandboxed FEH verifier; items without a `check` go to it too,
+    so the wrapper serves any bash suite.
+    """
+
+    name = "bash-pack"
+
+    def __init__(self, exec_verifier=None):
+        self._exec = exec_verifier
+
+    @property
+    def exec_verifier(self):
+        if self._exec is None:
+            from verifirst.verifiers.feh import FehVerifier
+            self._exec = FehVerifier()
+        return self._exec
+
+    def verify(self, item: Item, candidate) -> "Verdict":
+        if item.meta.get("check") != "syntax":
+            return self.exec_verifier.verify(item, candidate)
+        from verifirst.programs._extract import parses
+        from verifirst.verifiers.base import Verdict, VerifierError
+        from verifirst.verifiers.feh import candidate_command
+
+        cmd = candidate_command(candidate)
+        if not cmd.strip():
+            return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate command is empty")],
+                           feedback="the candidate command is empty", backend="bash -n")
+        if parses(cmd):
+            return Verdict(1.0, True, feedback="bash -n: the command parses", backend="bash -n")
+        return Verdict(0.0, False, "SYNTAX", [VerifierError("SYNTAX", "bash -n rejects the command")],
+                       feedback="bash -n rejects the command: fix its syntax", backend="bash -n")

@@ -122,3 +122,97 @@ def test_judge_as_verifier_and_registry():
         make_bash_judge("nope")
     with pytest.raises(ValueError):
         IceScoreJudge(threshold=5)
+
+
+# ---- S0 Task 1 on a scripted setup ----------------------------------------------------------
+
+from verifirst.benchmarks.judge_validation import binary_metrics, group_by_suite, validate_judges  # noqa: E402
+from verifirst.verifiers.base import Verdict  # noqa: E402
+
+
+class FakeVerifier:
+    """Passes when the candidate equals the gold; `boom` commands make the verifier fail."""
+
+    name = "fake"
+
+    def verify(self, item, candidate):
+        if candidate == "boom":
+            raise RuntimeError("sandbox broke")
+        ok = candidate == item.gold["command"]
+        return Verdict(float(ok), ok)
+
+
+class TableJudge:
+    def __init__(self, table):
+        self.table = table
+
+    def __call__(self, task, command):
+        v = self.table.get(task, True)
+        if isinstance(v, Exception):
+            raise v
+        return dspy.Prediction(verdict=v, feedback="" if v else "no", reasoning="r", score=float(v))
+
+
+TRUTH = [True] * 4 + [False] * 4
+A = [True, True, True, False, False, False, False, True]
+ICE = [True, False, False, False, True, True, False, False]
+
+
+def scripted_setup():
+    items = [Item(f"i{k}", {"task": f"t{k}"}, {"command": f"c{k}"}, meta={"suite": "s1" if k < 5 else "s2"})
+             for k in range(9)]
+    cands = {f"i{k}": (f"c{k}" if TRUTH[k] else "wrong") for k in range(8)}
+    cands["i8"] = "boom"
+    judges = {"bfm": TableJudge({f"t{k}": A[k] for k in range(8)}),
+              "logic": TableJudge({**{f"t{k}": TRUTH[k] for k in range(8)}, "t0": BashJudgeError("lm down")}),
+              "ice": TableJudge({f"t{k}": ICE[k] for k in range(8)})}
+    return items, cands, judges
+
+
+def test_validation_confusion_and_mcnemar_against_ice():
+    items, cands, judges = scripted_setup()
+    rep = validate_judges({"all8": items}, judges, FakeVerifier(), candidates=cands)
+    s = rep["suites"]["all8"]
+    assert (s["items"], s["scored"], s["positives"], s["verifier_errors"]) == (9, 8, 4, 1)
+    a = s["judges"]["bfm"]
+    assert (a["tp"], a["fn"], a["tn"], a["fp"], a["n"]) == (3, 1, 3, 1, 8)
+    assert a["accuracy"] == 0.75 and a["precision"] == 0.75 and a["recall"] == 0.75 and a["f1"] == 0.75
+    lo, hi = a["accuracy_ci"]
+    assert lo < 0.75 < hi
+    ice = s["judges"]["ice"]
+    assert (ice["tp"], ice["fn"], ice["fp"], ice["tn"], ice["accuracy"]) == (1, 3, 2, 2, 3 / 8)
+    lg = s["judges"]["logic"]
+    assert lg["lm_errors"] == 1 and lg["n"] == 7 and lg["accuracy"] == 1.0  # the error is not a FAIL
+    m = s["mcnemar_vs_baseline"]["bfm"]
+    assert m["n_pairs"] == 8 and (m["test"]["b"], m["test"]["c"]) == (4, 1)
+    assert m["test"]["p_value"] == pytest.approx(12 / 32) and m["test"]["exact"] is True
+    assert s["mcnemar_vs_baseline"]["logic"]["n_pairs"] == 7  # paired only where both judged
+    assert "ice" not in s["mcnemar_vs_baseline"]
+    assert len(rep["rows"]) == 9 and rep["verifier"] == "fake"
+    import json
+    json.dumps(rep)  # JSON-able
+
+
+def test_validation_per_suite_with_all_and_generator_extraction():
+    items, _, judges = scripted_setup()
+    calls = []
+
+    def generator(task):
+        calls.append(task)
+        k = int(task[1:])
+        text = f"Here you go:\n```bash\nc{k}\n```" if k % 2 == 0 else "I do not know."
+        return dspy.Prediction(command=text)
+    rep = validate_judges(group_by_suite(items[:8]), judges, FakeVerifier(), generator=generator)
+    assert set(rep["suites"]) == {"s1", "s2", "all"} and len(calls) == 8
+    # odd tasks give prose, nothing extractable: counted, and the raw text fails execution
+    assert rep["suites"]["all"]["extraction_failures"] == 4 and rep["suites"]["all"]["positives"] == 4
+    assert rep["suites"]["s1"]["items"] == 5 and rep["suites"]["s2"]["items"] == 3
+
+
+def test_validation_input_checks_and_empty_metrics():
+    items, cands, judges = scripted_setup()
+    with pytest.raises(Exception, match="baseline"):
+        validate_judges(items, {"bfm": judges["bfm"]}, FakeVerifier(), candidates=cands)
+    with pytest.raises(Exception, match="no candidate"):
+        validate_judges(items, judges, FakeVerifier())
+    assert binary_metrics([], [])["accuracy"] is None

@@ -130,3 +130,79 @@ def test_looks_like_command():
     assert looks_like_command("find /testbed -name '*.sh'") and looks_like_command("X=1 echo $X")
     assert looks_like_command("[[ -f a ]] && echo y") and looks_like_command("/bin/ls")
     assert not looks_like_command("The command lists files") and not looks_like_command("frobnicate --x")
+
+
+# ---- S0 Task 2 on a scripted setup ----------------------------------------------------------
+
+from verifirst.benchmarks.refinement import default_conditions, run_refinement  # noqa: E402
+from verifirst.task import Item  # noqa: E402
+from verifirst.verifiers.base import Verdict  # noqa: E402
+
+
+class FakeVerifier:
+    name = "fake"
+
+    def __init__(self):
+        self.calls = 0
+
+    def verify(self, item, candidate):
+        self.calls += 1
+        ok = candidate == item.gold["command"]
+        return Verdict(float(ok), ok)
+
+
+def draft_generator(task):
+    k = int(task[1:])
+    return dspy.Prediction(command=f"c{k}" if k in (0, 1) else f"w{k}")
+
+
+def fixer(task, initial):
+    k = int(task[1:])
+    cmd = f"c{k}" if k in (2, 3, 4) else ("bad" if k == 0 else initial)
+    return dspy.Prediction(command=cmd, n_attempts=2, extraction_failures=1 if k == 5 else 0,
+                           stop_reason="judge_accepted", accepted=True)
+
+
+def crasher(task, initial):
+    if task == "t5":
+        raise ConnectionError("lm down")
+    return dspy.Prediction(command=initial, n_attempts=1)
+
+
+def items(n=6):
+    return [Item(f"i{k}", {"task": f"t{k}"}, {"command": f"c{k}"}) for k in range(n)]
+
+
+def test_refinement_accuracy_and_paired_mcnemar():
+    v = FakeVerifier()
+    rep = run_refinement({"s": items()}, draft_generator, {"fixer": fixer, "crash": crasher}, v)
+    s = rep["suites"]["s"]
+    g, f, c = s["conditions"]["generator"], s["conditions"]["fixer"], s["conditions"]["crash"]
+    assert (g["passed"], g["n"], g["accuracy"]) == (2, 6, 2 / 6)
+    assert (f["passed"], f["n"], f["extraction_failures"], f["mean_attempts"], f["accepted"]) == (4, 6, 1, 2.0, 6)
+    assert (c["n"], c["lm_errors"], c["passed"]) == (5, 1, 2)  # the LM error is not scored as a FAIL
+    m = s["mcnemar_vs_generator"]["fixer"]
+    assert (m["fixed"], m["broken"], m["test"]["b"], m["test"]["c"]) == (3, 1, 3, 1)
+    assert m["test"]["p_value"] == pytest.approx(10 / 16)
+    assert s["mcnemar_vs_generator"]["crash"]["n_pairs"] == 5
+    assert "generator" not in s["mcnemar_vs_generator"]
+    # one execution per distinct command per item
+    distinct = sum(len({r["command"] for r in row["conditions"].values() if r["command"]}) for row in rep["rows"])
+    assert v.calls == distinct
+    with pytest.raises(Exception, match="reserved"):
+        run_refinement(items(), draft_generator, {"generator": fixer}, v)
+
+
+def test_refinement_with_the_real_agents_and_a_scripted_judge():
+    judge = ScriptedJudge([False, True])
+    conds = default_conditions({"scripted": judge}, self_reflection=False, max_attempts=3)
+    assert list(conds) == ["reflection+scripted"]
+    item = Item("p", {"task": "print 1 to 10"}, {"command": "seq 1 10"})
+    with dspy.context(lm=DummyLM([rev("Fixed:\n```bash\nseq 1 10\n```")])):
+        rep = run_refinement([item], lambda task: dspy.Prediction(command="seq 0 10"), conds, FakeVerifier())
+    s = rep["suites"]["suite"]
+    assert s["conditions"]["generator"]["passed"] == 0
+    assert s["conditions"]["reflection+scripted"]["passed"] == 1
+    assert s["conditions"]["reflection+scripted"]["mean_attempts"] == 2
+    assert s["mcnemar_vs_generator"]["reflection+scripted"]["fixed"] == 1
+    assert judge.seen == ["seq 0 10", "seq 1 10"]
