@@ -1,7 +1,7 @@
 """Conversion of values to schema types (cty rules, simplified) and schema-derived shapes."""
 from __future__ import annotations
 
-from verifirst.verifiers._hcl_eval import UNKNOWN, EvalError, _num_str, type_name
+from verifirst.verifiers._hcl_eval import UNKNOWN, EvalError, _num_str, has_unknown, type_name
 
 
 def _need(kind, v):
@@ -49,6 +49,8 @@ def convert(v, ty):
                 raise _need(kind + " of " + _tname(ty[1]), v)
             out = [convert(x, ty[1]) for x in v]
             if kind == "set":
+                if any(has_unknown(x) for x in out):
+                    return UNKNOWN  # a set with unknown members is wholly unknown in a plan
                 out = _set_order(out)
             return out
         if kind == "map":
