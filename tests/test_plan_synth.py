@@ -132,3 +132,25 @@ def test_templates_configuration_expressions_match_real_plans():
                 after_same += changes[r["address"]]["after"] == r["change"]["after"]
     print(f"\nconfiguration.expressions match {same}/{total}; change.after exact {after_same}/{after_total}")
     assert total >= 10 and same == total
+
+
+def test_data_source_read_at_plan_or_deferred():
+    p = plan('''
+data "aws_availability_zones" "az" {
+  state = "available"
+}
+resource "aws_s3_bucket" "b" {
+  bucket = "bk"
+}
+data "aws_iam_policy_document" "d" {
+  statement {
+    actions   = ["s3:GetObject"]
+    resources = ["${aws_s3_bucket.b.arn}/*"]
+  }
+}
+''')
+    prior = [r["address"] for r in p["prior_state"]["values"]["root_module"]["resources"]]
+    assert prior == ["data.aws_availability_zones.az"]
+    rc = {r["address"]: r for r in p["resource_changes"]}
+    assert rc["data.aws_iam_policy_document.d"]["change"]["actions"] == ["read"]
+    assert rc["aws_s3_bucket.b"]["change"]["actions"] == ["create"]

@@ -46,7 +46,7 @@ def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
                 head["index"] = inst.index
             after = _sorted(strip_unknown(value))
             sens = _sensitive(value, bs)
-            known_config = not has_unknown(_configured(value, decl.body))
+            known_config = not _config_unknown(value, decl.body)
             if decl.mode == "data" and known_config:
                 prior.append({**head, "provider_name": provider, "schema_version": version,
                               "values": after, "sensitive_values": sens})
@@ -102,8 +102,23 @@ def _provider_name(schema, decl) -> str:
     return "registry.terraform.io/hashicorp/" + decl.type.split("_", 1)[0]
 
 
-def _configured(value, body):
-    return {k: v for k, v in value.items() if k in body.attributes}
+def _config_unknown(value, body) -> bool:
+    """Is any value written in the configuration (not computed ones) unknown?"""
+    if value is UNKNOWN:
+        return True
+    if not isinstance(value, dict):
+        return False
+    for k in body.attributes:
+        if k in value and has_unknown(value[k]):
+            return True
+    for b in body.blocks:
+        if b.type == "dynamic" and b.labels and value.get(b.labels[0]) is UNKNOWN:
+            return True
+        v = value.get(b.type)
+        items = v if isinstance(v, list) else [v]
+        if any(_config_unknown(x, b.body) for x in items if isinstance(x, dict) or x is UNKNOWN):
+            return True
+    return False
 
 
 def _sorted(v):
