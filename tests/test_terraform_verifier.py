@@ -129,3 +129,18 @@ def test_python_backend_delegates_to_hcl_check():
     assert T.SELF_DEFINED_PROPERTY in v.error_classes
     ok = verify_config(BUCKET, policy=POLICY, backend="python", schema=str(AWS_SCHEMA))
     assert ok.stage == T.PASS and ok.backend == "python"
+
+
+@pytest.mark.skipif(not AWS_SCHEMA.is_file(), reason="AWS schema missing")
+def test_schema_hints_for_invented_arguments():
+    from verifirst.verifiers.base import VerifierError
+    from verifirst.verifiers.terraform import schema_hints
+    errs = [VerifierError(T.SELF_DEFINED_PROPERTY, 'Unsupported argument: An argument named '
+                          '"versioning_enabled" is not expected here.', "aws_s3_bucket.b"),
+            VerifierError(T.SELF_DEFINED_PROPERTY, 'Unsupported argument: An argument named '
+                          '"server_side_encryption" is not expected here.', "aws_s3_bucket.b"),
+            VerifierError(T.MISSING_REQUIRED, "Missing required argument", "aws_s3_bucket.b")]
+    hints = schema_hints(errs, str(AWS_SCHEMA))
+    assert len(hints) == 2
+    assert "versioning (block)" in hints[0] and "aws_s3_bucket_versioning" in hints[0]
+    assert "aws_s3_bucket_server_side_encryption_configuration" in hints[1]
