@@ -298,12 +298,14 @@ def from_mlflow_assessments(experiment_id: str | None = None, *, assessment_name
     return suite
 
 
-def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | None = None) -> Suite:
+def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | None = None,
+                   snippets: int | None = None) -> Suite:
     """ICE-Score HumanEval-Python: 161 problems x 20 generated snippets, execution 0/1.
 
-    View: task = the problem's signature and docstring; code = the full function as run
-    (signature + docstring + generated body). Group = problem, so splits never mix one
-    problem's snippets across train and test.
+    View: task = the problem's one-paragraph description (`simplified`); code = the full
+    function as run (signature + docstring + generated body), so the docstring is not sent
+    twice. Group = problem, so splits never mix one problem's snippets across train and
+    test. `problems` / `snippets` take the first N of each (small runs on slow models).
     """
     p = Path(path) if path else shared_data_dir() / ICE_SCORE_RELPATH
     try:
@@ -322,14 +324,16 @@ def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | Non
                 raise InputError(f"problem {n} lacks {key!r}", path=str(p), field=key,
                                  expected="ICE-Score humaneval grade records")
         tid = str(prob["task_id"])
-        for k in sorted((k for k in prob if k.isdigit()), key=int):
+        keys = sorted((k for k in prob if k.isdigit()), key=int)
+        for k in keys[:snippets] if snippets else keys:
             grade = prob.get(f"grade-{k}")
             if not isinstance(grade, dict) or grade.get("execution") not in (0, 1):
                 raise InputError(f"problem {tid} snippet {k} has no execution grade 0/1", path=str(p),
                                  field=f"grade-{k}.execution", expected="0 or 1")
             body = prob[k]
             code = prob["intent"] + ("    " + body if not body.startswith((" ", "\t")) else body)
-            item = Item(id=f"he{tid}-{k}", inputs={"task": prob["intent"], "code": code},
+            task = str(prob.get("simplified") or prob["intent"])
+            item = Item(id=f"he{tid}-{k}", inputs={"task": task, "code": code},
                         gold={"label": "PASS" if grade["execution"] == 1 else "FAIL"}, group=f"he{tid}",
                         meta={"problem": tid, "snippet": k, "source": "ice-score"})
             items.append((item, n))

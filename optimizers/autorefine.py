@@ -185,8 +185,8 @@ def _select(iterations: list[dict]) -> dict:
 
 
 def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], teacher_lm=None,
-              proposer_lm=None, *, judge_lm=None, max_iters: int = 5, target_pi: float = DEFAULT_TARGET_PI,
-              length_cap: int = DEFAULT_LENGTH_CAP, run_dir: str | Path | None = None,
+              proposer_lm=None, max_iters: int = 5, target_pi: float = DEFAULT_TARGET_PI,
+              length_cap: int = DEFAULT_LENGTH_CAP, *, judge_lm=None, run_dir: str | Path | None = None,
               use_teacher: bool = True, teacher: InformedTeacher | None = None, batch_size: int = 6,
               num_threads: int = 1, meta_fields: Sequence[str] | None = None,
               log_metrics: Callable[[dict, int], None] | None = None) -> CalibrationResult:

@@ -140,16 +140,40 @@ def test_ice_score_loader_shape_and_group_splits():
     labels = [it.gold["label"] for it in s.items]
     assert labels.count("PASS") == 1342 and labels.count("FAIL") == 1878
     it = s.items[0]
-    assert set(it.inputs) == {"task", "code"} and it.inputs["code"].startswith(it.inputs["task"])
+    assert set(it.inputs) == {"task", "code"} and it.inputs["code"].startswith("def closest_integer")
+    assert it.inputs["task"].startswith("Create a function") and it.inputs["task"] not in it.inputs["code"]
     assert len({x.group for x in s.items}) == 161
     m = make_splits(s.items, group="group", seed=0)
     split_of_group = {}
     for x in s.items:
         split_of_group.setdefault(x.group, set()).add(m.split_of(x.id))
     assert all(len(v) == 1 for v in split_of_group.values())
-    assert len(oc.load_ice_score(problems=3)) == 60
+    assert len(oc.load_ice_score(problems=3)) == 60 and len(oc.load_ice_score(problems=3, snippets=2)) == 6
 
 
 def test_ice_score_missing_file(tmp_path):
     with pytest.raises(InputError, match="not found"):
         oc.load_ice_score(tmp_path / "none.json")
+
+
+@pytest.mark.integration
+def test_mlflow_assessments_from_a_real_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.entities import AssessmentSource
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        exp = mlflow.set_experiment("outcomes")
+        for k, label in enumerate([True, "fail", None]):
+            with mlflow.start_span(name="judge") as span:
+                span.set_inputs({"title": f"t{k}", "diff": f"+{k}"})
+                tid = span.trace_id
+            if label is not None:
+                mlflow.log_feedback(trace_id=tid, name="outcome", value=label,
+                                    source=AssessmentSource(source_type="CODE", source_id="ci"))
+        s = oc.from_mlflow_assessments(exp.experiment_id)
+    finally:
+        mlflow.set_tracking_uri(None)
+    got = sorted((it.inputs["title"], it.gold["label"]) for it in s.items)
+    assert got == [("t0", "PASS"), ("t1", "FAIL")] and s.meta["skipped"] == 1
