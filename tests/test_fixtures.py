@@ -34,7 +34,7 @@ def test_builds_are_deterministic():
     second = {n: fixtures.build(n).content_hash for n in CONTRACT_NAMES}
     assert first == second
     assert first["nl2sh-fs1"] != first["intercode-fs1"]
-    assert first["nl2sh-fs4"] == first["empty"] == first["intercode-fs4"]
+    assert first["empty"] == first["intercode-fs4"]
 
 
 def test_nl2sh_fs1_matches_description():
@@ -72,10 +72,18 @@ def test_nl2sh_fs3_fs4_fs5():
     assert f3["/workspace/dir1/file.txt"].data == b"\0" * 4096
     assert b"add\\n" in f3["/workspace/dir1/sum.c"].data  # `\\n` under echo -e is a literal backslash-n
     empty = set(_files(fixtures.build("empty")))
-    assert set(_files(fixtures.build("nl2sh-fs4"))) == empty
+    assert set(_files(fixtures.build("nl2sh-fs4"))) - {"/setup_nl2b_fs_4.sh", "/.gitignore"} == empty
     f5 = _files(fixtures.build("nl2sh-fs5"))
     assert len([p for p in f5 if p.startswith("/testbed/")]) < len([p for p in _files(fixtures.build("nl2sh-fs1"))
                                                                   if p.startswith("/testbed/")])
+
+
+def test_peer_setup_script_comes_from_the_installed_package():
+    if fixtures._icalfa_docker_dir() is None:
+        pytest.skip("icalfa not installed: fixtures lack /setup_nl2b_fs_N.sh")
+    f = _files(fixtures.build("nl2sh-fs1"))
+    assert f["/setup_nl2b_fs_1.sh"].mode == 0o755 and f["/setup_nl2b_fs_1.sh"].data.startswith(b"#!/bin/bash")
+    assert "/setup_nl2b_fs_1.sh" not in _files(fixtures.build("intercode-fs1"))
 
 
 def test_intercode_variants_lack_alfa_additions():

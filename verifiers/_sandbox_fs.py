@@ -150,6 +150,25 @@ def diff(before: Snapshot, after: Snapshot) -> tuple[list[dict], list[dict], lis
     return added, deleted, modified, before.truncated or after.truncated
 
 
+def remove_known(run_dir: str, root: str, snap: Snapshot) -> None:
+    """Delete a scratch tree from its snapshot (children first); anything unexpected -> remove_tree."""
+    if snap.truncated:
+        remove_tree(run_dir)
+        return
+    try:
+        for path in sorted(snap.records, reverse=True):
+            if snap.records[path][0] == "dir":
+                os.rmdir(root + path)
+            else:
+                os.unlink(root + path)
+        for m in MOUNT_POINTS:
+            os.rmdir(os.path.join(root, m))
+        os.rmdir(root)
+        os.rmdir(run_dir)
+    except OSError:
+        remove_tree(run_dir)
+
+
 def remove_tree(path: str) -> None:
     """Delete a scratch tree whatever the sandbox did to it (chmod 000, deep nesting)."""
     try:

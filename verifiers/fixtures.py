@@ -13,6 +13,7 @@ from __future__ import annotations
 import calendar
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -65,6 +66,12 @@ class Fixture:
 
     @property
     def content_hash(self) -> str:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = self._compute_hash()
+        return cached
+
+    def _compute_hash(self) -> str:
         h = hashlib.sha256()
         for e in self.entries:
             mt = f"ago{e.mtime.seconds}" if isinstance(e.mtime, Ago) else str(e.mtime)
@@ -236,6 +243,35 @@ def _skeleton(t: _Tree) -> None:
     t.file("var/log/apt/history.log", "Start-Date: 2024-04-29  10:00:02\nCommandline: apt-get install -y bash\n",
            mtime=Ago(30 * DAY))
     t.file("var/log/lastlog", b"", mtime=Ago(30 * DAY))
+    t.file("var/log/wtmp", b"", 0o664, mtime=Ago(30 * DAY))
+    t.file("var/log/btmp", b"", 0o660, mtime=Ago(30 * DAY))
+
+
+def _icalfa_docker_dir() -> Path | None:
+    """The installed icalfa package's docker assets (located, never imported)."""
+    try:
+        spec = importlib.util.find_spec("icalfa")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "assets" / "docker"
+    return d if d.is_dir() else None
+
+
+def _peer_image_files(t: _Tree, n: int) -> None:
+    """What the NL2SH-ALFA Dockerfiles also leave in /: the setup script (0755) and .gitignore.
+
+    Gold commands read /setup_nl2b_fs_N.sh (20 in fs_1), so it is taken from the installed
+    icalfa package at build time; without the package the fixture simply lacks it.
+    """
+    d = _icalfa_docker_dir()
+    if d is None:
+        return
+    for src, dest, mode in ((d / f"setup_nl2b_fs_{n}.sh", f"setup_nl2b_fs_{n}.sh", 0o755),
+                            (d / "docker.gitignore", ".gitignore", 0o644)):
+        if src.is_file():
+            t.file(dest, src.read_bytes(), mode)
 
 
 # ---- NL2SH-ALFA / InterCode file systems -------------------------------------------------
@@ -421,12 +457,16 @@ def _make(body: Callable[[_Tree], None] | None) -> list[Entry]:
 
 _BUILDERS: dict[str, tuple[Callable[[], list[Entry]], dict[str, str], str]] = {
     "empty": (lambda: _make(None), {}, "container skeleton only"),
-    "nl2sh-fs1": (lambda: _make(lambda t: _fs1(t, True)), {"FILES": "/testbed/hello.c /testbed/FooBar.html"},
+    "nl2sh-fs1": (lambda: _make(lambda t: (_fs1(t, True), _peer_image_files(t, 1))),
+                  {"FILES": "/testbed/hello.c /testbed/FooBar.html"},
                   "NL2SH-ALFA fs_1: /testbed tree, dir1-3, many file types, a gzip, mode 1553"),
-    "nl2sh-fs2": (lambda: _make(lambda t: _fs2(t, True)), {}, "NL2SH-ALFA fs_2: /system, spaces, .DS_Store, a.out, tar.gz"),
-    "nl2sh-fs3": (lambda: _make(lambda t: _fs3(t, True)), {}, "NL2SH-ALFA fs_3: /workspace and /backup"),
-    "nl2sh-fs4": (lambda: _make(None), {}, "NL2SH-ALFA fs_4: empty"),
-    "nl2sh-fs5": (lambda: _make(_fs5), {}, "NL2SH-ALFA fs_5: a small /testbed"),
+    "nl2sh-fs2": (lambda: _make(lambda t: (_fs2(t, True), _peer_image_files(t, 2))), {},
+                  "NL2SH-ALFA fs_2: /system, spaces, .DS_Store, a.out, tar.gz"),
+    "nl2sh-fs3": (lambda: _make(lambda t: (_fs3(t, True), _peer_image_files(t, 3))), {},
+                  "NL2SH-ALFA fs_3: /workspace and /backup"),
+    "nl2sh-fs4": (lambda: _make(lambda t: _peer_image_files(t, 4)), {}, "NL2SH-ALFA fs_4: empty"),
+    "nl2sh-fs5": (lambda: _make(lambda t: (_fs5(t), _peer_image_files(t, 5))), {},
+                  "NL2SH-ALFA fs_5: a small /testbed"),
     "intercode-fs1": (lambda: _make(lambda t: _fs1(t, False)), {}, "InterCode-Bash fs_1: /testbed"),
     "intercode-fs2": (lambda: _make(lambda t: _fs2(t, False)), {}, "InterCode-Bash fs_2: /system"),
     "intercode-fs3": (lambda: _make(lambda t: _fs3(t, False)), {}, "InterCode-Bash fs_3: /workspace, /backup"),

@@ -130,6 +130,12 @@ def _etc_dir() -> Path:
     return _STATE["etc"]  # type: ignore[return-value]
 
 
+def _setpriv() -> str | None:
+    if "setpriv" not in _STATE:
+        _STATE["setpriv"] = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
+    return _STATE["setpriv"]  # type: ignore[return-value]
+
+
 def _ids() -> tuple[int, int] | None:
     """Host uid/gid the sandbox runs as: a dedicated unprivileged id when we are root."""
     return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
@@ -170,7 +176,11 @@ class _Job:
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         kw = {}
         if ids:
-            kw = {"user": ids[0], "group": ids[1], "extra_groups": []}
+            setpriv = _setpriv()
+            if setpriv:  # an exec wrapper keeps vfork usable; Popen(user=) forces a full fork
+                args = [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--", *args]
+            else:
+                kw = {"user": ids[0], "group": ids[1], "extra_groups": []}
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
@@ -204,6 +214,7 @@ class _Job:
     def finish(self) -> RunResult:
         rc = self.proc.wait()
         t_ran = time.perf_counter()
+        after = None
         try:
             before = _sandbox_fs.fixture_snapshot(self.fx)
             after = _sandbox_fs.snapshot(self.root)
@@ -211,7 +222,10 @@ class _Job:
             fs = FsDiff(added, deleted, modified, trunc)
         finally:
             t_diffed = time.perf_counter()
-            _sandbox_fs.remove_tree(self.run_dir)
+            if after is not None:
+                _sandbox_fs.remove_known(self.run_dir, self.root, after)
+            else:
+                _sandbox_fs.remove_tree(self.run_dir)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
         sig = None

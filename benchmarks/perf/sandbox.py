@@ -1,0 +1,165 @@
+"""Sandbox cost per NL2SH-ALFA task, and how the 300 gold commands behave in it.
+
+    python benchmarks/perf/sandbox.py --json            # ms per task (gold + gold2 + diffs) vs plain subprocess
+    python benchmarks/perf/sandbox.py --gold-report     # non-zero golds and why; gold-vs-gold re-run equivalence
+
+The tasks come from the icalfa package's assets (located with importlib, never imported);
+file N runs on fixture nl2sh-fsN. The baseline is two plain `bash -c` subprocesses per task
+(a fixed harmless command: gold commands are never run unsandboxed), measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+
+def load_tasks() -> list[dict]:
+    spec = importlib.util.find_spec("icalfa")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("icalfa is not installed: `pip install --no-deps icalfa==0.3.6` (it ships NL2SH-ALFA test)")
+    root = Path(list(spec.submodule_search_locations)[0]) / "assets" / "datasets"
+    tasks = []
+    for n in range(1, 6):
+        rows = json.loads((root / f"nl2bash_fs_{n}.json").read_text())
+        for i, r in enumerate(rows):
+            tasks.append({"id": f"fs{n}-{i}", "fixture": f"nl2sh-fs{n}", "query": r["query"],
+                          "gold": r["gold"], "gold2": r["gold2"]})
+    return tasks
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2)
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children: a cost that host load does not inflate much."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def bench(limit: int | None, timeout_s: float) -> dict:
+    from verifirst.verifiers.sandbox import Sandbox
+
+    tasks = load_tasks()[:limit]
+    sb = Sandbox(timeout_s=timeout_s)
+    sb.run_pair("true", "true", "nl2sh-fs1")  # warm: probe, /etc, fixture snapshots
+    per_task, timed_out = [], 0
+    load_before = os.getloadavg()[0]
+    cpu0 = _cpu_s()
+    t_all = time.perf_counter()
+    for t in tasks:
+        t0 = time.perf_counter()
+        a, b = sb.run_pair(t["gold"], t["gold2"], t["fixture"])
+        per_task.append((time.perf_counter() - t0) * 1000)
+        timed_out += a.timed_out + b.timed_out
+    wall = time.perf_counter() - t_all
+    cpu = _cpu_s() - cpu0
+    empty = []
+    for t in tasks[:100]:
+        t0 = time.perf_counter()
+        sb.run_pair("true", "true", t["fixture"])
+        empty.append((time.perf_counter() - t0) * 1000)
+    baseline = []
+    for _ in tasks[:100]:
+        t0 = time.perf_counter()
+        for _ in range(2):
+            subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        baseline.append((time.perf_counter() - t0) * 1000)
+    med = statistics.median(per_task)
+    return {
+        "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
+        "median_ms_per_task": round(med, 2), "p90_ms_per_task": _pct(per_task, 0.9),
+        "mean_ms_per_task": round(statistics.fmean(per_task), 2),
+        "median_ms_per_task_trivial_commands": round(statistics.median(empty), 2),
+        "baseline_plain_subprocess_ms_per_task": round(statistics.median(baseline), 2),
+        "ratio_vs_plain_subprocess": round(med / statistics.median(baseline), 2),
+        "throughput_tasks_per_s": round(len(tasks) / wall, 2), "wall_s": round(wall, 2),
+        "cpu_ms_per_task": round(cpu * 1000 / len(tasks), 2),
+        "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
+        "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": med <= 30,
+    }
+
+
+_REASONS = (
+    (r"command not found|No such file or directory.*(bin|exec)", "missing command"),
+    (r"Temporary failure in name resolution|Could not resolve|no servers could be reached|unknown host|"
+     r"Name or service not known|Network is unreachable|connection refused|Couldn't connect", "no network"),
+    (r"Operation not permitted|Permission denied|Read-only file system", "not permitted in sandbox"),
+    (r"No such file or directory|cannot access|cannot stat|not found", "path absent in fixture"),
+    (r"usage:|Usage:|invalid option|unrecognized option|missing operand|syntax error|unexpected", "command misuse"),
+)
+
+
+def _reason(r) -> str:
+    if r.timed_out:
+        return "timed out"
+    text = r.stderr
+    for pattern, name in _REASONS:
+        if re.search(pattern, text):
+            return name
+    return "non-zero status (no message)" if not text.strip() else "other"
+
+
+def _differs(a, b) -> list[str]:
+    out = []
+    if a.stdout != b.stdout:
+        out.append("stdout")
+    if a.exit_code != b.exit_code:
+        out.append("exit_code")
+    if a.fs_diff.key() != b.fs_diff.key():
+        out.append("fs_diff")
+    return out
+
+
+def gold_report(limit: int | None, timeout_s: float) -> dict:
+    from verifirst.verifiers.sandbox import Sandbox
+
+    tasks = load_tasks()[:limit]
+    sb = Sandbox(timeout_s=timeout_s)
+    failing, unequal = [], []
+    for t in tasks:
+        a, b = sb.run_pair(t["gold"], t["gold"], t["fixture"])
+        if a.exit_code != 0 or a.timed_out:
+            first = next((ln for ln in a.stderr.splitlines() if ln.strip()), "")
+            failing.append({"id": t["id"], "gold": t["gold"], "exit_code": a.exit_code, "reason": _reason(a),
+                            "stderr": first[:200]})
+        d = _differs(a, b)
+        if d:
+            unequal.append({"id": t["id"], "gold": t["gold"], "differs": d,
+                            "stdout_a": a.stdout[:160], "stdout_b": b.stdout[:160]})
+    n = len(tasks)
+    return {
+        "tasks": n, "backend": sb.backend,
+        "gold_nonzero": len(failing), "gold_nonzero_by_reason": dict(Counter(f["reason"] for f in failing)),
+        "gold_nonzero_list": failing,
+        "gold_vs_gold_equivalent": n - len(unequal), "gold_vs_gold_rate": round((n - len(unequal)) / n, 4),
+        "goal_rate": 0.98, "gold_vs_gold_unequal": unequal,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print JSON (default output is JSON too)")
+    ap.add_argument("--gold-report", action="store_true", help="gold exit codes and gold-vs-gold equivalence")
+    ap.add_argument("--limit", type=int, default=None, help="first N tasks only")
+    ap.add_argument("--timeout", type=float, default=5.0, help="per-command wall-clock limit (s)")
+    args = ap.parse_args(argv)
+    result = gold_report(args.limit, args.timeout) if args.gold_report else bench(args.limit, args.timeout)
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
