@@ -233,3 +233,14 @@ def test_declared_types_and_schema_subset_keeps_near_names():
     assert list(sub.resource_schemas) == ["aws_thing"]  # kept for terraform's "Did you mean"
     assert list(sub.data_source_schemas) == []
     assert set(cat.response().data_source_schemas) == {"aws_zones"}
+
+
+def test_provider_plans_tags_all_and_fills_ambient_data_sources():
+    block = {"attributes": {"tags": {"type": ["map", "string"], "optional": True},
+                            "tags_all": {"type": ["map", "string"], "optional": True, "computed": True}}}
+    tagged = P.plan_tags_all(block, {"tags": {"a": "1"}, "tags_all": P._unknown()}, {"env": "dev"})
+    assert tagged["tags_all"] == {"env": "dev", "a": "1"}
+    untagged = P.plan_tags_all(block, {"tags": None, "tags_all": P._unknown()}, None)
+    assert P._is_unknown(untagged["tags_all"])  # as the real provider plans it
+    region = {"attributes": {"name": {"type": "string", "computed": True, "optional": True}}}
+    assert P.fill_data_source(region, {"name": None}, "aws_region", "eu-west-1")["name"] == "eu-west-1"

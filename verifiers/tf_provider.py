@@ -152,6 +152,18 @@ def plan_computed_unknown(block: dict, obj: dict) -> dict:
     return obj
 
 
+def plan_tags_all(block: dict, obj: dict, default_tags: dict | None) -> dict:
+    """The AWS provider plans tags_all = default_tags merged with tags when both are known."""
+    attrs = block.get("attributes", {})
+    if "tags_all" not in attrs or not _is_unknown(obj.get("tags_all")):
+        return obj
+    tags = obj.get("tags")
+    known = (tags is None or (isinstance(tags, dict) and not any(_is_unknown(v) for v in tags.values())))
+    if known and (tags or default_tags):
+        obj["tags_all"] = {**(default_tags or {}), **(tags or {})}
+    return obj
+
+
 def _dummy(ty: Any, name: str, i: int = 0) -> Any:
     """A known stand-in for a data source's computed value, plausible enough for functions
     (cidrsubnet, jsondecode, indexing [0..2]) that configs apply to it."""
@@ -189,10 +201,24 @@ def _dummy(ty: Any, name: str, i: int = 0) -> Any:
     return None
 
 
-def fill_data_source(block: dict, obj: dict) -> dict:
+def _well_known(type_name: str, region: str) -> dict:
+    """Values configs commonly interpolate from ambient AWS data sources."""
+    account = "123456789012"
+    return {
+        "aws_region": {"name": region, "id": region, "region": region,
+                       "endpoint": f"ec2.{region}.amazonaws.com", "description": region},
+        "aws_partition": {"partition": "aws", "id": "aws", "dns_suffix": "amazonaws.com",
+                          "reverse_dns_prefix": "com.amazonaws"},
+        "aws_caller_identity": {"account_id": account, "id": account, "user_id": "AIDAEXAMPLE",
+                                "arn": f"arn:aws:iam::{account}:user/example"},
+    }.get(type_name, {})
+
+
+def fill_data_source(block: dict, obj: dict, type_name: str = "", region: str = "us-east-1") -> dict:
+    known = _well_known(type_name, region)
     for name, a in block.get("attributes", {}).items():
         if a.get("computed") and (obj.get(name) is None or _is_unknown(obj.get(name))):
-            obj[name] = _dummy(a.get("type", "string"), name)
+            obj[name] = known[name] if name in known else _dummy(a.get("type", "string"), name)
     for name, bt in block.get("block_types", {}).items():
         for child in _nested_objects(bt, obj.get(name)):
             fill_data_source(bt.get("block", {}), child)
@@ -302,7 +328,7 @@ def make_servicer(provider_schema: dict | SchemaCatalog):
     catalog = provider_schema if isinstance(provider_schema, SchemaCatalog) else SchemaCatalog(provider_schema)
     pb = catalog.pb
     resources, data_sources = catalog.resources, catalog.data_sources
-    current = {"resp": None}
+    current = {"resp": None, "default_tags": None}
 
     def diag(summary, detail="", path=(), severity=None):
         severity = {"error": pb.Diagnostic.ERROR, "warning": pb.Diagnostic.WARNING}.get(
@@ -333,6 +359,14 @@ def make_servicer(provider_schema: dict | SchemaCatalog):
             return pb.ValidateProviderConfig.Response()
 
         def ConfigureProvider(self, request, context):
+            cfg = _unpack(request.config)
+            dt = (cfg or {}).get("default_tags") if isinstance(cfg, dict) else None
+            dt = dt[0] if isinstance(dt, list) and dt else dt
+            tags = dt.get("tags") if isinstance(dt, dict) else None
+            ok = isinstance(tags, dict) and not any(_is_unknown(v) for v in tags.values())
+            current["default_tags"] = tags if ok else None
+            region = (cfg or {}).get("region") if isinstance(cfg, dict) else None
+            current["region"] = region if isinstance(region, str) and region else "us-east-1"
             return pb.ConfigureProvider.Response()
 
         def ValidateResourceConfig(self, request, context):
@@ -360,6 +394,7 @@ def make_servicer(provider_schema: dict | SchemaCatalog):
             if isinstance(proposed, dict) and prior is None:
                 block = resources.get(request.type_name, {}).get("block", {})
                 proposed = plan_computed_unknown(block, proposed)
+                proposed = plan_tags_all(block, proposed, current["default_tags"])
             return pb.PlanResourceChange.Response(planned_state=_pack(pb, proposed))
 
         def ApplyResourceChange(self, request, context):
@@ -375,7 +410,8 @@ def make_servicer(provider_schema: dict | SchemaCatalog):
         def ReadDataSource(self, request, context):
             cfg = _unpack(request.config)
             block = data_sources.get(request.type_name, {}).get("block", {})
-            state = fill_data_source(block, cfg) if isinstance(cfg, dict) else cfg
+            state = (fill_data_source(block, cfg, request.type_name, current.get("region") or "us-east-1")
+                     if isinstance(cfg, dict) else cfg)
             return pb.ReadDataSource.Response(state=_pack(pb, state))
 
         def GetFunctions(self, request, context):
