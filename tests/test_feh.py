@@ -203,3 +203,96 @@ def test_real_minilm_separates_related_from_unrelated_outputs():
     far = "Linux 6.1.0 x86_64 GNU/Linux"
     assert v.compare("t", "a", "b", run(listing), run(near)).score > v.compare("t", "a", "b", run(listing), run(far)).score
     assert not v.compare("t", "a", "b", run(listing), run(far)).passed
+
+
+# ---- the quality benchmark's machinery (benchmarks/feh_quality.py) ----------------------
+
+from verifirst.benchmarks import feh_quality as fq  # noqa: E402
+
+
+def _random_features(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        def b():
+            return bool(rng.random() < 0.5)
+
+        f = features(RunView.of(run()), RunView.of(run()))
+        for k in ("stdout_equal", "stdout_sorted_equal", "stderr_equal", "exit_equal", "ok_gold", "ok_cand",
+                  "fs_equal", "fs_gold_empty", "fs_cand_empty", "out_gold_empty", "out_cand_empty",
+                  "stdout_both_empty"):
+            setattr(f, k, b())
+        f.token_overlap, f.min_tokens = float(rng.random()), int(rng.integers(0, 4))
+        f.cos_out = None if f.no_output else float(rng.random())
+        f.cos_cmd, f.fs_path_jaccard = float(rng.random()), float(rng.random())
+        out.append(f)
+    return out
+
+
+def test_decision_matrix_matches_decide():
+    feats = _random_features(300)
+    cands = fq.grid()
+    pick = [cands[i] for i in np.random.default_rng(1).choice(len(cands), 60, replace=False)]
+    M = fq.decision_matrix(feats, pick)
+    for j, p in enumerate(pick):
+        assert M[j].tolist() == fq.predict(feats, p), p
+
+
+def test_cross_validation_never_sees_held_out_labels():
+    feats = _random_features(200, seed=3)
+    labels = [bool(x) for x in np.random.default_rng(4).random(200) < 0.5]
+    groups = [f"g{i // 2}" for i in range(200)]
+    small = fq.grid({**fq.GRID, "out_threshold": [0.5, 0.7, 0.9], "overlap_min_tokens": [1]})
+    a = fq.cross_validate(feats, labels, groups, k=4, seed=0, candidates=small)
+    fold = a["fold"]
+    assert all(fold[i] == fold[i + 1] for i in range(0, 200, 2))  # a task's pairs share a fold
+    flipped = [(not y) if fold[i] == 2 else y for i, y in enumerate(labels)]
+    b = fq.cross_validate(feats, flipped, groups, k=4, seed=0, candidates=small)
+    # fold 2's parameters were fitted without fold 2's labels, so they and its predictions stay
+    assert a["chosen"][2] == b["chosen"][2]
+    assert [a["pred"][i] for i in range(200) if fold[i] == 2] == [b["pred"][i] for i in range(200) if fold[i] == 2]
+    q = fq.quality([True, True, False, False], [True, False, True, False])
+    assert (q["tp"], q["fn"], q["fp"], q["tn"]) == (1, 1, 1, 1) and q["accuracy"] == 0.5 and q["f1"] == 0.5
+
+
+def test_run_and_embed_caches_make_reruns_free(tmp_path):
+    calls = []
+
+    def fake_pair(g, c, fx):
+        calls.append((g, c, fx))
+        return run(g.upper()), run(c.upper(), fs=[F("/x")] if "x" in c else None)
+
+    pairs = [{"gold": "echo a", "candidate": "echo b", "fixture": "empty"},
+             {"gold": "echo a", "candidate": "touch x", "fixture": "empty"},
+             {"gold": "echo a", "candidate": "echo b", "fixture": "empty"}]
+    cache = fq.RunCache(tmp_path / "runs.jsonl")
+    runs, info = fq.run_pairs(pairs, cache, run_pair=fake_pair, workers=1)
+    assert info["pairs_run"] == 2 and len(calls) == 2 and runs[0] == runs[2]
+    again, info2 = fq.run_pairs(pairs, fq.RunCache(tmp_path / "runs.jsonl"), run_pair=fake_pair)
+    assert info2["pairs_run"] == 0 and again == runs and len(calls) == 2
+    assert again[1][1].fs[0][1] == "/x"
+    n_embed = []
+
+    def counting(texts):
+        n_embed.append(len(texts))
+        return bag_embed(texts)
+
+    e = fq.EmbedCache(tmp_path / "v.npz", counting)
+    feats = fq.pair_features(pairs, runs, e)
+    assert feats[0].cos_cmd is not None and n_embed
+    e2 = fq.EmbedCache(tmp_path / "v.npz", lambda t: pytest.fail("re-embedded a cached text"))
+    assert np.allclose(e2(["echo a", "ECHO A"]), bag_embed(["echo a", "ECHO A"]))
+
+
+def test_containment_and_output_over_status_rules():
+    g = run("uid=0(root) gid=0(root) groups=0(root)")
+    c = run("0(root)")
+    assert not cmp(g, c).passed  # off by default (S1's rule has no containment)
+    on = FehVerifier(FehParams(overlap_threshold=0.5), embed=bag_embed)
+    v = cmp(g, c, v=on)
+    assert v.passed and v.details["rule"] == "output_overlap"
+    strict = FehVerifier(FehParams(overlap_threshold=0.5, overlap_min_tokens=3), embed=bag_embed)
+    assert not cmp(g, c, v=strict).passed  # too few tokens to trust containment
+    same_out = run("Only in /a: x\n"), run("Only in /a: x\n", exit_code=1)  # diff | sort vs diff
+    assert cmp(*same_out).stage == "EXIT_STATUS"
+    assert cmp(*same_out, v=FehVerifier(FehParams(output_over_status=True), embed=bag_embed)).passed

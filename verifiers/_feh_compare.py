@@ -7,6 +7,7 @@ callable so the rule can be tested and cross-validated without the model.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
@@ -100,6 +101,8 @@ class PairFeatures:
     out_cand_empty: bool
     line_jaccard: float
     stdout_both_empty: bool = False
+    token_overlap: float = 0.0  # |A & B| / min(|A|, |B|) over output tokens
+    min_tokens: int = 0
     cos_out: float | None = None
     cos_cmd: float | None = None
 
@@ -130,7 +133,23 @@ def features(g: RunView, c: RunView) -> PairFeatures:
         fs_equal=g.fs == c.fs, fs_gold_empty=not g.fs, fs_cand_empty=not c.fs,
         fs_path_jaccard=_jacc(pg, pc),
         out_gold_empty=not observed(g), out_cand_empty=not observed(c),
-        line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c)
+        line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c,
+        token_overlap=_overlap(tg := _tokens(observed(g)), tc := _tokens(observed(c))),
+        min_tokens=min(len(tg), len(tc)))
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9_./:@%+-]+")
+
+
+def _tokens(s: str) -> set[str]:
+    return set(_TOKEN.findall(s))
+
+
+def _overlap(a: set, b: set) -> float:
+    """Containment: `id -u` prints a token of `id`'s line, `ls` names appear in `ls -l`."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
 
 
 def _jacc(a: set, b: set) -> float:
@@ -158,6 +177,9 @@ class FehParams:
     fs_veto: bool = True             # file-system effects differ -> not equivalent
     fs_effect_wins: bool = True      # same non-empty fs effect, both succeed -> equivalent (cp -v)
     sorted_lines_equal: bool = True  # same lines in another order count as equal output
+    overlap_threshold: float = 1.01  # token containment that also counts as same output (>1: off)
+    overlap_min_tokens: int = 1      # ...when the smaller output has at least this many tokens
+    output_over_status: bool = False  # equal non-empty output and fs outweigh differing exit codes
 
     @classmethod
     def from_dict(cls, d: dict) -> "FehParams":
@@ -185,6 +207,8 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
         out_equal = False  # two different failures are not one output
     if out_equal and f.exit_equal and f.fs_equal and not f.no_output:
         return Decision(True, 1.0, "identical", "PASS", diffs)
+    if p.output_over_status and out_equal and not f.stdout_both_empty and f.fs_equal:
+        return Decision(True, 1.0, "output_equal", "PASS", diffs)
     if p.status_veto and not f.status_match:
         return Decision(False, 0.0, "status", "EXIT_STATUS", diffs)
     if p.fs_veto and not f.fs_equal:
@@ -200,7 +224,11 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
     if out_equal:
         return Decision(True, 1.0, "output_equal", "PASS", diffs)
     s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
-    return Decision(s >= p.out_threshold, s, "output_cosine", "PASS" if s >= p.out_threshold else "OUTPUT", diffs)
+    if s >= p.out_threshold:
+        return Decision(True, s, "output_cosine", "PASS", diffs)
+    if f.token_overlap >= p.overlap_threshold and f.min_tokens >= p.overlap_min_tokens:
+        return Decision(True, max(s, p.out_threshold), "output_overlap", "PASS", diffs)
+    return Decision(False, s, "output_cosine", "OUTPUT", diffs)
 
 
 def differences(f: PairFeatures) -> list[str]:

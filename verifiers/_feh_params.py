@@ -27,9 +27,14 @@ def load_params(path: str | Path) -> FehParams:
         if k not in _TYPES:
             raise InputError(f"unknown parameter {k!r}", path=str(p), field=k,
                              expected=", ".join(sorted(_TYPES)))
-        want = bool if _TYPES[k] in (bool, "bool") else float
-        if want is bool and not isinstance(v, bool) or want is float and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0):
-            raise InputError(f"bad value {v!r}", path=str(p), field=k,
-                             expected="true/false" if want is bool else "a number in [0, 1]")
+        kind = str(_TYPES[k])
+        if kind == "bool":
+            ok, expected = isinstance(v, bool), "true/false"
+        elif kind == "int":
+            ok, expected = isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"
+        else:  # thresholds; a value above 1 switches a similarity rule off
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.01
+            expected = "a number in [0, 1.01]"
+        if not ok:
+            raise InputError(f"bad value {v!r}", path=str(p), field=k, expected=expected)
     return FehParams.from_dict(d)
