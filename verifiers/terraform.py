@@ -59,8 +59,19 @@ def _runner(backend: str, schema: str | None, binary: str | None, mirror: str | 
                 r = SchemaTerraform(schema, binary=binary, reattach=reattach)
             else:
                 r = RealTerraform(mirror=mirror, binary=binary)
+            if not _RUNNERS:
+                import atexit
+                atexit.register(close_runners)
             _RUNNERS[key] = r
         return r
+
+
+def close_runners() -> None:
+    """Remove the runners' temporary homes (CLI config, launchers)."""
+    with _RUNNERS_LOCK:
+        for r in _RUNNERS.values():
+            r.close()
+        _RUNNERS.clear()
 
 
 class TerraformVerifier:
@@ -107,7 +118,10 @@ class TerraformVerifier:
         policy = gold.get("rego_policy") or None
         mode = gold.get("policy_mode")
         pol = self._load_policy(policy, f"{item.id}.rego", mode) if policy else None
-        v = self.verify_config(extract_config(candidate), policy=pol or self.policy)
+        config = extract_config(candidate)
+        if config is None:  # nothing produced: an empty configuration, a VALIDATE_FAIL
+            config = ""
+        v = self.verify_config(config, policy=pol or self.policy)
         v.details["item_id"] = item.id
         return v
 

@@ -34,7 +34,19 @@ BROKEN = {
 }
 
 
-def configs(n: int) -> list[tuple[str, str, str | None]]:
+PACK = ROOT / "benchmarks" / "data" / "iac_pack"
+PACK_SCHEMA = ROOT / "benchmarks" / "data" / "iac_builtin_schema.json"
+
+
+def configs(n: int, suite: str) -> list[tuple[str, str, str | None]]:
+    if suite == "builtin":  # references and counterexamples of the built-in pack
+        out = []
+        for d in sorted(PACK.iterdir())[:n]:
+            pol = (d / "policy.rego").read_text() if (d / "policy.rego").is_file() else None
+            for f in ("reference.tf", "counterexample.tf"):
+                if (d / f).is_file():
+                    out.append((f"{d.name}/{f}", (d / f).read_text(), pol))
+        return out
     rows = list(csv.DictReader(DEV40.open(newline="", encoding="utf-8")))[:n]
     out = [(f"dev40-{i}", r["Reference output"], r["Rego intent"] or None) for i, r in enumerate(rows)]
     return out + [(k, v, None) for k, v in BROKEN.items()]
@@ -68,13 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--n", type=int, default=40, help="dev40 references to use")
     ap.add_argument("--naive-n", type=int, default=3, help="configs for the naive (no reattach) run")
-    ap.add_argument("--schema", default=str(SCHEMA))
+    ap.add_argument("--suite", choices=["dev40", "builtin"],
+                    default="dev40" if DEV40.is_file() and SCHEMA.is_file() else "builtin")
+    ap.add_argument("--schema", default=None, help="default: AWS 6.47 (dev40) or the built-in schema")
     args = ap.parse_args(argv)
+    args.schema = args.schema or str(SCHEMA if args.suite == "dev40" else PACK_SCHEMA)
 
     from verifirst.verifiers import terraform as TV
     from verifirst.verifiers.terraform_cli import find_real_provider, find_terraform
-    cases = configs(args.n)
-    report: dict = {"configs": len(cases), "schema": args.schema, "backends": [], "skipped": {}}
+    cases = configs(args.n, args.suite)
+    report: dict = {"suite": args.suite, "configs": len(cases), "schema": args.schema, "backends": [], "skipped": {}}
 
     if find_terraform():
         t0 = time.perf_counter()
