@@ -227,3 +227,36 @@ def test_rego_transition_matrix_and_exact_test():
     # different, and mis-stated, test; see the review of S3)
     assert t["opa"]["b"] == 0 and t["opa"]["c"] == 11
     assert t["opa"]["p_value"] == pytest.approx(2 * 0.5 ** 11)
+
+
+def test_repair_loop_with_the_real_verifier_fixes_a_self_defined_property():
+    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    from verifirst.benchmarks.iac_pack import load_pack
+
+    item = load_pack().by_id()["s3-versioned-bucket"]
+    wrong = 'resource "aws_s3_bucket" "artifacts" {\n  bucket = "verifirst-artifacts"\n  versioning_enabled = true\n}\n'
+    lm = DummyLM([{"reasoning": "r", "config": fenced(wrong)}, {"config": fenced(item.gold["reference"])}])
+    ver = mod.TerraformVerifier(backend="python", schema=str(SCHEMA_PATH))
+    with dspy.context(lm=lm):
+        pred = iac.RepairLoop(iac.IaCGenerator("cot"), ver, k=4, items=[item])(prompt=item.inputs["prompt"])
+    assert pred.stages == ["VALIDATE_FAIL", "PASS"]
+    assert pred.attempts[0]["error_classes"] == ["SELF_DEFINED_PROPERTY"]
+    assert "versioning_enabled" in user_texts(lm)[1]  # the verifier's message reached the repairer
+
+
+def test_run_strategy_and_report_on_the_pack_with_scripted_lm():
+    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    from verifirst.benchmarks.iac_pack import load_pack
+
+    items = load_pack().items[:3]
+    ver = mod.TerraformVerifier(backend="python", schema=str(SCHEMA_PATH))
+    # item 0 right, item 1 policy-violating, item 2 an LM failure (script runs out)
+    lm = DummyLM([{"reasoning": "r", "config": items[0].gold["reference"]},
+                  {"reasoning": "r", "config": items[1].gold["counterexample"]}])
+    with dspy.context(lm=lm):
+        res = exp.run_strategy("cot", iac.IaCGenerator("cot"), items, ver)
+    assert [r.status for r in res.rows] == ["PASS", "FAIL", "ERROR"]
+    assert res.rows[1].stage == "OPA_FAIL" and res.rows[1].error_classes == ["POLICY"]
+    assert res.rows[2].error.startswith("lm:")
+    summary = exp.stage_report([res])["strategies"]["cot"]
+    assert summary["stages"]["OPA_FAIL"] == 1 and summary["errors"] == 1 and summary["scored"] == 2

@@ -204,3 +204,33 @@ def test_v2_missing_column_and_duplicate_ids_are_input_errors(tmp_path):
     with pytest.raises(InputError) as e:
         iac_eval.load_iac_eval_v2(q)
     assert ":3" in str(e.value) and "duplicate" in str(e.value)
+
+
+# -- the pack through the real verifier -----------------------------------------------------------
+
+def _verifier(backend: str):
+    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    return mod.TerraformVerifier(backend=backend, schema=str(iac_pack.SCHEMA_PATH))
+
+
+def _check_pack(pack, backend: str):
+    v = _verifier(backend)
+    for it in pack.items:
+        ok = v.verify(it, it.gold["reference"])
+        assert ok.stage == "PASS", (it.id, ok.feedback)
+        bad = v.verify(it, it.gold["counterexample"])
+        assert bad.stage == "OPA_FAIL", (it.id, bad.stage, bad.feedback)
+    return ok.backend
+
+
+def test_pack_references_pass_and_counterexamples_fail_opa_python_backend(pack):
+    assert _check_pack(pack, "python") == "python"
+
+
+@pytest.mark.integration
+def test_pack_references_pass_and_counterexamples_fail_opa_terraform_backend(pack):
+    import shutil
+
+    if shutil.which("terraform") is None:
+        pytest.skip("no terraform binary on PATH")
+    assert _check_pack(pack, "terraform") == "terraform"
