@@ -43,6 +43,8 @@ MINI_SCHEMA = {"format_version": "1.0", "provider_schemas": {P.DEFAULT_AWS: {
     ("Unsupported block type", "", T.SELF_DEFINED_PROPERTY),
     ("Unsupported attribute", "", T.SELF_DEFINED_PROPERTY),
     ("Value for unconfigurable attribute", "", T.SELF_DEFINED_PROPERTY),
+    ("Extraneous JSON object property", "", T.SELF_DEFINED_PROPERTY),
+    ("No value for required variable", "", T.MISSING_REQUIRED),
     ("Invalid resource type", 'The provider hashicorp/aws does not support resource type "aws_x".',
      T.INVALID_RESOURCE_TYPE),
     ("Invalid data source", "", T.INVALID_RESOURCE_TYPE),

@@ -61,9 +61,9 @@ def _base_env(extra: dict[str, str]) -> dict[str, str]:
 _RULES: list[tuple[str, str]] = [  # (regex on summary, class); first match wins
     (r"^Cycle:|^Cycle in ", T.CYCLE),
     (r"^Unsupported (argument|block type|attribute)", T.SELF_DEFINED_PROPERTY),
-    (r"^Value for unconfigurable attribute", T.SELF_DEFINED_PROPERTY),
+    (r"^Value for unconfigurable attribute|^Extraneous JSON object property", T.SELF_DEFINED_PROPERTY),
     (r"^Invalid (resource|data source) type|^Invalid data source", T.INVALID_RESOURCE_TYPE),
-    (r"^Missing required (argument|attribute)", T.MISSING_REQUIRED),
+    (r"^Missing required (argument|attribute)|^No value for required variable", T.MISSING_REQUIRED),
     (r"^(Insufficient|Too many) .* blocks?$|^Duplicate .* block$|^Extraneous .* block", T.BLOCK_COUNT),
     (r"^Reference to undeclared|^Invalid reference|^Reference to unknown|^Call to unknown function"
      r"|^Invalid index|^Missing resource instance key|^Self-referential block|^Invalid self reference",
