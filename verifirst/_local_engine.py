@@ -46,6 +46,32 @@ def _find_schema(fmt: Any) -> dict | None:
     return None
 
 
+def _bounded(schema: dict, max_tokens: int) -> dict:
+    """Give every unbounded string a maxLength that fits the token budget, so the grammar
+    forces the model to close the JSON object instead of being cut off mid-string."""
+    import copy
+
+    schema = copy.deepcopy(schema)
+    strings: list[dict] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "string" and "maxLength" not in node and "enum" not in node:
+                strings.append(node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    if strings:
+        per = max(40, int(max_tokens * 2.5 / len(strings)))
+        for node in strings:
+            node["maxLength"] = per
+    return schema
+
+
 def _text(parts) -> str:
     if parts is None:
         return ""
@@ -109,6 +135,7 @@ class LlamaCppEngine:
         kwargs: dict[str, Any] = {
             "max_tokens": cfg.max_tokens or self.default_max_tokens,
             "temperature": 0.0 if cfg.temperature is None else float(cfg.temperature),
+            "repeat_penalty": 1.1,  # a 135M model otherwise loops until max_tokens
         }
         if cfg.top_p is not None:
             kwargs["top_p"] = cfg.top_p
@@ -119,7 +146,8 @@ class LlamaCppEngine:
         with self._lock:
             llm = self._model()
             if schema is not None:
-                kwargs["grammar"] = self._grammar(schema)
+                kwargs["grammar"] = self._grammar(_bounded(schema, kwargs["max_tokens"]))
+                kwargs["max_tokens"] += 48  # room for the JSON punctuation around bounded strings
             elif isinstance(cfg.response_format, dict) and cfg.response_format.get("type") == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
             if seed is not None:

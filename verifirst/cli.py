@@ -201,20 +201,51 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
 
 
 @app.command()
-def calibrate(outcomes: Path = typer.Option(..., help="outcome records, JSONL or CSV"),
+def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl or .csv (id, label, view fields)"),
               judge: str = typer.Option("passfail", help="passfail | rubric"),
-              teacher: Optional[str] = typer.Option(None, help="teacher model (default: the judge model)"),
-              model: str = typer.Option("local", help="judge model"),
-              max_iters: int = typer.Option(5), splits: str = typer.Option("0.5,0.25,0.25"),
-              workdir: Path = typer.Option(DEMO_DIR), limit: Optional[int] = typer.Option(None),
+              model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
+              teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
+              proposer: Optional[str] = typer.Option(None, help="model proposing prompt edits (default: teacher)"),
+              max_iters: int = typer.Option(5, help="loop iterations at most"),
+              splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
+              workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
+              run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
+              limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
+              seed: int = typer.Option(0), threads: int = typer.Option(1),
+              tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
               as_json: bool = typer.Option(False, "--json")):
-    """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop."""
-    try:
-        from .calibrate import cli_calibrate  # type: ignore[attr-defined]
+    """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
-        raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, teacher=teacher, model=model,
-                                       max_iters=max_iters, splits=splits, workdir=workdir, limit=limit,
-                                       as_json=as_json))
+    Example: verifirst calibrate --outcomes outcomes.jsonl --judge passfail --teacher openai/gpt-4o
+    Prints the held-out report (π with paired bootstrap CI vs the uncalibrated judge, FAIL/PASS
+    recall, McNemar) and registers the prompt in MLflow's prompt registry.
+    """
+    try:
+        from .calibrate import cli_calibrate
+
+        raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
+                                       proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
+                                       run_dir=run_dir, limit=limit, seed=seed, threads=threads,
+                                       tracking_uri=tracking_uri, offline=offline, as_json=as_json))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@app.command("judge")
+def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/VERSION or prompts:/NAME@champion"),
+              input: Path = typer.Option(..., "--input", help="records to judge (.jsonl/.csv; label optional)"),
+              kind: str = typer.Option("passfail", help="passfail | rubric"),
+              model: str = typer.Option("local"), workdir: Path = typer.Option(DEMO_DIR),
+              threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)")):
+    """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
+
+    Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
+    """
+    try:
+        from .calibrate import apply_judge
+
+        for row in apply_judge(prompt, input, kind, model, workdir, threshold):
+            typer.echo(json.dumps(row, default=str))
     except VerifirstError as e:
         _fail(e)
 

@@ -17,7 +17,7 @@ from . import atomic, registry
 from .config import Experiment
 from .errors import ConfigError, VerifirstError
 from .evaluate import Scorer
-from .lm import USAGE, Models, configure_cache, make_models
+from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
 from .splits import SplitManifest, make_splits
 from .task import Suite
 from .tracking import Tracker
@@ -47,7 +47,8 @@ def load_suite(exp: Experiment) -> Suite:
     s = exp.suite
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("suite", registry.SUITES, s["name"], "suite.name", src)
-    suite = _call(factory, s.get("options") or {}, path=s.get("path"))
+    entry = registry.SUITES.get(s["name"])
+    suite = _call(factory, s.get("options") or {}, **{entry.path_arg if entry else "path": s.get("path")})
     if not isinstance(suite, Suite):
         raise VerifirstError(f"suite {s['name']!r} returned {type(suite).__name__}, not a Suite")
     if s.get("limit"):
@@ -113,7 +114,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     if models is None:
         models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
                              temperature=exp.models.get("temperature"))
-    dspy.configure(lm=models.task, adapter=dspy.JSONAdapter())
+    dspy.configure(lm=models.task, adapter=FastJSONAdapter())
     program = build_program(exp)
     verifier = build_verifier(exp, models)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")

@@ -23,6 +23,8 @@ from .errors import ConfigError  # noqa: E402
 
 ROLES = ("task", "reflection", "teacher", "judge")
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
+# Output caps for the embedded model: short answers for programs, room for prompts when proposing.
+LOCAL_MAX_TOKENS = {"task": 160, "judge": 160, "reflection": 384, "teacher": 256}
 _split: contextvars.ContextVar[str | None] = contextvars.ContextVar("verifirst_split", default=None)
 _phase = ["other"]  # process-wide fallback: optimizer threads do not inherit our contextvars
 
@@ -202,7 +204,8 @@ def make_lm(spec: str = "local", *, role: str = "task", temperature: float | Non
     if is_local(spec):
         return AccountedLM("local/smollm2-135m-instruct", role=role, spec="local", engine=local_engine(),
                            temperature=0.0 if temperature is None else temperature,
-                           max_tokens=max_tokens or 384, cache=cache, num_retries=num_retries, **kwargs)
+                           max_tokens=max_tokens or LOCAL_MAX_TOKENS[role], cache=cache,
+                           num_retries=num_retries, **kwargs)
     extra = dict(kwargs)
     if api_base:
         extra["api_base"] = api_base
@@ -253,3 +256,33 @@ def configure_cache(directory: str | Path, enabled: bool = True) -> Path:
     dspy.configure_cache(enable_disk_cache=enabled, enable_memory_cache=enabled,
                          disk_cache_dir=str(directory))
     return directory
+
+
+class FastJSONAdapter(dspy.JSONAdapter):
+    """JSONAdapter that builds each signature's output schema once, not on every call
+    (DSPy rebuilds a pydantic model per call: ~4 ms of GIL time, which caps threaded throughput)."""
+
+    _formats: dict = {}
+    _formats_lock = threading.Lock()
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        if "response_format" not in lm.supported_params or not lm.supports_response_schema:
+            return super()._prepare_response_format(lm, lm_kwargs, signature)
+        key = (signature, self.use_native_function_calling)
+        fmt = self._formats.get(key)
+        if fmt is None:
+            super()._prepare_response_format(lm, lm_kwargs, signature)
+            fmt = lm_kwargs.get("response_format")
+            model = fmt
+            import pydantic
+
+            if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
+                from dspy.clients.legacy_requests import _strict_json_schema
+
+                fmt = {"type": "json_schema", "json_schema": {
+                    "name": model.__name__, "schema": _strict_json_schema(model.model_json_schema()), "strict": True}}
+            with self._formats_lock:
+                if len(self._formats) > 4096:
+                    self._formats.clear()
+                self._formats[key] = fmt
+        lm_kwargs["response_format"] = fmt

@@ -13,6 +13,7 @@ from .errors import ConfigError
 class Entry:
     target: str  # "module:attr"
     help: str
+    path_arg: str = "path"  # the factory's parameter that [suite] path goes to
 
     def load(self) -> Callable[..., Any]:
         mod, attr = self.target.split(":")
@@ -21,10 +22,11 @@ class Entry:
 
 SUITES = {
     "bash-builtin": Entry("verifirst.benchmarks.bash_pack:load_bash_pack", "built-in NL->Bash pack (40+ tasks)"),
-    "nl2sh-alfa": Entry("verifirst.benchmarks.nl2sh:load_nl2sh_alfa", "NL2SH-ALFA test, 300 tasks (PyPI icalfa)"),
-    "intercode-bash": Entry("verifirst.benchmarks.intercode:load_intercode_bash", "InterCode-Bash from a path"),
+    "nl2sh-alfa": Entry("verifirst.benchmarks.nl2sh:load_nl2sh", "NL2SH-ALFA test, 300 tasks (PyPI icalfa)", "source"),
+    "intercode-bash": Entry("verifirst.benchmarks.intercode:load_intercode", "InterCode-Bash from a path"),
     "eabench": Entry("verifirst.benchmarks.eabench:load_eabench", "NL2Bash-EAbench from a path"),
-    "iac-builtin": Entry("verifirst.benchmarks.iac_pack:load_iac_pack", "built-in NL->Terraform pack (20+ tasks)"),
+    "iac-builtin": Entry("verifirst.benchmarks.iac_pack:load_pack", "built-in NL->Terraform pack (20+ tasks)",
+                         "directory"),
     "iac-eval-v1": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v1", "IaC-Eval v1 CSV"),
     "iac-eval-v2": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v2", "IaC-Eval v2 CSV"),
     "outcomes": Entry("verifirst.benchmarks.outcomes:load_outcomes", "outcome records (JSONL/CSV)"),
@@ -41,7 +43,7 @@ PROGRAMS = {
 }
 
 VERIFIERS = {
-    "bash-exec": Entry("verifirst.verifiers.feh:FEHVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
+    "bash-exec": Entry("verifirst.verifiers.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
     "bash-syntax": Entry("verifirst.verifiers.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
     "shellcheck": Entry("verifirst.verifiers.shell_gates:ShellcheckGate", "shellcheck gate"),
     "terraform": Entry("verifirst.verifiers.terraform:TerraformVerifier", "validate -> plan -> OPA"),
