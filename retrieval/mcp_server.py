@@ -37,7 +37,12 @@ def format_hits(hits: list[dict]) -> str:
                        for i, h in enumerate(hits))
 
 
-def make_server(schema, store=None, max_k: int = 10):
+def _clip(text: str, max_chars: int) -> str:
+    # big types (aws_instance in the full AWS schema) would fill a small model's context
+    return text if len(text) <= max_chars else text[:max_chars].rstrip() + "\n... (truncated)"
+
+
+def make_server(schema, store=None, max_k: int = 10, max_chars: int = 6000):
     """A FastMCP server for one schema; `store` is a retrieval.store.DocStore or None."""
     from fastmcp import FastMCP
 
@@ -49,7 +54,7 @@ def make_server(schema, store=None, max_k: int = 10):
     def lookup_resource_schema(resource_type: str) -> str:
         """Arguments (required/optional), read-only attributes and nested blocks of a Terraform
         resource type such as aws_s3_bucket; prefix `data.` for a data source."""
-        return _docs.lookup_text(sch, resource_type)
+        return _clip(_docs.lookup_text(sch, resource_type), max_chars)
 
     @mcp.tool
     def search_docs(query: str, k: int = 3) -> str:
@@ -61,7 +66,7 @@ def make_server(schema, store=None, max_k: int = 10):
             if not lexical_docs:
                 lexical_docs.extend(_docs.build_docs(sch))
             hits = _lexical_search(lexical_docs, query, k)
-        return format_hits(hits)
+        return _clip(format_hits(hits), max_chars)
 
     return mcp
 

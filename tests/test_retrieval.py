@@ -129,3 +129,12 @@ def test_rag_tools_search_the_store_directly(store):
     search, lookup = make_rag_tools(store, SCHEMA_PATH)
     assert search("sns topic subscription to a queue", 1).startswith("[1] aws_sns_topic_subscription")
     assert lookup("aws_kms_key").startswith("Resource aws_kms_key")
+
+
+def test_mcp_output_is_clipped_for_small_contexts():
+    from verifirst.retrieval.mcp_server import MCPToolbox, make_server
+
+    with MCPToolbox(make_server(SCHEMA_PATH, max_chars=120)) as tb:
+        text = tb.lookup_resource_schema("aws_instance")
+        assert text.endswith("... (truncated)") and len(text) < 160
+        assert tb.search_docs("instance root volume", 2).startswith("[1] ")  # lexical, no store
