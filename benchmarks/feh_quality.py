@@ -372,7 +372,7 @@ def llm_runs(spec: str, pairs, runs, feats, labels, groups, k, cands) -> dict:
     from verifirst.lm import make_lm
     from verifirst.verifiers.feh import FehVerifier
 
-    lm = make_lm(spec)
+    lm = make_lm(spec, role="judge")
     cv = cross_validate(feats, labels, groups, k, 0, cands)
     fold = cv["fold"]
     out = {"spec": spec}

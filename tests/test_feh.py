@@ -296,3 +296,39 @@ def test_containment_and_output_over_status_rules():
     same_out = run("Only in /a: x\n"), run("Only in /a: x\n", exit_code=1)  # diff | sort vs diff
     assert cmp(*same_out).stage == "EXIT_STATUS"
     assert cmp(*same_out, v=FehVerifier(FehParams(output_over_status=True), embed=bag_embed)).passed
+
+
+def test_fitted_params_ship_and_load():
+    from verifirst.verifiers._feh_params import fitted_nl2sh
+
+    p = fitted_nl2sh()
+    assert p != FehParams() and 0.5 <= p.out_threshold <= 0.95
+    assert FehVerifier("nl2sh", embed=bag_embed).params == p
+
+
+def _sandbox_or_skip():
+    try:
+        from verifirst.verifiers import sandbox
+        sandbox.default_sandbox()
+    except Exception as e:  # no bwrap / user namespaces on this host
+        pytest.skip(f"sandbox unavailable: {e}")
+    return sandbox
+
+
+@pytest.mark.integration
+def test_real_sandbox_pairs():
+    _sandbox_or_skip()
+    v = FehVerifier("nl2sh")
+    item = Item("x", {"task": "print a  b"}, {"command": 'echo "a  b"', "fixture": "empty"})
+    same = v.verify(item, "printf 'a  b\\n'")
+    assert same.passed and same.details["gold"]["stdout"] == "a  b\n"  # no re-splitting of argv
+    near = v.verify(item, "echo a b")  # a heuristic: MiniLM calls these the same text
+    assert near.details["candidate"]["stdout"] == "a b\n" and "stdout differs" in near.feedback
+    assert not v.verify(item, "uname -s").passed
+    cp = Item("c", {"task": "copy"}, {"command": "echo hi > /tmp/a && cp /tmp/a /tmp/b", "fixture": "empty"})
+    verbose = v.verify(cp, "echo hi > /tmp/a && cp -v /tmp/a /tmp/b")
+    assert verbose.passed, verbose.feedback
+    other = v.verify(cp, "echo hi > /tmp/a && mv /tmp/a /tmp/b")
+    assert not other.passed and "file-system changes differ" in other.feedback
+    fail = v.verify(item, "ech 'a  b'")
+    assert not fail.passed and fail.stage == "EXIT_STATUS" and "exit 127" in fail.feedback

@@ -10,6 +10,13 @@ from verifirst.errors import InputError
 from ._feh_compare import FehParams
 
 _TYPES = {f.name: f.type for f in fields(FehParams)}
+FITTED_NL2SH = Path(__file__).resolve().parent / "data" / "feh_params_nl2sh.json"
+
+
+def fitted_nl2sh() -> FehParams:
+    """Parameters fitted on the 600 NL2SH-ALFA pairs: for other data (generated candidates,
+    InterCode, EAbench), never for scoring those pairs."""
+    return load_params(FITTED_NL2SH)
 
 
 def load_params(path: str | Path) -> FehParams:

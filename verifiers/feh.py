@@ -60,11 +60,15 @@ class FehVerifier:
 
     name = "bash-feh"
 
-    def __init__(self, params: FehParams | None = None, *, llm: str = "off", lm=None,
+    def __init__(self, params: FehParams | str | None = None, *, llm: str = "off", lm=None,
                  run_pair: RunPair | None = None, embed: EmbedFn | None = None,
                  arbiter_margin: float = 0.1):
         if llm not in LLM_MODES:
             raise InputError(f"unknown llm mode {llm!r}", field="llm", expected=", ".join(LLM_MODES))
+        if isinstance(params, str):
+            from ._feh_params import fitted_nl2sh, load_params
+
+            params = fitted_nl2sh() if params == "nl2sh" else load_params(params)
         self.params = params or FehParams()
         self.llm, self.lm, self.arbiter_margin = llm, lm, arbiter_margin
         self._run_pair, self._embed = run_pair, embed
@@ -191,13 +195,9 @@ def feh_metric(verifier: FehVerifier | None = None):
 
 def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool = False,
                     task: str | None = None, llm: str = "off", params_path: str | None = None) -> int:
-    """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not."""
-    params = None
-    if params_path:
-        from ._feh_params import load_params
-
-        params = load_params(params_path)
-    v = FehVerifier(params, llm=llm)
+    """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not.
+    Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
+    v = FehVerifier(params_path or "nl2sh", llm=llm)
     item = Item(id="cli", inputs={"task": task or ""}, gold={"command": gold, "fixture": fixture})
     verdict = v.verify(item, pred)
     out = {"equivalent": verdict.passed, "score": verdict.score, "stage": verdict.stage,
