@@ -62,6 +62,11 @@ def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
     arts = {a.path for a in client.list_artifacts(out.run_id)}
     assert {"report", "program", "split_manifest.json", "usage.json", "config.json"} <= arts
     assert rep["prompt_uri"].startswith("prompts:/")
+    mlflow.set_tracking_uri(out.tracker.uri)
+    traces = mlflow.search_traces(locations=[parent.info.experiment_id], return_type="list")
+    assert traces, "program calls must be traced"
+    scored = [t for t in traces if any(a.name == "verifier_score" for a in t.info.assessments)]
+    assert scored and {t.info.tags.get("verifirst.split") for t in scored} >= {"test"}
 
 
 def test_second_identical_run_costs_zero_lm_calls(tmp_path):

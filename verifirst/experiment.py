@@ -2,6 +2,7 @@
 report + MLflow."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -115,7 +116,6 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     if models is None:
         models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
                              temperature=exp.models.get("temperature"))
-    dspy.configure(lm=models.task, adapter=FastJSONAdapter())
     verifier = build_verifier(exp, models)
     program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
@@ -139,6 +139,9 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                                                "suite_size": len(suite)},
                            tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
                                  "verifirst.optimizer": o["name"], "verifirst.run_dir": str(run_dir)})
+    # A context, not dspy.configure: a run must not change the caller's global settings.
+    scope = contextlib.ExitStack()
+    scope.enter_context(dspy.context(lm=models.task, adapter=FastJSONAdapter()))
     status = "FAILED"
     try:
         tracker.log_json(exp.as_dict(), "config.json")
@@ -188,3 +191,4 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         raise
     finally:
         tracker.finish(status)
+        scope.close()
