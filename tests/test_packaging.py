@@ -1,0 +1,23 @@
+"""A regular (non-editable) install carries every module and data file the package needs."""
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_has_all_packages_and_data(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(REPO)], check=True, capture_output=True, cwd=tmp_path)
+    wheel = next(tmp_path.glob("verifirst-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for path in ("verifirst/cli.py", "verifirst/programs/bash.py", "verifirst/verifiers/base.py",
+                 "verifirst/optimizers/gepa.py", "verifirst/retrieval/embedder.py",
+                 "verifirst/benchmarks/perf/lm_overhead.py", "verifirst/benchmarks/data/bash_pack.json",
+                 "verifirst/benchmarks/data/iac_builtin_schema.json"):
+        assert path in names, path
+    assert any(n.startswith("verifirst/benchmarks/data/iac_pack/") for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+    entry = [n for n in names if n.endswith("entry_points.txt")]
+    assert entry and "verifirst = verifirst.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
