@@ -98,6 +98,11 @@ def test_fs_difference_fails_and_names_paths():
     # same path, other content
     v2 = cmp(g, run("", fs=[F("/testbed/out.txt", "22")]))
     assert not v2.passed and "content differs: added /testbed/out.txt" in v2.feedback
+    # with the content veto off, other contents may pass on output; other paths never do
+    loose = FehVerifier(FehParams(fs_veto=False), embed=bag_embed)
+    assert cmp(run("x", fs=[F("/o", "1")]), run("x", fs=[F("/o", "2")]), v=loose).passed
+    v3 = cmp(run("x"), run("x", fs=[F("/testbed/Hello.java")]), v=loose)
+    assert not v3.passed and v3.stage == "FS_DIFF"
 
 
 def test_line_order_and_cosine_threshold():
@@ -220,7 +225,7 @@ def _random_features(n, seed=0):
         f = features(RunView.of(run()), RunView.of(run()))
         for k in ("stdout_equal", "stdout_sorted_equal", "stderr_equal", "exit_equal", "ok_gold", "ok_cand",
                   "fs_equal", "fs_gold_empty", "fs_cand_empty", "out_gold_empty", "out_cand_empty",
-                  "stdout_both_empty"):
+                  "stdout_both_empty", "fs_paths_equal"):
             setattr(f, k, b())
         f.token_overlap, f.min_tokens = float(rng.random()), int(rng.integers(0, 4))
         f.cos_out = None if f.no_output else float(rng.random())

@@ -101,6 +101,7 @@ class PairFeatures:
     out_cand_empty: bool
     line_jaccard: float
     stdout_both_empty: bool = False
+    fs_paths_equal: bool = True  # same (change, path) set, contents aside
     token_overlap: float = 0.0  # |A & B| / min(|A|, |B|) over output tokens
     min_tokens: int = 0
     cos_out: float | None = None
@@ -132,6 +133,7 @@ def features(g: RunView, c: RunView) -> PairFeatures:
         ok_gold=g.ok, ok_cand=c.ok,
         fs_equal=g.fs == c.fs, fs_gold_empty=not g.fs, fs_cand_empty=not c.fs,
         fs_path_jaccard=_jacc(pg, pc),
+        fs_paths_equal={e[:2] for e in g.fs} == {e[:2] for e in c.fs},
         out_gold_empty=not observed(g), out_cand_empty=not observed(c),
         line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c,
         token_overlap=_overlap(tg := _tokens(observed(g)), tc := _tokens(observed(c))),
@@ -174,7 +176,8 @@ class FehParams:
     out_threshold: float = 0.75      # cosine of observed outputs
     cmd_threshold: float = 0.80      # cosine of command texts, used when neither run printed anything
     status_veto: bool = True         # one run succeeds, the other fails -> not equivalent
-    fs_veto: bool = True             # file-system effects differ -> not equivalent
+    fs_veto: bool = True             # any fs difference -> not equivalent; when off, only
+                                     # differing contents are let through (a date in a file)
     fs_effect_wins: bool = True      # same non-empty fs effect, both succeed -> equivalent (cp -v)
     sorted_lines_equal: bool = True  # same lines in another order count as equal output
     overlap_threshold: float = 1.01  # token containment that also counts as same output (>1: off)
@@ -211,7 +214,8 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
         return Decision(True, 1.0, "output_equal", "PASS", diffs)
     if p.status_veto and not f.status_match:
         return Decision(False, 0.0, "status", "EXIT_STATUS", diffs)
-    if p.fs_veto and not f.fs_equal:
+    if not f.fs_equal and (p.fs_veto or not f.fs_paths_equal):
+        # touching other paths than the reference is never the same outcome
         return Decision(False, 0.5 * f.fs_path_jaccard, "fs", "FS_DIFF", diffs)
     if p.fs_effect_wins and f.fs_equal and not f.fs_gold_empty and f.ok_gold and f.ok_cand:
         return Decision(True, 1.0, "fs_effect", "PASS", diffs)
