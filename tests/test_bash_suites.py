@@ -144,3 +144,21 @@ def test_eabench_bad_input(tmp_path):
         load_eabench(root)
     with pytest.raises(InputError, match="no suite dirs"):
         load_eabench(tmp_path)
+
+
+@pytest.mark.integration
+def test_eabench_tiny_through_the_sandbox():
+    try:
+        from verifirst.verifiers import sandbox
+        sandbox.default_sandbox()
+    except Exception as e:  # no bwrap / user namespaces on this host
+        pytest.skip(f"sandbox unavailable: {e}")
+    from verifirst.verifiers.feh import FehVerifier
+
+    s = load_eabench(EATINY).by_id()
+    v = FehVerifier("nl2sh")
+    counted = v.verify(s["eabench-bash_1-test2"], 'find notes -name "*.txt" | wc -l')  # needs prerequisite.sh
+    assert counted.passed and counted.details["gold"]["stdout"] == "2\n"
+    script = v.verify(s["eabench-bash_3-test001"], "echo 55")  # multi-line gold script
+    assert script.passed and script.details["gold"]["stdout"] == "55\n"
+    assert not v.verify(s["eabench-bash_3-test001"], "echo 15").passed
