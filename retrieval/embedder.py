@@ -69,6 +69,12 @@ class ChromaEmbeddingFunction:
     def __call__(self, input):  # chroma's protocol names the argument `input`
         return [v.tolist() for v in embed(list(input))]
 
+    def embed_query(self, input):  # chroma >= 1.x embeds query texts through this
+        return self(input)
+
+    def embed_documents(self, input):
+        return self(input)
+
     @staticmethod
     def name() -> str:
         return "verifirst-minilm"

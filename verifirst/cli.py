@@ -92,7 +92,8 @@ def demo_config(workdir: Path, budget: int = 24) -> dict:
         "verifier": {"name": "bash-pack"},
         "splits": {"ratios": [0.34, 0.33, 0.33]},
         "optimizer": {"name": "gepa", "max_metric_calls": budget},
-        "models": {"task": "local", "reflection": "local"},
+        # Short answers keep the 135M model fast: a bash command fits in 128 tokens.
+        "models": {"task": {"model": "local", "max_tokens": 128}, "reflection": "local"},
     }
 
 

@@ -24,7 +24,7 @@ from .errors import ConfigError  # noqa: E402
 ROLES = ("task", "reflection", "teacher", "judge")
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
 # Output caps for the embedded model: short answers for programs, room for prompts when proposing.
-LOCAL_MAX_TOKENS = {"task": 160, "judge": 160, "reflection": 384, "teacher": 256}
+LOCAL_MAX_TOKENS = {"task": 384, "judge": 256, "reflection": 384, "teacher": 256}
 _split: contextvars.ContextVar[str | None] = contextvars.ContextVar("verifirst_split", default=None)
 _phase = ["other"]  # process-wide fallback: optimizer threads do not inherit our contextvars
 
