@@ -150,6 +150,9 @@ def optimize(program: Any, scorer: Scorer, items: Sequence[Item], manifest: Spli
     for s in splits:
         report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
                                "comparison": compare(before[s], after[s])}
-    instr = {n: p.signature.instructions for n, p in best.named_predictors()} if hasattr(best, "named_predictors") else {}
-    report["instructions"] = instr
+    def _instr(prog):
+        return {n: p.signature.instructions for n, p in prog.named_predictors()} if hasattr(prog, "named_predictors") else {}
+
+    report["instructions"] = _instr(best)
+    report["instructions_changed"] = _instr(best) != _instr(program)
     return OptimizationResult(best, report, before, after)

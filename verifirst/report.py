@@ -27,8 +27,8 @@ def split_rows(report: dict) -> list[dict]:
 
 
 HEADERS = [("split", "split"), ("n", "n"), ("before", "before pass [95% Wilson]"),
-           ("after", "after pass [95% Wilson]"), ("delta", "Δ"), ("mcnemar_p", "McNemar p (exact)"),
-           ("discordant", "lost/gained"), ("errors", "LM errors b/a")]
+           ("after", "after pass [95% Wilson]"), ("delta", "Δ"), ("mcnemar_p", "McNemar p"),
+           ("discordant", "lost/gained"), ("errors", "LM err b/a")]
 
 
 def markdown(report: dict) -> str:
@@ -67,7 +67,9 @@ def print_report(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    import sys
+
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
     t = Table(title=f"{report.get('experiment')}: {report.get('engine')} on {report.get('suite')} "
                     f"(split digest {report.get('split_digest')})")
     for _, h in HEADERS:
@@ -75,6 +77,8 @@ def print_report(report: dict, console=None) -> None:
     for r in split_rows(report):
         t.add_row(*[str(r[k]) for k, _ in HEADERS])
     console.print(t)
+    if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False:
+        console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
     u = report.get("usage_this_run")
     if u:
         msg = (f"LM calls this run: {u['lm_calls']} to the model, {u['cache_hits']} from cache, {u['errors']} errors")
