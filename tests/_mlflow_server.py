@@ -117,3 +117,70 @@ def start_server(root: Path, timeout_s: float = 90.0) -> Server:
             time.sleep(0.3)
     server.stop()
     raise RuntimeError(f"mlflow server did not answer /health in {timeout_s} s: {log.read_text()[-2000:]}")
+
+
+# -- one tracked run per test session, shared by the server and browser tests ----------------
+@dataclass
+class TrackedRun:
+    server: Server
+    out: object  # experiment.RunOutput
+    experiment_id: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def run_id(self) -> str:
+        return self.out.run_id
+
+    def get(self, path: str) -> dict:
+        import json
+
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.load(r)
+
+    def post(self, path: str, body: dict) -> dict:
+        import json
+
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.load(r)
+
+    def search_traces(self, max_results: int = 500) -> list[dict]:
+        body = {"locations": [{"type": "MLFLOW_EXPERIMENT",
+                               "mlflow_experiment": {"experiment_id": self.experiment_id}}],
+                "max_results": max_results}
+        return self.post("/api/3.0/mlflow/traces/search", body).get("traces", [])
+
+
+_SHARED: dict[str, TrackedRun] = {}
+
+
+def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
+    """Start the server and run the tiny experiment against it once per session; the server
+    is stopped when the session ends."""
+    if "run" in _SHARED:
+        if _SHARED["run"].server.proc.poll() is None:
+            return _SHARED["run"]
+        del _SHARED["run"]
+    import mlflow
+
+    from verifirst.html_report import log_plots
+
+    root = tmp_path_factory.mktemp("mlflow-server")
+    server = start_server(root / "server")
+    request.config.add_cleanup(server.stop)
+    previous_uri = mlflow.get_tracking_uri()
+    try:
+        out = run_tiny(root / "wd", root / "run", tracking_uri=server.url)
+        log_plots(out.tracker, out.report, out.run_dir)
+    except BaseException:
+        server.stop()
+        raise
+    finally:
+        mlflow.set_tracking_uri(previous_uri)
+    exp = out.tracker.experiment_id
+    _SHARED["run"] = TrackedRun(server, out, exp)
+    return _SHARED["run"]
