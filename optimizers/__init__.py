@@ -99,9 +99,13 @@ def optimize(program: Any, scorer: Scorer, items: Sequence[Item], manifest: Spli
                             checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
                             max_error_rate=max_error_rate)
         with child as rid:
-            res = evaluate(prog, its, scorer, split=split, threads=threads, manifest=manifest,
-                           checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
-                           max_error_rate=max_error_rate, on_row=tracker.feedback_hook(rid, split))
+            hook = tracker.feedback_hook(rid, split)
+            try:
+                res = evaluate(prog, its, scorer, split=split, threads=threads, manifest=manifest,
+                               checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
+                               max_error_rate=max_error_rate, on_row=hook)
+            finally:
+                tracker.attach_feedback(hook)
             summ = res.summary()
             tracker.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")},
                                 run_id=rid)

@@ -70,7 +70,7 @@ def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
 
 
 def test_second_identical_run_costs_zero_lm_calls(tmp_path):
-    exp = cfg(tmp_path)
+    exp = cfg(tmp_path, tracking={"traces": False})
     first = experiment.run(exp, tmp_path / "a", progress=False, models=models(), echo=lambda m: None)
     assert first.report["usage_this_run"]["lm_calls"] > 0
     second = experiment.run(exp, tmp_path / "b", progress=False, models=models(), echo=lambda m: None)
@@ -102,7 +102,7 @@ def test_config_errors_name_file_line_and_key(tmp_path):
 def test_unreachable_tracking_server_fails_before_work(tmp_path):
     from verifirst.errors import VerifirstError
 
-    exp = cfg(tmp_path, tracking={"uri": "http://127.0.0.1:9"})
+    exp = cfg(tmp_path, tracking={"uri": "http://127.0.0.1:9", "traces": False})
     with pytest.raises(VerifirstError, match="unreachable"):
         experiment.run(exp, tmp_path / "r", progress=False, models=models(), echo=lambda m: None)
     assert not (tmp_path / "r" / "report.json").exists()

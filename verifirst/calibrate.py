@@ -82,7 +82,9 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
                        proposer: str | None = None, max_iters: int = 5, splits: str = "0.5,0.25,0.25",
                        workdir: Path = Path(".verifirst"), limit: int | None = None, seed: int = 0,
                        tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
-                       run_dir: Path | None = None, models: dict | None = None, echo=print) -> dict:
+                       run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
+                       echo=print) -> dict:
+    """trace: also trace every judge/teacher call in MLflow (slow on a sqlite store: ~8 spans a call)."""
     from verifirst.optimizers.autorefine import run_calibration
 
     workdir = Path(workdir)
@@ -98,7 +100,7 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
     run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"calibrate-{judge}-{time.strftime('%Y%m%d-%H%M%S')}"
-    tracker = Tracker(workdir, uri=tracking_uri, experiment="verifirst-calibrate", offline=offline)
+    tracker = Tracker(workdir, uri=tracking_uri, experiment="verifirst-calibrate", offline=offline, autolog=trace)
     echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
          f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
     run_id = tracker.start(f"calibrate-{judge}", params={

@@ -232,6 +232,7 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
               seed: int = typer.Option(0), threads: int = typer.Option(1),
               tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
+              trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
               as_json: bool = typer.Option(False, "--json")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
@@ -245,7 +246,8 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
                                        proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
                                        run_dir=run_dir, limit=limit, seed=seed, threads=threads,
-                                       tracking_uri=tracking_uri, offline=offline, as_json=as_json))
+                                       tracking_uri=tracking_uri, offline=offline, trace=trace,
+                                       as_json=as_json))
     except VerifirstError as e:
         _fail(e)
 

@@ -62,6 +62,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "experiment": ((str,), None, "MLflow experiment name (default: experiment.name)"),
         "enabled": ((bool,), True, "log to MLflow"),
         "register_prompt": ((bool,), True, "register the optimized instruction in the prompt registry"),
+        "traces": ((bool,), True, "trace each evaluated program call (DSPy autolog) with verifier feedback"),
     },
 }
 REQUIRED = {("suite", "name"), ("program", "name"), ("verifier", "name")}

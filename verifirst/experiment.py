@@ -110,7 +110,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     configure_cache(workdir / "cache")
     tr = exp.tracking
     tracker = Tracker(workdir, uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
-                      enabled=tr["enabled"], offline=offline)
+                      enabled=tr["enabled"], offline=offline, autolog=tr.get("traces", True))
     suite = load_suite(exp)
     manifest = make_manifest(exp, suite)
     if models is None:

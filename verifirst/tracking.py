@@ -183,39 +183,55 @@ class Tracker:
 
     # -- traces ------------------------------------------------------------------------
     def feedback_hook(self, run_id: str | None, split: str):
-        """A per-item hook (called in the thread that ran the program) that attaches the
-        verifier's verdict and feedback to that call's trace as assessments."""
+        """A per-item hook, called in the thread that ran the program, that notes that call's
+        trace id; `attach_feedback(hook)` then attaches every verdict at once (one flush)."""
         if not self.enabled:
             return None
+        pending: list = []
 
         def hook(item, row) -> None:
             import mlflow
-            from mlflow.entities import AssessmentSource
 
             tid = mlflow.get_last_active_trace_id(thread_local=True)
-            if not tid:
-                return
+            if tid:
+                pending.append((tid, item.id, row))
+
+        hook.pending, hook.run_id, hook.split = pending, run_id, split  # type: ignore[attr-defined]
+        return hook
+
+    def attach_feedback(self, hook) -> int:
+        """The verifier's score, pass and feedback as assessments on each item's trace."""
+        if hook is None or not getattr(hook, "pending", None):
+            return 0
+        import mlflow
+        from mlflow.entities import AssessmentSource
+
+        try:
+            mlflow.flush_trace_async_logging()
+        except Exception:
+            pass
+        client, src, n = self.client, AssessmentSource(source_type="CODE", source_id="verifirst.verifier"), 0
+        for tid, item_id, row in hook.pending:
             try:
-                mlflow.flush_trace_async_logging()
-            except Exception:
-                pass
-            try:
-                client = self.client
-                client.set_trace_tag(tid, "verifirst.item_id", item.id)
-                client.set_trace_tag(tid, "verifirst.split", split)
-                src = AssessmentSource(source_type="CODE", source_id="verifirst.verifier")
+                client.set_trace_tag(tid, "verifirst.item_id", item_id)
+                client.set_trace_tag(tid, "verifirst.split", hook.split)
                 mlflow.log_feedback(trace_id=tid, name="verifier_score", value=row.score,
                                     rationale=(row.feedback or row.status)[:4000], source=src,
                                     metadata={"stage": str(row.stage), "status": row.status,
-                                              "item_id": item.id, "split": split})
+                                              "item_id": item_id, "split": hook.split})
                 mlflow.log_feedback(trace_id=tid, name="verifier_pass", value=row.passed, source=src)
-                if run_id:
-                    with self._lock:
-                        client.link_traces_to_run([tid], run_id)
+                n += 1
             except Exception:
-                pass  # tracing is best-effort; the result rows are the record
-
-        return hook
+                continue  # tracing is best-effort; the result rows are the record
+        if hook.run_id:
+            ids = [t for t, _, _ in hook.pending]
+            for i in range(0, len(ids), 100):
+                try:
+                    client.link_traces_to_run(ids[i:i + 100], hook.run_id)
+                except Exception:
+                    pass
+        hook.pending.clear()
+        return n
 
     # -- prompt registry ---------------------------------------------------------------
     def register_prompt(self, name: str, template: str, tags: dict[str, str] | None = None,
