@@ -1,0 +1,135 @@
+"""MLflow make_judge + Judge.align(SIMBA) anchor over our Items, served by a scripted engine."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+
+import pytest
+
+from verifirst.errors import InputError, LeakageError
+from verifirst.optimizers.mlflow_align import (
+    JUDGE_NAME, MIN_TRACES, _mlflow_at, align_anchor, judge_instructions, log_outcome_traces, render_view)
+from verifirst.splits import SplitManifest
+from verifirst.task import Item
+
+RULE = "RULE: FAIL when the code contains BUG."
+
+
+class RuleFollowingEngine:
+    """Answers MLflow's judge prompt by the rules present in it (FAIL on BUG only once RULE is
+    in the prompt, else PASS) and SIMBA's OfferFeedback prompt with RULE as advice. At
+    temperature > 0 a verdict flips now and then, the sampling variance SIMBA needs."""
+
+    supports_response_schema = True
+
+    def __init__(self, flip: float = 0.15, seed: int = 0, judge_text: str | None = None):
+        self.rng = random.Random(seed)
+        self.flip = flip
+        self.judge_text = judge_text
+        self.calls = 0
+        self.prompts: list[str] = []
+
+    def complete(self, req):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        self.calls += 1
+        system = str(req.system or "")
+        user = "\n".join(m.text or "" for m in req.messages)
+        self.prompts.append(system + "\n" + user)
+        if "module_advice" in system:
+            adv = {"discussion": "the worse run missed the BUG marker", "module_advice": {"self": RULE}}
+            text = json.dumps(adv) if req.config.response_format else (
+                f"[[ ## discussion ## ]]\n{adv['discussion']}\n\n[[ ## module_advice ## ]]\n"
+                f"{json.dumps(adv['module_advice'])}\n\n[[ ## completed ## ]]")
+        elif self.judge_text is not None:
+            text = self.judge_text
+        else:
+            code = user.split("code:", 1)[-1]
+            verdict = "FAIL" if RULE in system and "BUG" in code else "PASS"
+            if (req.config.temperature or 0) > 0 and self.rng.random() < self.flip * req.config.temperature:
+                verdict = "FAIL" if verdict == "PASS" else "PASS"
+            text = json.dumps({"result": verdict, "rationale": "by the rules in the prompt"})
+        return Response(id=None, model="rules", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=len(system + user) // 4 + 1, output_tokens=len(text) // 4 + 1))
+
+
+def outcome_items(n: int, prefix: str) -> list[Item]:
+    return [Item(f"{prefix}{i}", {"task": f"task {prefix}{i}",
+                                  "code": f"def f{i}(x):\n    return x + {i}" + ("  # BUG" if i % 2 == 0 else "")},
+                 {"label": "FAIL" if i % 2 == 0 else "PASS"}) for i in range(n)]
+
+
+def test_instructions_get_the_inputs_variable_once():
+    assert "{{ inputs }}" in judge_instructions("Judge the code.")
+    mine = "Judge {{ inputs }} strictly."
+    assert judge_instructions(mine) == mine
+    assert render_view({"task": "t", "code": "c", "x": 1}, ["task", "code"]) == "task:\nt\n\ncode:\nc"
+
+
+def test_traces_map_to_what_align_consumes(tmp_path):
+    """MLflow's own converter reads our traces back as labelled examples with the view."""
+    import mlflow
+    from mlflow.genai.judges import make_judge
+    from mlflow.genai.judges.optimizers.dspy_utils import trace_to_dspy_example
+
+    before = mlflow.get_tracking_uri()
+    items = outcome_items(2, "tr")
+    with _mlflow_at(f"sqlite:///{tmp_path / 'm.db'}", "anchor-test"):
+        traces = log_outcome_traces(items, ["task", "code"])
+    assert mlflow.get_tracking_uri() == before
+    judge = make_judge(name=JUDGE_NAME, instructions=judge_instructions("Judge."), model="openai:/x")
+    for it, tr in zip(items, traces):
+        (ex,) = trace_to_dspy_example(tr, judge)
+        assert ex.result == it.gold["label"].lower()
+        assert ex["inputs"] == render_view(it.inputs, ["task", "code"])
+
+
+def test_guard_refuses_test_items_before_any_model_call(tmp_path):
+    eng = RuleFollowingEngine()
+    train, test = outcome_items(4, "tr"), outcome_items(2, "te")
+    m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.5, 0.0, 0.5))
+    with pytest.raises(LeakageError):
+        align_anchor(train + test[:1], test[1:], engine=eng, manifest=m, workdir=tmp_path)
+    with pytest.raises(InputError, match="both train and test"):
+        align_anchor(train + test[:1], test, engine=eng, workdir=tmp_path)
+    bad = [Item("x", {"task": "t", "code": "c"}, {"label": "maybe"})]
+    with pytest.raises(InputError, match="PASS/FAIL"):
+        align_anchor(bad, test, engine=eng, workdir=tmp_path)
+    assert eng.calls == 0
+
+
+def test_too_few_traces_still_scores_the_unaligned_judge(tmp_path):
+    train, test = outcome_items(MIN_TRACES - 1, "tr"), outcome_items(3, "te")
+    res = align_anchor(train, test, engine=RuleFollowingEngine(), workdir=tmp_path)
+    assert "at least 10" in res.metadata["align_error"]
+    assert res.verdicts["mlflow_unaligned"] == {"te0": "PASS", "te1": "PASS", "te2": "PASS"}
+    assert "mlflow_simba" not in res.verdicts
+
+
+def test_unparseable_judge_answer_is_an_error_not_a_fail(tmp_path):
+    res = align_anchor(outcome_items(2, "tr"), outcome_items(2, "te"),
+                       engine=RuleFollowingEngine(judge_text="I think it is fine"), workdir=tmp_path)
+    assert res.verdicts["mlflow_unaligned"] == {"te0": None, "te1": None}
+    assert set(res.errors["mlflow_unaligned"]) == {"te0", "te1"}
+
+
+@pytest.mark.integration
+def test_align_with_simba_end_to_end_learns_the_rule_from_train_only(tmp_path):
+    train, test = outcome_items(12, "tr"), outcome_items(6, "te")
+    m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.67, 0.0, 0.33))
+    eng = RuleFollowingEngine()
+    res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path,
+                       simba_kwargs={"max_steps": 2, "num_candidates": 3, "max_demos": 2})
+    assert "align_error" not in res.metadata, res.metadata.get("align_error")
+    assert RULE in res.instructions["mlflow_simba"] and RULE not in res.instructions["mlflow_unaligned"]
+    labels = {it.id: it.gold["label"] for it in test}
+    assert res.verdicts["mlflow_simba"] == labels
+    assert set(res.verdicts["mlflow_unaligned"].values()) == {"PASS"}
+    assert res.metadata["lm_calls"]["align"] > 0 and len(res.metadata["train_trace_ids"]) == 12
+    assert m.seen == {it.id for it in train}
+    # test views reach the model only when scored: once per judge per item, never in alignment
+    assert sum("task te" in p for p in eng.prompts) == 2 * len(test)
