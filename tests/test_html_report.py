@@ -34,8 +34,10 @@ def judged(report: dict) -> dict:
                        "confusion": {"labels": ["PASS", "FAIL"], "matrix": [[8, 2], [2, 8]], "accuracy": 0.8}},
         "uncalibrated": {"n": 20, "accuracy": 0.6, "pi": 0.2,
                          "confusion": {"labels": ["PASS", "FAIL"], "matrix": [[9, 1], [7, 3]]}}},
+        "n_items": 21, "n_scored": 20, "excluded_lm_errors": 1, "label_counts": {"PASS": 10, "FAIL": 10},
         "comparisons": {"calibrated_vs_uncalibrated": {"pi_delta": 0.4, "pi_ci95": [0.1, 0.7],
                                                        "mcnemar_exact": {"b": 1, "c": 5, "p_value": 0.2188}}}}
+    r["champion"] = {"moved": False, "reason": "held-out pi 0.6 does not beat 0.65", "pi": 0.6}
     r["teacher"] = {"used": True, "keep": 73, "correct": 0, "abstain": 12, "error": 0, "stats": {
         "overall": {"n": 85, "keep": 73, "correct": 0, "skip": 12},
         "by_label": {"FAIL": {"n": 13, "keep": 1, "correct": 0, "skip": 12},
@@ -75,10 +77,21 @@ def test_judge_and_teacher_sections_when_present(tiny, tmp_path):
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(f"{n}.png" for n in plots.PLOTS)
     judges = html.split("<h2>Judges</h2>")[1].split("<h2>")[0]
     assert "<td>calibrated</td>" in judges and "<td>7</td><td>3</td>" in judges  # uncalibrated FAIL row
+    assert "20 of 21 items scored (1 left out for judge LM errors)" in judges
+    assert "champion</code> not moved: held-out pi 0.6 does not beat 0.65" in html
     assert "calibrated_vs_uncalibrated" in judges and "[0.1, 0.7]" in judges and "0.2188" in judges
     teacher = html.split("<h2>Teacher</h2>")[1].split("<h2>")[0]
     assert "<td>FAIL</td><td>13</td><td>1</td><td>0</td><td>12</td><td>92.3%</td>" in teacher
     assert "Fisher" in teacher
+
+
+def test_calibration_loop_is_the_curve(tmp_path):
+    rep = {"judge": "passfail", "suite": "outcomes", "loop": {"iterations": [
+        {"iteration": 0, "train_pi": 0.1, "val_pi": 0.0, "prompt_chars": 200},
+        {"iteration": 1, "train_pi": 0.5, "val_pi": 0.4, "prompt_chars": 260}]}}
+    assert set(plots.make_all(rep, tmp_path)) == {"optimization_curve"}
+    html = html_report.write_html(rep, tmp_path / "c.html").read_text()
+    assert "judge calibration (passfail) on outcomes" in html
 
 
 def test_stage_order_follows_the_iac_funnel():

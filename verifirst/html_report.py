@@ -54,7 +54,10 @@ def _table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> str:
 
 # -- sections ----------------------------------------------------------------------------
 def _header(rep: dict) -> str:
-    title = f"{rep.get('experiment', 'experiment')}: {rep.get('engine', '')} on {rep.get('suite', '')}"
+    if rep.get("loop") and not rep.get("engine"):  # a judge calibration report
+        title = f"judge calibration ({rep.get('judge', '')}) on {rep.get('suite', '')}"
+    else:
+        title = f"{rep.get('experiment', 'experiment')}: {rep.get('engine', '')} on {rep.get('suite', '')}"
     bits = [f"run <code>{escape(str(rep['run_id']))}</code>" if rep.get("run_id") else "",
             f"tracking <code>{escape(str(rep['tracking_uri']))}</code>" if rep.get("tracking_uri") else "",
             f"wall {rep['wall_s']} s" if rep.get("wall_s") is not None else ""]
@@ -169,6 +172,12 @@ def _judge_section(rep: dict) -> str:
     if not entries and not comps:
         return ""
     out = ["<h2>Judges</h2>"]
+    test = rep.get("test") if isinstance(rep.get("test"), dict) else {}
+    if "n_scored" in test:
+        out.append(f"<p class='meta'>held-out test: {_fmt(test.get('n_scored'))} of {_fmt(test.get('n_items'))} "
+                   f"items scored ({_fmt(test.get('excluded_lm_errors'))} left out for judge LM errors); labels "
+                   + ", ".join(f"{escape(str(k))} {_fmt(v)}" for k, v in (test.get("label_counts") or {}).items())
+                   + "</p>")
     if entries:
         keys = [k for k in ("n", "accuracy", "pi", "kappa", "fail_recall", "fail_precision", "pass_recall")
                 if any(k in e for e in entries.values())]
@@ -328,6 +337,11 @@ def _instructions_section(rep: dict) -> str:
         parts.append(f"<h2>Calibrated prompt</h2><pre>{escape(str(rep['calibrated_prompt']))}</pre>")
     if rep.get("prompt_uri"):
         parts.append(f"<p class='meta'>registered as <code>{escape(str(rep['prompt_uri']))}</code></p>")
+    champ = rep.get("champion")
+    if isinstance(champ, dict):
+        moved = "moved to this version" if champ.get("moved") else "not moved"
+        parts.append(f"<p class='meta'>alias <code>champion</code> {moved}: {escape(str(champ.get('reason', '')))}"
+                     f" (held-out π {_fmt(champ.get('pi'))})</p>")
     warns = rep.get("warnings")
     if isinstance(warns, list) and warns:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(str(w))}</li>" for w in warns) + "</ul>")

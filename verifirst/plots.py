@@ -138,9 +138,17 @@ def _series_keys(rows: list[dict]) -> list[str]:
     return list(keys)
 
 
+def history(report: dict) -> list:
+    """Per-iteration rows: an optimizer run's history, or a judge calibration's loop."""
+    if report.get("history"):
+        return list(report["history"])
+    loop = report.get("loop")
+    return list(loop.get("iterations") or []) if isinstance(loop, dict) else []
+
+
 def optimization_curve(report: dict, out_dir: str | Path) -> Path | None:
     """Score against metric calls (or iteration), train markers and val lines."""
-    rows = [r for r in (report.get("history") or []) if isinstance(r, dict)]
+    rows = [r for r in history(report) if isinstance(r, dict)]
     if not rows:
         return None
     xkey = next((k for k in _X_KEYS if any(_num(r.get(k)) is not None for r in rows)), None)
@@ -168,7 +176,7 @@ def optimization_curve(report: dict, out_dir: str | Path) -> Path | None:
         return None
     ax.set_xlabel({"metric_calls": "metric calls", "step": "step", "iteration": "iteration"}.get(xkey, "update"))
     ax.set_ylabel("score")
-    ax.set_title(f"Optimization curve ({report.get('engine', 'optimizer')})")
+    ax.set_title(f"Optimization curve ({report.get('engine') or ('autorefine' if report.get('loop') else 'optimizer')})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, Path(out_dir) / "optimization_curve.png")
