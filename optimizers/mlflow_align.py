@@ -40,6 +40,7 @@ from verifirst.task import Item  # noqa: E402
 PASS, FAIL = "PASS", "FAIL"
 JUDGE_NAME = "outcome"
 LOCAL_MODEL_URI = "openai:/smollm2"
+DEFAULT_MAX_TOKENS = 160  # served model's budget per answer (same cap as our embedded judge role)
 MIN_TRACES = 10  # DSPyAlignmentOptimizer._MINIMUM_TRACES_REQUIRED_FOR_OPTIMIZATION
 DEFAULT_INSTRUCTIONS = (
     "You review a proposed code change or generated code before it is accepted. Read every "
@@ -200,11 +201,12 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                  workdir: str | Path | None = None, experiment: str = "verifirst-judge-anchor",
                  align_temperature: float | None = 1.0, test_temperature: float | None = 0.0,
                  judge_name: str = JUDGE_NAME, label_key: str = "label", num_threads: int = 1,
-                 score_unaligned: bool = True) -> AnchorResult:
+                 score_unaligned: bool = True, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> AnchorResult:
     """Run MLflow's make_judge (+ align() with SIMBA) on train, score both judges on test.
 
     model_uri None serves `engine` (default: the embedded SmolLM2) on 127.0.0.1 and uses
     "openai:/smollm2"; any other MLflow model URI is used as is (its provider's environment).
+    max_tokens: the served model's budget when a request names none (aligned judges can't).
     `manifest` (a SplitManifest) admits train ids to the optimizer and checks test ids.
     """
     train_items, test_items = list(train_items), list(test_items)
@@ -234,7 +236,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
 
                 engine = local_engine()
             counter = _CountingEngine(engine)
-            url, stop = serve_local(counter)
+            url, stop = serve_local(counter, default_max_tokens=max_tokens)
             stack.callback(stop)
             # the judge's own endpoint and key come from the environment: align() drops base_url
             stack.enter_context(_env(OPENAI_API_BASE=url, OPENAI_API_KEY=os.environ.get(

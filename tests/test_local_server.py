@@ -175,3 +175,9 @@ def test_parse_chat_body_roles_and_defaults():
     assert req.config.response_format["schema"] == {"type": "object"}
     with pytest.raises(BadRequest):
         parse_chat_body({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})
+    req, _, _ = parse_chat_body({"messages": [{"role": "user", "content": "x"}]}, default_max_tokens=99,
+                                max_tokens_cap=50)
+    assert req.config.max_tokens == 50
+    req, _, _ = parse_chat_body({"messages": [{"role": "user", "content": "x"}], "max_tokens": 7},
+                                default_max_tokens=40)
+    assert req.config.max_tokens == 7

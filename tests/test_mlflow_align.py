@@ -133,3 +133,63 @@ def test_align_with_simba_end_to_end_learns_the_rule_from_train_only(tmp_path):
     assert m.seen == {it.id for it in train}
     # test views reach the model only when scored: once per judge per item, never in alignment
     assert sum("task te" in p for p in eng.prompts) == 2 * len(test)
+
+
+def test_compare_judges_pairs_on_one_item_set():
+    from verifirst.benchmarks.judge_anchor import compare_judges
+
+    labels = {f"i{k}": ("FAIL" if k % 2 == 0 else "PASS") for k in range(20)}
+    ours = dict(labels)
+    ours["i0"] = None  # an LM error: left out of every row, not a FAIL
+    anchor = {i: "PASS" for i in labels}
+    rep = compare_judges(labels, {"calibrated": ours, "mlflow_simba": anchor}, "calibrated", ["mlflow_simba"],
+                         n_boot=300)
+    assert rep["n_scored"] == 19 and rep["excluded_lm_errors"] == {"calibrated": 1, "mlflow_simba": 0}
+    assert rep["judges"]["calibrated"]["pi"] == pytest.approx(1.0)
+    assert rep["judges"]["mlflow_simba"]["fail_recall"] == 0.0
+    c = rep["comparisons"]["calibrated_vs_mlflow_simba"]
+    assert c["pi_delta"] > 0.9 and c["pi_ci95"][0] > 0
+    assert (c["ours_right_anchor_wrong"], c["anchor_right_ours_wrong"]) == (9, 0)
+    assert c["mcnemar_exact"]["p_value"] < 0.01
+    with pytest.raises(InputError, match="no verdicts"):
+        compare_judges(labels, {"calibrated": ours}, "calibrated", ["mlflow_simba"])
+
+
+def test_model_spec_to_mlflow_uri():
+    from verifirst.benchmarks.judge_anchor import mlflow_model_uri
+
+    assert mlflow_model_uri("local") is None
+    assert mlflow_model_uri("openai/gpt-4o-mini") == "openai:/gpt-4o-mini"
+    assert mlflow_model_uri("anthropic:/claude") == "anthropic:/claude"
+    with pytest.raises(InputError):
+        mlflow_model_uri("gpt4")
+
+
+def _outcomes_file(tmp_path, n: int):
+    rows = [{"id": it.id, "label": it.gold["label"], **it.inputs} for it in outcome_items(n, "o")]
+    p = tmp_path / "outcomes.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def test_benchmark_reuses_a_calibrate_report_on_the_same_split(tmp_path):
+    from verifirst.benchmarks.judge_anchor import load_suite_and_splits, run_judge_anchor
+
+    path = _outcomes_file(tmp_path, 12)
+    suite, m = load_suite_and_splits(str(path), None, None, "0.5,0.25,0.25", 0)
+    test = m.select(suite.items, "test")
+    truth = {it.id: it.gold["label"] for it in test}
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"split_digest": "0" * 16, "test_verdicts": {"calibrated": truth}}))
+    with pytest.raises(InputError, match="split"):
+        run_judge_anchor(str(path), problems=None, report=str(report), engine=RuleFollowingEngine(),
+                         workdir=tmp_path / "w")
+    report.write_text(json.dumps({"split_digest": m.digest, "test_verdicts": {"calibrated": truth,
+                                                                            "uncalibrated": truth}}))
+    rep = run_judge_anchor(str(path), problems=None, report=str(report), engine=RuleFollowingEngine(),
+                           workdir=tmp_path / "w", n_boot=200)
+    # 6 train items are too few for align(): the un-aligned make_judge anchor is still compared
+    assert any("align()" in w for w in rep["warnings"])
+    assert set(rep["test"]["comparisons"]) == {"calibrated_vs_mlflow_unaligned"}
+    assert rep["test"]["judges"]["calibrated"]["pi"] == pytest.approx(1.0)
+    assert set(rep["test_verdicts"]["mlflow_unaligned"]) == set(truth)

@@ -67,8 +67,11 @@ def _response_format(fmt: Any) -> dict | None:
     raise BadRequest(f"response_format.type {kind!r} is not one of text, json_object, json_schema")
 
 
-def parse_chat_body(body: Any, *, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP):
-    """A chat-completions body -> (dspy.lm15.Request, n, stream). Raises BadRequest."""
+def parse_chat_body(body: Any, *, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP,
+                    default_max_tokens: int | None = None):
+    """A chat-completions body -> (dspy.lm15.Request, n, stream). Raises BadRequest.
+
+    default_max_tokens applies when the body names no budget (else the engine's default)."""
     from dspy.lm15 import Config, Message, Request
 
     if not isinstance(body, dict):
@@ -100,6 +103,8 @@ def parse_chat_body(body: Any, *, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP):
     asked = body.get("max_completion_tokens", body.get("max_tokens"))
     if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
         raise BadRequest("max_tokens / max_completion_tokens must be a positive integer")
+    if asked is None:
+        asked = default_max_tokens
     max_tokens = min(int(asked), max_tokens_cap) if asked is not None else None
     stop = body.get("stop")
     stop = (stop,) if isinstance(stop, str) else tuple(stop or ())
@@ -132,9 +137,9 @@ def _response_text(resp) -> str:
 
 
 def complete_chat(engine, body: dict, *, model_name: str = DEFAULT_MODEL_NAME,
-                  max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP) -> dict:
+                  max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP, default_max_tokens: int | None = None) -> dict:
     """One chat.completion object (OpenAI shape) from the engine. Raises BadRequest."""
-    req, n, _ = parse_chat_body(body, max_tokens_cap=max_tokens_cap)
+    req, n, _ = parse_chat_body(body, max_tokens_cap=max_tokens_cap, default_max_tokens=default_max_tokens)
     choices, p_tok, c_tok = [], 0, 0
     for i in range(n):
         resp = engine.complete(req)
@@ -169,7 +174,8 @@ def _error(status: int, message: str, kind: str):
                                                                "param": None, "code": None}})
 
 
-def make_app(engine, *, model_name: str = DEFAULT_MODEL_NAME, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP):
+def make_app(engine, *, model_name: str = DEFAULT_MODEL_NAME, max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP,
+             default_max_tokens: int | None = None):
     """The FastAPI app: POST /v1/chat/completions, GET /v1/models, GET /health."""
     from fastapi import FastAPI
     from fastapi.responses import StreamingResponse
@@ -195,7 +201,7 @@ def make_app(engine, *, model_name: str = DEFAULT_MODEL_NAME, max_tokens_cap: in
 
         try:  # engines block; keep the event loop free for other requests
             out = await run_in_threadpool(complete_chat, engine, body, model_name=model_name,
-                                          max_tokens_cap=max_tokens_cap)
+                                          max_tokens_cap=max_tokens_cap, default_max_tokens=default_max_tokens)
         except BadRequest as e:
             return _error(400, str(e), "invalid_request_error")
         except Exception as e:  # an engine fault is a server error, never a verdict
@@ -212,11 +218,13 @@ def make_app(engine, *, model_name: str = DEFAULT_MODEL_NAME, max_tokens_cap: in
 
 
 def serve_local(engine=None, port: int = 0, *, host: str = "127.0.0.1", model_name: str = DEFAULT_MODEL_NAME,
-                max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP,
+                max_tokens_cap: int = DEFAULT_MAX_TOKENS_CAP, default_max_tokens: int | None = None,
                 start_timeout_s: float = 30.0) -> tuple[str, Callable[[], None]]:
     """Serve `engine` (default: the embedded SmolLM2) in a background thread.
 
     Returns (base_url ending in /v1, stop). port=0 picks a free port. Loopback only.
+    default_max_tokens: the budget for requests that name none (MLflow's aligned judges
+    cannot pass one: align() drops inference_params).
     """
     import uvicorn
 
@@ -230,7 +238,8 @@ def serve_local(engine=None, port: int = 0, *, host: str = "127.0.0.1", model_na
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
-    app = make_app(engine, model_name=model_name, max_tokens_cap=max_tokens_cap)
+    app = make_app(engine, model_name=model_name, max_tokens_cap=max_tokens_cap,
+                   default_max_tokens=default_max_tokens)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name=f"verifirst-local-server-{bound}")

@@ -1,0 +1,228 @@
+"""Our calibrated judge against the anchor a user would otherwise pick (MLflow make_judge, and
+make_judge + Judge.align() with SIMBA), on the same held-out test items.
+
+Per judge: π (Scott) against the outcome labels, accuracy, FAIL recall/precision, PASS recall;
+per pair (ours vs each anchor): Δπ with a paired bootstrap CI and McNemar's exact test on
+per-item correctness. Every row and test uses one item set: the items every compared judge
+gave a verdict on (LM errors are left out and counted, never scored as FAIL).
+
+The anchor trains on our train split only (MLflow's align() has no validation split); our
+AutoRefine run uses train + val (val selects). Both are scored once on test.
+
+    python benchmarks/judge_anchor.py --problems 12 --snippets 4 --json
+    python benchmarks/judge_anchor.py --report RUN_DIR/report.json --problems 12 --snippets 4 --json
+(`--report` reuses the test verdicts of a `verifirst calibrate` run made on the same
+outcomes/limits/splits/seed; the split digest must match.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+
+from verifirst.errors import InputError  # noqa: E402
+from verifirst.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi  # noqa: E402
+
+PASS, FAIL = "PASS", "FAIL"
+
+
+def _pi(y: Sequence[str], pred: Sequence[str]) -> float:
+    return scotts_pi(list(y), list(pred))
+
+
+def judge_metrics(y: Sequence[str], pred: Sequence[str]) -> dict:
+    c = confusion(y, pred, labels=[PASS, FAIL])
+    fail, pas = c.per_class[FAIL], c.per_class[PASS]
+    return {"n": len(y), "pi": _pi(y, pred), "accuracy": c.accuracy, "fail_recall": fail["recall"],
+            "fail_precision": fail["precision"], "pass_recall": pas["recall"],
+            "fail_rate": sum(p == FAIL for p in pred) / len(pred)}
+
+
+def compare_judges(labels: dict[str, str], verdicts: dict[str, dict[str, str | None]], ours: str,
+                   anchors: Sequence[str], *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Held-out comparison of `ours` against each anchor on one common item set."""
+    names = [ours, *anchors]
+    missing = [n for n in names if n not in verdicts]
+    if missing:
+        raise InputError(f"no verdicts for judge(s) {missing}", field="verdicts", expected=", ".join(names))
+    ids = sorted(i for i in labels if all(verdicts[n].get(i) in (PASS, FAIL) for n in names))
+    out: dict[str, Any] = {"n_items": len(labels), "n_scored": len(ids),
+                           "excluded_lm_errors": {n: sum(verdicts[n].get(i) not in (PASS, FAIL) for i in labels)
+                                                  for n in names},
+                           "label_counts": {l: sum(labels[i] == l for i in ids) for l in (PASS, FAIL)},
+                           "judges": {}, "comparisons": {}}
+    if not ids:
+        return out
+    y = [labels[i] for i in ids]
+    for n in names:
+        out["judges"][n] = judge_metrics(y, [verdicts[n][i] for i in ids])
+    mine = [verdicts[ours][i] for i in ids]
+    for a in anchors:
+        theirs = [verdicts[a][i] for i in ids]
+        boot = paired_bootstrap(_pi, theirs, mine, y, n=n_boot, seed=seed)  # Δ = ours - anchor
+        mc = mcnemar_paired([p == t for p, t in zip(mine, y)], [p == t for p, t in zip(theirs, y)])
+        out["comparisons"][f"{ours}_vs_{a}"] = {"pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi],
+                                                "bootstrap": boot.as_dict(), "mcnemar_exact": mc.as_dict(),
+                                                "ours_right_anchor_wrong": mc.b, "anchor_right_ours_wrong": mc.c}
+    return out
+
+
+def mlflow_model_uri(spec: str) -> str | None:
+    """Our model spec -> MLflow judge URI; None means serve the embedded model locally."""
+    from verifirst.lm import is_local
+
+    if is_local(spec):
+        return None
+    if ":/" in spec:
+        return spec
+    provider, _, name = spec.partition("/")
+    if not name:
+        raise InputError(f"model {spec!r} names no provider", field="--model", expected="provider/model or local")
+    return f"{provider}:/{name}"
+
+
+def load_suite_and_splits(outcomes: str | None, problems: int | None, snippets: int | None,
+                          splits: str, seed: int):
+    from verifirst.benchmarks import outcomes as oc
+    from verifirst.calibrate import load_outcome_suite, parse_ratios
+    from verifirst.splits import make_splits
+
+    if outcomes is None or (Path(outcomes).suffix == ".json" and "grade" in Path(outcomes).name):
+        suite = oc.load_ice_score(outcomes, problems=problems, snippets=snippets)
+        where = outcomes or "ice-score"
+    else:
+        suite = load_outcome_suite(Path(outcomes), problems)
+        where = outcomes
+    manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
+                           ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
+                           source=str(where))
+    return suite, manifest
+
+
+def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, snippets: int | None = 4,
+                     splits: str = "0.5,0.25,0.25", seed: int = 0, model: str = "local",
+                     report: str | None = None, max_iters: int = 1, use_teacher: bool = True,
+                     simba_kwargs: dict | None = None, workdir: str | Path = ".verifirst/judge_anchor",
+                     num_threads: int = 1, n_boot: int = 2000, engine=None) -> dict:
+    """Ours (a fresh AutoRefine run, or `report`) and MLflow's anchors on one test split.
+
+    engine: what the local endpoint serves for the anchor when `model` is local (tests pass a
+    scripted one; default the embedded SmolLM2)."""
+    import dspy
+
+    from verifirst.lm import USAGE, FastJSONAdapter, make_lm
+    from verifirst.optimizers.mlflow_align import align_anchor
+    from verifirst.programs.judges import DEFAULT_PASSFAIL_PROMPT
+
+    workdir = Path(workdir)
+    suite, manifest = load_suite_and_splits(outcomes, problems, snippets, splits, seed)
+    items = suite.items
+    train, test = manifest.select(items, "train"), manifest.select(items, "test")
+    view_fields = sorted(items[0].inputs)
+    t0 = time.perf_counter()
+    if report:
+        try:
+            ours_rep = json.loads(Path(report).read_text())
+        except FileNotFoundError:
+            raise InputError("calibration report not found", path=report) from None
+        if ours_rep.get("split_digest") != manifest.digest:
+            raise InputError(f"report was made on split {ours_rep.get('split_digest')}, this run's is "
+                             f"{manifest.digest}", path=report, field="split_digest",
+                             expected="the same outcomes, limits, --splits and --seed")
+        manifest.admit_to_optimizer(manifest.train + manifest.val, who="autorefine (report)")
+        source = f"report {report}"
+    else:
+        from verifirst.optimizers.autorefine import run_calibration
+
+        judge_lm = make_lm(model, role="judge")
+        with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
+            ours_rep = run_calibration(suite, manifest, "passfail", teacher_lm=make_lm(model, role="teacher"),
+                                       proposer_lm=make_lm(model, role="reflection"), judge_lm=judge_lm,
+                                       max_iters=max_iters, run_dir=workdir / "autorefine",
+                                       use_teacher=use_teacher, num_threads=num_threads, n_boot=n_boot)
+        source = "run_calibration"
+    ours_s = time.perf_counter() - t0
+    verdicts = {k: v for k, v in ours_rep["test_verdicts"].items() if k in ("calibrated", "uncalibrated")}
+    t0 = time.perf_counter()
+    anchor = align_anchor(train, test, view_fields, DEFAULT_PASSFAIL_PROMPT, mlflow_model_uri(model),
+                          manifest=manifest, simba_kwargs=simba_kwargs, workdir=workdir,
+                          num_threads=num_threads, engine=engine)
+    anchor_s = time.perf_counter() - t0
+    verdicts.update(anchor.verdicts)
+    labels = {it.id: it.gold["label"] for it in test}
+    anchors = [n for n in ("mlflow_simba", "mlflow_unaligned") if n in verdicts]
+    cmp_cal = compare_judges(labels, verdicts, "calibrated", anchors, n_boot=n_boot, seed=seed)
+    harness = (compare_judges(labels, verdicts, "uncalibrated", ["mlflow_unaligned"], n_boot=n_boot, seed=seed)
+               if "uncalibrated" in verdicts and "mlflow_unaligned" in verdicts else None)
+    warnings = []
+    if cmp_cal["n_scored"] < 50:
+        warnings.append(f"only {cmp_cal['n_scored']} scored test items: wide intervals")
+    if "align_error" in anchor.metadata:
+        warnings.append(f"MLflow align() did not produce a judge: {anchor.metadata['align_error']}")
+    if mlflow_model_uri(model) is None:
+        warnings.append("judges run on the embedded SmolLM2-135M: agreement numbers are weak by model size")
+    return {
+        "suite": suite.name, "split_digest": manifest.digest, "split_sizes": manifest.sizes(),
+        "view_fields": view_fields, "model": model, "ours_source": source,
+        "test": cmp_cal, "same_prompt_two_harnesses": harness,
+        "anchor": {"metadata": anchor.metadata, "errors": anchor.errors, "instructions": anchor.instructions},
+        "ours": {"calibrated_prompt": ours_rep.get("calibrated_prompt"), "loop": ours_rep.get("loop"),
+                 "teacher": ours_rep.get("teacher")},
+        "wall_s": {"ours": round(ours_s, 1), "anchor": round(anchor_s, 1)},
+        "usage": USAGE.as_dict(), "warnings": warnings,
+        "test_verdicts": verdicts,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--outcomes", default=None, help="outcomes JSONL/CSV, or the ICE-Score grade file (default)")
+    ap.add_argument("--problems", type=int, default=12, help="first N problems / records")
+    ap.add_argument("--snippets", type=int, default=4, help="ICE-Score: first N snippets per problem")
+    ap.add_argument("--splits", default="0.5,0.25,0.25")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default="local")
+    ap.add_argument("--report", default=None, help="report.json of a calibrate run on the same split")
+    ap.add_argument("--max-iters", type=int, default=1)
+    ap.add_argument("--no-teacher", action="store_true")
+    ap.add_argument("--simba-steps", type=int, default=None, help="dspy.SIMBA max_steps (MLflow default 8)")
+    ap.add_argument("--simba-candidates", type=int, default=None, help="num_candidates (default 6)")
+    ap.add_argument("--simba-demos", type=int, default=None, help="max_demos (default 4)")
+    ap.add_argument("--workdir", default=".verifirst/judge_anchor")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    simba = {k: v for k, v in (("max_steps", a.simba_steps), ("num_candidates", a.simba_candidates),
+                               ("max_demos", a.simba_demos)) if v is not None}
+    try:
+        rep = run_judge_anchor(a.outcomes, problems=a.problems, snippets=a.snippets, splits=a.splits, seed=a.seed,
+                               model=a.model, report=a.report, max_iters=a.max_iters, use_teacher=not a.no_teacher,
+                               simba_kwargs=simba or None, workdir=a.workdir, num_threads=a.threads)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(rep, indent=2, default=str))
+    else:
+        t = rep["test"]
+        print(f"{rep['suite']} test items scored {t['n_scored']}/{t['n_items']} (split {rep['split_digest']})")
+        for n, j in t["judges"].items():
+            print(f"  {n:18s} pi {j['pi']:+.3f}  acc {j['accuracy']:.3f}  FAIL R {j['fail_recall']:.2f} "
+                  f"P {j['fail_precision']:.2f}  PASS R {j['pass_recall']:.2f}")
+        for n, c in t["comparisons"].items():
+            print(f"  {n}: dpi {c['pi_delta']:+.3f} [{c['pi_ci95'][0]:+.3f}, {c['pi_ci95'][1]:+.3f}]  "
+                  f"McNemar p {c['mcnemar_exact']['p_value']:.3f}")
+        for w in rep["warnings"]:
+            print(f"  warning: {w}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
