@@ -1,7 +1,16 @@
 """dspy.GEPA behind the Engine interface: train for reflection, validation for selection,
-checkpoints in the run directory (resumable), per-iteration metrics to the tracker."""
+checkpoints in the run directory (resumable), per-iteration metrics to the tracker.
+
+GEPA saves its state at the start of every iteration, but not the random generator that picks
+parents and minibatches, so a resumed run would wander off the path of an uninterrupted one.
+We hand GEPA our own generator, candidate selector and batch sampler and save their state
+beside GEPA's (on its on_state_saved event): a resumed run takes the same path, redoing at most
+the iteration in flight (plus the seed's validation pass GEPA repeats on every start).
+"""
 from __future__ import annotations
 
+import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +23,45 @@ from .base import Budget, EngineContext, EngineResult
 
 class _Recorder:
     """GEPA callback: per-iteration metrics and candidate prompts (GEPA's own MLflow
-    logging leaves orphan runs under threads, so we log through our tracker)."""
+    logging leaves orphan runs under threads, so we log through our tracker).
 
-    def __init__(self, ctx: EngineContext, valset_size: int):
+    Rows are kept in `path` (rewritten atomically after each event) so a resumed run reports
+    the iterations of the run it continues; rows of a redone iteration (and of the seed's
+    validation pass, which GEPA repeats on resume) keep their first record.
+    """
+
+    def __init__(self, ctx: EngineContext, valset_size: int, path: Path | None = None):
         self.ctx = ctx
         self.valset_size = valset_size
+        self.path = path
         self.metric_calls = 0
         self.best_val = None
-        self.history: list[dict] = []
-        self.candidates: list[dict] = []
+        self._rows: dict[str, dict] = {}
+        self._cands: dict[str, dict] = {}
+        self._seen: dict[tuple, int] = {}
+        if path is not None and path.exists():
+            try:
+                saved = json.loads(path.read_text())
+                self._rows, self._cands = dict(saved["rows"]), dict(saved["candidates"])
+            except (ValueError, KeyError, TypeError):
+                self._rows, self._cands = {}, {}  # unreadable: start the record afresh
+
+    @property
+    def history(self) -> list[dict]:
+        return list(self._rows.values())
+
+    @property
+    def candidates(self) -> list[dict]:
+        return list(self._cands.values())
+
+    def _key(self, iteration: int, kind: str) -> str:
+        n = self._seen.get((iteration, kind), 0)
+        self._seen[(iteration, kind)] = n + 1
+        return f"{iteration}:{kind}:{n}"
+
+    def _save(self) -> None:
+        if self.path is not None:
+            atomic.write_json(self.path, {"rows": self._rows, "candidates": self._cands}, indent=None)
 
     def on_budget_updated(self, event):
         self.metric_calls = int(event["metric_calls_used"])
@@ -30,22 +69,80 @@ class _Recorder:
     def on_evaluation_end(self, event):
         scores = list(event.get("scores") or [])
         if scores and len(scores) != self.valset_size:
-            row = {"iteration": int(event["iteration"]), "metric_calls": self.metric_calls,
+            it = int(event["iteration"])
+            row = {"iteration": it, "metric_calls": self.metric_calls,
                    "train_minibatch_score": sum(scores) / len(scores)}
-            self.history.append(row)
+            self._rows.setdefault(self._key(it, "train"), row)
+            self._save()
             self.ctx.log_metrics({"train_minibatch_score": row["train_minibatch_score"],
                                   "metric_calls": self.metric_calls}, self.metric_calls)
 
     def on_valset_evaluated(self, event):
         avg = float(event["average_score"])
-        self.best_val = avg if self.best_val is None else max(self.best_val, avg)
-        row = {"iteration": int(event["iteration"]), "metric_calls": self.metric_calls,
+        it = int(event["iteration"])
+        earlier = [r["val_score"] for r in self._rows.values() if "val_score" in r and r["iteration"] < it]
+        self.best_val = max(earlier + [avg])
+        row = {"iteration": it, "metric_calls": self.metric_calls,
                "val_score": avg, "best_val_score": self.best_val, "candidate_idx": int(event["candidate_idx"])}
-        self.history.append(row)
-        self.candidates.append({"candidate_idx": int(event["candidate_idx"]), "val_score": avg,
-                                "instructions": dict(event["candidate"])})
+        key = self._key(it, "val")
+        self._rows.setdefault(key, row)
+        self._cands.setdefault(key, {"candidate_idx": int(event["candidate_idx"]), "val_score": avg,
+                            "instructions": dict(event["candidate"])})
+        self._save()
         self.ctx.log_metrics({"val_score": avg, "best_val_score": self.best_val,
                               "metric_calls": self.metric_calls}, self.metric_calls)
+
+
+class _Resumable:
+    """The generator, selector and sampler GEPA draws from, saved and restored with its state."""
+
+    FIELDS = ("shuffled_ids", "epoch", "id_freqs", "last_trainset_size", "_current_iteration",
+              "_calls_in_iteration")
+
+    def __init__(self, log_dir: Path, seed: int, minibatch_size: int, strategy: str = "pareto"):
+        from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
+        from gepa.strategies.candidate_selector import CurrentBestCandidateSelector, ParetoCandidateSelector
+
+        self.path = log_dir / "verifirst_rng.json"
+        self.rng = random.Random(seed)
+        self.sampler = EpochShuffledBatchSampler(minibatch_size=minibatch_size, rng=self.rng)
+        self.selector = (CurrentBestCandidateSelector() if strategy == "current_best"
+                         else ParetoCandidateSelector(rng=self.rng))
+        self.metric_calls = 0  # GEPA's count at the saved state, when resuming
+        self.restored = self._restore(log_dir)
+
+    def _restore(self, log_dir: Path) -> bool:
+        if not (log_dir / "gepa_state.bin").exists() or not self.path.exists():
+            return False
+        try:
+            from gepa.core.state import GEPAState
+
+            saved = json.loads(self.path.read_text())
+            state = GEPAState.load(str(log_dir))
+            self.metric_calls = int(state.total_num_evals)
+            if saved["state_i"] != state.i:
+                return False  # killed between GEPA's save and ours: continue with a fresh draw
+            v, internal, gauss = saved["rng"]
+            self.rng.setstate((v, tuple(internal), gauss))
+            from collections import Counter
+
+            for k in self.FIELDS:
+                setattr(self.sampler, k, saved["sampler"][k])
+            self.sampler.id_freqs = Counter({_id(k): n for k, n in saved["sampler"]["id_freqs"]})
+            self.sampler.shuffled_ids = [_id(x) for x in self.sampler.shuffled_ids]
+            return True
+        except Exception:
+            return False
+
+    def on_state_saved(self, event):
+        sam = {k: getattr(self.sampler, k) for k in self.FIELDS}
+        sam["id_freqs"] = [[k, n] for k, n in self.sampler.id_freqs.items()]
+        atomic.write_json(self.path, {"state_i": int(event["iteration"]) - 1, "rng": self.rng.getstate(),
+                                      "sampler": sam}, indent=None)
+
+
+def _id(x):
+    return tuple(x) if isinstance(x, list) else x
 
 
 class GEPAEngine:
@@ -63,17 +160,23 @@ class GEPAEngine:
             raise ValueError("GEPA needs a reflection LM (models.reflection)")
         log_dir = Path(ctx.run_dir) / "gepa"
         log_dir.mkdir(parents=True, exist_ok=True)
-        rec = _Recorder(ctx, len(valset))
+        rec = _Recorder(ctx, len(valset), log_dir / "verifirst_history.json")
+        opts = dict(self.gepa_options)
+        strategy = opts.pop("candidate_selection_strategy", "pareto")
+        draws = _Resumable(log_dir, self.seed, self.reflection_minibatch_size, strategy)
+        rec.metric_calls = draws.metric_calls
         budget_kw: dict[str, Any] = {}
         if budget.max_metric_calls:
             budget_kw["max_metric_calls"] = budget.max_metric_calls
         else:
             budget_kw["auto"] = budget.auto or "light"
+        # reflection_minibatch_size goes to our sampler; GEPA refuses both at once
         opt = dspy.GEPA(metric=metric, reflection_lm=ctx.reflection_lm, num_threads=budget.num_threads,
-                        reflection_minibatch_size=self.reflection_minibatch_size, use_merge=self.use_merge,
+                        reflection_minibatch_size=None, use_merge=self.use_merge,
+                        candidate_selection_strategy=draws.selector,
                         track_stats=True, log_dir=str(log_dir), seed=self.seed, warn_on_score_mismatch=False,
-                        gepa_kwargs={"use_cloudpickle": True, "callbacks": [rec]}, **budget_kw,
-                        **self.gepa_options)
+                        gepa_kwargs={"use_cloudpickle": True, "callbacks": [rec, draws],
+                                     "batch_sampler": draws.sampler}, **budget_kw, **opts)
         best = opt.compile(program, trainset=trainset, valset=valset)
         details = _details(best)
         details["candidates_seen"] = rec.candidates

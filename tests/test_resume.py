@@ -1,0 +1,103 @@
+"""kill -9 in the middle of a run, then the same command with the same run directory.
+
+tests/_resume_worker.py runs an experiment with slow, uncached, deterministic scripted LMs and
+logs every LM and verifier call. We SIGKILL it once the run directory shows progress, run it
+again to the end, and compare with an uninterrupted run: the report must be the same, and the
+calls made by the two halves together may exceed the uninterrupted run's by one iteration at most.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).resolve().parent / "_resume_worker.py"
+REPO = WORKER.parents[1]
+
+
+def _start(mode: str, base: Path, tag: str, run_tag: str | None = None) -> tuple[subprocess.Popen, Path, Path]:
+    """A worker logging to <tag>.log, in run dir and workdir named by run_tag (default: tag)."""
+    run_dir, workdir = base / f"run-{run_tag or tag}", base / f"wd-{run_tag or tag}"
+    logfile = base / f"{tag}.log"
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", RESUME_LATENCY_S="0.03")
+    proc = subprocess.Popen([sys.executable, str(WORKER), mode, str(run_dir), str(workdir), str(logfile)],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return proc, run_dir, logfile
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 120) -> None:
+    _, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+
+
+def _calls(logfile: Path) -> Counter:
+    return Counter(logfile.read_text().splitlines()) if logfile.exists() else Counter()
+
+
+def _kill_when(proc: subprocess.Popen, ready, timeout: float = 90) -> None:
+    t0 = time.time()
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"worker ended before it could be killed: {proc.stderr.read()[-2000:]}")
+        if time.time() - t0 > timeout:
+            proc.kill()
+            pytest.fail("no progress seen in the run directory")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _result(run_dir: Path) -> dict:
+    return json.loads((run_dir / "worker_result.json").read_text())
+
+
+def _interrupted_and_reference(mode: str, base: Path, ready) -> tuple[dict, dict, Counter, Counter, Counter, Path]:
+    """Start the reference run and the run to kill side by side (2 cores); kill, then resume."""
+    ref, ref_dir, ref_log = _start(mode, base, "ref")
+    victim, run_dir, log1 = _start(mode, base, "killed")
+    _kill_when(victim, lambda: ready(run_dir, _calls(log1)))
+    killed_calls = _calls(log1)
+    assert not (run_dir / "worker_result.json").exists()
+    resumed, _, log2 = _start(mode, base, "resumed", run_tag="killed")
+    _finish(resumed)
+    _finish(ref)
+    return _result(ref_dir), _result(run_dir), killed_calls, _calls(log2), _calls(ref_log), run_dir
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_plain_evaluation_resumes_from_its_checkpoint(tmp_path):
+    ckpt = "eval/before_train.jsonl"
+    ref, res, killed, resumed, full, run_dir = _interrupted_and_reference(
+        "eval", tmp_path, lambda rd, calls: _lines(rd / ckpt) >= 5)
+    assert res == ref
+    n = sum(v["n"] for v in ref["splits"].values())
+    assert full["metric"] == n
+    # every item verified once, plus at most the one in flight when the kill came
+    assert killed["metric"] >= 5 and killed["metric"] + resumed["metric"] <= n + 1
+    assert killed["lm task"] + resumed["lm task"] <= full["lm task"] + 1
+
+
+# One GEPA iteration at most: parent and child on a minibatch (3 + 3), a full validation pass (4)
+# for an accepted child, and one reflection call.
+GEPA_ITERATION_TASK_CALLS = 3 + 3 + 4
+
+
+def test_gepa_resumes_from_its_state_and_chooses_the_same_instruction(tmp_path):
+    ref, res, killed, resumed, full, run_dir = _interrupted_and_reference(
+        "gepa", tmp_path, lambda rd, calls: (rd / "gepa" / "gepa_state.bin").exists() and calls["lm reflection"] >= 2)
+    print("killed", dict(killed), "resumed", dict(resumed), "uninterrupted", dict(full))
+    assert res["instructions"] == ref["instructions"] and res["splits"] == ref["splits"]
+    assert res["history"] == ref["history"]  # iterations before the kill are reported too
+    assert killed["lm reflection"] + resumed["lm reflection"] <= full["lm reflection"] + 1
+    assert killed["lm task"] + resumed["lm task"] <= full["lm task"] + GEPA_ITERATION_TASK_CALLS
