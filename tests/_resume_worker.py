@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -33,13 +34,19 @@ def difficulty(text: str) -> int:
     return 1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % 3
 
 
+_sampling = threading.local()
+
+
 def task_fn(messages):
-    """Answers `ok` once the instruction has climbed to the item's difficulty."""
+    """Answers `ok` once the instruction has climbed to the item's difficulty; some sampled
+    rollouts (SIMBA's) reach one step further, a deterministic function of rollout and item."""
     from verifirst.testing import json_answer
 
     log("lm task")
-    level = messages[0]["content"].count(STEP)
     user = [m["content"] for m in messages if m["role"] == "user"][-1]
+    rollout = getattr(_sampling, "rollout", None)
+    lucky = rollout is not None and (rollout + difficulty(user)) % 2 == 0
+    level = messages[0]["content"].count(STEP) + lucky
     return json_answer(command="ok" if level >= difficulty(user) else "no")
 
 
@@ -52,7 +59,7 @@ def reflection_fn(messages):
     level = text.count(STEP)
     if "module_advice" in messages[0]["content"]:
         return json_answer(discussion="the better run followed more steps",
-                           module_advice={"generate.predict": STEP})
+                           module_advice={"generate": STEP, "generate.predict": STEP})
     return json_answer(new_instruction="Translate the task into one bash command. " + " ".join([STEP] * (level + 1)))
 
 
@@ -68,6 +75,20 @@ class LevelVerifier:
         ok = (candidate or "").strip() == "ok"
         return Verdict(1.0 if ok else 0.0, ok, "PASS" if ok else "OUTPUT",
                        feedback="" if ok else "the instruction needs more steps", backend=self.name)
+
+
+def task_lm():
+    """A scripted task LM whose answers may depend on the rollout id (SIMBA samples by rollout)."""
+    from verifirst.lm import AccountedLM
+    from verifirst.testing import ScriptedEngine
+
+    class RolloutLM(AccountedLM):
+        def __call__(self, *args, **kwargs):
+            _sampling.rollout = self.kwargs.get("rollout_id")
+            return super().__call__(*args, **kwargs)
+
+    return RolloutLM("local/resume-task", role="task", spec="resume-task", engine=ScriptedEngine(task_fn, LATENCY_S),
+                     cache=False, num_retries=0)
 
 
 def experiment_config(mode: str, workdir: Path) -> dict:
@@ -93,7 +114,7 @@ def run_experiment(mode: str, run_dir: Path, workdir: Path) -> dict:
     from verifirst.testing import scripted_lm
 
     exp = config.from_dict(experiment_config(mode, workdir))
-    models = Models(task=scripted_lm(task_fn, latency_s=LATENCY_S, name="resume-task"),
+    models = Models(task=task_lm(),
                     reflection=scripted_lm(reflection_fn, role="reflection", latency_s=LATENCY_S,
                                            name="resume-refl"))
     out = experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)

@@ -101,3 +101,38 @@ def test_gepa_resumes_from_its_state_and_chooses_the_same_instruction(tmp_path):
     assert res["history"] == ref["history"]  # iterations before the kill are reported too
     assert killed["lm reflection"] + resumed["lm reflection"] <= full["lm reflection"] + 1
     assert killed["lm task"] + resumed["lm task"] <= full["lm task"] + GEPA_ITERATION_TASK_CALLS
+
+
+def test_simba_keeps_the_scored_baseline_and_redoes_its_compile(tmp_path):
+    """dspy.SIMBA keeps no checkpoint, so a kill inside compile loses the compile (the limit
+    stated in optimizers/simba.py); the before-evaluations in the run dir are not redone."""
+    n_before = 16
+
+    def in_compile(rd, calls):
+        return _lines(rd / "eval" / "before_test.jsonl") == 4 and calls["lm task"] >= n_before + 20
+
+    ref, res, killed, resumed, full, run_dir = _interrupted_and_reference("simba", tmp_path, in_compile)
+    print("killed", dict(killed), "resumed", dict(resumed), "uninterrupted", dict(full))
+    assert res == ref
+    assert ref["instructions"]["generate"].endswith("Step."), "SIMBA should have appended a rule"
+    # exactly the before-evaluations were kept: the resumed run made every other call again
+    assert resumed["lm task"] == full["lm task"] - n_before
+
+
+def test_autorefine_resumes_from_its_loop_checkpoint(tmp_path):
+    state = "autorefine_state.json"
+
+    def mid_loop(rd, calls):
+        try:
+            return len(json.loads((rd / state).read_text())["iterations"]) >= 2
+        except (OSError, ValueError, KeyError):
+            return False
+
+    ref, res, killed, resumed, full, run_dir = _interrupted_and_reference("autorefine", tmp_path, mid_loop)
+    print("killed", dict(killed), "resumed", dict(resumed), "uninterrupted", dict(full))
+    assert res == ref and ref["iterations"] >= 3
+    assert killed["lm teacher"] + resumed["lm teacher"] == full["lm teacher"]  # teacher pass kept
+    # at most one iteration redone: one judge pass over train + val, one proposal, one rewrite
+    n_judged = full["lm judge"] // ref["iterations"] + 1
+    assert killed["lm judge"] + resumed["lm judge"] <= full["lm judge"] + n_judged
+    assert killed["lm proposer"] + resumed["lm proposer"] <= full["lm proposer"] + 2
