@@ -132,6 +132,9 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
             rep["prompt_uri"] = uri
             rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep)
         atomic.write_json(run_dir / "report.json", rep)
+        from .html_report import log_plots
+
+        log_plots(tracker, rep, run_dir)
         for f in ("report.json", "calibrated_prompt.txt", "split_manifest.json"):
             if (run_dir / f).exists():
                 tracker.log_artifact(run_dir / f, "report")

@@ -175,6 +175,12 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         paths = write_reports(report, run_dir)
         for p in paths:
             tracker.log_artifact(p, "report")
+        from .html_report import log_plots, write_html
+
+        if tracker.enabled:
+            log_plots(tracker, report, run_dir)
+        else:
+            write_html(report, run_dir / "report.html", run_dir=run_dir)
         tracker.log_artifact(run_dir / "split_manifest.json")
         if (run_dir / "optimized_program.json").exists():
             tracker.log_artifact(run_dir / "optimized_program.json", "program")
