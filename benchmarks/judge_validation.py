@@ -72,8 +72,11 @@ def binary_metrics(truth: Sequence[bool], pred: Sequence[bool]) -> dict:
     tp, fn, fp, tn = c.count(True, True), c.count(True, False), c.count(False, True), c.count(False, False)
     pos = c.per_class[True]
     lo, hi = wilson(tp + tn, n)
+    prec = pos["precision"] if tp + fp else None  # undefined, not 0, when nothing was accepted
+    rec = pos["recall"] if tp + fn else None
+    f1 = pos["f1"] if prec is not None and rec is not None else None
     return {"n": n, "tp": tp, "fp": fp, "tn": tn, "fn": fn, "accuracy": c.accuracy, "accuracy_ci": [lo, hi],
-            "precision": pos["precision"], "recall": pos["recall"], "f1": pos["f1"]}
+            "precision": prec, "recall": rec, "f1": f1}
 
 
 # ---- the experiment -----------------------------------------------------------------------

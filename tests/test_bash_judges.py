@@ -216,3 +216,5 @@ def test_validation_input_checks_and_empty_metrics():
     with pytest.raises(Exception, match="no candidate"):
         validate_judges(items, judges, FakeVerifier())
     assert binary_metrics([], [])["accuracy"] is None
+    m = binary_metrics([False, False], [False, False])  # nothing accepted: precision undefined, not 0
+    assert m["accuracy"] == 1.0 and m["precision"] is None and m["recall"] is None and m["f1"] is None
