@@ -271,6 +271,35 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         _fail(e)
 
 
+BENCHES = {
+    "judge-validation": ("verifirst.benchmarks.judge_validation", "S0 Task 1: bash judges vs execution ground truth"),
+    "refinement": ("verifirst.benchmarks.refinement", "S0 Task 2: generator vs reflection agents, paired McNemar"),
+    "feh-quality": ("verifirst.benchmarks.feh_quality", "FEH accuracy/P/R/F1 on the 600 NL2SH-ALFA pairs"),
+    "iac-experiment": ("verifirst.benchmarks.iac_experiment", "S3 strategies: stage-decomposed pass@1, McNemar"),
+    "iac-references": ("verifirst.benchmarks.iac_reference_check", "IaC-Eval dev40 references through the gates"),
+    "noise-injection": ("verifirst.benchmarks.noise_injection", "S2 IV-A: teacher vs flipped labels, Fisher exact"),
+    "judge-anchor": ("verifirst.benchmarks.judge_anchor", "calibrated judge vs MLflow make_judge + align()"),
+}
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench(ctx: typer.Context, name: str = typer.Argument(..., help="one of: " + ", ".join(BENCHES))):
+    """Run a research experiment; the remaining arguments go to it (try `verifirst bench NAME --help`).
+
+    Example: verifirst bench judge-validation --suite bash-pack --limit 10 --judge-lm openai/gpt-4o-mini --json
+    """
+    import importlib
+
+    if name not in BENCHES:
+        _fail(VerifirstError(f"unknown experiment {name!r}; one of {', '.join(BENCHES)}"))
+    mod = importlib.import_module(BENCHES[name][0])
+    try:
+        rc = mod.main(list(ctx.args))
+    except VerifirstError as e:
+        _fail(e)
+    raise typer.Exit(rc or 0)
+
+
 @app.command()
 def components():
     """List the suites, programs and verifiers an experiment file can name."""
@@ -281,6 +310,9 @@ def components():
         typer.echo(f"{title}:")
         for k, e in table.items():
             typer.echo(f"  {k:16s} {e.help}")
+    typer.echo("experiments (verifirst bench NAME):")
+    for k, (_, h) in BENCHES.items():
+        typer.echo(f"  {k:16s} {h}")
 
 
 def main(argv: Optional[List[str]] = None) -> None:
