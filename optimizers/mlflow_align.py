@@ -243,6 +243,9 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                 "VERIFIRST_LOCAL_API_KEY", "local-no-key")))
             model_uri = LOCAL_MODEL_URI
             meta["local_server"] = url
+            # server defaults, used only where a request names none (MLflow's judges never do)
+            meta["served_defaults"] = {"align_temperature": align_temperature,
+                                       "test_temperature": test_temperature, "max_tokens": max_tokens}
         if "MLFLOW_MODEL_CATALOG_URI" not in os.environ:
             # else every judge process first tries to download MLflow's model catalog (~7 s offline)
             stack.enter_context(_env(MLFLOW_MODEL_CATALOG_URI=""))
@@ -313,5 +316,4 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
 def _finish(out: AnchorResult, counter) -> AnchorResult:
     if counter is not None:
         out.metadata["lm_calls"] = dict(counter.calls)
-        out.metadata["temperatures"] = "server default per phase (align / test); requests' own win"
     return out
