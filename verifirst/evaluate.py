@@ -1,7 +1,8 @@
 """Run a program over items, verify each output, keep per-item rows.
 
 LM failures (after bounded retries) are ERROR rows, counted apart from FAIL and never scored.
-Rows are appended to an optional JSONL checkpoint, so a killed evaluation resumes where it was.
+A retry asks the LM afresh (another cache entry): a malformed answer in the disk cache would
+otherwise come back on every retry and every rerun. Rows are appended to an optional JSONL checkpoint, so a killed evaluation resumes where it was.
 """
 from __future__ import annotations
 
@@ -21,6 +22,29 @@ from .splits import SplitManifest
 from .task import Item
 
 PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+_sleep = time.sleep  # tests replace it to see the backoff
+RETRY_ROLLOUT_BASE = 7_000_000  # rollout ids of retries, far from those optimizers use
+
+
+def backoff_delays(retries: int, backoff_s: float, max_backoff_s: float) -> list[float]:
+    """Exponential, capped: the waits before retry 1..retries."""
+    return [min(max_backoff_s, backoff_s * (2 ** k)) for k in range(retries)]
+
+
+def _fresh_answer(attempt: int):
+    """A context in which the current LM answers anew instead of from its cache."""
+    import contextlib
+
+    import dspy
+
+    lm = dspy.settings.lm
+    if attempt == 0 or lm is None or not hasattr(lm, "copy"):
+        return contextlib.nullcontext()
+    base = (getattr(lm, "kwargs", None) or {}).get("rollout_id") or 0
+    fresh = lm.copy(rollout_id=RETRY_ROLLOUT_BASE + int(base) * 100 + attempt)
+    # DSPy warns that rollout_id does nothing at temperature 0; it still keys the cache, which is all we need
+    fresh._warned_zero_temp_rollout = True
+    return dspy.context(lm=fresh)
 
 
 @dataclass
@@ -144,7 +168,8 @@ def _progress(total: int, desc: str, enabled: bool):
 
 def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], Any], *,
              split: str, threads: int = 1, manifest: SplitManifest | None = None,
-             retries: int = 2, backoff_s: float = 0.5, max_error_rate: float | None = None,
+             retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
+             max_error_rate: float | None = None,
              min_items_for_rate: int = 10, checkpoint: str | Path | None = None,
              progress: bool | None = None, desc: str | None = None,
              on_row: Callable[[Item, Row], None] | None = None) -> EvalResult:
@@ -160,6 +185,7 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
     bar = _progress(len(items), desc or f"eval {split}", progress)
     if bar:
         bar.update(bar.task_ids[0], advance=len(rows))
+    delays = backoff_delays(retries, backoff_s, max_backoff_s)
     lock = threading.Lock()
     ck_fh = open(ckpt, "a") if ckpt else None
     stop = threading.Event()
@@ -181,14 +207,14 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
             if stop.is_set():
                 break
             try:
-                with usage_split(split):
+                with usage_split(split), _fresh_answer(attempt):
                     pred = program(**item.inputs)
                 err = None
                 break
             except Exception as e:  # any failure to get an output is an LM error
                 err = f"{type(e).__name__}: {str(e)[:300]}"
                 if attempt < retries:
-                    time.sleep(backoff_s * (2 ** attempt))
+                    _sleep(delays[attempt])
         if err is not None or pred is None:
             return Row(item.id, split, ERROR, None, error=err or "stopped", error_kind="lm",
                        wall_s=time.perf_counter() - t0, attempts=attempts)

@@ -1,0 +1,273 @@
+"""LM faults (timeouts, 429/5xx, malformed, empty and off-schema answers) injected by scripted
+LMs: bounded retries with backoff, then ERROR rows counted apart from FAIL and never scored;
+too many errors stop an experiment, keeping its checkpoints and leaving its MLflow run unfinished.
+Also: an unreachable MLflow server fails before any work; --offline logs locally."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+import litellm
+import mlflow
+import pytest
+from typer.testing import CliRunner
+
+from verifirst import config, evaluate as ev, experiment
+from verifirst.errors import ErrorRateExceeded
+from verifirst.evaluate import Scorer, evaluate
+from verifirst.lm import FastJSONAdapter, Models, configure_cache
+from verifirst.optimizers import compare
+from verifirst.programs.bash import BashGenerator
+from verifirst.task import Item
+from verifirst.testing import json_answer, scripted_lm
+from verifirst.verifiers.exact import ExactMatch
+
+GOOD = json_answer(command="printf hi")
+
+
+def _raise(exc):
+    def fn(messages):
+        raise exc
+    return fn
+
+
+FAULTS = {
+    "litellm-timeout": _raise(litellm.Timeout("request timed out", model="m", llm_provider="openai")),
+    "timeout-error": _raise(TimeoutError("read timed out")),
+    "http-429": _raise(litellm.RateLimitError("429 Too Many Requests", llm_provider="openai", model="m")),
+    "http-503": _raise(litellm.ServiceUnavailableError("503 upstream unavailable", llm_provider="openai", model="m")),
+    "http-500": _raise(litellm.InternalServerError("500 internal error", llm_provider="openai", model="m")),
+    "malformed": lambda m: "Sure! The command is printf hi",
+    "empty": lambda m: "",
+    "off-schema": lambda m: json.dumps({"cmd": "printf hi"}),
+}
+
+
+def items(n: int, prefix: str = "i") -> list[Item]:
+    return [Item(id=f"{prefix}{k}", inputs={"task": f"say hi #{k}"}, gold={"command": "printf hi"}) for k in range(n)]
+
+
+def scorer() -> Scorer:
+    return Scorer(ExactMatch(), "command")
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    waited: list[float] = []
+    monkeypatch.setattr(ev, "_sleep", waited.append)
+    return waited
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_every_fault_kind_is_an_error_row_after_bounded_retries(kind, sleeps):
+    fn = FAULTS[kind]
+    calls = []
+
+    def counted(messages):
+        calls.append(1)
+        return fn(messages)
+
+    with dspy.context(lm=scripted_lm(counted), adapter=FastJSONAdapter()):
+        r = evaluate(BashGenerator(), items(3), scorer(), split="val", retries=2, backoff_s=0.25, progress=False)
+    assert len(calls) == 3 * 3, "each item: one call and two retries"
+    assert sleeps == [0.25, 0.5] * 3
+    for row in r.rows:
+        assert row.status == "ERROR" and row.error_kind == "lm" and row.score is None and row.attempts == 3
+        assert row.error and ":" in row.error  # exception class and message
+    s = r.summary()
+    assert (s["errors"], s["pass"], s["scored"], s["n"]) == (3, 0, 0, 3)
+    assert s["stages"] == {"ERROR": 3}
+
+
+def test_verdict_outside_its_literal_is_an_error_not_a_fail(sleeps):
+    from verifirst.programs.judges import PassFailJudge
+    from verifirst.verifiers.base import Verdict
+
+    class Label:
+        name = "label"
+
+        def verify(self, item, candidate):
+            ok = candidate == item.gold["label"]
+            return Verdict(float(ok), ok, "PASS" if ok else "MISMATCH")
+
+    judged = [Item(id=f"j{k}", inputs={"code": f"x = {k}"}, gold={"label": "PASS"}) for k in range(2)]
+    answer = json_answer(reasoning="unsure", verdict="MAYBE")
+    with dspy.context(lm=scripted_lm(lambda m: answer), adapter=FastJSONAdapter()):
+        r = evaluate(PassFailJudge(["code"]), judged, Scorer(Label(), "verdict"), split="val", retries=1,
+                     backoff_s=0, progress=False)
+    assert {(row.status, row.error_kind, row.score) for row in r.rows} == {("ERROR", "lm", None)}
+
+
+def test_backoff_is_exponential_and_capped():
+    assert ev.backoff_delays(6, 1.0, 4.0) == [1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+    assert ev.backoff_delays(0, 1.0, 4.0) == []
+
+
+def test_transient_fault_recovers_on_retry(sleeps):
+    failures = {}
+
+    def flaky(messages):  # each prompt fails twice (429, then timeout), then answers
+        k = messages[-1]["content"]
+        failures[k] = failures.get(k, 0) + 1
+        if failures[k] == 1:
+            raise litellm.RateLimitError("429", llm_provider="openai", model="m")
+        if failures[k] == 2:
+            raise litellm.Timeout("timeout", model="m", llm_provider="openai")
+        return GOOD
+
+    with dspy.context(lm=scripted_lm(flaky), adapter=FastJSONAdapter()):
+        r = evaluate(BashGenerator(), items(4), scorer(), split="val", retries=3, backoff_s=0.1, progress=False)
+    assert [row.status for row in r.rows] == ["PASS"] * 4
+    assert all(row.attempts == 3 for row in r.rows)
+    assert sleeps == [0.1, 0.2] * 4
+
+
+def test_retry_is_not_served_the_cached_malformed_answer(tmp_path, sleeps):
+    """A malformed answer lands in the disk cache like any other; the retry must ask afresh,
+    and a rerun must be served the good answer from the cache."""
+    configure_cache(tmp_path / "cache")
+    seen: dict[str, int] = {}
+
+    def first_malformed(messages):
+        k = messages[-1]["content"]
+        seen[k] = seen.get(k, 0) + 1
+        return "no json here" if seen[k] == 1 else GOOD
+
+    lm = scripted_lm(first_malformed, cache=True, name="cached-flaky")
+    try:
+        for _ in range(2):
+            with dspy.context(lm=lm, adapter=FastJSONAdapter()):
+                r = evaluate(BashGenerator(), items(2, "c"), scorer(), split="val", retries=2, backoff_s=0,
+                             progress=False)
+            assert [row.status for row in r.rows] == ["PASS", "PASS"]
+        assert sorted(seen.values()) == [2, 2], "rerun: everything from the cache"
+    finally:
+        configure_cache(tmp_path / "cache", enabled=False)
+
+
+def test_errors_are_reported_apart_from_fails_and_excluded_from_comparisons(sleeps):
+    def mixed(messages):
+        task = messages[-1]["content"]
+        if "#0" in task or "#1" in task:
+            raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+        if "#2" in task:
+            return json_answer(command="echo hi")  # a genuine FAIL
+        return GOOD
+
+    with dspy.context(lm=scripted_lm(mixed), adapter=FastJSONAdapter()):
+        after = evaluate(BashGenerator(), items(6), scorer(), split="test", retries=1, backoff_s=0, progress=False)
+    with dspy.context(lm=scripted_lm(lambda m: json_answer(command="echo hi")), adapter=FastJSONAdapter()):
+        before = evaluate(BashGenerator(), items(6), scorer(), split="test", retries=0, progress=False)
+    s = after.summary()
+    assert (s["n"], s["scored"], s["pass"], s["errors"]) == (6, 4, 3, 2)
+    assert s["pass_rate"] == 0.75  # errors neither pass nor fail
+    assert s["stages"]["ERROR"] == 2 and s["stages"]["MISMATCH"] == 1
+    c = compare(before, after)
+    assert c["paired_n"] == 4 and c["c_after_only"] == 3
+
+
+def test_verifier_crash_is_an_error_of_its_own_kind():
+    class Broken:
+        name = "broken"
+
+        def verify(self, item, candidate):
+            raise RuntimeError("verifier fell over")
+
+    with dspy.context(lm=scripted_lm(lambda m: GOOD), adapter=FastJSONAdapter()):
+        r = evaluate(BashGenerator(), items(2), Scorer(Broken(), "command"), split="val", progress=False)
+    assert {(row.status, row.error_kind, row.score) for row in r.rows} == {("ERROR", "verifier", None)}
+    assert r.rows[0].output == "printf hi"
+
+
+# -- experiments ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """One workdir (one MLflow store: creating its tables costs seconds) for these tests."""
+    return tmp_path_factory.mktemp("faults") / "wd"
+
+
+def exp_dict(workdir: Path, **over) -> dict:
+    d = {
+        "experiment": {"name": "faults", "workdir": str(workdir), "seed": 0, "max_error_rate": 0.2},
+        "suite": {"name": "bash-builtin", "limit": 24},
+        "program": {"name": "bash-generator"},
+        "verifier": {"name": "exact"},
+        "splits": {"ratios": [0.5, 0.25, 0.25]},
+        "optimizer": {"name": "none"},
+        "models": {"task": "local"},
+        "tracking": {"enabled": True},
+    }
+    for k, v in over.items():
+        d.setdefault(k, {}).update(v)
+    return d
+
+
+def test_error_rate_above_the_limit_stops_the_experiment_keeping_what_it_has(tmp_path, workdir, sleeps):
+    n = [0]
+
+    def dies_after_five(messages):
+        n[0] += 1
+        if n[0] > 5:
+            raise litellm.ServiceUnavailableError("503 upstream unavailable", llm_provider="openai", model="m")
+        return GOOD
+
+    exp = config.from_dict(exp_dict(workdir))
+    run_dir = tmp_path / "run"
+    models = Models(task=scripted_lm(dies_after_five, name="dying"))
+    with pytest.raises(ErrorRateExceeded) as e:
+        experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)
+    msg = str(e.value)
+    assert "LM errors" in msg and "20%" in msg and "rerun to resume" in msg and "before_train.jsonl" in msg
+    rows = [json.loads(x) for x in (run_dir / "eval" / "before_train.jsonl").read_text().splitlines()]
+    statuses = [r["status"] for r in rows]
+    assert "ERROR" not in statuses[:5] and set(statuses[5:]) == {"ERROR"} and len(statuses) < 12
+    assert not (run_dir / "report.json").exists()
+    assert json.loads((run_dir / "run_state.json").read_text())["status"] == "running"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{(workdir / 'mlflow.db').resolve()}")
+    runs = client.search_runs([client.get_experiment_by_name("faults").experiment_id])
+    assert runs and all(r.info.status != "FINISHED" for r in runs)
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parent] == ["FAILED"]
+
+
+def _toml(d: dict) -> str:
+    out = []
+    for sec, body in d.items():
+        out.append(f"[{sec}]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in body.items()]
+    return "\n".join(out) + "\n"
+
+
+def test_unreachable_tracking_server_fails_before_work_and_offline_logs_locally(tmp_path, workdir, monkeypatch):
+    from verifirst.cli import app
+
+    wd = tmp_path / "wd"  # fresh: the failing run must leave no store behind
+    d = exp_dict(wd, tracking={"uri": "http://127.0.0.1:9"}, suite={"limit": 8},
+                 experiment={"name": "faults-offline"})
+    path = tmp_path / "exp.toml"
+    path.write_text(_toml(d))
+    built = []
+
+    def no_model_loading(*a, **k):  # the run must fail before any model is built
+        built.append(1)
+        return Models(task=scripted_lm(lambda m: GOOD, name="offline"))
+
+    monkeypatch.setattr(experiment, "make_models", no_model_loading)
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "r1")])
+    assert res.exit_code == 2, res.output
+    assert "http://127.0.0.1:9" in res.output and "unreachable" in res.output and "--offline" in res.output
+    assert not built
+    assert not [p for p in (tmp_path / "r1").rglob("*") if p.is_file()]
+    assert not (wd / "mlflow.db").exists()
+
+    d["experiment"]["workdir"] = str(workdir)  # the shared store, to spare creating another
+    path.write_text(_toml(d))
+    res = runner.invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "r2"), "--offline", "--json"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r2" / "report.json").exists() and (workdir / "mlflow.db").exists()
+    rep = json.loads((tmp_path / "r2" / "report.json").read_text())
+    assert rep["tracking_uri"].startswith("sqlite:")
+    run = mlflow.MlflowClient(tracking_uri=rep["tracking_uri"]).get_run(rep["run_id"])
+    assert run.info.status == "FINISHED"
