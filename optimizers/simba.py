@@ -2,6 +2,10 @@
 validation split and per-step metrics.
 
 SIMBA needs sampling variance (task LM temperature > 0) and len(train) >= bsize.
+
+Resuming: dspy.SIMBA keeps no checkpoint, so a run killed inside compile redoes the whole
+compile when resumed; what the driver keeps is kept (the before-evaluations, and the chosen
+program once engine_done.json is written). tests/test_resume.py pins exactly that.
 """
 from __future__ import annotations
 
