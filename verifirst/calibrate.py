@@ -23,14 +23,14 @@ from .tracking import Tracker
 CHAMPION = "champion"
 
 
-def load_outcome_suite(path: Path, limit: int | None = None) -> Suite:
+def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None) -> Suite:
     from verifirst.benchmarks import outcomes
 
     path = Path(path)
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
     if path.suffix == ".json" and "grade" in path.name:  # ICE-Score HumanEval grades (an execution oracle)
-        return outcomes.load_ice_score(path, problems=limit)
+        return outcomes.load_ice_score(path, problems=limit, snippets=snippets)
     suite = outcomes.load_outcomes(path)
     if limit:
         suite = Suite(suite.name, suite.items[:limit], suite.description, suite.meta)
@@ -78,9 +78,15 @@ def promote(tracker: Tracker, name: str, version: int, report: dict) -> dict:
             "pi": mine}
 
 
+def _progress(echo, metrics: dict, step: int) -> None:
+    shown = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+    echo(f"  step {step}: {shown}")
+
+
 def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
                        proposer: str | None = None, max_iters: int = 5, splits: str = "0.5,0.25,0.25",
-                       workdir: Path = Path(".verifirst"), limit: int | None = None, seed: int = 0,
+                       workdir: Path = Path(".verifirst"), limit: int | None = None,
+                       snippets: int | None = None, seed: int = 0,
                        tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
                        run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
                        echo=print) -> dict:
@@ -88,7 +94,7 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
     from verifirst.optimizers.autorefine import run_calibration
 
     workdir = Path(workdir)
-    suite = load_outcome_suite(outcomes, limit)
+    suite = load_outcome_suite(outcomes, limit, snippets)
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
                            source=str(outcomes))
@@ -112,7 +118,7 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
         with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
             rep = run_calibration(suite, manifest, judge, teacher_lm=teacher_lm, proposer_lm=proposer_lm,
                                   judge_lm=judge_lm, max_iters=max_iters, run_dir=run_dir, num_threads=threads,
-                                  log_metrics=lambda m, step: tracker.log_metrics(m, step))
+                                  log_metrics=lambda m, step: (tracker.log_metrics(m, step), _progress(echo, m, step)))
         manifest.save(run_dir / "split_manifest.json")
         rep["run_id"], rep["tracking_uri"], rep["run_dir"] = run_id, tracker.uri, str(run_dir)
         rep["usage"] = USAGE.as_dict()

@@ -230,6 +230,7 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
               workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
               run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
+              snippets: Optional[int] = typer.Option(None, help="ICE-Score: snippets per problem"),
               seed: int = typer.Option(0), threads: int = typer.Option(1),
               tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
               trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
@@ -245,7 +246,7 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
 
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
                                        proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
-                                       run_dir=run_dir, limit=limit, seed=seed, threads=threads,
+                                       run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
                                        tracking_uri=tracking_uri, offline=offline, trace=trace,
                                        as_json=as_json))
     except VerifirstError as e:
