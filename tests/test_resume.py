@@ -136,3 +136,30 @@ def test_autorefine_resumes_from_its_loop_checkpoint(tmp_path):
     n_judged = full["lm judge"] // ref["iterations"] + 1
     assert killed["lm judge"] + resumed["lm judge"] <= full["lm judge"] + n_judged
     assert killed["lm proposer"] + resumed["lm proposer"] <= full["lm proposer"] + 2
+
+
+def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(tmp_path):
+    import dspy
+
+    from verifirst.evaluate import Scorer, evaluate
+    from verifirst.lm import FastJSONAdapter
+    from verifirst.programs.bash import BashGenerator
+    from verifirst.task import Item
+    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.verifiers.exact import ExactMatch
+
+    items = [Item(id=f"k{i}", inputs={"task": f"t{i}"}, gold={"command": "printf hi"}) for i in range(4)]
+    ckpt = tmp_path / "c.jsonl"
+    lm = scripted_lm(lambda m: json_answer(command="printf hi"))
+    with dspy.context(lm=lm, adapter=FastJSONAdapter()):
+        evaluate(BashGenerator(), items[:2], Scorer(ExactMatch(), "command"), split="val", checkpoint=ckpt,
+                 progress=False)
+        text = ckpt.read_text()
+        ckpt.write_text(text[: len(text) - 25])  # the second row cut mid-line, as by SIGKILL
+        r = evaluate(BashGenerator(), items, Scorer(ExactMatch(), "command"), split="val", checkpoint=ckpt,
+                     progress=False)
+        assert [row.status for row in r.rows] == ["PASS"] * 4
+        assert lm.engine.calls == 2 + 3  # first run 2; resume: the cut row and two new ones
+        again = evaluate(BashGenerator(), items, Scorer(ExactMatch(), "command"), split="val", checkpoint=ckpt,
+                         progress=False)
+    assert lm.engine.calls == 5 and again.n_pass == 4, "every row written after the cut must load"

@@ -153,6 +153,12 @@ def _load_checkpoint(path: Path) -> dict[str, Row]:
     return done
 
 
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(-1, 2)
+        return fh.read(1)
+
+
 def _progress(total: int, desc: str, enabled: bool):
     if not enabled:
         return None
@@ -188,6 +194,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
     delays = backoff_delays(retries, backoff_s, max_backoff_s)
     lock = threading.Lock()
     ck_fh = open(ckpt, "a") if ckpt else None
+    if ck_fh and ckpt.stat().st_size and _last_byte(ckpt) != b"\n":
+        ck_fh.write("\n")  # a line cut by a kill: end it, or the next row would be glued to it
     stop = threading.Event()
 
     def one(item: Item) -> Row:
