@@ -163,3 +163,28 @@ def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(t
         again = evaluate(BashGenerator(), items, Scorer(ExactMatch(), "command"), split="val", checkpoint=ckpt,
                          progress=False)
     assert lm.engine.calls == 5 and again.n_pass == 4, "every row written after the cut must load"
+
+
+@pytest.mark.xfail(strict=True, reason="bug in verifirst/experiment.py: run() resumes a run dir without comparing "
+                   "the config digest in run_state.json, so checkpoints of another config are reused")
+def test_run_dir_of_another_config_is_refused(tmp_path):
+    from verifirst import config, experiment, html_report
+    from verifirst.errors import VerifirstError
+    from verifirst.lm import Models
+    from verifirst.testing import json_answer, scripted_lm
+
+    def exp(limit: int):
+        return config.from_dict({
+            "experiment": {"name": "digest", "workdir": str(tmp_path / "wd")},
+            "suite": {"name": "bash-builtin", "limit": limit}, "program": {"name": "bash-generator"},
+            "verifier": {"name": "exact"}, "optimizer": {"name": "none"}, "tracking": {"enabled": False}})
+
+    models = Models(task=scripted_lm(lambda m: json_answer(command="ls")))
+    html_report_write = html_report.write_html
+    try:
+        html_report.write_html = lambda *a, **k: None
+        experiment.run(exp(8), tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+        with pytest.raises(VerifirstError, match="run_state.json"):
+            experiment.run(exp(12), tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    finally:
+        html_report.write_html = html_report_write
