@@ -42,3 +42,16 @@ def test_calibrate_registers_prompt_and_champion_moves_only_on_improvement(tmp_p
     rep3 = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, seed=9,
                               echo=lambda m: None)
     assert rep3["champion"]["moved"] is False and "another test split" in rep3["champion"]["reason"]
+
+
+def test_calibrate_with_mlflow_anchor_compares_on_the_same_test_items(tmp_path):
+    from test_mlflow_align import RuleFollowingEngine
+
+    src = tmp_path / "outcomes.jsonl"
+    write_outcomes(src)
+    lm = RuleFollowingLM()
+    rep = calibrate_outcomes(src, workdir=tmp_path / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
+                             max_iters=1, anchor=True, anchor_engine=RuleFollowingEngine(), echo=lambda m: None)
+    cmp = rep["anchor"]["comparison"]
+    assert cmp["n_scored"] > 0 and cmp["n_scored"] <= len(rep["test_verdicts"]["calibrated"])
+    assert set(cmp["comparisons"]) == {"calibrated_vs_mlflow_simba", "calibrated_vs_mlflow_unaligned"}

@@ -89,7 +89,7 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
                        snippets: int | None = None, seed: int = 0,
                        tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
                        run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
-                       echo=print) -> dict:
+                       anchor: bool = False, anchor_engine=None, echo=print) -> dict:
     """trace: also trace every judge/teacher call in MLflow (slow on a sqlite store: ~8 spans a call)."""
     from verifirst.optimizers.autorefine import run_calibration
 
@@ -120,6 +120,9 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
                                   judge_lm=judge_lm, max_iters=max_iters, run_dir=run_dir, num_threads=threads,
                                   log_metrics=lambda m, step: (tracker.log_metrics(m, step), _progress(echo, m, step)))
         manifest.save(run_dir / "split_manifest.json")
+        if anchor:
+            echo("anchor: MLflow make_judge + Judge.align(SIMBA) on the same train split ...")
+            rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine)
         rep["run_id"], rep["tracking_uri"], rep["run_dir"] = run_id, tracker.uri, str(run_dir)
         rep["usage"] = USAGE.as_dict()
         test = rep.get("test", {})
@@ -150,6 +153,31 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
         tracker.finish(status)
 
 
+def mlflow_model_uri(spec: str) -> str | None:
+    """LiteLLM `provider/model` -> MLflow `provider:/model`; the embedded model is served locally."""
+    from .lm import is_local
+
+    if is_local(spec):
+        return None
+    provider, _, name = spec.partition("/")
+    return f"{provider}:/{name}"
+
+
+def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, engine=None) -> dict:
+    """The baseline a user would otherwise pick, on the same train split and test items."""
+    from verifirst.benchmarks.judge_anchor import compare_judges
+    from verifirst.optimizers.mlflow_align import align_anchor
+
+    train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
+    res = align_anchor(train, test, rep.get("view_fields"), model_uri=mlflow_model_uri(model),
+                       manifest=manifest, workdir=Path(workdir) / "anchor", engine=engine)
+    labels = {it.id: it.gold["label"] for it in test}
+    verdicts = {"calibrated": rep["test_verdicts"]["calibrated"], **res.verdicts}
+    cmp = compare_judges(labels, verdicts, "calibrated", sorted(res.verdicts))
+    return {"comparison": cmp, "metadata": res.metadata, "instructions": res.instructions,
+            "errors": {k: len(v) for k, v in res.errors.items()}}
+
+
 def print_calibration(rep: dict, echo=print) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -168,6 +196,8 @@ def print_calibration(rep: dict, echo=print) -> None:
         lo, hi = c["pi_ci95"]
         con.print(f"{name}: Δπ {c['pi_delta']:+.3f} [95% paired bootstrap {lo:+.3f}, {hi:+.3f}], "
                   f"McNemar exact p {c['mcnemar_exact']['p_value']:.3g}")
+    for name, c in (rep.get("anchor") or {}).get("comparison", {}).get("comparisons", {}).items():
+        con.print(f"anchor {name}: {json.dumps(c, default=str)[:300]}")
     tc = rep.get("teacher", {})
     con.print(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
               f"errors {tc.get('error')}")

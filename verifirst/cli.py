@@ -234,6 +234,7 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
               seed: int = typer.Option(0), threads: int = typer.Option(1),
               tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
               trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
+              anchor: bool = typer.Option(False, help="also run MLflow make_judge + align(SIMBA) and compare"),
               as_json: bool = typer.Option(False, "--json")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
@@ -247,10 +248,19 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
                                        proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
                                        run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
-                                       tracking_uri=tracking_uri, offline=offline, trace=trace,
+                                       tracking_uri=tracking_uri, offline=offline, trace=trace, anchor=anchor,
                                        as_json=as_json))
     except VerifirstError as e:
         _fail(e)
+
+
+@app.command()
+def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
+    """Serve the embedded model as an OpenAI-compatible endpoint on 127.0.0.1 (for tools that
+    need HTTP, e.g. MLflow judges): http://127.0.0.1:PORT/v1, model name smollm2."""
+    from .local_server import cli_serve
+
+    raise typer.Exit(cli_serve(port))
 
 
 @app.command("judge")
