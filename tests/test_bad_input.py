@@ -187,8 +187,6 @@ def test_suite_file_that_does_not_parse(here):
     _run_refused_keeping_no_outputs(here, ["run", p.name], "pack.json:3", "invalid JSON")
 
 
-@pytest.mark.xfail(strict=True, reason="bug in verifirst/experiment.py: run() creates the workdir, the run "
-                   "dir and the DSPy cache before loading the suite and splitting it")
 def test_refused_experiment_leaves_no_directories(here):
     p = toml(here, "few.toml", suite="limit = 2")
     code, _ = cli(["run", p.name])

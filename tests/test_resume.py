@@ -165,8 +165,6 @@ def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(t
     assert lm.engine.calls == 5 and again.n_pass == 4, "every row written after the cut must load"
 
 
-@pytest.mark.xfail(strict=True, reason="bug in verifirst/experiment.py: run() resumes a run dir without comparing "
-                   "the config digest in run_state.json, so checkpoints of another config are reused")
 def test_run_dir_of_another_config_is_refused(tmp_path):
     from verifirst import config, experiment, html_report
     from verifirst.errors import VerifirstError

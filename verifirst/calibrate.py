@@ -98,13 +98,13 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
                            source=str(outcomes))
-    configure_cache(workdir / "cache")
     if models is None:
         judge_lm = make_lm(model, role="judge")
         teacher_lm = make_lm(teacher or model, role="teacher")
         proposer_lm = make_lm(proposer or teacher or model, role="reflection")
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
+    configure_cache(workdir / "cache")
     run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"calibrate-{judge}-{time.strftime('%Y%m%d-%H%M%S')}"
     tracker = Tracker(workdir, uri=tracking_uri, experiment="verifirst-calibrate", offline=offline, autolog=trace)
     echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "

@@ -103,11 +103,19 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
 
     ex = exp.experiment
     workdir = Path(ex["workdir"])
-    workdir.mkdir(parents=True, exist_ok=True)
     run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"{ex['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
-    resumed = (run_dir / "run_state.json").exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    configure_cache(workdir / "cache")
+    state = run_dir / "run_state.json"
+    resumed = state.exists()
+    if resumed:  # a run directory resumes only the experiment that started it
+        try:
+            old = json.loads(state.read_text()).get("config_digest")
+        except (OSError, json.JSONDecodeError):
+            old = None
+        if old != config_digest(exp):
+            raise ConfigError("this run directory belongs to another experiment configuration",
+                              path=str(state), field="config_digest",
+                              expected="the same experiment file to resume, or a fresh --run-dir")
+    # Everything that can refuse the run comes before anything is written.
     tr = exp.tracking
     tracker = Tracker(workdir, uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
                       enabled=tr["enabled"], offline=offline, autolog=tr.get("traces", True))
@@ -116,6 +124,9 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     if models is None:
         models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
                              temperature=exp.models.get("temperature"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    configure_cache(workdir / "cache")
     verifier = build_verifier(exp, models)
     program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")

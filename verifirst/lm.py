@@ -185,6 +185,7 @@ def check_spec(spec: str, field_name: str = "model") -> None:
                                    "ollama_chat/<m>, or 'local'")
     import litellm
 
+    litellm.suppress_debug_info = True  # else it prints a provider list before the error
     try:
         litellm.get_llm_provider(spec)
     except Exception as e:  # litellm raises BadRequestError for unknown providers
