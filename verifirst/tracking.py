@@ -19,6 +19,10 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from .errors import VerifirstError  # noqa: E402
 
+# The user's MLFLOW_TRACKING_URI as it was at start: mlflow.set_tracking_uri() rewrites the
+# variable, and a later run in this process must not inherit an earlier run's store.
+_USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
+
 
 def default_uri(workdir: str | Path) -> str:
     return f"sqlite:///{Path(workdir).resolve() / 'mlflow.db'}"
@@ -63,7 +67,7 @@ class Tracker:
         self.experiment_id: str | None = None
         self._lock = threading.Lock()
         self._autolog = autolog
-        uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+        uri = uri or _USER_URI
         if offline or not uri:
             uri = default_uri(self.workdir)
         self.uri = uri
