@@ -190,7 +190,9 @@ def print_calibration(rep: dict, echo=print) -> None:
     for name, j in test.get("judges", {}).items():
         t.add_row(name, f"{j['pi']:.3f}", f"{j['fail_recall']:.3f}", f"{j['fail_precision']:.3f}",
                   f"{j['pass_recall']:.3f}", f"{j['accuracy']:.3f}")
-    con = Console()
+    import sys
+
+    con = Console(width=None if sys.stdout.isatty() else 140)
     con.print(t)
     for name, c in test.get("comparisons", {}).items():
         lo, hi = c["pi_ci95"]
