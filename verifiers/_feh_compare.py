@@ -26,6 +26,7 @@ class RunView:
     signal: int | None = None
     truncated: bool = False
     fs: tuple = ()  # sorted (change, path, type, mode, sha256)
+    stdout_sha256: str = ""  # of the whole stream, also the part past the output cap
 
     @classmethod
     def of(cls, r: Any) -> "RunView":
@@ -38,7 +39,7 @@ class RunView:
         return cls(stdout=_text(get("stdout", "")), stderr=_text(get("stderr", "")),
                    exit_code=get("exit_code", 0), timed_out=bool(get("timed_out", False)),
                    signal=get("signal"), truncated=bool(get("truncated", False)),
-                   fs=tuple(sorted(tuple(e) for e in fs)))
+                   fs=tuple(sorted(tuple(e) for e in fs)), stdout_sha256=get("stdout_sha256", "") or "")
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -106,6 +107,7 @@ class PairFeatures:
     min_tokens: int = 0
     cos_out: float | None = None
     cos_cmd: float | None = None
+    past_cap_differs: bool = False  # kept outputs alike, full streams not (a run hit the output cap)
 
     @property
     def status_match(self) -> bool:
@@ -125,9 +127,16 @@ def features(g: RunView, c: RunView) -> PairFeatures:
     so_g, so_c = norm_out(g.stdout), norm_out(c.stdout)
     lg, lc = set(so_g.split("\n")) - {""}, set(so_c.split("\n")) - {""}
     pg, pc = {e[1] for e in g.fs}, {e[1] for e in c.fs}
+    equal, sorted_equal = so_g == so_c, sorted(so_g.split("\n")) == sorted(so_c.split("\n"))
+    past_cap = False
+    if (g.truncated or c.truncated) and g.stdout_sha256 and c.stdout_sha256:
+        # what was kept cannot tell: the full-stream digests decide
+        past_cap = g.stdout_sha256 != c.stdout_sha256
+        equal = sorted_equal = not past_cap
     return PairFeatures(
-        stdout_equal=so_g == so_c,
-        stdout_sorted_equal=sorted(so_g.split("\n")) == sorted(so_c.split("\n")),
+        past_cap_differs=past_cap,
+        stdout_equal=equal,
+        stdout_sorted_equal=sorted_equal,
         stderr_equal=norm_out(g.stderr) == norm_out(c.stderr),
         exit_equal=(g.exit_code, g.timed_out) == (c.exit_code, c.timed_out),
         ok_gold=g.ok, ok_cand=c.ok,
@@ -212,6 +221,8 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
         return Decision(True, 1.0, "identical", "PASS", diffs)
     if p.output_over_status and out_equal and not f.stdout_both_empty and f.fs_equal:
         return Decision(True, 1.0, "output_equal", "PASS", diffs)
+    if f.past_cap_differs:
+        return Decision(False, 0.0, "output_cap", "OUTPUT", diffs)
     if p.status_veto and not f.status_match:
         return Decision(False, 0.0, "status", "EXIT_STATUS", diffs)
     if not f.fs_equal and (p.fs_veto or not f.fs_paths_equal):
@@ -259,7 +270,10 @@ def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunV
         lines.append(f"exit status: candidate {c.status}, reference {g.status}")
     if c.timed_out:
         lines.append("the candidate ran past the time limit")
-    if not f.stdout_equal:
+    if f.past_cap_differs:
+        lines.append("stdout: the kept part is alike but the full outputs differ past the output cap "
+                     "(1 MiB); print less, or the same thing as the reference")
+    elif not f.stdout_equal:
         if f.stdout_sorted_equal:
             lines.append("stdout: same lines, different order")
         else:

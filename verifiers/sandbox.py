@@ -11,6 +11,7 @@ against the fixture (type, mode, sha256) is the run's file-system effect.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import selectors
@@ -82,6 +83,9 @@ class RunResult:
     timings: dict[str, float]
     backend: str = "bwrap"
     fixture: str = ""
+    # sha256 of the whole stream, kept part and cut part: equal prefixes past the cap can still differ
+    stdout_sha256: str = ""
+    stderr_sha256: str = ""
 
     @property
     def ok(self) -> bool:
@@ -190,6 +194,7 @@ class _Job:
             raise
         self.deadline = time.monotonic() + sb.timeout_s
         self.out, self.err = bytearray(), bytearray()
+        self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
         self.seen = 0
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
@@ -202,6 +207,7 @@ class _Job:
 
     def take(self, which: bytearray, data: bytes) -> None:
         self.seen += len(data)
+        self.hashes[id(which)].update(data)
         room = self.sb.output_limit - len(which)
         if len(data) > room:
             self.truncated = True
@@ -240,6 +246,7 @@ class _Job:
             stdout=self.out.decode("utf-8", "replace"), stderr=self.err.decode("utf-8", "replace"),
             exit_code=rc, timed_out=self.timed_out, signal=sig, truncated=self.truncated or self.flooded,
             fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else "bwrap", fixture=self.fx.name,
+            stdout_sha256=self.hashes[id(self.out)].hexdigest(), stderr_sha256=self.hashes[id(self.err)].hexdigest(),
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
