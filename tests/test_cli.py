@@ -31,3 +31,29 @@ def test_unknown_bench_is_exit_2():
 def test_bench_forwards_arguments():
     r = runner.invoke(app, ["bench", "noise-injection", "--", "--help"])
     assert r.exit_code == 0 and "usage" in r.output.lower()
+
+
+def test_verify_bash_exit_codes_and_sandbox():
+    import json
+
+    same = runner.invoke(app, ["verify", "bash", "--gold", "ls /testbed | wc -l",
+                               "--pred", "find /testbed -maxdepth 1 -mindepth 1 | wc -l", "--json"])
+    assert same.exit_code == 0, same.output
+    out = json.loads(same.stdout)
+    assert out["equivalent"] is True and out["sandbox"].startswith("bwrap")
+    differ = runner.invoke(app, ["verify", "bash", "--gold", "ls /testbed", "--pred", "rm -r /testbed/dir1"])
+    assert differ.exit_code == 1 and "NOT EQUIVALENT" in differ.stdout
+
+
+def test_verify_bash_unsafe_local_is_opt_in(tmp_path, monkeypatch):
+    import json
+
+    r = runner.invoke(app, ["verify", "bash", "--fixture", "empty", "--gold", "echo hi", "--pred", "echo hi",
+                            "--unsafe-local", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["sandbox"] == "unsafe-local"
+
+
+def test_verify_bash_bad_llm_mode_is_exit_2():
+    r = runner.invoke(app, ["verify", "bash", "--gold", "ls", "--pred", "ls", "--llm", "maybe"])
+    assert r.exit_code == 2 and "llm" in r.output

@@ -194,10 +194,21 @@ def feh_metric(verifier: FehVerifier | None = None):
 
 
 def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool = False,
-                    task: str | None = None, llm: str = "off", params_path: str | None = None) -> int:
+                    task: str | None = None, llm: str = "off", params_path: str | None = None,
+                    model: str = "local", unsafe_local: bool = False, timeout_s: float = 5.0) -> int:
     """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not.
     Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
-    v = FehVerifier(params_path or "nl2sh", llm=llm)
+    from verifirst.verifiers.sandbox import Sandbox
+
+    lm = None
+    if llm not in LLM_MODES:
+        raise InputError(f"unknown llm mode {llm!r}", field="--llm", expected=", ".join(LLM_MODES))
+    if llm != "off":
+        from verifirst.lm import make_lm
+
+        lm = make_lm(model, role="judge")
+    sb = Sandbox(timeout_s, unsafe_local=unsafe_local)
+    v = FehVerifier(params_path or "nl2sh", llm=llm, lm=lm, run_pair=sb.run_pair)
     item = Item(id="cli", inputs={"task": task or ""}, gold={"command": gold, "fixture": fixture})
     verdict = v.verify(item, pred)
     out = {"equivalent": verdict.passed, "score": verdict.score, "stage": verdict.stage,
@@ -206,6 +217,6 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
            "exit_code": {"gold": verdict.details["gold"]["exit_code"],
                          "pred": verdict.details["candidate"]["exit_code"]},
            "fs_diff": {"gold": verdict.details["gold"]["fs_diff"], "pred": verdict.details["candidate"]["fs_diff"]},
-           "feedback": verdict.feedback}
+           "feedback": verdict.feedback, "sandbox": sb.backend}
     print(json.dumps(out, indent=2) if as_json else verdict.feedback)
     return 0 if verdict.passed else 1

@@ -172,16 +172,31 @@ def report(run: str = typer.Argument(..., help="a run directory, or an MLflow ru
 @verify_app.command("bash")
 def verify_bash(gold: str = typer.Option(..., help="reference command"),
                 pred: str = typer.Option(..., help="candidate command"),
-                fixture: str = typer.Option("nl2sh-fs1", help="file system to run in"),
+                fixture: str = typer.Option("nl2sh-fs1", help="file system to run in: empty, nl2sh-fs1..5, "
+                                            "intercode-fs1..4"),
+                task: Optional[str] = typer.Option(None, help="the NL task (shown to the LLM check)"),
+                llm: str = typer.Option("off", help="LLM check: off | confirm (S1: an offline 'equivalent' "
+                                        "also needs the LLM's true) | arbiter (the LLM decides near-threshold cases)"),
+                model: str = typer.Option("local", help="LM for the LLM check (any LiteLLM model string)"),
+                params: Optional[Path] = typer.Option(None, help="FEH parameters JSON (default: fitted on "
+                                                      "the 600 NL2SH-ALFA pairs)"),
+                timeout: float = typer.Option(5.0, help="seconds per command"),
+                unsafe_local: bool = typer.Option(False, "--unsafe-local",
+                                                  help="run WITHOUT isolation where user namespaces are "
+                                                       "unavailable (the commands can touch this machine)"),
                 as_json: bool = typer.Option(False, "--json")):
-    """Run gold and candidate in identical sandboxes and judge equivalence.
+    """Run gold and candidate in identical sandboxes and judge equivalence (exit 0 equivalent, 1 not).
 
     Example: verifirst verify bash --gold 'ls /testbed | wc -l' --pred 'find /testbed -maxdepth 1 -mindepth 1 | wc -l'
+
+    With the embedded LLM as a second opinion: add --llm confirm --task 'count the entries in /testbed'
     """
     try:
         from .verifiers.feh import cli_verify_bash  # type: ignore[attr-defined]
 
-        raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json))
+        raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json, task=task, llm=llm,
+                                         params_path=str(params) if params else None, model=model,
+                                         unsafe_local=unsafe_local, timeout_s=timeout))
     except VerifirstError as e:
         _fail(e)
 
