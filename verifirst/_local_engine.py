@@ -15,6 +15,33 @@ from typing import Any
 from .errors import VerifirstError
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_LOAD_LOCK = threading.Lock()
+
+
+def _load_llama(**kw):
+    """Llama(...) without ggml's extra CPU buffer types (AMX, repacked weights).
+
+    A build from source enables AMX on CPUs that report it; where the kernel withholds AMX
+    tile permission (seen on VMs) any batched decode then segfaults. Plain CPU buffers cost
+    nothing for a Q4_1 model and work everywhere. Llama() has no argument for it, so its
+    default-params factory is wrapped while the model loads.
+    """
+    import llama_cpp.llama as llama_mod
+
+    make_defaults = llama_mod.llama_cpp.llama_model_default_params
+
+    def defaults():
+        p = make_defaults()
+        if hasattr(p, "use_extra_bufts"):
+            p.use_extra_bufts = False
+        return p
+
+    with _LOAD_LOCK:
+        llama_mod.llama_cpp.llama_model_default_params = defaults
+        try:
+            return llama_mod.Llama(**kw)
+        finally:
+            llama_mod.llama_cpp.llama_model_default_params = make_defaults
 
 
 def smollm2_path() -> Path:
@@ -108,10 +135,8 @@ class LlamaCppEngine:
 
     def _model(self):
         if self._llm is None:
-            from llama_cpp import Llama
-
-            self._llm = Llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              seed=self.seed, verbose=False)
+            self._llm = _load_llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                    seed=self.seed, verbose=False)
         return self._llm
 
     def _grammar(self, schema: dict):
