@@ -139,18 +139,18 @@ def test_llm_confirm_and_arbiter_and_lm_errors():
     base = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed)
     assert cmp(g, c, v=base).passed
     no = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
-                     lm=DummyLM([{"equivalent": "false"}]))
+                     lm=DummyLM([{"equivalent": "false"}], adapter=dspy.JSONAdapter()))
     v = cmp(g, c, v=no)
     assert not v.passed and v.stage == "LLM" and v.details["llm"]["said"] is False
     assert "LLM check (confirm): false" in v.feedback
     yes = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
-                      lm=DummyLM([{"equivalent": "true"}]))
+                      lm=DummyLM([{"equivalent": "true"}], adapter=dspy.JSONAdapter()))
     assert cmp(g, c, v=yes).passed
     # identical outputs never reach the LM (DummyLM with no answers would raise)
     assert FehVerifier(embed=bag_embed, llm="confirm", lm=DummyLM([])).compare(
         "t", "a", "b", run("x"), run("x")).passed
     arb = FehVerifier(FehParams(out_threshold=0.9), embed=bag_embed, llm="arbiter", arbiter_margin=0.5,
-                      lm=DummyLM([{"equivalent": "true"}]))
+                      lm=DummyLM([{"equivalent": "true"}], adapter=dspy.JSONAdapter()))
     v = cmp(g, c, v=arb)
     assert v.passed and v.details["rule"] == "output_cosine+llm"
     broken = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm", lm=Boom())

@@ -163,7 +163,10 @@ class FehVerifier:
         if self._checker is None:
             self._checker = LlmEquivalenceCheck()
         if self.lm is not None:
-            with dspy.context(lm=self.lm):
+            from verifirst.lm import FastJSONAdapter
+
+            # JSON mode: the embedded model's answer is then grammar-constrained to a bool
+            with dspy.context(lm=self.lm, adapter=FastJSONAdapter()):
                 pred = self._checker(task, gold_cmd, cand_cmd, gold_out, cand_out)
         else:
             pred = self._checker(task, gold_cmd, cand_cmd, gold_out, cand_out)
