@@ -47,3 +47,16 @@ def test_outcomes_example_loads():
 
     s = load_outcomes(EXAMPLES / "outcomes.jsonl")
     assert len(s) >= 30 and {it.gold["label"] for it in s.items} == {"PASS", "FAIL"}
+
+
+@pytest.mark.parametrize("backend", ["python", "auto"])
+def test_iac_example_passes_and_its_policy_bites(backend, tmp_path):
+    from verifirst.verifiers.terraform import verify_config
+
+    cfg, policy = EXAMPLES / "iac" / "main.tf", EXAMPLES / "iac" / "policy.rego"
+    ok = verify_config(str(cfg), policy=str(policy), backend=backend)
+    assert ok.passed and ok.stage == "PASS", ok.feedback
+    bad = tmp_path / "main.tf"
+    bad.write_text(cfg.read_text().replace('"Enabled"', '"Suspended"'))
+    v = verify_config(str(bad), policy=str(policy), backend=backend)
+    assert v.stage == "OPA_FAIL" and "versioned" in v.feedback

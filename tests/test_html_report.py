@@ -3,6 +3,7 @@ sections when present, and `verifirst report RUN --html`."""
 import base64
 import copy
 import json
+import os
 import re
 
 import pytest
@@ -121,3 +122,22 @@ def test_cli_report_writes_html(tiny, tmp_path):
     assert res.exit_code == 0, res.output
     assert f"wrote {out}" in res.output
     assert len(_images(out.read_text())) >= 4
+
+
+def test_cli_report_latest_and_clear_errors(tmp_path):
+    wd = tmp_path / "wd"
+    runs = wd / "runs"
+    for name, exp in (("old", "first"), ("new", "second")):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "report.json").write_text(json.dumps({"experiment": exp}))
+    os.utime(runs / "old" / "report.json", (1, 1))
+    (runs / "unfinished").mkdir()
+    res = CliRunner().invoke(app, ["report", "latest", "--workdir", str(wd), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["experiment"] == "second"
+    res = CliRunner().invoke(app, ["report", str(runs / "unfinished"), "--workdir", str(wd)])
+    assert res.exit_code == 2 and "did not finish" in res.output
+    res = CliRunner().invoke(app, ["report", "latest", "--workdir", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "no finished run" in res.output
+    res = CliRunner().invoke(app, ["report", "0123deadbeef", "--workdir", str(wd)])
+    assert res.exit_code == 2 and "neither a run directory nor" in res.output

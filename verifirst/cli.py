@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import typer  # noqa: E402
 
-from .errors import VerifirstError  # noqa: E402
+from .errors import InputError, VerifirstError  # noqa: E402
 
 app = typer.Typer(
     help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
@@ -132,28 +132,50 @@ def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store t
     os.execvpe(cmd[0], cmd, env)
 
 
+def _latest_run(workdir: Path) -> Path:
+    runs = [p.parent for p in (workdir / "runs").glob("*/report.json")]
+    if not runs:
+        raise InputError(f"no finished run under {workdir / 'runs'}", field="RUN",
+                         expected="a run directory, an MLflow run id, or 'latest' after a finished run")
+    return max(runs, key=lambda p: (p / "report.json").stat().st_mtime)
+
+
+def _load_report(run: str, workdir: Path) -> dict:
+    path = _latest_run(workdir) if run == "latest" else Path(run)
+    if (path / "report.json").exists():
+        return json.loads((path / "report.json").read_text())
+    if path.is_dir():
+        raise InputError(f"{path} has no report.json: the run did not finish", field="RUN",
+                         expected="a finished run directory (resume this one with the same --run-dir)")
+    from .tracking import Tracker
+
+    import mlflow
+
+    tr = Tracker(workdir)
+    try:
+        local = mlflow.artifacts.download_artifacts(run_id=run, artifact_path="report/report.json",
+                                                    tracking_uri=tr.uri)
+    except Exception as e:  # unknown id, or a run without a report artifact
+        raise InputError(f"{run!r} is neither a run directory nor a run with a report in {tr.uri} "
+                         f"({type(e).__name__})", field="RUN",
+                         expected="a run directory, an MLflow run id, or 'latest'") from None
+    return json.loads(Path(local).read_text())
+
+
 @app.command()
-def report(run: str = typer.Argument(..., help="a run directory, or an MLflow run id"),
-           workdir: Path = typer.Option(DEMO_DIR, help="workdir holding the MLflow store (for run ids)"),
+def report(run: str = typer.Argument(..., help="a run directory, an MLflow run id, or 'latest' (newest "
+                                                 "finished run in --workdir)"),
+           workdir: Path = typer.Option(DEMO_DIR, help="workdir holding the runs and the MLflow store"),
            html: Optional[Path] = typer.Option(None, help="write a self-contained HTML page here"),
            as_json: bool = typer.Option(False, "--json")):
-    """Show the report of a finished run (and write HTML with plots)."""
+    """Show the report of a finished run (and write HTML with plots).
+
+    Example: verifirst report latest --html report.html
+    """
     from .report import markdown, print_report
 
     try:
-        path = Path(run)
-        if (path / "report.json").exists():
-            rep = json.loads((path / "report.json").read_text())
-        else:
-            from .tracking import Tracker
-
-            tr = Tracker(workdir)
-            import mlflow
-
-            mlflow.set_tracking_uri(tr.uri)
-            local = mlflow.artifacts.download_artifacts(run_id=run, artifact_path="report/report.json",
-                                                        tracking_uri=tr.uri)
-            rep = json.loads(Path(local).read_text())
+        rep = _load_report(run, workdir)
         if html is not None:
             from .html_report import write_html  # type: ignore[attr-defined]
 
