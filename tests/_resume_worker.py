@@ -2,7 +2,8 @@
 
     python tests/_resume_worker.py MODE RUN_DIR WORKDIR LOG
 
-MODE: eval | gepa | simba | autorefine. The scripted LMs are uncached, so work a resumed run
+MODE: eval | gepa | simba | simba-cached | autorefine. The scripted LMs are uncached (but in
+simba-cached, which uses the workdir's DSPy disk cache as a real run does), so work a resumed run
 redoes shows up as LM calls: every LM call and every verifier call appends a line to LOG, so the parent can count what a resumed run redid.
 The LMs are deterministic functions of the prompt, so an interrupted-then-resumed run and an
 uninterrupted one must end with the same report.
@@ -77,7 +78,7 @@ class LevelVerifier:
                        feedback="" if ok else "the instruction needs more steps", backend=self.name)
 
 
-def task_lm():
+def task_lm(cache: bool = False):
     """A scripted task LM whose answers may depend on the rollout id (SIMBA samples by rollout)."""
     from verifirst.lm import AccountedLM
     from verifirst.testing import ScriptedEngine
@@ -88,14 +89,16 @@ def task_lm():
             return super().__call__(*args, **kwargs)
 
     return RolloutLM("local/resume-task", role="task", spec="resume-task", engine=ScriptedEngine(task_fn, LATENCY_S),
-                     cache=False, num_retries=0)
+                     cache=cache, num_retries=0)
 
 
 def experiment_config(mode: str, workdir: Path) -> dict:
     optimizer = {"eval": {"name": "none"},
                  "gepa": {"name": "gepa", "max_metric_calls": 45},
                  "simba": {"name": "simba", "max_iters": 2,
-                           "options": {"bsize": 4, "num_candidates": 2, "max_demos": 1}}}[mode]
+                           "options": {"bsize": 4, "num_candidates": 2, "max_demos": 1}}}
+    optimizer["simba-cached"] = optimizer["simba"]
+    optimizer = optimizer[mode]
     return {
         "experiment": {"name": f"resume-{mode}", "workdir": str(workdir), "seed": 0, "threads": 1},
         "suite": {"name": "bash-builtin", "limit": 24 if mode == "eval" else 16},
@@ -116,9 +119,10 @@ def run_experiment(mode: str, run_dir: Path, workdir: Path) -> dict:
     # the plots of the HTML report take seconds of CPU and play no part in resuming
     html_report.write_html = lambda *a, **k: None
     exp = config.from_dict(experiment_config(mode, workdir))
-    models = Models(task=task_lm(),
+    cached = mode == "simba-cached"
+    models = Models(task=task_lm(cache=cached),
                     reflection=scripted_lm(reflection_fn, role="reflection", latency_s=LATENCY_S,
-                                           name="resume-refl"))
+                                           name="resume-refl", cache=cached))
     out = experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)
     rep = out.report
     return {"splits": {s: {"before": v["before"]["pass"], "after": v["after"]["pass"],

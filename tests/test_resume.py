@@ -119,6 +119,28 @@ def test_simba_keeps_the_scored_baseline_and_redoes_its_compile(tmp_path):
     assert resumed["lm task"] == full["lm task"] - n_before
 
 
+# One SIMBA step at most: bsize x num_candidates sampled trajectories, then each of the
+# num_candidates new programs on the batch.
+SIMBA_STEP_TASK_CALLS = 4 * 2 + 2 * 4
+
+
+def test_simba_with_the_disk_cache_redoes_at_most_one_step_of_lm_work(tmp_path):
+    """What a real run does: the recompile after a kill replays SIMBA's seeded sampling, and every
+    LM call made before the kill is served by the workdir's DSPy disk cache."""
+    n_before = 16
+
+    def after_a_step(rd, calls):
+        return calls["lm reflection"] >= 1 and calls["lm task"] >= n_before + SIMBA_STEP_TASK_CALLS + 4
+
+    ref, res, killed, resumed, full, run_dir = _interrupted_and_reference("simba-cached", tmp_path, after_a_step)
+    print("killed", dict(killed), "resumed", dict(resumed), "uninterrupted", dict(full))
+    assert res == ref
+    assert ref["instructions"]["generate"].endswith("Step.")
+    assert resumed["lm task"] < full["lm task"] - n_before, "the cache should have served the first step"
+    assert killed["lm task"] + resumed["lm task"] <= full["lm task"] + SIMBA_STEP_TASK_CALLS
+    assert killed["lm reflection"] + resumed["lm reflection"] <= full["lm reflection"] + 1
+
+
 def test_autorefine_resumes_from_its_loop_checkpoint(tmp_path):
     state = "autorefine_state.json"
 
