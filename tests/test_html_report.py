@@ -141,3 +141,24 @@ def test_cli_report_latest_and_clear_errors(tmp_path):
     assert res.exit_code == 2 and "no finished run" in res.output
     res = CliRunner().invoke(app, ["report", "0123deadbeef", "--workdir", str(wd)])
     assert res.exit_code == 2 and "neither a run directory nor" in res.output
+
+
+def test_stage_rows_show_the_whole_iac_funnel():
+    from verifirst.report import stage_rows
+
+    rep = {"splits": {s: {"before": {"stages": {"VALIDATE_FAIL": 3, "PASS": 1}},
+                          "after": {"stages": {"OPA_FAIL": 1, "PASS": 3}}} for s in ("train", "test")}}
+    stages, rows = stage_rows(rep)
+    assert stages == ["VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "PASS"]
+    assert rows[0] == ["train", "before", "3", "0", "0", "1"] and rows[3] == ["test", "after", "0", "0", "1", "3"]
+    assert stage_rows({"splits": {"t": {"before": {"stages": {"OUTPUT": 2, "PASS": 1}}}}})[0] == ["OUTPUT", "PASS"]
+    assert stage_rows({"splits": {}}) == ([], [])
+
+
+def test_markdown_and_terminal_report_carry_the_stage_table(tiny, capsys):
+    from verifirst.report import markdown, print_report
+
+    md = markdown(tiny.report)
+    assert "Where the items ended in the verifier" in md
+    print_report(tiny.report)
+    assert "verifier stage reached" in capsys.readouterr().out

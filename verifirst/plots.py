@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from matplotlib.figure import Figure
 
 from . import atomic
+from .report import stage_order  # noqa: F401  (re-exported: html_report uses plots.stage_order)
 
 SPLIT_ORDER = ("train", "val", "test")
 BEFORE, AFTER = "#9aa5b1", "#2b6cb0"
@@ -74,22 +75,6 @@ def pass_rate(report: dict, out_dir: str | Path) -> Path | None:
 
 
 # -- stage funnel ------------------------------------------------------------------------
-def _taxonomy_stages() -> tuple[str, ...]:
-    try:
-        from verifirst.verifiers.iac_taxonomy import STAGES
-        return tuple(STAGES)
-    except Exception:
-        return ("VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "PASS")
-
-
-def stage_order(seen: Iterable[str]) -> list[str]:
-    """ERROR first, then the Terraform funnel order when the stages are IaC ones, PASS on top."""
-    seen = list(dict.fromkeys(seen))
-    known = [s for s in _taxonomy_stages() if s in seen and s != "PASS"]
-    rest = sorted(s for s in seen if s not in known and s not in ("PASS", "ERROR"))
-    return (["ERROR"] if "ERROR" in seen else []) + known + rest + (["PASS"] if "PASS" in seen else [])
-
-
 def stage_funnel(report: dict, out_dir: str | Path) -> Path | None:
     """Share of items ending at each verifier stage, per split, before and after (stacked)."""
     bars: list[tuple[str, dict]] = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
 from . import atomic
 
@@ -31,6 +32,37 @@ HEADERS = [("split", "split"), ("n", "n"), ("before", "before pass [95% Wilson]"
            ("discordant", "lost/gained"), ("errors", "LM err b/a")]
 
 
+def _taxonomy_stages() -> tuple[str, ...]:
+    try:
+        from verifirst.verifiers.iac_taxonomy import STAGES
+        return tuple(STAGES)
+    except Exception:
+        return ("VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "PASS")
+
+
+def stage_order(seen: Iterable[str]) -> list[str]:
+    """ERROR first, then the Terraform funnel order when the stages are IaC ones, PASS on top."""
+    seen = list(dict.fromkeys(seen))
+    known = [s for s in _taxonomy_stages() if s in seen and s != "PASS"]
+    rest = sorted(s for s in seen if s not in known and s not in ("PASS", "ERROR"))
+    return (["ERROR"] if "ERROR" in seen else []) + known + rest + (["PASS"] if "PASS" in seen else [])
+
+
+def stage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
+    """Where each split's items ended in the verifier, before and after: (stages, rows)."""
+    phases = [(split, phase, body[phase].get("stages") or {})
+              for split, body in report.get("splits", {}).items() for phase in ("before", "after")
+              if isinstance(body.get(phase), dict)]
+    seen = [k for _, _, st in phases for k in st]
+    funnel = _taxonomy_stages()
+    if set(seen) & (set(funnel) - {"PASS"}):
+        seen += list(funnel)  # an IaC run: show the whole validate -> plan -> opa funnel, zeros too
+    order = stage_order(seen)
+    if not order:
+        return [], []
+    return order, [[split, phase, *[str(st.get(k, 0)) for k in order]] for split, phase, st in phases]
+
+
 def markdown(report: dict) -> str:
     lines = [f"# {report.get('experiment', 'experiment')}: {report.get('engine')} on {report.get('suite', '')}", ""]
     sizes = report.get("sizes", {})
@@ -42,6 +74,12 @@ def markdown(report: dict) -> str:
     for r in split_rows(report):
         lines.append("| " + " | ".join(str(r[k]) for k, _ in HEADERS) + " |")
     lines.append("")
+    stages, rows = stage_rows(report)
+    if stages:
+        lines += ["Where the items ended in the verifier (counts per stage):", "",
+                  "| split | phase | " + " | ".join(stages) + " |", "|" + "---|" * (len(stages) + 2)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
     lines.append("McNemar's exact test pairs each item's before/after verdicts; 'lost/gained' counts items that "
                  "passed only before / only after. LM errors are excluded from pass rates and reported apart.")
     u = report.get("usage_this_run")
@@ -77,6 +115,14 @@ def print_report(report: dict, console=None) -> None:
     for r in split_rows(report):
         t.add_row(*[str(r[k]) for k, _ in HEADERS])
     console.print(t)
+    stages, rows = stage_rows(report)
+    if stages:
+        st = Table(title="verifier stage reached (items)")
+        for h in ("split", "phase", *stages):
+            st.add_column(h)
+        for r in rows:
+            st.add_row(*r)
+        console.print(st)
     if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False:
         console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
     u = report.get("usage_this_run")
