@@ -238,8 +238,9 @@ def test_hcl_that_does_not_parse_is_a_verdict_naming_file_and_line(here):
 
 def test_command_with_a_nul_byte(here):
     out = refused(["verify", "bash", "--gold", "echo\x00 hi", "--pred", "echo hi", "--fixture", "empty"], here,
-                  "NUL byte", "expected:")
+                  "NUL byte", "[--gold]", "expected:")
     assert "command" in out
+    refused(["verify", "bash", "--gold", "echo hi", "--pred", "echo\x00 hi"], here, "NUL byte", "[--pred]")
 
 
 def test_megabytes_of_output_are_capped_and_said_so(here):

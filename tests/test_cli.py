@@ -57,3 +57,13 @@ def test_verify_bash_unsafe_local_is_opt_in(tmp_path, monkeypatch):
 def test_verify_bash_bad_llm_mode_is_exit_2():
     r = runner.invoke(app, ["verify", "bash", "--gold", "ls", "--pred", "ls", "--llm", "maybe"])
     assert r.exit_code == 2 and "llm" in r.output
+
+
+def test_judge_summary_counts_errors_and_agreement():
+    from verifirst.cli import _judge_summary
+
+    rows = [{"verdict": "PASS", "label": "PASS"}, {"verdict": "FAIL", "label": "FAIL"},
+            {"verdict": "FAIL", "label": "PASS"}, {"verdict": None, "label": "FAIL"}]
+    msg = _judge_summary(rows)
+    assert "judged 3 of 4 records (1 LM errors)" in msg and "agreement 0.667" in msg
+    assert "labels" not in _judge_summary([{"verdict": "PASS", "label": None}])

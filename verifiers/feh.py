@@ -203,6 +203,10 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
     Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
     from verifirst.verifiers.sandbox import Sandbox
 
+    for flag, cmd in (("--gold", gold), ("--pred", pred)):
+        if "\0" in cmd:
+            raise InputError("command contains a NUL byte, which no argv element can hold", field=flag,
+                             expected="text without NUL bytes")
     lm = None
     if llm not in LLM_MODES:
         raise InputError(f"unknown llm mode {llm!r}", field="--llm", expected=", ".join(LLM_MODES))

@@ -313,10 +313,26 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     try:
         from .calibrate import apply_judge
 
-        for row in apply_judge(prompt, input, kind, model, workdir, threshold):
+        rows = apply_judge(prompt, input, kind, model, workdir, threshold)
+        for row in rows:
             typer.echo(json.dumps(row, default=str))
+        typer.echo(_judge_summary(rows), err=True)
     except VerifirstError as e:
         _fail(e)
+
+
+def _judge_summary(rows: list[dict]) -> str:
+    """One line on stderr: how many were judged, and agreement where records carry a label."""
+    from . import stats
+
+    judged = [r for r in rows if r["verdict"] in ("PASS", "FAIL")]
+    msg = f"judged {len(judged)} of {len(rows)} records ({len(rows) - len(judged)} LM errors)"
+    both = [r for r in judged if r.get("label") in ("PASS", "FAIL")]
+    if len(both) >= 2:
+        agree = sum(r["verdict"] == r["label"] for r in both) / len(both)
+        pi = stats.scotts_pi([r["label"] for r in both], [r["verdict"] for r in both])
+        msg += f"; against the {len(both)} labels: agreement {agree:.3f}, Scott's pi {pi:+.3f}"
+    return msg
 
 
 BENCHES = {
