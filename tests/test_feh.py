@@ -337,3 +337,18 @@ def test_real_sandbox_pairs():
     assert not other.passed and "file-system changes differ" in other.feedback
     fail = v.verify(item, "ech 'a  b'")
     assert not fail.passed and fail.stage == "EXIT_STATUS" and "exit 127" in fail.feedback
+
+
+def test_sandbox_options_from_the_verifier_section():
+    from verifirst import config
+    from verifirst.experiment import build_verifier
+    from verifirst.lm import Models
+
+    exp = config.from_dict({"experiment": {"name": "x"}, "suite": {"name": "bash-builtin"},
+                            "program": {"name": "bash-generator"},
+                            "verifier": {"name": "bash-exec", "options": {"unsafe_local": True, "timeout_s": 2.0}},
+                            "models": {"task": "local"}})
+    v = build_verifier(exp, Models(task=None))
+    g, c = v.run_pair("echo hi", "echo hi", "empty")
+    assert g.backend == "unsafe-local" and g.stdout == "hi\n"
+    assert FehVerifier().run_pair("true", "true", "empty")[0].backend.startswith("bwrap")

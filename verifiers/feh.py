@@ -22,10 +22,13 @@ LLM_MODES = ("off", "confirm", "arbiter")
 ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
 
 
-def _default_run_pair() -> RunPair:
-    from verifirst.verifiers.sandbox import run_pair
+def _default_run_pair(timeout_s: float | None = None, unsafe_local: bool = False) -> RunPair:
+    from verifirst.verifiers.sandbox import default_sandbox
 
-    return run_pair
+    kw = {"unsafe_local": True} if unsafe_local else {}
+    if timeout_s is not None:
+        kw["timeout_s"] = float(timeout_s)
+    return default_sandbox(**kw).run_pair
 
 
 def _default_embed() -> EmbedFn:
@@ -62,7 +65,9 @@ class FehVerifier:
 
     def __init__(self, params: FehParams | str | None = None, *, llm: str = "off", lm=None,
                  run_pair: RunPair | None = None, embed: EmbedFn | None = None,
-                 arbiter_margin: float = 0.1):
+                 arbiter_margin: float = 0.1, timeout_s: float | None = None, unsafe_local: bool = False):
+        """timeout_s / unsafe_local configure the default sandbox (TOML: [verifier] options);
+        unsafe_local runs commands without isolation and is for hosts without user namespaces."""
         if llm not in LLM_MODES:
             raise InputError(f"unknown llm mode {llm!r}", field="llm", expected=", ".join(LLM_MODES))
         if isinstance(params, str):
@@ -73,11 +78,12 @@ class FehVerifier:
         self.llm, self.lm, self.arbiter_margin = llm, lm, arbiter_margin
         self._run_pair, self._embed = run_pair, embed
         self._checker = None
+        self._sandbox_kw = {"timeout_s": timeout_s, "unsafe_local": bool(unsafe_local)}
 
     @property
     def run_pair(self) -> RunPair:
         if self._run_pair is None:
-            self._run_pair = _default_run_pair()
+            self._run_pair = _default_run_pair(**self._sandbox_kw)
         return self._run_pair
 
     @property
