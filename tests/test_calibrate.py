@@ -36,6 +36,7 @@ def test_calibrate_registers_prompt_and_champion_moves_only_on_improvement(tmp_p
     # the same data again: equal pi on the same split does not move the champion
     rep2 = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
     assert rep2["champion"]["moved"] is False and "does not beat" in rep2["champion"]["reason"]
+    assert rep2["prompt_uri"] == rep["prompt_uri"], "the same prompt and split reuse the registered version"
     assert client.get_prompt_version_by_alias("verifirst-passfail-judge", "champion").version == champ.version
 
     # a different split seed is not comparable: no move either

@@ -108,3 +108,14 @@ def test_unreachable_tracking_server_fails_before_work(tmp_path):
     assert not (tmp_path / "r" / "report.json").exists()
     out = experiment.run(exp, tmp_path / "r2", progress=False, models=models(), echo=lambda m: None, offline=True)
     assert out.tracker.uri.startswith("sqlite:")
+
+
+def test_prompt_registry_reuses_an_identical_latest_version(tmp_path):
+    from verifirst.tracking import Tracker
+
+    tr = Tracker(tmp_path / "wd", autolog=False)
+    a = tr.register_prompt("p-instr", "Say hi.", tags={"split_digest": "d1", "run_id": "r1"})
+    assert tr.register_prompt("p-instr", "Say hi.", tags={"split_digest": "d1", "run_id": "r2"}) == a
+    b = tr.register_prompt("p-instr", "Say hello.", tags={"split_digest": "d1", "run_id": "r3"})
+    c = tr.register_prompt("p-instr", "Say hello.", tags={"split_digest": "d2", "run_id": "r4"})
+    assert len({a, b, c}) == 3 and c.endswith("/3")

@@ -240,9 +240,27 @@ class Tracker:
     # -- prompt registry ---------------------------------------------------------------
     def register_prompt(self, name: str, template: str, tags: dict[str, str] | None = None,
                         message: str | None = None) -> str | None:
-        """Register a prompt version; returns its URI (prompts:/name/version)."""
+        """Register a prompt version; returns its URI (prompts:/name/version). A rerun that
+        produced the same text with the same tags (run id aside) reuses the latest version."""
         if not self.enabled:
             return None
+        tags = {k: str(v) for k, v in (tags or {}).items()}
+        same = self._same_latest_version(name, template, tags)
+        if same is not None:
+            return f"prompts:/{name}/{same}"
         pv = self.client.register_prompt(name=name, template=template, commit_message=message,
-                                         tags={k: str(v) for k, v in (tags or {}).items()})
+                                         tags=tags)
         return f"prompts:/{pv.name}/{pv.version}"
+
+    def _same_latest_version(self, name: str, template: str, tags: dict[str, str]) -> int | None:
+        try:
+            versions = list(self.client.search_prompt_versions(name))
+        except Exception:  # no such prompt yet
+            return None
+        if not versions:
+            return None
+        latest = max(versions, key=lambda v: int(v.version))
+        old = dict(latest.tags or {})
+        if latest.template != template or any(old.get(k) != v for k, v in tags.items() if k != "run_id"):
+            return None
+        return int(latest.version)
