@@ -223,16 +223,17 @@ def test_missing_terraform_config(here):
     refused(["verify", "terraform", "nope.tf", "--backend", "python"], here, "nope.tf", "not found")
 
 
-def test_hcl_that_does_not_parse_is_a_verdict_naming_file_and_line(here):
-    """A config that does not parse is the verifier's subject, not a usage error: verdict
-    VALIDATE_FAIL with class SYNTAX and the place, exit 1 (the candidate fails), nothing written."""
+def test_hcl_that_does_not_parse_names_file_and_line_and_exits_2(here):
+    """The verdict (VALIDATE_FAIL, class SYNTAX, the place) is still printed, since that is what a
+    repair loop reads; the CLI also refuses the file: exit 2, nothing written."""
     (here / "bad.tf").write_text('resource "aws_s3_bucket" "b" {\n  bucket = "x"\n\n')
     before = files(here)
     code, out = cli(["verify", "terraform", "bad.tf", "--backend", "python", "--json"])
-    assert code == 1, out
-    v = json.loads(out[out.index("{"):])
+    assert code == 2, out
+    v = json.loads(out[out.index("{"):out.rindex("}") + 1])
     assert v["stage"] == "VALIDATE_FAIL" and [e["class"] for e in v["errors"]] == ["SYNTAX"]
     assert "bad.tf line 4" in json.dumps(v)
+    assert "error: bad.tf" in out and "does not parse as HCL" in out and "expected:" in out
     assert files(here) == before
 
 

@@ -287,4 +287,9 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
         print(v.feedback)
         label = v.details.get("backend_label", v.backend)
         print(f"[{label}] " + ", ".join(f"{k}={val}" for k, val in v.timings.items()))
+    if v.errors and all(e.cls == "SYNTAX" for e in v.errors):
+        # For a generated candidate this is a verdict (above); for the file a user hands us it is
+        # also bad input: say where, exit 2.
+        raise InputError(f"does not parse as HCL: {v.errors[0].message}", path=path,
+                         expected="Terraform configuration syntax (HCL)")
     return 0 if v.passed else 1
