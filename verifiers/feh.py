@@ -22,13 +22,13 @@ LLM_MODES = ("off", "confirm", "arbiter")
 ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
 
 
-def _default_run_pair(timeout_s: float | None = None, unsafe_local: bool = False) -> RunPair:
+def _default_sandbox(timeout_s: float | None = None, unsafe_local: bool = False):
     from verifirst.verifiers.sandbox import default_sandbox
 
     kw = {"unsafe_local": True} if unsafe_local else {}
     if timeout_s is not None:
         kw["timeout_s"] = float(timeout_s)
-    return default_sandbox(**kw).run_pair
+    return default_sandbox(**kw)
 
 
 def _default_embed() -> EmbedFn:
@@ -81,9 +81,14 @@ class FehVerifier:
         self._sandbox_kw = {"timeout_s": timeout_s, "unsafe_local": bool(unsafe_local)}
 
     @property
+    def sandbox(self):
+        """The sandbox the default run_pair uses (shared per process and settings)."""
+        return _default_sandbox(**self._sandbox_kw)
+
+    @property
     def run_pair(self) -> RunPair:
         if self._run_pair is None:
-            self._run_pair = _default_run_pair(**self._sandbox_kw)
+            self._run_pair = self.sandbox.run_pair
         return self._run_pair
 
     @property
@@ -207,21 +212,15 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
                     model: str = "local", unsafe_local: bool = False, timeout_s: float = 5.0) -> int:
     """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not.
     Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
-    from verifirst.verifiers.sandbox import Sandbox
+    from verifirst.verifiers.sandbox import check_command
 
-    for flag, cmd in (("--gold", gold), ("--pred", pred)):
-        if "\0" in cmd:
-            raise InputError("command contains a NUL byte, which no argv element can hold", field=flag,
-                             expected="text without NUL bytes")
-    lm = None
-    if llm not in LLM_MODES:
-        raise InputError(f"unknown llm mode {llm!r}", field="--llm", expected=", ".join(LLM_MODES))
-    if llm != "off":
+    check_command(gold, "--gold")
+    check_command(pred, "--pred")
+    v = FehVerifier(params_path or "nl2sh", llm=llm, timeout_s=timeout_s, unsafe_local=unsafe_local)
+    if llm != "off":  # built after the verifier has checked the mode: a bad one loads no model
         from verifirst.lm import make_lm
 
-        lm = make_lm(model, role="judge")
-    sb = Sandbox(timeout_s, unsafe_local=unsafe_local)
-    v = FehVerifier(params_path or "nl2sh", llm=llm, lm=lm, run_pair=sb.run_pair)
+        v.lm = make_lm(model, role="judge")
     item = Item(id="cli", inputs={"task": task or ""}, gold={"command": gold, "fixture": fixture})
     verdict = v.verify(item, pred)
     out = {"equivalent": verdict.passed, "score": verdict.score, "stage": verdict.stage,
@@ -230,6 +229,6 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
            "exit_code": {"gold": verdict.details["gold"]["exit_code"],
                          "pred": verdict.details["candidate"]["exit_code"]},
            "fs_diff": {"gold": verdict.details["gold"]["fs_diff"], "pred": verdict.details["candidate"]["fs_diff"]},
-           "feedback": verdict.feedback, "sandbox": sb.backend}
+           "feedback": verdict.feedback, "sandbox": v.sandbox.backend}
     print(json.dumps(out, indent=2) if as_json else verdict.feedback)
     return 0 if verdict.passed else 1

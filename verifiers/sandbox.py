@@ -364,11 +364,7 @@ class Sandbox:
 
     @staticmethod
     def _check(command: str) -> None:
-        if not isinstance(command, str):
-            raise InputError(f"command must be a string, got {type(command).__name__}", field="command")
-        if "\0" in command:
-            raise InputError("command contains a NUL byte, which no argv element can hold",
-                             field="command", expected="text without NUL bytes")
+        check_command(command)
 
     def run(self, command: str, fixture: str | fixtures.Fixture = "empty") -> RunResult:
         self._check(command)
@@ -404,6 +400,15 @@ class Sandbox:
             _drive(jobs)
             out.extend(j.finish() for j in jobs)
         return out
+
+
+def check_command(command: str, field: str = "command") -> None:
+    """What no sandbox can run: raises InputError naming `field` (a CLI passes its flag)."""
+    if not isinstance(command, str):
+        raise InputError(f"command must be a string, got {type(command).__name__}", field=field)
+    if "\0" in command:
+        raise InputError("command contains a NUL byte, which no argv element can hold",
+                         field=field, expected="text without NUL bytes")
 
 
 _DEFAULT: dict[tuple, Sandbox] = {}

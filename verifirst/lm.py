@@ -282,10 +282,7 @@ class FastJSONAdapter(dspy.JSONAdapter):
 
                 fmt = {"type": "json_schema", "json_schema": {
                     "name": model.__name__, "schema": _strict_json_schema(model.model_json_schema()), "strict": True}}
-            with self._formats_lock:
-                if len(self._formats) > 4096:
-                    self._formats.clear()
-                self._formats[key] = fmt
+            self._remember(self._formats, key, fmt)
         lm_kwargs["response_format"] = fmt
 
     _systems: dict = {}
@@ -296,8 +293,12 @@ class FastJSONAdapter(dspy.JSONAdapter):
         text = self._systems.get(key)
         if text is None:
             text = super().format_system_message(signature)
-            with self._formats_lock:
-                if len(self._systems) > 4096:
-                    self._systems.clear()
-                self._systems[key] = text
+            self._remember(self._systems, key, text)
         return text
+
+    @classmethod
+    def _remember(cls, cache: dict, key, value) -> None:
+        with cls._formats_lock:  # bounded: GEPA makes a new signature per candidate
+            if len(cache) > 4096:
+                cache.clear()
+            cache[key] = value

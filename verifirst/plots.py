@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # Figure objects render through Agg on savefig without touching pyplot's global backend.
 from matplotlib.figure import Figure
 
 from . import atomic
-from .report import stage_order  # noqa: F401  (re-exported: html_report uses plots.stage_order)
+from .report import stage_order
 
 SPLIT_ORDER = ("train", "val", "test")
 BEFORE, AFTER = "#9aa5b1", "#2b6cb0"
