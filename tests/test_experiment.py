@@ -119,3 +119,18 @@ def test_prompt_registry_reuses_an_identical_latest_version(tmp_path):
     b = tr.register_prompt("p-instr", "Say hello.", tags={"split_digest": "d1", "run_id": "r3"})
     c = tr.register_prompt("p-instr", "Say hello.", tags={"split_digest": "d2", "run_id": "r4"})
     assert len({a, b, c}) == 3 and c.endswith("/3")
+
+
+def test_default_run_dirs_never_reuse_one_started_in_the_same_second(tmp_path, monkeypatch):
+    import time as _time
+
+    from verifirst.rundir import new_run_dir
+
+    monkeypatch.setattr(_time, "strftime", lambda fmt: "20260101-000000")
+    first = new_run_dir(tmp_path, "exp")
+    assert first == tmp_path / "runs" / "exp-20260101-000000" and not first.exists()
+    first.mkdir(parents=True)
+    second = new_run_dir(tmp_path, "exp")
+    assert second.name == "exp-20260101-000000-2"
+    second.mkdir()
+    assert new_run_dir(tmp_path, "exp").name == "exp-20260101-000000-3"

@@ -7,7 +7,6 @@ only when the held-out π beats the current champion's on the same test split).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import dspy
 from . import atomic
 from .errors import InputError
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
+from .rundir import new_run_dir
 from .splits import make_splits
 from .task import Suite
 from .tracking import Tracker
@@ -105,7 +105,7 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
     configure_cache(workdir / "cache")
-    run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"calibrate-{judge}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, f"calibrate-{judge}")
     tracker = Tracker(workdir, uri=tracking_uri, experiment="verifirst-calibrate", offline=offline, autolog=trace)
     echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
          f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")

@@ -19,6 +19,7 @@ from .config import Experiment
 from .errors import ConfigError, VerifirstError
 from .evaluate import Scorer
 from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
+from .rundir import new_run_dir
 from .splits import SplitManifest, make_splits
 from .task import Suite
 from .tracking import Tracker
@@ -103,7 +104,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
 
     ex = exp.experiment
     workdir = Path(ex["workdir"])
-    run_dir = Path(run_dir) if run_dir else workdir / "runs" / f"{ex['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, ex["name"])
     state = run_dir / "run_state.json"
     resumed = state.exists()
     if resumed:  # a run directory resumes only the experiment that started it
