@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 from verifirst.task import Item
 
 PASS = "PASS"
+INCONCLUSIVE = "INCONCLUSIVE"
 
 
 @dataclass
@@ -23,7 +24,12 @@ class VerifierError:
 
 @dataclass
 class Verdict:
-    """score in [0, 1]; passed; stage = PASS or the failing stage; feedback for a repair loop."""
+    """score in [0, 1]; passed; stage = PASS or the failing stage; feedback for a repair loop.
+
+    `inconclusive` is the reason when nothing observable could decide (e.g. the gold command has
+    no observable effect): such an item is neither PASS nor FAIL; evaluations count it apart and
+    leave it out of pass rates. Build one with Verdict.undecided(reason).
+    """
 
     score: float
     passed: bool
@@ -33,6 +39,13 @@ class Verdict:
     backend: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    inconclusive: str | None = None
+
+    @classmethod
+    def undecided(cls, reason: str, **kw) -> "Verdict":
+        """A verdict without an observation to decide on: not PASS, not FAIL."""
+        kw.setdefault("feedback", f"inconclusive: {reason}")
+        return cls(score=0.0, passed=False, stage=INCONCLUSIVE, inconclusive=reason, **kw)
 
     @property
     def error_classes(self) -> list[str]:
