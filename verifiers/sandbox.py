@@ -134,12 +134,6 @@ def _etc_dir() -> Path:
     return _STATE["etc"]  # type: ignore[return-value]
 
 
-def _setpriv() -> str | None:
-    if "setpriv" not in _STATE:
-        _STATE["setpriv"] = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
-    return _STATE["setpriv"]  # type: ignore[return-value]
-
-
 def _ids() -> tuple[int, int] | None:
     """Host uid/gid the sandbox runs as: a dedicated unprivileged id when we are root."""
     return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
@@ -178,13 +172,7 @@ class _Job:
             args = _bwrap.argv(sb._bwrap, self.root, str(_etc_dir()), command, env=env,
                                limits=sb.limits, hostname=HOSTNAME)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
-        kw = {}
-        if ids:
-            setpriv = _setpriv()
-            if setpriv:  # an exec wrapper keeps vfork usable; Popen(user=) forces a full fork
-                args = [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--", *args]
-            else:
-                kw = {"user": ids[0], "group": ids[1], "extra_groups": []}
+        args, kw = _bwrap.as_user(args, ids)
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
@@ -334,7 +322,9 @@ class Sandbox:
                        "nofile": int(nofile)}
         self.env = dict(env or {})
         self.unsafe_local = bool(unsafe_local)
-        self._bwrap = None if unsafe_local else _bwrap.find_bwrap(bwrap)
+        # Found and probed as the uid that will run commands, which may not reach this venv.
+        self._bwrap = None if unsafe_local else _bwrap.find_bwrap(
+            bwrap, run_as=_ids(), copy_parent=lambda: _scratch_base()[0])
         if not unsafe_local:
             self.probe()
 
@@ -349,7 +339,7 @@ class Sandbox:
 
     def probe(self) -> None:
         """Once per process and binary: can bwrap build our sandbox here? Raises with the fix."""
-        key = ("probe", self._bwrap.path)
+        key = ("probe", self._bwrap.path, _ids())
         if _STATE.get(key) == "ok":
             return
         fx = fixtures.build("empty")
@@ -357,9 +347,7 @@ class Sandbox:
         _drive([job])
         r = job.finish()
         if r.exit_code != 0:
-            raise SandboxUnavailable(
-                f"bubblewrap ({self._bwrap.path}) cannot create the sandbox here "
-                f"(exit {r.exit_code}): {r.stderr.strip()[:400]}. {_bwrap.FIX}")
+            raise SandboxUnavailable(_bwrap.probe_failure(self._bwrap, _ids(), r.exit_code, r.stderr))
         _STATE[key] = "ok"
 
     @staticmethod
