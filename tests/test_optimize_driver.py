@@ -152,3 +152,57 @@ def test_usage_ledger_counts_cache_hits(tmp_path):
                 evaluate(BashGenerator(), items, Scorer(ExactCommand(), "command"), split="val", progress=False)
     t = L.USAGE.total(split="val")
     assert t.calls == 6 and t.cache_hits == 3 and t.lm_calls == 3 and lm.engine.calls == 3
+
+
+class Unjudgeable:
+    """Raises on one item, is inconclusive on another, gives no score on a third."""
+
+    name = "unjudgeable"
+
+    def __init__(self, crash, undecided, unscored):
+        self.crash, self.undecided, self.unscored = crash, undecided, unscored
+
+    def verify(self, item, candidate):
+        if item.id == self.crash:
+            raise RuntimeError("sandbox died")
+        if item.id == self.undecided:
+            return Verdict.undecided("the gold command has no observable effect")
+        if item.id == self.unscored:
+            return Verdict(None, False, "OUTPUT", feedback="")
+        return Verdict(1.0, True, "PASS")
+
+
+def test_metric_never_hands_none_to_dspy_and_counts_what_it_could_not_judge(setup):
+    items, *_ = setup
+    m = VerifierMetric(Unjudgeable("i0", "i1", "i2"), "command", items)
+    p = dspy.Prediction(command="printf hi")
+    scores = [m(items[k].example(), p) for k in range(4)]
+    assert scores == [0.0, 0.0, 0.0, 1.0] and all(isinstance(s, float) for s in scores)
+    fb = m(items[0].example(), p, None, "generate.predict", [])
+    assert fb.score == 0.0 and fb.feedback == "verifier error: RuntimeError: sandbox died"
+    fb = m(items[1].example(), p, None, "generate.predict", [])
+    assert fb.score == 0.0 and "inconclusive: the gold command has no observable effect" in fb.feedback
+    fb = m(items[2].example(), p, None, "generate.predict", [])
+    assert fb.score == 0.0 and "inconclusive" in fb.feedback
+    assert (m.verifier_errors, m.inconclusive) == (1, 2), "counted once per item and candidate"
+
+
+def test_driver_reports_metric_counts(setup):
+    items, manifest, task_lm, refl, tmp = setup
+    tr = manifest.train
+
+    class ScoreTrain:
+        name = "score-train"
+
+        def compile(self, program, metric, trainset, valset, budget, ctx):
+            from verifirst.optimizers import EngineResult
+
+            for ex in trainset:
+                metric(ex, dspy.Prediction(command="printf hi"))
+            return EngineResult(program)
+
+    with dspy.context(lm=task_lm, adapter=dspy.JSONAdapter()):
+        res = optimize(BashGenerator(), Scorer(Unjudgeable(tr[0], tr[1], None), "command"), items, manifest,
+                       ScoreTrain(), Budget(), EngineContext(tmp), progress=False, splits=("train",))
+    assert res.report["details"]["metric"] == {"calls": len(tr), "verifier_errors": 1, "inconclusive": 1}
+    assert json.loads((tmp / "engine_done.json").read_text())["details"]["metric"]["verifier_errors"] == 1

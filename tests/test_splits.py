@@ -91,3 +91,18 @@ def test_too_few_items_and_duplicates_are_clear_errors():
         make_splits([{"id": "a"}, {"id": "a"}, {"id": "b"}])
     with pytest.raises(InputError, match="ratios"):
         make_splits(items(10, 1), ratios=(0.5, 0.5, 0.5))
+
+
+def test_touch_records_evaluated_items_and_refuses_test_and_unknown_ids():
+    m = make_splits(items(20, 1))
+    m.touch(m.train[0])
+    m.touch(m.val[0])
+    assert m.seen == {m.train[0], m.val[0]}
+    m.check_test(m.test)  # evaluated train/val items leave the test split clean
+    with pytest.raises(LeakageError, match="held-out test item"):
+        m.touch(m.test[0])
+    with pytest.raises(LeakageError, match="not in split manifest"):
+        m.touch("nope")
+    with pytest.raises(LeakageError, match="seen or evaluated"):
+        m.check_test(m.test)  # the refused touch is still on record
+    assert m.test[0] in m.to_dict()["seen"], "and saved with the manifest"

@@ -48,7 +48,7 @@ class SplitManifest:
     seed: int
     ratios: tuple[float, float, float]
     groups: dict[str, str] = field(default_factory=dict)  # id -> group
-    seen: set[str] = field(default_factory=set)  # ids an optimizer has touched
+    seen: set[str] = field(default_factory=set)  # ids admitted to or evaluated by an optimizer
 
     @property
     def digest(self) -> str:
@@ -90,14 +90,35 @@ class SplitManifest:
         self.seen.update(ids)
         return ids
 
+    def touch(self, item_id: str, who: str = "metric") -> None:
+        """Record that an engine actually evaluated this item; a test or unknown id is leakage.
+
+        The id is recorded before refusing: an engine that swallows the error (DSPy's Evaluate
+        counts metric exceptions as failed examples) cannot go on to a clean test score, because
+        check_test refuses items recorded here.
+
+        Args:
+            item_id: the id of the item the metric was asked to score.
+            who: named in the error.
+        """
+        item_id = str(item_id)
+        sets = self._sets()
+        self.seen.add(item_id)
+        if item_id in sets["test"]:
+            raise LeakageError(f"{who} was asked to score held-out test item {item_id!r} during "
+                               f"optimization; optimizers see train and val only")
+        if item_id not in sets["train"] and item_id not in sets["val"]:
+            raise LeakageError(f"{who} was asked to score item {item_id!r}, which is not in split "
+                               f"manifest {self.digest}; cannot prove it is not held out")
+
     def check_test(self, ids: Iterable[str]) -> list[str]:
         """Refuse a test metric over any item that is not test or that an optimizer saw."""
         ids = [str(i) for i in ids]
         sets = self._sets()
         touched = [i for i in ids if i in self.seen]
         if touched:
-            raise LeakageError(f"test metric refused: {len(touched)} item(s) were seen by an "
-                               f"optimizer, e.g. {touched[:3]}")
+            raise LeakageError(f"test metric refused: {len(touched)} item(s) were seen or evaluated "
+                               f"by an optimizer, e.g. {touched[:3]}")
         not_test = [i for i in ids if i not in sets["test"]]
         if not_test:
             raise LeakageError(f"test metric refused: {len(not_test)} item(s) are not in the "
