@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -298,9 +299,22 @@ def from_mlflow_assessments(experiment_id: str | None = None, *, assessment_name
     return suite
 
 
+def ice_score_language(path: str | os.PathLike) -> str:
+    """The language an ICE-Score grade file holds, from its name: humaneval_<lang>_grade.json.
+
+    Args:
+        path: the grade file; a name that does not follow the pattern gives its stem.
+    """
+    stem = Path(path).name.split(".", 1)[0].lower()
+    m = re.fullmatch(r"humaneval[_-](.+?)[_-]grade", stem)
+    return re.sub(r"[^a-z0-9+#]+", "-", m.group(1) if m else stem).strip("-") or "unknown"
+
+
 def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | None = None,
                    snippets: int | None = None) -> Suite:
-    """ICE-Score HumanEval-Python: 161 problems x 20 generated snippets, execution 0/1.
+    """ICE-Score HumanEval grades: per problem, generated snippets with execution 0/1 (the
+    Python file: 161 problems x 20 snippets). The language comes from the file name
+    (humaneval_java_grade.json -> suite "ice-score-humaneval-java").
 
     View: task = the problem's one-paragraph description (`simplified`); code = the full
     function as run (signature + docstring + generated body), so the docstring is not sent
@@ -308,6 +322,7 @@ def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | Non
     test. `problems` / `snippets` take the first N of each (small runs on slow models).
     """
     p = Path(path) if path else shared_data_dir() / ICE_SCORE_RELPATH
+    lang = ice_score_language(p)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -335,8 +350,9 @@ def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | Non
             task = str(prob.get("simplified") or prob["intent"])
             item = Item(id=f"he{tid}-{k}", inputs={"task": task, "code": code},
                         gold={"label": "PASS" if grade["execution"] == 1 else "FAIL"}, group=f"he{tid}",
-                        meta={"problem": tid, "snippet": k, "source": "ice-score"})
+                        meta={"problem": tid, "snippet": k, "source": "ice-score", "language": lang})
             items.append((item, n))
-    suite = _suite("ice-score-humaneval-python", items, str(p))
+    suite = _suite(f"ice-score-humaneval-{lang}", items, str(p))
+    suite.meta["language"] = lang
     suite.meta["oracle"] = "execution"
     return suite

@@ -383,6 +383,8 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
         baselines = ["uncalibrated"]
     test_report = held_out_report(labels, verdicts, "calibrated", baselines, n_boot=n_boot)
     counts = res.teacher_stats.get("overall", {}) if use_teacher else {}
+    chosen = next(it for it in res.iterations if it["iteration"] == res.selected_iteration)
+    val_labels = {it.id: it.gold["label"] for it in val}
     report = {
         "suite": suite.name, "judge": judge_kind, "split_digest": manifest.digest,
         "split_sizes": manifest.sizes(), "view_fields": view_fields,
@@ -394,8 +396,12 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
         "initial_prompt": res.initial_prompt,
         "models": {"judge": _lm_name(judge_lm), "teacher": _lm_name(teacher_lm),
                    "proposer": _lm_name(proposer_lm)},
-        "warnings": _warnings(judge_lm, teacher_lm, test_report),
+        "warnings": _warnings(judge_lm, teacher_lm, test_report) + _degenerate_splits(
+            {"test": labels, "validation": val_labels}),
         "test_verdicts": {n: v for n, v in verdicts.items()},
+        # what decides between prompts (e.g. the registry's champion): the selected prompt on validation
+        "validation": {"pi": chosen["val_pi"], "n_items": len(val_labels), "labels": val_labels,
+                       "verdicts": {"calibrated": verdicts_at(chosen["val_run"], res.threshold)}},
     }
     atomic.write_text(run_dir / "calibrated_prompt.txt", res.prompt + "\n")
     atomic.write_json(run_dir / "report.json", report)
@@ -417,6 +423,17 @@ def _warnings(judge_lm, teacher_lm, test_report) -> list[str]:
         out.append(f"{test_report['excluded_lm_errors']} test item(s) left out for judge LM errors")
     if test_report.get("n_scored", 0) < 50:
         out.append(f"only {test_report.get('n_scored', 0)} scored test items: wide intervals")
+    return out
+
+
+def _degenerate_splits(labels_by_split: dict[str, dict[str, str]]) -> list[str]:
+    """A split whose labels are all one class: Scott's π there cannot tell judges apart."""
+    out = []
+    for split, labels in labels_by_split.items():
+        classes = sorted(set(labels.values()))
+        if len(classes) == 1:
+            out.append(f"{split} split has one label class (all {classes[0]}): π is undefined/degenerate "
+                       f"there (it only rewards agreeing with that class)")
     return out
 
 

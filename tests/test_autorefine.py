@@ -539,3 +539,24 @@ def test_lm_errors_are_not_fails(world, tmp_path):
     from verifirst.optimizers.autorefine import run_judge
     run = run_judge(PassFailJudge(["code", "task"]), train[:3], lm)
     assert all(v["verdict"] is None and v["error"] for v in run.values())
+
+
+def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path):
+    from verifirst.splits import SplitManifest
+
+    suite = make_world(n_groups=10, seed=3, opaque_rate=0.0)
+    passing = [it.id for it in suite.items if it.gold["label"] == "PASS"]
+    test = passing[:4]
+    rest = [it.id for it in suite.items if it.id not in test]
+    manifest = SplitManifest(rest[::2], rest[1::2], test, 0, (0.5, 0.25, 0.25))
+    lm = RuleFollowingLM()
+    report = run_calibration(suite, manifest, "passfail", lm, lm, lm, batch_size=100, max_iters=1,
+                             run_dir=tmp_path, n_boot=50)
+    assert report["test"]["label_counts"] == {"PASS": 4, "FAIL": 0}
+    assert any("test split has one label class (all PASS): π is undefined/degenerate" in w
+               for w in report["warnings"])
+    assert not any(w.startswith("validation split") for w in report["warnings"])
+    val = report["validation"]
+    assert set(val["labels"]) == set(manifest.val) and set(val["verdicts"]["calibrated"]) == set(manifest.val)
+    chosen = report["loop"]["iterations"][report["loop"]["selected_iteration"]]
+    assert val["pi"] == chosen["val_pi"]

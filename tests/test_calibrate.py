@@ -3,9 +3,11 @@ registry and the champion alias; then `verifirst judge` applies the registered p
 import json
 
 import mlflow
+import pytest
 
 from test_autorefine import RuleFollowingLM, make_world
-from verifirst.calibrate import apply_judge, calibrate_outcomes
+from verifirst.calibrate import apply_judge, calibrate_outcomes, print_calibration
+from verifirst.optimizers import autorefine
 
 
 def write_outcomes(path, n_groups=10):
@@ -33,16 +35,17 @@ def test_calibrate_registers_prompt_and_champion_moves_only_on_improvement(tmp_p
     champ = client.get_prompt_version_by_alias("verifirst-passfail-judge", "champion")
     assert champ.tags["split_digest"] == rep["split_digest"]
 
-    # the same data again: equal pi on the same split does not move the champion
+    # the same data again: the same prompt is already the champion
     rep2 = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
-    assert rep2["champion"]["moved"] is False and "does not beat" in rep2["champion"]["reason"]
+    assert rep2["champion"]["moved"] is False and "already the champion" in rep2["champion"]["reason"]
     assert rep2["prompt_uri"] == rep["prompt_uri"], "the same prompt and split reuse the registered version"
     assert client.get_prompt_version_by_alias("verifirst-passfail-judge", "champion").version == champ.version
 
     # a different split seed is not comparable: no move either
     rep3 = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, seed=9,
                               echo=lambda m: None)
-    assert rep3["champion"]["moved"] is False and "another test split" in rep3["champion"]["reason"]
+    assert rep3["champion"]["moved"] is False and "another split" in rep3["champion"]["reason"]
+    assert rep3["champion"]["decided_on"] == "validation"
 
 
 def test_calibrate_with_mlflow_anchor_compares_on_the_same_test_items(tmp_path):
@@ -56,3 +59,74 @@ def test_calibrate_with_mlflow_anchor_compares_on_the_same_test_items(tmp_path):
     cmp = rep["anchor"]["comparison"]
     assert cmp["n_scored"] > 0 and cmp["n_scored"] <= len(rep["test_verdicts"]["calibrated"])
     assert set(cmp["comparisons"]) == {"calibrated_vs_mlflow_simba", "calibrated_vs_mlflow_unaligned"}
+
+
+def _champion_version(rep):
+    client = mlflow.MlflowClient(tracking_uri=rep["tracking_uri"], registry_uri=rep["tracking_uri"])
+    return int(client.get_prompt_version_by_alias("verifirst-passfail-judge", "champion").version)
+
+
+def test_champion_is_decided_on_validation_never_on_test(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "outcomes.jsonl"
+    write_outcomes(src)
+    lm = RuleFollowingLM()
+    models = {"judge": lm, "teacher": lm, "reflection": lm}
+    first = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
+    assert first["champion"]["moved"] is True and first["loop"]["selected_iteration"] > 0
+
+    # the starting prompt again, with a lucky test split: only test π improves
+    real = autorefine.run_calibration
+
+    def lucky_on_test(*a, **kw):
+        rep = real(*a, **kw)
+        rep["test"]["judges"]["calibrated"]["pi"] = 1.0
+        return rep
+
+    monkeypatch.setattr(autorefine, "run_calibration", lucky_on_test)
+    second = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=0, echo=lambda m: None)
+    assert second["prompt_uri"] != first["prompt_uri"]
+    assert second["test"]["judges"]["calibrated"]["pi"] > first["test"]["judges"]["calibrated"]["pi"]
+    ch = second["champion"]
+    assert ch["moved"] is False, f"a better test π alone moved the champion: {ch}"
+    assert ch["decided_on"] == "validation"
+    assert ch["val_pi"] <= ch["champion_val_pi"] == first["validation"]["pi"]
+    assert ch["paired_n"] == len(first["validation"]["labels"]) and "does not beat" in ch["reason"]
+    assert _champion_version(second) == int(first["prompt_uri"].rsplit("/", 1)[1])
+
+    # the test split was scored for the first run's calibrated prompt already: adaptive reuse is reported
+    assert second["test_reuse"]["other_programs"] == 1 and second["test_reuse"]["evaluations"] == 4
+    print_calibration(second)
+    out = capsys.readouterr().out
+    assert "decided on validation" in out and "adaptive reuse" in out
+
+
+def test_champion_moves_when_validation_improves(tmp_path):
+    src = tmp_path / "outcomes.jsonl"
+    write_outcomes(src)
+    lm = RuleFollowingLM()
+    models = {"judge": lm, "teacher": lm, "reflection": lm}
+    start = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=0, echo=lambda m: None)
+    better = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
+    ch = better["champion"]
+    assert ch["moved"] is True and ch["decided_on"] == "validation" and ch["reason"].startswith("beats")
+    assert ch["val_pi"] > ch["champion_val_pi"] == start["validation"]["pi"]
+    lo, hi = ch["val_pi_delta_ci95"]
+    assert lo <= ch["val_pi"] - ch["champion_val_pi"] <= hi
+    assert _champion_version(better) == int(better["prompt_uri"].rsplit("/", 1)[1])
+
+
+def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch):
+    from verifirst.preflight import VerifierUnavailable
+    from verifirst.verifiers.label import LabelVerifier
+
+    def broken(self):
+        raise RuntimeError("outcome labels cannot be read")
+
+    monkeypatch.setattr(LabelVerifier, "preflight", broken, raising=False)
+    src = tmp_path / "outcomes.jsonl"
+    write_outcomes(src)
+    lm = RuleFollowingLM()
+    with pytest.raises(VerifierUnavailable, match="label"):
+        calibrate_outcomes(src, workdir=tmp_path / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
+                           max_iters=1, echo=lambda m: None)
+    assert lm.calls == [] and not (tmp_path / "wd").exists()

@@ -1,6 +1,7 @@
 """Outcome-record loaders: JSONL, CSV, oracle, verifier, MLflow assessments, ICE-Score."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -177,3 +178,21 @@ def test_mlflow_assessments_from_a_real_store(tmp_path, monkeypatch):
         mlflow.set_tracking_uri(None)
     got = sorted((it.inputs["title"], it.gold["label"]) for it in s.items)
     assert got == [("t0", "PASS"), ("t1", "FAIL")] and s.meta["skipped"] == 1
+
+
+def _grade_file(path, intent="public int add(int a, int b) {\n"):
+    probs = [{"intent": intent, "task_id": str(t), "simplified": f"task {t}",
+              "0": "    return a + b;\n}", "grade-0": {"execution": 1},
+              "1": "    return a - b;\n}", "grade-1": {"execution": 0}} for t in range(2)]
+    path.write_text(json.dumps(probs))
+    return path
+
+
+def test_ice_score_names_the_language_from_the_file(tmp_path):
+    java = oc.load_ice_score(_grade_file(tmp_path / "humaneval_java_grade.json"))
+    assert java.name == "ice-score-humaneval-java" and java.meta["language"] == "java"
+    assert len(java) == 4 and {it.meta["language"] for it in java.items} == {"java"}
+    py = oc.load_ice_score(_grade_file(tmp_path / "humaneval_python_grade.json", "def add(a, b):\n"))
+    assert py.name == "ice-score-humaneval-python"
+    assert oc.ice_score_language(tmp_path / "humaneval-cpp-grade.json") == "cpp"
+    assert oc.ice_score_language(tmp_path / "my_grades.json") == "my-grades"

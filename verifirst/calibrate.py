@@ -2,21 +2,26 @@
 
 Everything around the loop lives here: loading and splitting the outcomes, the models, MLflow
 (parent run, per-iteration metrics, artifacts, prompt registry with a `champion` alias that moves
-only when the held-out π beats the current champion's on the same test split).
+only when the new prompt's validation π beats the current champion's, both scored by this run's
+judge LM on this run's validation items; test numbers are reported and decide nothing).
+Every test-split evaluation goes into the workdir's test-reuse ledger.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dspy
 
 from . import atomic
 from .errors import InputError
+from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
+from .preflight import check_verifiers
 from .rundir import new_run_dir
 from .splits import make_splits
+from .stats import paired_bootstrap, scotts_pi
 from .task import Suite
 from .tracking import Tracker
 
@@ -52,30 +57,74 @@ def _test_pi(report: dict) -> float | None:
     return None if j is None else float(j["pi"])
 
 
-def promote(tracker: Tracker, name: str, version: int, report: dict) -> dict:
-    """Move `champion` to this version only if its held-out π beats the current champion's
-    on the same test split (same split digest); otherwise say why not."""
+def _val_pi(y: list, pred: list) -> float:
+    return scotts_pi(list(y), list(pred))
+
+
+def promote(tracker: Tracker, name: str, version: int, report: dict,
+            rescore: Callable[[str, float | None], dict[str, str | None]] | None = None) -> dict:
+    """Move `champion` to this version only if its validation π beats the current champion's on
+    the same validation items, paired; test π is reported and never decides.
+
+    Args:
+        tracker: the run's Tracker (its MLflow client holds the registry).
+        name: the registered prompt name.
+        version: the version this run registered.
+        report: the calibration report (split_digest, validation labels and verdicts, test).
+        rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
+            this run's judge LM on this run's validation items; it scores the current champion.
+
+    Returns:
+        {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
+        reported only), ...}.
+    """
     client = tracker.client
-    mine = _test_pi(report)
+    val = report.get("validation") or {}
+    labels = val.get("labels") or {}
+    mine = (val.get("verdicts") or {}).get("calibrated") or {}
+    out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": _test_pi(report),
+                           "val_pi": val.get("pi")}
     try:
         cur = client.get_prompt_version_by_alias(name, CHAMPION)
     except Exception:
         cur = None
-    if mine is None:
-        return {"moved": False, "reason": "no held-out π"}
+    if not labels or not any(v is not None for v in mine.values()):
+        return {**out, "reason": "no validation verdicts to decide on (test π never decides)"}
     if cur is None:
         client.set_prompt_alias(name, CHAMPION, version)
-        return {"moved": True, "reason": "first champion", "pi": mine}
+        return {**out, "moved": True, "reason": f"first champion (validation π {_fmt(val.get('pi'))}; "
+                                                 f"decided on validation)"}
+    if int(cur.version) == int(version):
+        return {**out, "reason": f"v{version} is already the champion (decided on validation)"}
     tags = dict(getattr(cur, "tags", {}) or {})
     if tags.get("split_digest") != report["split_digest"]:
-        return {"moved": False, "reason": f"champion v{cur.version} was scored on another test split "
-                                          f"({tags.get('split_digest')}); not comparable", "pi": mine}
-    theirs = float(tags.get("test_pi", "nan"))
-    if mine > theirs:
+        return {**out, "reason": f"champion v{cur.version} was calibrated on another split "
+                                 f"({tags.get('split_digest')}): its validation items are not this run's; "
+                                 f"not comparable (decided on validation)"}
+    if rescore is None:
+        return {**out, "reason": "the champion cannot be re-scored on this run's validation items"}
+    th = tags.get("threshold")
+    theirs = rescore(cur.template, None if th in (None, "", "None") else float(th))
+    ids = [i for i in labels if mine.get(i) is not None and theirs.get(i) is not None]
+    if not ids:
+        return {**out, "reason": f"champion v{cur.version} got no validation verdict (LM errors)"}
+    y = [labels[i] for i in ids]
+    a, b = [theirs[i] for i in ids], [mine[i] for i in ids]
+    boot = paired_bootstrap(_val_pi, a, b, y, n=2000, seed=0)
+    pm, pt = _val_pi(y, b), _val_pi(y, a)
+    out.update({"val_pi": pm, "champion_val_pi": pt, "paired_n": len(ids), "excluded": len(labels) - len(ids),
+                "val_pi_delta_ci95": [boot.lo, boot.hi], "champion_version": int(cur.version)})
+    cmp = (f"validation π {pm:.3f} vs champion v{cur.version} {pt:.3f} on the same {len(ids)} validation "
+           f"items (Δ {boot.delta:+.3f}, 95% paired bootstrap [{boot.lo:+.3f}, {boot.hi:+.3f}]); "
+           f"decided on validation, test π reported only")
+    if pm > pt:
         client.set_prompt_alias(name, CHAMPION, version)
-        return {"moved": True, "reason": f"π {mine:.3f} > champion v{cur.version} π {theirs:.3f}", "pi": mine}
-    return {"moved": False, "reason": f"π {mine:.3f} does not beat champion v{cur.version} π {theirs:.3f}",
-            "pi": mine}
+        return {**out, "moved": True, "reason": f"beats: {cmp}"}
+    return {**out, "reason": f"does not beat: {cmp}"}
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{float(x):.3f}"
 
 
 def _progress(echo, metrics: dict, step: int) -> None:
@@ -98,6 +147,9 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
                            source=str(outcomes))
+    from verifirst.verifiers.label import LabelVerifier
+
+    check_verifiers([LabelVerifier()])  # before any model loads or any LM call
     if models is None:
         judge_lm = make_lm(model, role="judge")
         teacher_lm = make_lm(teacher or model, role="teacher")
@@ -123,6 +175,9 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
         if anchor:
             echo("anchor: MLflow make_judge + Judge.align(SIMBA) on the same train split ...")
             rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine)
+        rep["test_reuse"] = _record_test_use(workdir / LEDGER_FILE, rep, run_dir)
+        if rep["test_reuse"]["message"]:
+            rep.setdefault("warnings", []).append(rep["test_reuse"]["message"])
         rep["run_id"], rep["tracking_uri"], rep["run_dir"] = run_id, tracker.uri, str(run_dir)
         rep["usage"] = USAGE.as_dict()
         test = rep.get("test", {})
@@ -136,10 +191,16 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
             pname = f"verifirst-{judge}-judge"
             uri = tracker.register_prompt(pname, rep["calibrated_prompt"], tags={
                 "split_digest": manifest.digest, "test_pi": f"{_test_pi(rep) or float('nan'):.6f}",
+                "val_pi": f"{_val_pi_of(rep):.6f}",
                 "run_id": run_id or "", "judge": judge, "threshold": str(rep.get("calibrated_threshold"))},
                 message=f"AutoRefine, {max_iters} max iterations, run {run_id}")
             rep["prompt_uri"] = uri
-            rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep)
+            val_items = manifest.select(suite.items, "val")
+
+            def rescore(text: str, threshold: float | None) -> dict:
+                return _score_prompt(judge, rep["view_fields"], text, threshold, val_items, judge_lm, threads)
+
+            rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore)
         atomic.write_json(run_dir / "report.json", rep)
         from .html_report import log_plots
 
@@ -151,6 +212,35 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
         return rep
     finally:
         tracker.finish(status)
+
+
+def _val_pi_of(rep: dict) -> float:
+    pi = (rep.get("validation") or {}).get("pi")
+    return float("nan") if pi is None else float(pi)
+
+
+def _score_prompt(judge: str, fields: list[str], text: str, threshold: float | None, items, judge_lm,
+                  threads: int) -> dict[str, str | None]:
+    """Verdicts of one judge prompt on these items with this LM (None where the LM failed)."""
+    from verifirst.optimizers.autorefine import run_judge, verdicts_at
+    from verifirst.programs.judges import make_judge
+
+    with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
+        return verdicts_at(run_judge(make_judge(judge, fields, text), items, judge_lm, threads), threshold)
+
+
+def _record_test_use(path: Path, rep: dict, run_dir: Path) -> dict:
+    """Every prompt this run scored on the test split goes into the ledger; returns the reuse count."""
+    ledger = TestLedger(path)
+    scored = {"uncalibrated": rep.get("initial_prompt") or "", "calibrated": rep.get("calibrated_prompt") or ""}
+    if rep.get("anchor"):
+        scored["anchor"] = json.dumps(rep["anchor"].get("instructions"), sort_keys=True, default=str)
+    hashes = []
+    for what, text in scored.items():
+        h = program_hash(text)
+        hashes.append(h)
+        ledger.record(rep["split_digest"], h, run_dir, what)
+    return ledger.reuse(rep["split_digest"], hashes)
 
 
 def mlflow_model_uri(spec: str) -> str | None:
@@ -204,11 +294,13 @@ def print_calibration(rep: dict, echo=print) -> None:
     con.print(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
               f"errors {tc.get('error')}")
     for w in rep.get("warnings", []):
-        con.print(f"[yellow]warning:[/] {w}")
+        con.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if rep.get("prompt_uri"):
         ch = rep.get("champion", {})
-        con.print(f"calibrated prompt: {rep['run_dir']}/calibrated_prompt.txt, registered as {rep['prompt_uri']} "
-                  f"(champion {'moved' if ch.get('moved') else 'kept'}: {ch.get('reason')})")
+        con.print(f"calibrated prompt: {rep['run_dir']}/calibrated_prompt.txt, registered as {rep['prompt_uri']}",
+                  soft_wrap=True)
+        con.print(f"champion {'moved' if ch.get('moved') else 'kept'} (decided on {ch.get('decided_on')}): "
+                  f"{ch.get('reason')}", soft_wrap=True)
     con.print(f"MLflow run {rep.get('run_id')} in {rep.get('tracking_uri')}")
 
 
