@@ -541,7 +541,8 @@ def test_lm_errors_are_not_fails(world, tmp_path):
     assert all(v["verdict"] is None and v["error"] for v in run.values())
 
 
-def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path):
+def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path, capsys):
+    from verifirst.calibrate import print_calibration
     from verifirst.splits import SplitManifest
 
     suite = make_world(n_groups=10, seed=3, opaque_rate=0.0)
@@ -556,6 +557,8 @@ def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported
     assert any("test split has one label class (all PASS): π is undefined/degenerate" in w
                for w in report["warnings"])
     assert not any(w.startswith("validation split") for w in report["warnings"])
+    print_calibration(report)
+    assert "test split has one label class (all PASS): π is undefined/degenerate" in capsys.readouterr().out
     val = report["validation"]
     assert set(val["labels"]) == set(manifest.val) and set(val["verdicts"]["calibrated"]) == set(manifest.val)
     chosen = report["loop"]["iterations"][report["loop"]["selected_iteration"]]
