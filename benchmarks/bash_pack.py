@@ -1,9 +1,11 @@
 """The built-in NL->Bash pack: tasks we wrote, each with a gold command and a sandbox fixture.
 
 Data: `benchmarks/data/bash_pack.json`, an object {"name", "version", "tasks": [...]} where
-each task is {id, task, gold, fixture, difficulty (0 easy, 1 medium, 2 hard), check?}.
-`check` is "exec" (default: judge by execution against the gold) or "syntax" (the gold only
-defines something, so execution shows nothing and `bash -n` is the check).
+each task is {id, task, gold, fixture, difficulty (0 easy, 1 medium, 2 hard), harness?, match?}.
+Every task is judged by running it against the gold (FEH). A gold that only defines something
+(a function, a loop over stdin) comes with a `harness`: a script in which `{command}` stands
+for the command, which feeds it input or calls what it defined, for gold and candidate alike.
+`match: "exact"` asks for the same output, not a similar one (the harness prints exact values).
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from verifirst.task import Item, Suite
 
 PACK_PATH = Path(__file__).resolve().parent / "data" / "bash_pack.json"
 FIXTURES = ("empty",) + tuple(f"nl2sh-fs{i}" for i in range(1, 6)) + tuple(f"intercode-fs{i}" for i in range(1, 5))
-CHECKS = ("exec", "syntax")
+CHECKS = ("exec",)  # the one kind left: every task is judged by execution
+MATCHES = ("similar", "exact")
+HARNESS_SLOT = "{command}"
 DIFFICULTIES = (0, 1, 2)
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9\-]*$")
 
@@ -56,8 +60,22 @@ def _item(row: object, index: int, *, path: str, text: str) -> Item:
     check = row.get("check", "exec")
     if check not in CHECKS:
         raise InputError(f"check is {check!r}", path=path, line=line, field=f"tasks[{index}].check",
-                         expected="'exec' or 'syntax'")
-    return Item(id=tid, inputs={"task": task}, gold={"command": gold, "fixture": fixture}, group=tid,
+                         expected="'exec' (a syntax-only check passes any command that parses: "
+                                  "give the task a harness that runs what the gold defines)")
+    extra = {}
+    if "harness" in row:
+        h = _str_field(row, "harness", path=path, line=line, index=index)
+        if HARNESS_SLOT not in h:
+            raise InputError(f"the harness has no {HARNESS_SLOT} slot", path=path, line=line,
+                             field=f"tasks[{index}].harness", expected=f"a script with {HARNESS_SLOT}")
+        extra["harness"] = h
+    match = row.get("match", "similar")
+    if match not in MATCHES:
+        raise InputError(f"match is {match!r}", path=path, line=line, field=f"tasks[{index}].match",
+                         expected="'similar' or 'exact'")
+    if match == "exact":
+        extra["match"] = "exact"
+    return Item(id=tid, inputs={"task": task}, gold={"command": gold, "fixture": fixture, **extra}, group=tid,
                 meta={"difficulty": diff, "check": check, "source": "bash-pack"})
 
 
@@ -88,11 +106,8 @@ def load_bash_pack(path: str | Path | None = None) -> Suite:
 
 
 class PackVerifier:
-    """Ground truth for pack items: `syntax` tasks by `bash -n` (nothing runs), others by `exec_verifier`.
-
-    `exec_verifier` defaults to the sandboxed FEH verifier; items without a `check` go to it too,
-    so the wrapper serves any bash suite.
-    """
+    """Ground truth for pack items: execution against the gold by `exec_verifier` (default: the
+    sandboxed FEH verifier), which honours the items' harness and match; serves any bash suite."""
 
     name = "bash-pack"
 
@@ -106,18 +121,15 @@ class PackVerifier:
             self._exec = FehVerifier()
         return self._exec
 
-    def verify(self, item: Item, candidate) -> "Verdict":
-        if item.meta.get("check") != "syntax":
-            return self.exec_verifier.verify(item, candidate)
-        from verifirst.programs._extract import parses
-        from verifirst.verifiers.base import Verdict, VerifierError
-        from verifirst.verifiers.feh import candidate_command
+    def preflight(self) -> None:
+        """Build the execution verifier's sandbox now (see FehVerifier.preflight).
 
-        cmd = candidate_command(candidate)
-        if not cmd.strip():
-            return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate command is empty")],
-                           feedback="the candidate command is empty", backend="bash -n")
-        if parses(cmd):
-            return Verdict(1.0, True, feedback="bash -n: the command parses", backend="bash -n")
-        return Verdict(0.0, False, "SYNTAX", [VerifierError("SYNTAX", "bash -n rejects the command")],
-                       feedback="bash -n rejects the command: fix its syntax", backend="bash -n")
+        Raises:
+            SandboxUnavailable: no usable bubblewrap here (unless the verifier runs unsafe_local).
+        """
+        check = getattr(self.exec_verifier, "preflight", None)
+        if check is not None:
+            check()
+
+    def verify(self, item: Item, candidate) -> "Verdict":
+        return self.exec_verifier.verify(item, candidate)

@@ -55,14 +55,63 @@ def test_is_a_verifier_and_identical_outputs_pass():
     assert v.feedback.startswith("EQUIVALENT")
 
 
+NO_INCONCLUSIVE = FehVerifier(FehParams(inconclusive=False), embed=bag_embed)
+
+
 def test_empty_output_pair_is_judged_by_command_text_not_passed_blindly():
-    # neither prints nor changes anything: the naive prototype called these equal
-    v = cmp(run(), run(), gold="cd /testbed/dir1", cand="export LANG=C")
+    # with INCONCLUSIVE off, neither printing nor changing anything falls back on command text
+    v = cmp(run(), run(), gold="cd /testbed/dir1", cand="export LANG=C", v=NO_INCONCLUSIVE)
     assert not v.passed and v.stage == "NO_OUTPUT" and "neither command printed" in v.feedback
-    same = cmp(run(), run(), gold="cd /testbed/dir1", cand="cd /testbed/dir1/")
-    assert bag_embed(["cd /testbed/dir1", "cd /testbed/dir1/"])[0] @ bag_embed(["cd /testbed/dir1/"])[0] < 1
-    assert cmp(run(), run(), gold="cd /testbed", cand="cd  /testbed").passed
+    same = cmp(run(), run(), gold="cd /testbed/dir1", cand="cd /testbed/dir1/", v=NO_INCONCLUSIVE)
+    assert cmp(run(), run(), gold="cd /testbed", cand="cd  /testbed", v=NO_INCONCLUSIVE).passed
     assert same.details["rule"] == "no_output_cmd"
+
+
+def test_gold_without_observable_effect_is_inconclusive_with_reason():
+    # the issue: a quiet reference matched any quiet candidate
+    v = cmp(run(), run(), gold="cd /testbed/dir1", cand="export LANG=C")
+    assert v.inconclusive and "no observable effect" in v.inconclusive
+    assert v.stage == "INCONCLUSIVE" and not v.passed and v.score == 0.0 and v.errors == []
+    assert v.feedback.startswith("INCONCLUSIVE: the reference command has no observable effect")
+    assert v.details["inconclusive"] == v.inconclusive and v.as_dict()["inconclusive"] == v.inconclusive
+    assert cmp(run(), run(), gold="cd /testbed", cand="cd  /testbed").inconclusive  # text alike, not same
+    # the same command text is decided; so is a candidate that did something the reference did not
+    same = cmp(run(), run(), gold="cd /testbed ", cand="cd /testbed")
+    assert same.passed and same.details["rule"] == "same_command" and same.inconclusive is None
+    loud = cmp(run(), run("x\n"), gold="cd /testbed", cand="echo x")
+    assert not loud.passed and loud.inconclusive is None
+    failing = cmp(run(), run("", "no such dir", 1), gold="cd /testbed", cand="cd /nope")
+    assert failing.stage == "EXIT_STATUS" and failing.inconclusive is None
+    wrote = cmp(run(), run("", fs=[F("/testbed/x")]), gold="cd /testbed", cand="touch /testbed/x")
+    assert wrote.stage == "FS_DIFF" and wrote.inconclusive is None
+
+
+def test_both_failing_differently_is_inconclusive_same_failure_decided():
+    g = run("", "bash: line 1: cal: command not found\n", 127)
+    v = cmp(g, run("", "bash: line 1: ncal: command not found\n", 127), gold="cal", cand="ncal")
+    assert v.inconclusive and "both commands fail" in v.inconclusive and v.stage == "INCONCLUSIVE"
+    other_exit = cmp(run("", "ls: cannot access 'x': No such file", 2), run("", "cat: x: No such file", 1))
+    assert other_exit.inconclusive and not other_exit.passed
+    # the same error is an observation: decided, either way
+    same = cmp(g, run("", "bash: line 1: cal: command not found\n", 127), gold="cal", cand="cal -3")
+    assert same.passed and same.inconclusive is None and same.details["rule"] == "identical"
+    printed = cmp(run("a\n", "err", 1), run("b\n", "err", 1))
+    assert printed.inconclusive is None and not printed.passed
+    assert not cmp(g, run("", "cal: not found", 127), v=NO_INCONCLUSIVE).inconclusive
+
+
+def const_embed(texts):
+    """An embedder for which every text looks alike (cosine 1): similarity decides nothing."""
+    return np.ones((len(texts), 4), dtype=np.float32) / 2.0
+
+
+def test_quiet_wrong_candidate_against_printing_gold_fails():
+    v = FehVerifier(embed=const_embed)
+    r = v.compare("t", "wc -l < /testbed/a.txt", "cd /testbed", run("42\n"), run())
+    assert not r.passed and r.inconclusive is None and r.stage == "OUTPUT"
+    assert r.details["rule"] == "output_presence"
+    r2 = v.compare("t", "cd /testbed", "wc -l < /testbed/a.txt", run(), run("42\n"))
+    assert not r2.passed and r2.inconclusive is None
 
 
 def test_stderr_only_failure_fails_on_exit_status_with_feedback():
@@ -73,7 +122,8 @@ def test_stderr_only_failure_fails_on_exit_status_with_feedback():
     assert "exit status: candidate exit 127, reference exit 0" in v.feedback
     assert "command not found" in v.feedback and v.error_classes == ["EXIT_STATUS"]
     # two different failures with only stderr: compared as output, not as 'both empty'
-    v2 = cmp(run("", "ls: cannot access 'x': No such file", 2), run("", "cal: command not found", 127))
+    v2 = cmp(run("", "ls: cannot access 'x': No such file", 2), run("", "cal: command not found", 127),
+             v=NO_INCONCLUSIVE)
     assert not v2.passed and v2.details["rule"] != "no_output_cmd"
 
 
@@ -124,6 +174,7 @@ def test_status_veto_can_be_switched_off():
     f.cos_cmd = 0.9
     assert decide(f, FehParams()).stage == "EXIT_STATUS"
     assert decide(f, FehParams(status_veto=False)).rule == "no_output_cmd"
+    assert features(RunView.of(g), RunView.of(c), "ls ", "ls").same_command
 
 
 class Boom(dspy.LM):
@@ -160,6 +211,29 @@ def test_llm_confirm_and_arbiter_and_lm_errors():
         FehVerifier(llm="maybe")
 
 
+def test_lm_failures_are_counted_and_said():
+    g, c = run("alpha beta gamma"), run("alpha beta delta")
+    broken = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm", lm=Boom())
+    assert broken.lm_failures == 0
+    v = cmp(g, c, v=broken)
+    assert v.details["lm_failed"] is True and broken.lm_failures == 1
+    cmp(g, c, v=broken)
+    assert broken.lm_failures == 2
+    # an answer that is neither true nor false is a failure too, never read as false
+    from verifirst.verifiers._feh_llm import as_bool
+
+    assert as_bool("True.") is True and as_bool(" false") is False and as_bool(False) is False
+    for text in ("maybe", "", "true or false"):
+        with pytest.raises(ValueError, match="neither true nor false"):
+            as_bool(text)
+    ok = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
+                     lm=DummyLM([{"equivalent": "true"}], adapter=dspy.JSONAdapter()))
+    assert cmp(g, c, v=ok).details["lm_failed"] is False and ok.lm_failures == 0
+    # INCONCLUSIVE pairs never reach the LM (DummyLM without answers would fail)
+    quiet = FehVerifier(embed=bag_embed, llm="arbiter", lm=DummyLM([]))
+    assert cmp(run(), run(), v=quiet).inconclusive and quiet.lm_failures == 0
+
+
 def test_verify_runs_pair_in_item_fixture_with_prerequisite():
     calls = []
 
@@ -182,6 +256,63 @@ def test_verify_runs_pair_in_item_fixture_with_prerequisite():
     m = feh_metric(v)
     ex = dspy.Example(task="count", command="ls | wc -l", fixture="empty", item_id="i1").with_inputs("task")
     assert m(ex, dspy.Prediction(command="ls -1 | wc -l")).score == 1.0
+
+
+def test_harness_wraps_gold_and_candidate_and_exact_match():
+    calls = []
+    outputs = {"max() { echo $2; }": "9\n12\n", "max() { echo $1; }": "3\n12\n"}
+
+    def fake_pair(gold, cand, fixture):
+        calls.append((gold, cand))
+        return (run(outputs[gold.split("\n")[1]]), run(outputs[cand.split("\n")[1]]))
+
+    harness = "{\n{command}\n} >/dev/null 2>&1\nmax 3 9\nmax 12 -4"
+    item = Item("fn", {"task": "max"}, {"command": "max() { echo $2; }", "fixture": "empty", "harness": harness})
+    loose = FehVerifier(run_pair=fake_pair, embed=const_embed)
+    assert loose.verify(item, "max() { echo $1; }").passed  # outputs 'alike' to the embedder
+    assert calls[0] == (harness.replace("{command}", "max() { echo $2; }"),
+                        harness.replace("{command}", "max() { echo $1; }"))
+    exact = Item("fn", item.inputs, {**item.gold, "match": "exact"})
+    v = loose.verify(exact, "max() { echo $1; }")
+    assert not v.passed and v.stage == "OUTPUT" and v.details["params"]["out_threshold"] > 1
+    assert loose.verify(exact, "max() { echo $2; }").passed
+    m = feh_metric(loose)
+    ex = dspy.Example(task="max", **exact.gold, item_id="fn").with_inputs("task")
+    assert m(ex, dspy.Prediction(command="max() { echo $1; }")).score == 0.0
+    with pytest.raises(InputError, match="slot"):
+        loose.verify(Item("b", {}, {"command": "x", "harness": "echo no slot"}), "y")
+
+
+def test_preflight_raises_before_any_lm_call_when_the_sandbox_cannot_run(monkeypatch):
+    from verifirst.benchmarks.bash_pack import PackVerifier
+    from verifirst.preflight import check_verifiers
+    from verifirst.verifiers import _bwrap, sandbox
+
+    def no_bwrap(*a, **kw):
+        raise _bwrap.SandboxUnavailable("no bubblewrap binary found")
+
+    monkeypatch.setattr(_bwrap, "find_bwrap", no_bwrap)
+    monkeypatch.setattr(sandbox, "_DEFAULT", {})
+    lm = DummyLM([])  # any LM call would raise: none may happen
+    with pytest.raises(_bwrap.SandboxUnavailable, match="no bubblewrap"):
+        check_verifiers([FehVerifier(llm="confirm", lm=lm)])
+    with pytest.raises(_bwrap.SandboxUnavailable):
+        PackVerifier(FehVerifier()).preflight()
+    FehVerifier(unsafe_local=True).preflight()  # no bwrap needed
+    FehVerifier(run_pair=lambda g, c, f: (run(), run())).preflight()  # injected runner: ready
+
+
+def test_verify_bash_json_carries_inconclusive_and_exit_3(monkeypatch, capsys):
+    from verifirst.verifiers import feh
+
+    monkeypatch.setattr(feh, "_default_embed", lambda: bag_embed)
+    rc = feh.cli_verify_bash("true", ":", fixture="empty", as_json=True, unsafe_local=True)
+    out = json.loads(capsys.readouterr().out)
+    assert rc == feh.EXIT_INCONCLUSIVE == 3
+    assert out["equivalent"] is False and "no observable effect" in out["inconclusive"]
+    assert out["stage"] == "INCONCLUSIVE" and out["lm_failures"] == 0
+    assert feh.cli_verify_bash("echo hi", "echo hi", fixture="empty", as_json=True, unsafe_local=True) == 0
+    assert json.loads(capsys.readouterr().out)["inconclusive"] is None
 
 
 def test_load_params_validates(tmp_path):
@@ -225,7 +356,7 @@ def _random_features(n, seed=0):
         f = features(RunView.of(run()), RunView.of(run()))
         for k in ("stdout_equal", "stdout_sorted_equal", "stderr_equal", "exit_equal", "ok_gold", "ok_cand",
                   "fs_equal", "fs_gold_empty", "fs_cand_empty", "out_gold_empty", "out_cand_empty",
-                  "stdout_both_empty", "fs_paths_equal"):
+                  "stdout_both_empty", "fs_paths_equal", "same_command"):
             setattr(f, k, b())
         f.token_overlap, f.min_tokens = float(rng.random()), int(rng.integers(0, 4))
         f.cos_out = None if f.no_output else float(rng.random())
@@ -258,6 +389,56 @@ def test_cross_validation_never_sees_held_out_labels():
     assert [a["pred"][i] for i in range(200) if fold[i] == 2] == [b["pred"][i] for i in range(200) if fold[i] == 2]
     q = fq.quality([True, True, False, False], [True, False, True, False])
     assert (q["tp"], q["fn"], q["fp"], q["tn"]) == (1, 1, 1, 1) and q["accuracy"] == 0.5 and q["f1"] == 0.5
+
+
+def test_quality_counts_inconclusive_apart_and_false_equivalence_over_all_rotated():
+    labels = [True, True, False, False, False, False]
+    preds = [True, True, True, True, False, False]
+    und = [False, False, True, False, False, False]  # the third pair could not be judged
+    q = fq.quality(labels, preds, und)
+    assert q["n"] == 5 and q["inconclusive"] == 1
+    assert q["inconclusive_by_label"] == {"equivalent": 0, "not_equivalent": 1}
+    assert (q["tp"], q["fp"], q["tn"], q["fn"]) == (2, 1, 2, 0) and q["accuracy"] == 0.8
+    assert q["precision"] == 0.667 and q["recall"] == 1.0 and q["f1"] == 0.8
+    assert q["false_equivalence"] == {"count": 1, "of": 4, "rate": 0.25, "rate_conclusive": 0.333}
+    assert fq.quality(labels, preds)["false_equivalence"]["count"] == 2
+
+
+def test_cross_validation_fits_on_conclusive_pairs_only():
+    feats = _random_features(200, seed=5)
+    labels = [bool(x) for x in np.random.default_rng(6).random(200) < 0.5]
+    groups = [f"g{i // 2}" for i in range(200)]
+    small = fq.grid({**fq.GRID, "out_threshold": [0.5, 0.7, 0.9], "overlap_min_tokens": [1]})
+    und = fq.undecided_mask(feats)
+    assert 0 < und.sum() < 200 and not fq.undecided_mask(feats, inconclusive=False).any()
+    a = fq.cross_validate(feats, labels, groups, k=4, seed=0, candidates=small, undecided=und)
+    flipped = [(not y) if u else y for y, u in zip(labels, und)]
+    b = fq.cross_validate(feats, flipped, groups, k=4, seed=0, candidates=small, undecided=und)
+    assert a["chosen"] == b["chosen"] and a["pred"] == b["pred"]  # labels of undecided pairs unused
+    assert not any(p for p, u in zip(a["pred"], und) if u)
+    assert all(p.inconclusive for p in fq.grid()) and not any(p.inconclusive for p in fq.grid(inconclusive=False))
+
+
+def test_new_user_probe_pairs_and_counts():
+    from verifirst.benchmarks import feh_new_user_probe as probe
+
+    items = [Item(f"t{i}", {"task": "x"}, {"command": c, "fixture": "intercode-fs1"})
+             for i, c in enumerate(["ls", "cd /testbed", "ls ", "pwd"])]
+    pairs = probe.probe_pairs(items, offset=2)
+    assert [p["id"] for p in pairs] == ["t0:self", "t1:self", "t1:rot2", "t2:self", "t3:self", "t3:rot2"]
+    rot = [p for p in pairs if not p["label"]]
+    assert {(p["gold"], p["candidate"]) for p in rot} == {("cd /testbed", "pwd"), ("pwd", "cd /testbed")}
+    assert sum(p["label"] for p in pairs) == 4 and all(p["fixture"] == "intercode-fs1" for p in pairs)
+    assert {p["fixture"] for p in probe.probe_pairs(items, 2, "empty")} == {"empty"}
+    views = {"ls": run("a\n"), "ls ": run("a\n"), "cd /testbed": run(), "pwd": run("/\n")}
+    feats = []
+    for p in pairs:
+        f = features(RunView.of(views[p["gold"]]), RunView.of(views[p["candidate"]]), p["gold"], p["candidate"])
+        f.cos_out, f.cos_cmd = 0.0, 0.0
+        feats.append(f)
+    c = probe.count(feats, pairs, FehParams())
+    assert c["self"] == {"pairs": 4, "equivalent": 4, "not_equivalent": 0, "inconclusive": 0}
+    assert c["rotated"]["pairs"] == 2 and c["rotated"]["false_equivalent"] == 0
 
 
 def test_run_and_embed_caches_make_reruns_free(tmp_path):

@@ -108,6 +108,7 @@ class PairFeatures:
     cos_out: float | None = None
     cos_cmd: float | None = None
     past_cap_differs: bool = False  # kept outputs alike, full streams not (a run hit the output cap)
+    same_command: bool = False  # the two command texts are the same (blanks at the ends aside)
 
     @property
     def status_match(self) -> bool:
@@ -117,13 +118,23 @@ class PairFeatures:
     def no_output(self) -> bool:
         return self.out_gold_empty and self.out_cand_empty
 
+    @property
+    def gold_quiet(self) -> bool:
+        """The reference did nothing observable: exit 0, no output, no file-system change."""
+        return self.ok_gold and self.out_gold_empty and self.fs_gold_empty
+
+    @property
+    def cand_quiet(self) -> bool:
+        return self.ok_cand and self.out_cand_empty and self.fs_cand_empty
+
 
 def observed(r: RunView) -> str:
     """What a user sees: stdout, then stderr (docker exec_run in the peers merges them)."""
     return norm_out(r.stdout) + ("\n" + norm_out(r.stderr) if norm_out(r.stderr) else "")
 
 
-def features(g: RunView, c: RunView) -> PairFeatures:
+def features(g: RunView, c: RunView, gold_cmd: str | None = None, cand_cmd: str | None = None) -> PairFeatures:
+    """What the rules read from two runs; the command texts, when given, fill `same_command`."""
     so_g, so_c = norm_out(g.stdout), norm_out(c.stdout)
     lg, lc = set(so_g.split("\n")) - {""}, set(so_c.split("\n")) - {""}
     pg, pc = {e[1] for e in g.fs}, {e[1] for e in c.fs}
@@ -135,6 +146,7 @@ def features(g: RunView, c: RunView) -> PairFeatures:
         equal = sorted_equal = not past_cap
     return PairFeatures(
         past_cap_differs=past_cap,
+        same_command=gold_cmd is not None and cand_cmd is not None and gold_cmd.strip() == cand_cmd.strip(),
         stdout_equal=equal,
         stdout_sorted_equal=sorted_equal,
         stderr_equal=norm_out(g.stderr) == norm_out(c.stderr),
@@ -192,6 +204,8 @@ class FehParams:
     overlap_threshold: float = 1.01  # token containment that also counts as same output (>1: off)
     overlap_min_tokens: int = 1      # ...when the smaller output has at least this many tokens
     output_over_status: bool = False  # equal non-empty output and fs outweigh differing exit codes
+    inconclusive: bool = True        # say INCONCLUSIVE when the runs cannot decide (see undecidable());
+                                     # off: such pairs fall through to the similarity rules
 
     @classmethod
     def from_dict(cls, d: dict) -> "FehParams":
@@ -209,11 +223,34 @@ class Decision:
     rule: str             # which branch decided
     stage: str            # PASS or the failing aspect
     differences: list[str] = field(default_factory=list)
+    inconclusive: str | None = None  # why nothing observable decides; equivalent is then False
+
+
+QUIET_REASON = ("the reference command has no observable effect in this fixture (exit 0, no output, "
+                "no file-system change) and neither has the candidate: running them cannot tell them apart")
+FAILED_REASON = ("both commands fail in this fixture, with different errors: the fixture cannot run the "
+                 "reference, so running them shows nothing about the task")
+
+
+def undecidable(f: PairFeatures) -> str | None:
+    """Why execution cannot decide this pair, or None. A quiet reference against a candidate that
+    did something (printed, changed files, failed) is decided: that difference was observed. The
+    same command text is decided too (one program, one fixture)."""
+    if f.same_command:
+        return None
+    if f.gold_quiet and f.cand_quiet:
+        return QUIET_REASON
+    if not f.ok_gold and not f.ok_cand and not f.stderr_equal:
+        return FAILED_REASON
+    return None
 
 
 def decide(f: PairFeatures, p: FehParams) -> Decision:
-    """The rule cascade. Strong execution evidence first, similarity last."""
+    """The rule cascade. Undecidable pairs first, strong execution evidence next, similarity last."""
     diffs = differences(f)
+    reason = undecidable(f) if p.inconclusive else None
+    if reason:
+        return Decision(False, 0.0, "inconclusive", "INCONCLUSIVE", diffs, inconclusive=reason)
     out_equal = f.stdout_equal or (p.sorted_lines_equal and f.stdout_sorted_equal)
     if f.stdout_both_empty and not f.stderr_equal:
         out_equal = False  # two different failures are not one output
@@ -233,11 +270,16 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
     if f.no_output:
         # Nothing observable beyond status and files: fall back on what the commands say.
         s = f.cos_cmd if f.cos_cmd is not None else 0.0
+        if f.same_command and f.fs_equal and f.exit_equal and f.stderr_equal:
+            return Decision(True, 1.0, "same_command", "PASS", diffs)
         if f.fs_equal and f.exit_equal and f.stderr_equal and s >= p.cmd_threshold:
             return Decision(True, s, "no_output_cmd", "PASS", diffs)
         return Decision(False, s, "no_output_cmd", "NO_OUTPUT", diffs)
     if out_equal:
         return Decision(True, 1.0, "output_equal", "PASS", diffs)
+    if f.out_gold_empty != f.out_cand_empty:
+        # one printed, the other did not: no similarity of an empty text to output is evidence
+        return Decision(False, 0.0, "output_presence", "OUTPUT", diffs)
     s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
     if s >= p.out_threshold:
         return Decision(True, s, "output_cosine", "PASS", diffs)
@@ -262,7 +304,10 @@ def differences(f: PairFeatures) -> list[str]:
 def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunView,
              f: PairFeatures, d: Decision, max_lines: int = 12) -> str:
     """Plain text for a reflection LM: the verdict, then each aspect that differed."""
-    head = ("EQUIVALENT" if d.equivalent else "NOT EQUIVALENT") + f" (rule {d.rule}, score {d.score:.2f})"
+    if d.inconclusive:
+        head = f"INCONCLUSIVE: {d.inconclusive}"
+    else:
+        head = ("EQUIVALENT" if d.equivalent else "NOT EQUIVALENT") + f" (rule {d.rule}, score {d.score:.2f})"
     lines = [head, f"candidate: {cand_cmd}", f"reference: {gold_cmd}"]
     if task:
         lines.insert(1, f"task: {task}")
@@ -287,7 +332,7 @@ def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunV
         lines += _fs_lines(g, c, max_lines)
     elif g.fs:
         lines.append(f"file-system changes match ({len(g.fs)} entries)")
-    if f.no_output and not d.equivalent:
+    if f.no_output and not d.equivalent and not d.inconclusive:
         lines.append("neither command printed anything; judged on status, files and command text")
     if c.truncated or g.truncated:
         lines.append("output was truncated at the sandbox cap")

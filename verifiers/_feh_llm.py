@@ -3,6 +3,7 @@ chars each) -> true/false. Runs with whatever LM is configured (dspy.settings or
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -36,8 +37,16 @@ class LlmEquivalenceCheck(dspy.Module):
                           model_command_output=candidate_output[:OUTPUT_CHARS] or "(no output)")
 
 
+_YES, _NO = {"true"}, {"false"}
+
+
 def as_bool(v) -> bool:
-    """DSPy usually parses bool; small models sometimes return text."""
+    """DSPy usually parses bool; small models sometimes return text. Text that says neither
+    true nor false (or both) is an LM failure, raised, never read as false."""
     if isinstance(v, bool):
         return v
-    return "true" in str(v).strip().lower()
+    words = set(re.findall(r"[a-z]+", str(v).lower()))
+    yes, no = bool(words & _YES), bool(words & _NO)
+    if yes != no:
+        return yes
+    raise ValueError(f"the LM answered {str(v)[:80]!r}, neither true nor false")

@@ -3,11 +3,15 @@
 Gold and candidate run in identical fresh copies of the item's fixture (sandbox.run_pair);
 the verdict compares exit status, file-system diff and output (exact, line order, MiniLM
 cosine), optionally confirmed or arbitrated by an LLM check, and explains what differed.
+When the runs cannot decide (the reference does nothing observable and neither does the
+candidate, or both fail with different errors) the verdict is INCONCLUSIVE with the reason.
 """
 from __future__ import annotations
 
 import json
+import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from verifirst.errors import InputError
@@ -19,6 +23,7 @@ from .base import Verdict, VerifierError
 
 RunPair = Callable[[str, str, str], tuple[Any, Any]]
 LLM_MODES = ("off", "confirm", "arbiter")
+EXIT_INCONCLUSIVE = 3  # `verify bash`: 0 equivalent, 1 not, 2 bad input, 3 the runs cannot decide
 ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
 
 
@@ -58,8 +63,30 @@ def with_prerequisite(command: str, prerequisite: str | None) -> str:
     return f"(\n{prerequisite}\n) >/dev/null 2>&1\n{command}"
 
 
+HARNESS_SLOT = "{command}"
+
+
+def with_harness(command: str, harness: str | None) -> str:
+    """Put the command into a test harness: a script in which `{command}` stands for it.
+
+    A command that only defines something (a function, a loop over stdin) shows nothing when
+    run alone; the harness feeds it input or calls what it defined, for gold and candidate alike.
+
+    Args:
+        command: the command under test.
+        harness: the script with one `{command}` slot, or None/blank for the command alone.
+    """
+    if not harness or not harness.strip():
+        return command
+    return harness.replace(HARNESS_SLOT, command)
+
+
 class FehVerifier:
-    """verify(item, candidate): item.gold has `command` and `fixture` (optional `prerequisite`)."""
+    """verify(item, candidate): item.gold has `command` and `fixture` (optional `prerequisite`,
+    run first and quietly, and `harness`, see with_harness()).
+
+    `lm_failures` counts LLM checks that failed (the offline verdict then stands, and says so).
+    """
 
     name = "bash-feh"
 
@@ -79,6 +106,18 @@ class FehVerifier:
         self._run_pair, self._embed = run_pair, embed
         self._checker = None
         self._sandbox_kw = {"timeout_s": timeout_s, "unsafe_local": bool(unsafe_local)}
+        self.lm_failures = 0
+        self._lock = threading.Lock()
+
+    def preflight(self) -> None:
+        """Build the sandbox now (bwrap found and probed, unless unsafe_local), so a host that
+        cannot run it fails before the first LM call. An injected run_pair is taken as ready.
+
+        Raises:
+            SandboxUnavailable: no usable bubblewrap here; the message says how to fix it.
+        """
+        if self._run_pair is None:
+            self.sandbox  # noqa: B018 - constructing it is the probe
 
     @property
     def sandbox(self):
@@ -109,55 +148,82 @@ class FehVerifier:
                            feedback="NOT EQUIVALENT: the candidate command is empty; write one Bash command.",
                            backend=self.name, details={"equivalent": False})
         fixture = item.gold.get("fixture", "empty")
-        pre = item.gold.get("prerequisite")
+        pre, harness = item.gold.get("prerequisite"), item.gold.get("harness")
+        if harness is not None and HARNESS_SLOT not in str(harness):
+            raise InputError(f"item {item.id}: the harness has no {HARNESS_SLOT} slot", field="gold.harness",
+                             expected=f"a script with {HARNESS_SLOT} where the command goes")
         t0 = time.perf_counter()
-        g, c = self.run_pair(with_prerequisite(gold_cmd, pre), with_prerequisite(cand_cmd, pre), fixture)
+        g, c = self.run_pair(with_prerequisite(with_harness(gold_cmd, harness), pre),
+                             with_prerequisite(with_harness(cand_cmd, harness), pre), fixture)
         t_run = time.perf_counter() - t0
-        v = self.compare(task, gold_cmd, cand_cmd, g, c)
+        exact = item.gold.get("match") == "exact"
+        v = self.compare(task, gold_cmd, cand_cmd, g, c, params=exact_output(self.params) if exact else None)
         v.timings["run_s"] = t_run
         v.details["fixture"] = fixture
         return v
 
     def compare(self, task: str | None, gold_cmd: str, cand_cmd: str, gold_run: Any, cand_run: Any,
-                feats: PairFeatures | None = None) -> Verdict:
-        """The verdict for two finished runs (RunResult, dict or RunView)."""
+                feats: PairFeatures | None = None, params: FehParams | None = None) -> Verdict:
+        """The verdict for two finished runs (RunResult, dict or RunView).
+
+        Args:
+            task: the NL task (shown to the LLM check and in the feedback), or None.
+            gold_cmd: the reference command text.
+            cand_cmd: the candidate command text.
+            gold_run: the reference's run.
+            cand_run: the candidate's run.
+            feats: precomputed features (a benchmark's cache); computed here when None.
+            params: rule parameters for this pair (default: the verifier's).
+
+        Returns:
+            PASS / a failing stage, or Verdict.undecided (stage INCONCLUSIVE, `inconclusive` the
+            reason) when the runs cannot decide; details carry both runs, the rule and the LLM info.
+        """
         t0 = time.perf_counter()
         g, c = RunView.of(gold_run), RunView.of(cand_run)
         f = feats or features(g, c)
+        f.same_command = gold_cmd.strip() == cand_cmd.strip()
         if f.cos_cmd is None:
             add_cosines(f, g, c, gold_cmd, cand_cmd, self.embed)
-        d = decide(f, self.params)
+        params = params or self.params
+        d = decide(f, params)
         t_cmp = time.perf_counter() - t0
-        llm_info = self._llm_stage(task, gold_cmd, cand_cmd, g, c, d)
+        llm_info = self._llm_stage(task, gold_cmd, cand_cmd, g, c, d, params)
         text = feedback(task, gold_cmd, cand_cmd, g, c, f, d)
         if llm_info.get("said") is not None:
             text += f"\nLLM check ({self.llm}): {'true' if llm_info['said'] else 'false'}"
-        errors = [] if d.equivalent else [VerifierError(d.stage, f"differs in: {', '.join(d.differences) or d.rule}")]
         if llm_info.get("error"):
             text += f"\nLLM check failed ({llm_info['error']}); the offline verdict stands"
         details = {"equivalent": d.equivalent, "rule": d.rule, "differences": d.differences,
+                   "inconclusive": d.inconclusive,
                    "gold": _run_summary(g), "candidate": _run_summary(c),
-                   "features": {k: v for k, v in vars(f).items()}, "params": self.params.as_dict(),
-                   "llm": llm_info}
+                   "features": {k: v for k, v in vars(f).items()}, "params": params.as_dict(),
+                   "llm": llm_info, "lm_failed": bool(llm_info.get("error"))}
+        timings = {"compare_s": t_cmp, **({"llm_s": llm_info["s"]} if "s" in llm_info else {})}
+        if d.inconclusive:
+            return Verdict.undecided(d.inconclusive, feedback=text, backend=self.name, details=details,
+                                     timings=timings)
+        errors = [] if d.equivalent else [VerifierError(d.stage, f"differs in: {', '.join(d.differences) or d.rule}")]
         return Verdict(score=float(d.score), passed=d.equivalent, stage=d.stage, errors=errors,
-                       feedback=text, backend=self.name, details=details,
-                       timings={"compare_s": t_cmp, **({"llm_s": llm_info["s"]} if "s" in llm_info else {})})
+                       feedback=text, backend=self.name, details=details, timings=timings)
 
-    def _llm_stage(self, task, gold_cmd, cand_cmd, g: RunView, c: RunView, d: Decision) -> dict:
+    def _llm_stage(self, task, gold_cmd, cand_cmd, g: RunView, c: RunView, d: Decision, params: FehParams) -> dict:
         """confirm: S1 (an offline 'equivalent' also needs the LLM's true); arbiter: the LLM
         decides the cases the rules are least sure of. Mutates d; LM failures leave it as is."""
-        if self.llm == "off" or d.rule == "identical":
+        if self.llm == "off" or d.rule == "identical" or d.inconclusive:
             return {"mode": self.llm}
         if self.llm == "confirm" and not d.equivalent:
             return {"mode": self.llm}
         if self.llm == "arbiter":
-            thr = self.params.cmd_threshold if d.rule == "no_output_cmd" else self.params.out_threshold
+            thr = params.cmd_threshold if d.rule == "no_output_cmd" else params.out_threshold
             if d.rule not in ARBITER_BRANCHES or abs(d.score - thr) > self.arbiter_margin:
                 return {"mode": self.llm}
         t0 = time.perf_counter()
         try:
             said = self.ask_llm(task, gold_cmd, cand_cmd, observed(g), observed(c))
-        except Exception as e:  # an LM failure is not a FAIL of the candidate
+        except Exception as e:  # an LM failure is not a FAIL of the candidate: counted and said
+            with self._lock:
+                self.lm_failures += 1
             return {"mode": self.llm, "error": f"{type(e).__name__}: {e}"[:300]}
         info = {"mode": self.llm, "said": said, "s": time.perf_counter() - t0}
         before = d.equivalent
@@ -184,6 +250,17 @@ class FehVerifier:
         return as_bool(pred.equivalent)
 
 
+def exact_output(p: FehParams) -> FehParams:
+    """For items whose harness prints exact values (`match: exact`): output must be equal,
+    in the same order, and the same files; no similarity rule (cosine, containment, command
+    text) can pass it."""
+    return replace(p, out_threshold=_NEVER, cmd_threshold=_NEVER, overlap_threshold=_NEVER,
+                   sorted_lines_equal=False, fs_veto=True)
+
+
+_NEVER = 2.0  # above any cosine or containment
+
+
 def _run_summary(r: RunView, n: int = 4000) -> dict:
     return {"stdout": r.stdout[:n], "stderr": r.stderr[:n], "exit_code": r.exit_code,
             "timed_out": r.timed_out, "signal": r.signal, "truncated": r.truncated,
@@ -198,9 +275,10 @@ def feh_metric(verifier: FehVerifier | None = None):
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
         import dspy
 
+        extra = {k: getattr(gold, k) for k in ("prerequisite", "harness", "match")
+                 if getattr(gold, k, None)}
         item = Item(id=str(getattr(gold, "item_id", "item")), inputs={"task": getattr(gold, "task", "")},
-                    gold={"command": gold.command, "fixture": getattr(gold, "fixture", "empty"),
-                          **({"prerequisite": gold.prerequisite} if getattr(gold, "prerequisite", None) else {})})
+                    gold={"command": gold.command, "fixture": getattr(gold, "fixture", "empty"), **extra})
         verdict = v.verify(item, pred)
         return dspy.Prediction(score=1.0 if verdict.passed else 0.0, feedback=verdict.feedback)
 
@@ -210,7 +288,8 @@ def feh_metric(verifier: FehVerifier | None = None):
 def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool = False,
                     task: str | None = None, llm: str = "off", params_path: str | None = None,
                     model: str = "local", unsafe_local: bool = False, timeout_s: float = 5.0) -> int:
-    """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not.
+    """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not, 3 if the runs
+    cannot decide (INCONCLUSIVE; the JSON's `inconclusive` says why).
     Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
     from verifirst.verifiers.sandbox import check_command
 
@@ -223,12 +302,15 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
         v.lm = make_lm(model, role="judge")
     item = Item(id="cli", inputs={"task": task or ""}, gold={"command": gold, "fixture": fixture})
     verdict = v.verify(item, pred)
-    out = {"equivalent": verdict.passed, "score": verdict.score, "stage": verdict.stage,
-           "rule": verdict.details["rule"],
+    out = {"equivalent": verdict.passed, "inconclusive": verdict.inconclusive, "score": verdict.score,
+           "stage": verdict.stage, "rule": verdict.details["rule"],
            "stdout": {"gold": verdict.details["gold"]["stdout"], "pred": verdict.details["candidate"]["stdout"]},
            "exit_code": {"gold": verdict.details["gold"]["exit_code"],
                          "pred": verdict.details["candidate"]["exit_code"]},
            "fs_diff": {"gold": verdict.details["gold"]["fs_diff"], "pred": verdict.details["candidate"]["fs_diff"]},
-           "feedback": verdict.feedback, "sandbox": v.sandbox.backend}
+           "feedback": verdict.feedback, "sandbox": v.sandbox.backend,
+           "lm_failures": v.lm_failures}
     print(json.dumps(out, indent=2) if as_json else verdict.feedback)
+    if verdict.inconclusive:
+        return EXIT_INCONCLUSIVE
     return 0 if verdict.passed else 1
