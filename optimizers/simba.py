@@ -9,6 +9,7 @@ program once engine_done.json is written). tests/test_resume.py pins exactly tha
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dspy
@@ -43,21 +44,49 @@ class SIMBAEngine:
             history.append(row)
             ctx.log_metrics({k: v for k, v in row.items() if k != "step"}, int(step))
         cands = [c["program"] for c in getattr(best, "candidate_programs", [])] or [best]
-        chosen, val_scores = _select_on_val(cands, metric, valset, budget.num_threads)
+        chosen, val_scores, val_errors = _select_on_val(cands, metric, valset, budget.num_threads)
         for i, s in enumerate(val_scores):
-            ctx.log_metrics({"candidate_val_score": s}, i)
+            if s is not None:
+                ctx.log_metrics({"candidate_val_score": s}, i)
+            ctx.log_metrics({"candidate_val_errors": val_errors[i]}, i)
         details = {"train_scores": [float(c["score"]) for c in getattr(best, "candidate_programs", [])],
-                   "val_scores": val_scores, "chosen": chosen,
+                   "val_scores": val_scores, "val_errors": val_errors, "val_n": len(valset), "chosen": chosen,
                    "candidates": [{n: p.signature.instructions for n, p in c.named_predictors()} for c in cands]}
         return EngineResult(cands[chosen], history, details)
 
 
-def _select_on_val(cands, metric, valset, threads) -> tuple[int, list[float]]:
+def _item_score(value) -> float:
+    """A metric value as a number: a float, a bool, or a Prediction with a score."""
+    return float(getattr(value, "score", value))
+
+
+def candidate_val_score(res) -> tuple[float | None, int]:
+    """(mean metric over the items that produced an output, how many items errored).
+
+    dspy.Evaluate's `score` is a percentage (100 * sum / len(devset)) that scores every failed
+    item at `failure_score`; an LM error is no evidence about the prompt, so errored items
+    (failure_score NaN) are counted and left out, and the mean is read on the 0..1 scale from
+    the per-item results. None when no item produced an output.
+
+    Args:
+        res: the dspy EvaluationResult of one candidate (results: (example, prediction, score)).
+    """
+    scores = [_item_score(s) for _, _, s in res.results]
+    ok = [s for s in scores if not math.isnan(s)]
+    return (sum(ok) / len(ok) if ok else None), len(scores) - len(ok)
+
+
+def _select_on_val(cands, metric, valset, threads) -> tuple[int, list[float | None], list[int]]:
+    """The candidate with the best validation score (ties: the earlier, SIMBA's better on train).
+
+    Returns (index chosen, each candidate's score over its items with an output or None, each
+    candidate's count of items that raised instead of producing an output)."""
     ev = dspy.Evaluate(devset=valset, metric=metric, num_threads=threads, display_progress=False,
-                       failure_score=0.0, max_errors=len(valset) * 10)
-    scores = []
+                       failure_score=float("nan"), max_errors=len(valset) * 10)
+    scores, errors = [], []
     for c in cands:
-        res = ev(c)
-        scores.append(float(res.score) / 100.0 if res.score > 1 else float(res.score))
-    best = max(range(len(cands)), key=lambda i: (scores[i], -i))
-    return best, scores
+        score, n_err = candidate_val_score(ev(c))
+        scores.append(score)
+        errors.append(n_err)
+    best = max(range(len(cands)), key=lambda i: (scores[i] is not None, scores[i] or 0.0, -i))
+    return best, scores, errors

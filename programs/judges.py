@@ -130,6 +130,33 @@ def parse_checks(prompt: str) -> list[Check]:
     return out
 
 
+def parse_check_scores(checks: Sequence[Check], raw) -> dict[str, float]:
+    """The judge's per-check scores as numbers; an answer that is no such mapping is a JudgeError.
+
+    Not a mapping, a score that is not a number, or none of the rubric's checks scored: the judge
+    said nothing we can weigh, which is an LM error (counted apart), never a FAIL.
+
+    Args:
+        checks: the rubric's checks (from the prompt).
+        raw: the `check_scores` output field as the adapter parsed it.
+    """
+    if not isinstance(raw, dict):
+        raise JudgeError(f"rubric judge answered check_scores={raw!r:.200}, not a mapping of check name to score")
+    scores: dict[str, float] = {}
+    for name, value in raw.items():
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise JudgeError(f"rubric judge scored check {name!r} with {value!r:.80}, not a number") from None
+        if v != v:  # NaN
+            raise JudgeError(f"rubric judge scored check {name!r} with NaN")
+        scores[str(name)] = v
+    if checks and not any(c.name in scores for c in checks):
+        raise JudgeError(f"rubric judge scored none of the checks {[c.name for c in checks]} "
+                         f"(answered keys {sorted(scores)[:8]})")
+    return scores
+
+
 def weighted_score(checks: Sequence[Check], scores: dict) -> float:
     """Weighted mean of per-check scores clipped to [0, 1]; an unscored check counts 0."""
     total = sum(c.weight for c in checks)
@@ -168,7 +195,7 @@ class RubricJudge(_PromptedJudge):
         if not checks:
             raise JudgeError("rubric prompt lists no checks (lines like `- [w=1] name: description`)")
         out = self._call(view)
-        scores = out.check_scores if isinstance(out.check_scores, dict) else {}
+        scores = parse_check_scores(checks, out.check_scores)
         score = weighted_score(checks, scores)
         return dspy.Prediction(verdict=PASS if score >= self.threshold else FAIL,
                                reasoning=str(out.reasoning or ""), score=score, check_scores=scores)

@@ -1,4 +1,7 @@
 """The command line teaches: every verb has --help with an example; wrong names exit 2."""
+import os
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -67,3 +70,51 @@ def test_judge_summary_counts_errors_and_agreement():
     msg = _judge_summary(rows)
     assert "judged 3 of 4 records (1 LM errors)" in msg and "agreement 0.667" in msg
     assert "labels" not in _judge_summary([{"verdict": "PASS", "label": None}])
+
+
+QUIET_DRIVER = '''
+import sys
+from verifirst import experiment
+from verifirst.lm import Models
+from verifirst.testing import json_answer, scripted_lm
+
+def task(messages):
+    return json_answer(command="printf hi" if "printf" in messages[0]["content"] else "echo hi")
+
+experiment.make_models = lambda *a, **k: Models(
+    task=scripted_lm(task, name="quiet-task"),
+    reflection=scripted_lm(lambda m: json_answer(new_instruction="Always answer with printf."),
+                           role="reflection", name="quiet-refl"))
+from verifirst.cli import main
+main(sys.argv[1:])
+'''
+
+NOISE = re.compile(r"\bINFO\b|\d+%\|.*\||it/s\]|s/it\]")
+
+
+def _run_quietly(tmp_path, *flags):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "driver.py").write_text(QUIET_DRIVER)
+    (tmp_path / "exp.toml").write_text(
+        '[experiment]\nname = "quiet"\nworkdir = "wd"\n[suite]\nname = "bash-builtin"\nlimit = 8\n'
+        '[program]\nname = "bash-generator"\n[verifier]\nname = "exact"\n[splits]\nratios = [0.5, 0.25, 0.25]\n'
+        '[optimizer]\nname = "gepa"\nmax_metric_calls = 12\n[models]\ntask = "local"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TQDM_", "MLFLOW_LOGGING"))}
+    env["PYTHONPATH"] = str(repo)
+    p = subprocess.run([sys.executable, "driver.py", *flags, "run", "exp.toml", "--run-dir", f"run{len(flags)}"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p.stdout + p.stderr
+
+
+def test_run_prints_tables_without_library_logs_unless_verbose(tmp_path):
+    quiet = _run_quietly(tmp_path)
+    noise = [line for line in quiet.splitlines() if NOISE.search(line)]
+    assert noise == [], noise[:10]
+    assert "before pass" in quiet and "report:" in quiet
+    loud = _run_quietly(tmp_path, "-v")
+    assert any(NOISE.search(line) for line in loud.splitlines()), "with -v the libraries' INFO lines show"

@@ -271,3 +271,63 @@ def test_unreachable_tracking_server_fails_before_work_and_offline_logs_locally(
     assert rep["tracking_uri"].startswith("sqlite:")
     run = mlflow.MlflowClient(tracking_uri=rep["tracking_uri"]).get_run(rep["run_id"])
     assert run.info.status == "FINISHED"
+
+
+# -- SIMBA's validation selection ------------------------------------------------------------
+def _val_items(n: int) -> list:
+    return [Item(id=f"v{k}", inputs={"task": f"say hi <item {k}>"}, gold={"command": "printf hi"}).example()
+            for k in range(n)]
+
+
+def _candidate(rule: str) -> BashGenerator:
+    prog = BashGenerator()
+    for _, p in prog.named_predictors():
+        p.signature = p.signature.with_instructions(rule)
+    return prog
+
+
+def _exact(example, pred, trace=None) -> float:
+    return float(pred.command == example.command)
+
+
+def _rules_lm():
+    """RARE answers right on 1 item in 100; HALF on even items; FLAKY raises on odd items and is
+    right on every item it answers."""
+    import re as _re
+
+    def answer(messages):
+        k = int(_re.search(r"<item (\d+)>", messages[-1]["content"]).group(1))
+        system = messages[0]["content"]
+        if "RARE" in system:
+            right = k == 0
+        elif "HALF" in system:
+            right = k % 2 == 0
+        elif "FLAKY" in system:
+            if k % 2:
+                raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+            right = True
+        else:
+            right = k % 10 < 6
+        return json_answer(command="printf hi" if right else "echo hi")
+
+    return scripted_lm(answer, name="rules")
+
+
+def test_simba_selection_reads_dspy_percentages_on_the_right_scale():
+    from verifirst.optimizers.simba import _select_on_val
+
+    with dspy.context(lm=_rules_lm(), adapter=FastJSONAdapter()):
+        chosen, scores, errors = _select_on_val([_candidate("RARE"), _candidate("HALF")], _exact, _val_items(100), 1)
+    assert scores == [pytest.approx(0.01), pytest.approx(0.5)] and errors == [0, 0]
+    assert chosen == 1, "a 1% pass rate must not read as 100%"
+
+
+def test_simba_selection_scores_candidates_on_items_with_output_and_counts_errors():
+    from verifirst.optimizers.simba import _select_on_val
+
+    with dspy.context(lm=_rules_lm(), adapter=FastJSONAdapter()):
+        chosen, scores, errors = _select_on_val([_candidate("STEADY"), _candidate("FLAKY")], _exact,
+                                                _val_items(10), 1)
+    assert scores == [pytest.approx(0.6), pytest.approx(1.0)]
+    assert errors == [0, 5], "LM errors are counted apart, not scored 0"
+    assert chosen == 1

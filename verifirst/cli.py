@@ -28,6 +28,61 @@ app.add_typer(schema_app, name="schema")
 
 DEMO_DIR = Path(".verifirst")
 
+# Libraries whose INFO lines and progress bars would interleave with ours; -v lets them speak.
+NOISY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx",
+                 "httpcore", "urllib3", "alembic", "sqlalchemy", "matplotlib", "sentence_transformers",
+                 "chromadb", "llama_cpp")
+_VERBOSE = [False]
+
+
+def set_verbosity(verbose: bool) -> None:
+    """Quiet (default): library loggers at WARNING and their tqdm bars off, so a run prints one
+    progress display per phase and the final tables. Verbose: everything at INFO and bars on.
+
+    Called again after heavy imports: some libraries set their own levels when first imported.
+
+    Args:
+        verbose: True for `-v`.
+    """
+    import logging
+
+    _VERBOSE[0] = verbose
+    level = logging.INFO if verbose else logging.WARNING
+    _library_bars(verbose)
+    if not verbose:
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    if verbose:
+        logging.basicConfig(level=logging.INFO)
+
+
+def _library_bars(on: bool) -> None:
+    """tqdm bars on or off for this process. DSPy and GEPA pass disable=False explicitly (so
+    TQDM_DISABLE cannot reach them); our own phases use rich progress, which this leaves alone."""
+    import tqdm
+
+    original = tqdm.tqdm.__dict__.get("_verifirst_init") or tqdm.tqdm.__init__
+    tqdm.tqdm._verifirst_init = original
+    if on:
+        tqdm.tqdm.__init__ = original
+        return
+
+    def quiet_init(self, *args, **kwargs):
+        kwargs["disable"] = True
+        original(self, *args, **kwargs)
+
+    tqdm.tqdm.__init__ = quiet_init
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
+                                       help="show library INFO logs (DSPy, GEPA, MLflow, LiteLLM) and their "
+                                            "progress bars")):
+    # No docstring: the app's help (typer.Typer(help=...)) stays the top-level help.
+    set_verbosity(verbose)
+
 
 def _fail(e: Exception) -> None:
     typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
@@ -38,6 +93,7 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
     from . import experiment
     from .report import print_report
 
+    set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
     out = experiment.run(exp, run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
                          echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
     if as_json:

@@ -1,6 +1,8 @@
 """Run a program over items, verify each output, keep per-item rows.
 
-LM failures (after bounded retries) are ERROR rows, counted apart from FAIL and never scored.
+LM failures (after bounded retries) and verifier crashes are ERROR rows (error_kind "lm" or
+"verifier"), counted apart from FAIL and never scored. A verdict that nothing observable could
+decide is an INCONCLUSIVE row: kept (a checkpoint does not retry it), left out of pass rates.
 A retry asks the LM afresh (another cache entry): a malformed answer in the disk cache would
 otherwise come back on every retry and every rerun. Rows are appended to an optional JSONL checkpoint, so a killed evaluation resumes where it was.
 """
@@ -19,9 +21,10 @@ from typing import Any, Callable, Sequence
 from .errors import ErrorRateExceeded
 from .lm import usage_split
 from .splits import SplitManifest
-from .task import Item
+from .task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
 
-PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+UNSCORED = (ERROR, INCONCLUSIVE)  # rows that are no verdict: out of pass rates and means
+DONE = (PASS, FAIL, INCONCLUSIVE)  # rows a checkpoint keeps; ERROR rows are retried on resume
 _sleep = time.sleep  # tests replace it to see the backoff
 RETRY_ROLLOUT_BASE = 7_000_000  # rollout ids of retries, far from those optimizers use
 
@@ -67,7 +70,7 @@ class Scorer:
 class Row:
     id: str
     split: str
-    status: str  # PASS | FAIL | ERROR
+    status: str  # PASS | FAIL | ERROR | INCONCLUSIVE
     score: float | None
     stage: str | None = None
     error_classes: list[str] = field(default_factory=list)
@@ -92,8 +95,12 @@ class Row:
 
 @dataclass
 class EvalResult:
+    """Rows of one split; `hook_failures` counts per-item hook (tracing) calls that raised."""
+
     split: str
     rows: list[Row]
+    hook_failures: int = 0
+    hook_error: str | None = None
 
     @property
     def n(self) -> int:
@@ -101,7 +108,7 @@ class EvalResult:
 
     @property
     def scored(self) -> list[Row]:
-        return [r for r in self.rows if r.status != ERROR]
+        return [r for r in self.rows if r.status not in UNSCORED]
 
     @property
     def n_pass(self) -> int:
@@ -111,9 +118,17 @@ class EvalResult:
     def n_errors(self) -> int:
         return sum(r.status == ERROR for r in self.rows)
 
+    def n_errors_of(self, kind: str) -> int:
+        """ERROR rows whose error_kind is `kind` ("lm" or "verifier")."""
+        return sum(r.status == ERROR and (r.error_kind or "lm") == kind for r in self.rows)
+
+    @property
+    def n_inconclusive(self) -> int:
+        return sum(r.status == INCONCLUSIVE for r in self.rows)
+
     @property
     def pass_rate(self) -> float:
-        """PASS over scored items (errors excluded, reported separately)."""
+        """PASS over scored items (errors and inconclusive items excluded, reported apart)."""
         s = self.scored
         return sum(r.passed for r in s) / len(s) if s else 0.0
 
@@ -132,11 +147,18 @@ class EvalResult:
         lo, hi = wilson(k, n)
         stages: dict[str, int] = {}
         for r in self.rows:
-            key = r.stage if r.status != ERROR else ERROR
+            key = r.status if r.status in UNSCORED else r.stage
             stages[key or "-"] = stages.get(key or "-", 0) + 1
         return {"split": self.split, "n": self.n, "scored": n, "pass": k, "errors": self.n_errors,
+                "lm_errors": self.n_errors_of("lm"), "verifier_errors": self.n_errors_of("verifier"),
+                "inconclusive": self.n_inconclusive, "hook_failures": self.hook_failures,
                 "pass_rate": self.pass_rate, "ci_lo": lo, "ci_hi": hi,
                 "mean_score": self.mean_score, "stages": stages}
+
+
+def _with_reason(feedback: str, reason: str) -> str:
+    """The verifier's feedback, leading with the inconclusive reason when it does not say it."""
+    return feedback if reason in feedback else f"inconclusive: {reason}" + (f"\n{feedback}" if feedback else "")
 
 
 def _load_checkpoint(path: Path) -> dict[str, Row]:
@@ -148,7 +170,7 @@ def _load_checkpoint(path: Path) -> dict[str, Row]:
             d = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut by a kill: redo that item
-        if d.get("status") in (PASS, FAIL):  # errors are retried on resume
+        if d.get("status") in DONE:  # errors are retried on resume
             done[d["id"]] = Row.from_dict(d)
     return done
 
@@ -197,14 +219,16 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
     if ck_fh and ckpt.stat().st_size and _last_byte(ckpt) != b"\n":
         ck_fh.write("\n")  # a line cut by a kill: end it, or the next row would be glued to it
     stop = threading.Event()
+    hook_failures: list[str] = []
 
     def one(item: Item) -> Row:
         row = _one(item)
         if on_row is not None:
             try:
                 on_row(item, row)  # same thread as the program call: its trace is the last active
-            except Exception:
-                pass
+            except Exception as e:  # the row stands; the report counts what the hook lost
+                with lock:
+                    hook_failures.append(f"{item.id}: {type(e).__name__}: {str(e)[:200]}")
         return row
 
     def _one(item: Item) -> Row:
@@ -232,6 +256,11 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         except Exception as e:
             return Row(item.id, split, ERROR, None, output=cand, error=f"{type(e).__name__}: {e}"[:300],
                        error_kind="verifier", wall_s=time.perf_counter() - t0, attempts=attempts)
+        if getattr(v, "inconclusive", None):
+            return Row(item.id, split, INCONCLUSIVE, None, stage=v.stage or INCONCLUSIVE,
+                       error_classes=list(getattr(v, "error_classes", [])),
+                       feedback=_with_reason(v.feedback or "", v.inconclusive)[:2000],
+                       output=cand, wall_s=time.perf_counter() - t0, attempts=attempts)
         return Row(item.id, split, PASS if v.passed else FAIL, float(v.score), stage=v.stage,
                    error_classes=list(getattr(v, "error_classes", [])), feedback=(v.feedback or "")[:2000],
                    output=cand, wall_s=time.perf_counter() - t0, attempts=attempts)
@@ -278,7 +307,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         if ck_fh:
             ck_fh.close()
     ordered = [rows[it.id] for it in items if it.id in rows]
-    result = EvalResult(split, ordered)
+    result = EvalResult(split, ordered, hook_failures=len(hook_failures),
+                        hook_error=hook_failures[0] if hook_failures else None)
     if stop.is_set():
         n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in ordered)
         raise ErrorRateExceeded(

@@ -18,7 +18,9 @@ from . import atomic, registry
 from .config import Experiment
 from .errors import ConfigError, VerifirstError
 from .evaluate import Scorer
+from .ledger import LEDGER_FILE, TestLedger
 from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
+from .preflight import check_verifiers
 from .rundir import new_run_dir
 from .splits import SplitManifest, make_splits
 from .task import Suite
@@ -69,10 +71,19 @@ def build_program(exp: Experiment, verifier=None, items=None):
 
 
 def build_verifier(exp: Experiment, models: Models):
+    """The experiment's verifier; a constructor that fails on anything but our own errors
+    (a bad option, a missing tool) is reported as a configuration error, not a traceback."""
     v = exp.verifier
-    factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name",
-                               str(exp.path) if exp.path else None)
-    return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+    src = str(exp.path) if exp.path else None
+    factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name", src)
+    try:
+        return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+    except VerifirstError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"verifier {v['name']!r} could not be built: {type(e).__name__}: {e}", path=src,
+                          field="verifier.options",
+                          expected="options the verifier accepts (see `verifirst components`)") from None
 
 
 def config_digest(exp: Experiment) -> str:
@@ -94,6 +105,19 @@ def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
                        ratios=sp["ratios"], seed=exp.experiment["seed"],
                        stratify=(lambda it: str(it.meta.get(strat, it.gold.get(strat, "")))) if strat else None,
                        source=str(exp.path) if exp.path else None)
+
+
+def tracking_failures(tracker: Tracker, result: Any) -> dict:
+    """Trace operations that failed and were skipped: the tracker's own and the per-item hooks'.
+
+    Args:
+        tracker: the run's tracker (counts failed feedback, flush and link calls).
+        result: the OptimizationResult whose evaluations count failed per-item hooks.
+    """
+    evals = {id(r): r for phase in (result.before, result.after) for r in phase.values()}.values()
+    firsts = [tracker.first_failure] + [r.hook_error for r in evals]
+    count = tracker.failures + sum(r.hook_failures for r in evals)
+    return {"count": count, "first": next((f for f in firsts if f), None)}
 
 
 def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | None = None,
@@ -125,10 +149,11 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     if models is None:
         models = make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher", "judge")},
                              temperature=exp.models.get("temperature"))
+    verifier = build_verifier(exp, models)
+    check_verifiers([verifier], suite.items)  # a toolchain that cannot run refuses the run before any LM call
     workdir.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     configure_cache(workdir / "cache")
-    verifier = build_verifier(exp, models)
     program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:
@@ -162,7 +187,8 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         t0 = time.time()
         result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
                           tracker=tracker if tracker.enabled else None, progress=progress,
-                          max_error_rate=ex["max_error_rate"])
+                          max_error_rate=ex["max_error_rate"],
+                          ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
         report = result.report
         used = USAGE.total()
         report.update({
@@ -177,6 +203,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                                "prompt_tokens": used.prompt_tokens - usage_before.prompt_tokens,
                                "completion_tokens": used.completion_tokens - usage_before.completion_tokens},
         })
+        report["tracking_failures"] = tracking_failures(tracker, result)
         if tr.get("register_prompt") and tracker.enabled and report.get("instructions"):
             name = f"{ex['name']}-instructions".replace(" ", "-")
             text = "\n\n".join(f"## {k}\n{v}" for k, v in report["instructions"].items())

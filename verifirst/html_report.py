@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic, plots
+from .report import footer_lines, unscored
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
@@ -106,15 +107,18 @@ def _before_after_section(rep: dict) -> str:
         body = rep["splits"][s] or {}
         b, a, c = body.get("before") or {}, body.get("after") or {}, body.get("comparison") or {}
         p = c.get("mcnemar_p")
+        ub, ua = unscored(b), unscored(a)
         rows.append([escape(s), _fmt(b.get("n")), _rate_cell(b), _rate_cell(a), _delta_cell(c),
                      _fmt(p), f"{_fmt(c.get('b_before_only'))} / {_fmt(c.get('c_after_only'))}",
-                     f"{_fmt(b.get('errors'))} / {_fmt(a.get('errors'))}"])
+                     *[f"{ub[k]} / {ua[k]}" for k in ("lm", "verifier", "inconclusive")]])
     out = ["<h2>Before / after per split</h2>",
            _table(["split", "n", "before pass@1 [95% Wilson]", "after pass@1 [95% Wilson]",
-                   "Δ [95% paired bootstrap]", "McNemar p (exact)", "lost / gained", "LM errors b / a"],
+                   "Δ [95% paired bootstrap]", "McNemar p (exact)", "lost / gained", "items LM err b / a",
+                   "items verifier err b / a", "inconclusive b / a"],
                   rows, raw=True),
-           "<p class='note'>Pass rates count PASS over scored items; LM errors are excluded and reported "
-           "apart. McNemar's exact test pairs each item's before/after verdict; lost / gained counts items "
+           "<p class='note'>Pass rates count PASS over scored items; items with an LM or verifier error and "
+           "inconclusive items are excluded and reported apart. McNemar's exact test pairs each item's "
+           "before/after verdict; lost / gained counts items "
            "passing only before / only after. Δ's interval resamples items jointly (2000 resamples).</p>"]
     stage_rows, seen = [], []
     for s in splits:
@@ -276,18 +280,18 @@ def _usage_section(rep: dict) -> str:
                      f"${cost:.4f}" if cost is not None else "unknown"])
     out = ["<h2>LM usage and cost</h2>"]
     if rows:
-        out.append(_table(["role / phase", "model", "calls", "to model", "from cache", "errors",
+        out.append(_table(["role / phase", "model", "calls", "to model", "from cache", "calls raised",
                            "prompt tokens", "completion tokens", "LM wall s", "cost"], rows))
         out.append(f"<p class='meta'>estimated cost: ${total_cost:.4f}"
                    + ("" if known else " (some models have no known price; counted as unknown)")
                    + ". Prices from LiteLLM's bundled price list; self-hosted models cost nothing per token.</p>")
-    u = rep.get("usage_this_run")
-    if isinstance(u, dict):
-        out.append(f"<p class='meta'>this invocation: {_fmt(u.get('lm_calls'))} calls to the model, "
-                   f"{_fmt(u.get('cache_hits'))} from cache, {_fmt(u.get('errors'))} errors, "
-                   f"{_fmt(u.get('prompt_tokens'))} prompt + {_fmt(u.get('completion_tokens'))} "
-                   "completion tokens.</p>")
     return "".join(out)
+
+
+def _totals_section(rep: dict) -> str:
+    """The same footer as the terminal and Markdown reports (one source for every count)."""
+    lines = footer_lines(rep)
+    return "".join(f"<p class='meta' data-footer>{escape(line)}</p>" for line in lines)
 
 
 def _read_rows(path: Path) -> dict[str, dict]:
@@ -353,7 +357,8 @@ def render(report: dict, images: dict[str, Path], run_dir: Path | None = None) -
     title = escape(f"{report.get('experiment', 'verifirst')} report")
     body = "".join([_header(report), _splits_section(report), _before_after_section(report),
                     _plots_section(images), _judge_section(report), _teacher_section(report),
-                    _usage_section(report), _items_section(run_dir), _instructions_section(report)])
+                    _usage_section(report), _totals_section(report), _items_section(run_dir),
+                    _instructions_section(report)])
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
             f"<style>{CSS}</style></head><body>{body}<p class='meta'>written {stamp}</p></body></html>\n")

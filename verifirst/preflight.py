@@ -2,7 +2,8 @@
 error (exit 2, the cause and the fix), not a column of ERROR rows after minutes of LM work."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+import inspect
+from typing import Any, Iterable, Sequence
 
 from .errors import VerifirstError
 
@@ -11,11 +12,21 @@ class VerifierUnavailable(VerifirstError):
     """A verifier's toolchain (sandbox, terraform binary, schema file, policy) cannot run here."""
 
 
-def check_verifiers(verifiers: Iterable[Any]) -> None:
+def _takes_items(check) -> bool:
+    try:
+        params = inspect.signature(check).parameters
+    except (TypeError, ValueError):
+        return False
+    return "items" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
+def check_verifiers(verifiers: Iterable[Any], items: Sequence[Any] | None = None) -> None:
     """Call each verifier's optional `preflight()`; it raises a VerifirstError naming cause and fix.
 
     Args:
         verifiers: verifier objects; those without a `preflight` method are taken as ready.
+        items: the suite's items, for preflights that also check what items carry (e.g. each
+            item's Rego policy compiles); passed only to a `preflight(items=...)` that names it.
 
     Raises:
         VerifirstError: the first verifier that cannot run, with its own message; any other
@@ -26,7 +37,10 @@ def check_verifiers(verifiers: Iterable[Any]) -> None:
         if check is None:
             continue
         try:
-            check()
+            if items is not None and _takes_items(check):
+                check(items=items)
+            else:
+                check()
         except VerifirstError:
             raise
         except Exception as e:  # a preflight that crashed still means the verifier cannot run

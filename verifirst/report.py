@@ -11,6 +11,35 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def unscored(summary: dict) -> dict[str, int]:
+    """A split summary's items without a verdict, by cause: lm, verifier, inconclusive.
+
+    Reports older than the lm/verifier split counted every ERROR row as an LM error."""
+    errors = int(summary.get("errors") or 0)
+    verifier = int(summary.get("verifier_errors") or 0)
+    lm = int(summary["lm_errors"]) if "lm_errors" in summary else errors - verifier
+    return {"lm": lm, "verifier": verifier, "inconclusive": int(summary.get("inconclusive") or 0)}
+
+
+def unscored_totals(report: dict, phase: str) -> dict[str, int]:
+    """Items without a verdict in one phase over every split: the sums of the table's columns.
+
+    Args:
+        report: a run report.
+        phase: "before" or "after".
+    """
+    out = {"lm": 0, "verifier": 0, "inconclusive": 0}
+    for body in report.get("splits", {}).values():
+        if isinstance(body.get(phase), dict):
+            for k, v in unscored(body[phase]).items():
+                out[k] += v
+    return out
+
+
+def _pair(b: dict, a: dict, key: str) -> str:
+    return f"{unscored(b)[key]}/{unscored(a)[key]}"
+
+
 def split_rows(report: dict) -> list[dict]:
     rows = []
     for split, body in report.get("splits", {}).items():
@@ -22,14 +51,46 @@ def split_rows(report: dict) -> list[dict]:
             "delta": f"{100 * c['delta']:+.1f} pp",
             "mcnemar_p": f"{c['mcnemar_p']:.3g}",
             "discordant": f"{c['b_before_only']}/{c['c_after_only']}",
-            "errors": f"{b['errors']}/{a['errors']}",
+            "lm_errors": _pair(b, a, "lm"), "verifier_errors": _pair(b, a, "verifier"),
+            "inconclusive": _pair(b, a, "inconclusive"),
         })
     return rows
 
 
+# Item columns say "items": an LM call that failed and was retried successfully is no item error.
 HEADERS = [("split", "split"), ("n", "n"), ("before", "before pass [95% Wilson]"),
            ("after", "after pass [95% Wilson]"), ("delta", "Δ"), ("mcnemar_p", "McNemar p"),
-           ("discordant", "lost/gained"), ("errors", "LM err b/a")]
+           ("discordant", "lost/gained"), ("lm_errors", "items LM err b/a"),
+           ("verifier_errors", "items verifier err b/a"), ("inconclusive", "inconclusive b/a")]
+
+
+def footer_lines(report: dict) -> list[str]:
+    """The run's totals under the tables. Item counts are the tables' own sums; model calls that
+    failed (then retried or not) are a different count and say so."""
+    lines = []
+    if report.get("splits"):
+        parts = []
+        for phase in ("before", "after"):
+            t = unscored_totals(report, phase)
+            parts.append(f"{phase}: {t['lm']} with no LM output, {t['verifier']} verifier errors, "
+                         f"{t['inconclusive']} inconclusive")
+        lines.append("Items without a verdict (all splits), " + "; ".join(parts) + ".")
+    u = report.get("usage_this_run")
+    if u:
+        msg = (f"LM calls this run: {u['lm_calls']} to the model, {u['cache_hits']} from cache, "
+               f"{u['errors']} calls raised at the model or provider (retried where possible); "
+               f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens")
+        if u["lm_calls"] == 0 and u["cache_hits"] > 0:
+            msg += " — every call was served from the cache (identical rerun)"
+        lines.append(msg + ".")
+    tf = report.get("tracking_failures")
+    if isinstance(tf, dict) and tf.get("count"):
+        lines.append(f"Tracking: {tf['count']} trace or feedback operation(s) failed and were skipped; "
+                     f"the first: {tf.get('first')}. The result rows and this report are unaffected.")
+    reuse = report.get("test_reuse")
+    if isinstance(reuse, dict) and reuse.get("message"):
+        lines.append(f"Test reuse: {reuse['message']}.")
+    return lines
 
 
 def _taxonomy_stages() -> tuple[str, ...]:
@@ -81,11 +142,10 @@ def markdown(report: dict) -> str:
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         lines.append("")
     lines.append("McNemar's exact test pairs each item's before/after verdicts; 'lost/gained' counts items that "
-                 "passed only before / only after. LM errors are excluded from pass rates and reported apart.")
-    u = report.get("usage_this_run")
-    if u:
-        lines += ["", f"LM usage this run: {u['lm_calls']} model calls, {u['cache_hits']} served from cache, "
-                      f"{u['errors']} errors, {u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens."]
+                 "passed only before / only after. Items with an LM or verifier error, and inconclusive items, "
+                 "are excluded from pass rates and reported apart.")
+    for line in footer_lines(report):
+        lines += ["", line]
     if report.get("instructions"):
         lines += ["", "## Optimized instructions", ""]
         for k, v in report["instructions"].items():
@@ -125,9 +185,5 @@ def print_report(report: dict, console=None) -> None:
         console.print(st)
     if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False:
         console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
-    u = report.get("usage_this_run")
-    if u:
-        msg = (f"LM calls this run: {u['lm_calls']} to the model, {u['cache_hits']} from cache, {u['errors']} errors")
-        if u["lm_calls"] == 0 and u["cache_hits"] > 0:
-            msg += " — every call was served from the cache (identical rerun)"
-        console.print(msg)
+    for line in footer_lines(report):
+        console.print(line, markup=False)

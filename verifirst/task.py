@@ -6,6 +6,12 @@ from typing import Any, Iterable, Sequence
 
 ITEM_ID = "item_id"
 
+# The four outcomes of one evaluated item. Only PASS and FAIL are verdicts that count in pass
+# rates; ERROR (the LM or the verifier failed) and INCONCLUSIVE (nothing observable decided) are
+# counted and reported apart.
+PASS, FAIL, ERROR, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "INCONCLUSIVE"
+VERDICTS = (PASS, FAIL)
+
 
 @dataclass
 class Item:

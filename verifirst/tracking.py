@@ -67,6 +67,8 @@ class Tracker:
         self.experiment_id: str | None = None
         self._lock = threading.Lock()
         self._autolog = autolog
+        self.failures = 0  # best-effort trace operations that raised: counted, reported, not fatal
+        self.first_failure: str | None = None
         uri = uri or _USER_URI
         if offline or not uri:
             uri = default_uri(self.workdir)
@@ -186,6 +188,18 @@ class Tracker:
             self.client.set_tag(run_id or self.parent_id, k, str(v))
 
     # -- traces ------------------------------------------------------------------------
+    def note_failure(self, what: str, exc: BaseException) -> None:
+        """Count a skipped tracing operation; the first message goes into the report footer.
+
+        Args:
+            what: the operation that failed (e.g. "feedback on trace tr-1").
+            exc: the exception it raised.
+        """
+        with self._lock:
+            self.failures += 1
+            if self.first_failure is None:
+                self.first_failure = f"{what}: {type(exc).__name__}: {str(exc)[:200]}"
+
     def feedback_hook(self, run_id: str | None, split: str):
         """A per-item hook, called in the thread that ran the program, that notes that call's
         trace id; `attach_feedback(hook)` then attaches every verdict at once (one flush)."""
@@ -212,8 +226,8 @@ class Tracker:
 
         try:
             mlflow.flush_trace_async_logging()
-        except Exception:
-            pass
+        except Exception as e:
+            self.note_failure("flush of trace logging", e)
         client, src, n = self.client, AssessmentSource(source_type="CODE", source_id="verifirst.verifier"), 0
         for tid, item_id, row in hook.pending:
             try:
@@ -225,15 +239,15 @@ class Tracker:
                                               "item_id": item_id, "split": hook.split})
                 mlflow.log_feedback(trace_id=tid, name="verifier_pass", value=row.passed, source=src)
                 n += 1
-            except Exception:
-                continue  # tracing is best-effort; the result rows are the record
+            except Exception as e:  # tracing is best-effort; the result rows are the record
+                self.note_failure(f"feedback on trace {tid} (item {item_id})", e)
         if hook.run_id:
             ids = [t for t, _, _ in hook.pending]
             for i in range(0, len(ids), 100):
                 try:
                     client.link_traces_to_run(ids[i:i + 100], hook.run_id)
-                except Exception:
-                    pass
+                except Exception as e:
+                    self.note_failure(f"linking {len(ids[i:i + 100])} traces to run {hook.run_id}", e)
         hook.pending.clear()
         return n
 
