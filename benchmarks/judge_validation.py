@@ -42,11 +42,14 @@ def group_by_suite(suite: Suite | Sequence[Item] | Mapping[str, Sequence[Item]],
 
 
 def verify_truth(verifier: Any, item: Item, command: str) -> tuple[bool | None, str | None]:
-    """(passed, None), or (None, error text) when the verifier itself failed."""
+    """(passed, None), or (None, reason) when the verifier failed or could not decide."""
     try:
-        return bool(verifier.verify(item, command).passed), None
+        v = verifier.verify(item, command)
     except Exception as e:  # a broken verifier run is not a FAIL of the candidate
         return None, f"{type(e).__name__}: {e}"
+    if getattr(v, "inconclusive", None):  # nothing observed: no ground truth either way
+        return None, f"inconclusive: {v.inconclusive}"
+    return bool(v.passed), None
 
 
 def generate_candidate(generator: Callable, task: str) -> dict:

@@ -533,3 +533,13 @@ def test_sandbox_options_from_the_verifier_section():
     g, c = v.run_pair("echo hi", "echo hi", "empty")
     assert g.backend == "unsafe-local" and g.stdout == "hi\n"
     assert FehVerifier().run_pair("true", "true", "empty")[0].backend.startswith("bwrap")
+
+
+def test_judge_validation_takes_no_ground_truth_from_an_inconclusive_verdict():
+    from verifirst.benchmarks.judge_validation import verify_truth
+
+    v = FehVerifier(run_pair=lambda g, c, f: (run(), run()), embed=bag_embed)
+    item = Item("q", {"task": "t"}, {"command": "cd /testbed", "fixture": "empty"})
+    passed, why = verify_truth(v, item, "export X=1")
+    assert passed is None and why.startswith("inconclusive: the reference command has no observable effect")
+    assert verify_truth(v, item, "cd /testbed") == (True, None)
