@@ -134,7 +134,14 @@ def observed(r: RunView) -> str:
 
 
 def features(g: RunView, c: RunView, gold_cmd: str | None = None, cand_cmd: str | None = None) -> PairFeatures:
-    """What the rules read from two runs; the command texts, when given, fill `same_command`."""
+    """What the rules read from two runs.
+
+    Args:
+        g: the reference's run.
+        c: the candidate's run.
+        gold_cmd: the reference command text; with cand_cmd it fills `same_command`.
+        cand_cmd: the candidate command text.
+    """
     so_g, so_c = norm_out(g.stdout), norm_out(c.stdout)
     lg, lc = set(so_g.split("\n")) - {""}, set(so_c.split("\n")) - {""}
     pg, pc = {e[1] for e in g.fs}, {e[1] for e in c.fs}
@@ -233,9 +240,15 @@ FAILED_REASON = ("both commands fail in this fixture, with different errors: the
 
 
 def undecidable(f: PairFeatures) -> str | None:
-    """Why execution cannot decide this pair, or None. A quiet reference against a candidate that
-    did something (printed, changed files, failed) is decided: that difference was observed. The
-    same command text is decided too (one program, one fixture)."""
+    """Why execution cannot decide this pair, or None.
+
+    A quiet reference against a candidate that did something (printed, changed files, failed) is
+    decided: that difference was observed. The same command text is decided too (one program,
+    one fixture), and so are two failures with the same error.
+
+    Args:
+        f: the pair's features.
+    """
     if f.same_command:
         return None
     if f.gold_quiet and f.cand_quiet:

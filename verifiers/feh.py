@@ -137,6 +137,16 @@ class FehVerifier:
         return self._embed
 
     def verify(self, item: Item, candidate: Any) -> Verdict:
+        """Run gold and candidate in fresh copies of the item's fixture and compare the runs.
+
+        Args:
+            item: gold has `command`, optional `fixture` (default empty), `prerequisite`,
+                `harness` and `match` ("exact": same output, no similarity rule).
+            candidate: a command string, or an object/dict with a `command` field.
+
+        Returns:
+            The verdict (see compare()); EMPTY for a blank candidate.
+        """
         gold_cmd = item.gold.get("command")
         if not isinstance(gold_cmd, str) or not gold_cmd.strip():
             raise InputError(f"item {item.id} has no gold command", field="gold.command",
