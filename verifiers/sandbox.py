@@ -139,6 +139,12 @@ def _ids() -> tuple[int, int] | None:
     return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
 
 
+def _copy_parents() -> list[Path]:
+    """Where a private bwrap copy may go: the scratch base (0711 as root), else a directory of
+    ours in the temp dir, for when the scratch base sits on a noexec /dev/shm (Docker)."""
+    return [_scratch_base()[0], Path(tempfile.gettempdir()) / f"verifirst-bin-{os.geteuid()}"]
+
+
 class _Job:
     """One sandboxed command in flight."""
 
@@ -324,7 +330,7 @@ class Sandbox:
         self.unsafe_local = bool(unsafe_local)
         # Found and probed as the uid that will run commands, which may not reach this venv.
         self._bwrap = None if unsafe_local else _bwrap.find_bwrap(
-            bwrap, run_as=_ids(), copy_parent=lambda: _scratch_base()[0])
+            bwrap, run_as=_ids(), copy_parents=_copy_parents)
         if not unsafe_local:
             self.probe()
 
