@@ -29,9 +29,10 @@ app.add_typer(schema_app, name="schema")
 DEMO_DIR = Path(".verifirst")
 
 # Libraries whose INFO lines and progress bars would interleave with ours; -v lets them speak.
-NOISY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx",
-                 "httpcore", "urllib3", "alembic", "sqlalchemy", "matplotlib", "sentence_transformers",
-                 "chromadb", "llama_cpp")
+LIBRARY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "alembic")
+# Plumbing below those libraries: WARNING even with -v (SQLAlchemy alone logs thousands of mapper lines).
+PLUMBING_LOGGERS = ("httpx", "httpcore", "urllib3", "sqlalchemy", "matplotlib", "sentence_transformers",
+                    "chromadb", "llama_cpp", "filelock", "asyncio")
 _VERBOSE = [False]
 
 
@@ -52,8 +53,10 @@ def set_verbosity(verbose: bool) -> None:
     if not verbose:
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("LITELLM_LOG", "ERROR")
-    for name in NOISY_LOGGERS:
+    for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(level)
+    for name in PLUMBING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     if verbose:
         logging.basicConfig(level=logging.INFO)
 
