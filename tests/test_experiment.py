@@ -48,6 +48,8 @@ def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
     assert parent.info.status == "FINISHED"
     assert parent.data.params["split_digest"] == rep["split_digest"]
     assert "before_test_pass_rate" in parent.data.metrics
+    assert parent.data.metrics["items_inconclusive_after"] == 0 and parent.data.metrics["tracking_failures"] == 0
+    assert rep["tracking_failures"] == {"count": 0, "first": None}
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{out.run_id}'")
     names = {c.info.run_name for c in children}

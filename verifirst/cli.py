@@ -61,9 +61,14 @@ def set_verbosity(verbose: bool) -> None:
         logging.basicConfig(level=logging.INFO)
 
 
+# GEPA's one bar over its metric calls is the optimize phase's progress display on a terminal.
+PHASE_BARS = ("GEPA Optimization",)
+
+
 def _library_bars(on: bool) -> None:
     """tqdm bars on or off for this process. DSPy and GEPA pass disable=False explicitly (so
-    TQDM_DISABLE cannot reach them); our own phases use rich progress, which this leaves alone."""
+    TQDM_DISABLE cannot reach them); our own phases use rich progress, which this leaves alone.
+    Off still lets GEPA's phase bar through on a terminal, never its nested evaluation bars."""
     import tqdm
 
     original = tqdm.tqdm.__dict__.get("_verifirst_init") or tqdm.tqdm.__init__
@@ -73,7 +78,8 @@ def _library_bars(on: bool) -> None:
         return
 
     def quiet_init(self, *args, **kwargs):
-        kwargs["disable"] = True
+        if not (kwargs.get("desc") in PHASE_BARS and sys.stderr.isatty()):
+            kwargs["disable"] = True
         original(self, *args, **kwargs)
 
     tqdm.tqdm.__init__ = quiet_init

@@ -107,6 +107,21 @@ def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
                        source=str(exp.path) if exp.path else None)
 
 
+def unscored_metrics(report: dict) -> dict[str, int]:
+    """Items without a verdict per phase and cause, and skipped trace operations, as run metrics.
+
+    Args:
+        report: the run report (its split summaries and tracking_failures).
+    """
+    from .report import unscored_totals
+
+    names = {"lm": "items_lm_error", "verifier": "items_verifier_error", "inconclusive": "items_inconclusive"}
+    out = {f"{names[cause]}_{phase}": n
+           for phase in ("before", "after") for cause, n in unscored_totals(report, phase).items()}
+    out["tracking_failures"] = (report.get("tracking_failures") or {}).get("count", 0)
+    return out
+
+
 def tracking_failures(tracker: Tracker, result: Any) -> dict:
     """Trace operations that failed and were skipped: the tracker's own and the per-item hooks'.
 
@@ -226,7 +241,8 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         tracker.log_json(report["usage"], "usage.json")
         u = report["usage_this_run"]
         tracker.log_metrics({"lm_calls": u["lm_calls"], "cache_hits": u["cache_hits"], "lm_errors": u["errors"],
-                             "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"]})
+                             "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                             **unscored_metrics(report)})
         atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "finished",
                                                         "config_digest": config_digest(exp), "run_id": run_id})
         status = "FINISHED"
