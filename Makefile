@@ -17,11 +17,12 @@ APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron d
   iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
   chromium
 
-.PHONY: demo test test-security install install-test apt clean help
+.PHONY: demo test test-security bench install install-test apt clean help
 help:
 	@echo "make demo   - create .venv, install, run the built-in demo on the embedded model"
 	@echo "make test   - install with test extras and run the test suite"
 	@echo "make test-security - the sandbox escape suite alone"
+	@echo "make bench  - run the performance benchmarks, write benchmarks/perf/results/*.json and the README table"
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -57,6 +58,20 @@ test: $(STAMPS)/install-test $(STAMPS)/apt
 
 test-security: $(STAMPS)/install-test $(STAMPS)/apt
 	$(BIN)/python -m pytest -q -rs -m security tests
+
+# One benchmark at a time (they time themselves); each results file records cores, load and date.
+PERF := benchmarks/perf
+RESULTS := $(PERF)/results
+bench: $(STAMPS)/install $(STAMPS)/apt
+	$(BIN)/python $(PERF)/lm_overhead.py --out $(RESULTS)/lm_overhead.json
+	$(BIN)/python $(PERF)/embedded_lm.py --out $(RESULTS)/embedded_lm.json
+	$(BIN)/python $(PERF)/sandbox.py --out $(RESULTS)/sandbox.json
+	$(BIN)/python $(PERF)/sandbox.py --gold-report --out $(RESULTS)/sandbox_gold.json
+	$(BIN)/python $(PERF)/iac_verify.py --out $(RESULTS)/iac_verify.json
+	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
+	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/feh_quality.py --json
+	$(BIN)/python $(PERF)/demo.py --out $(RESULTS)/demo.json
+	$(BIN)/python $(PERF)/readme_table.py --write README.md --summary
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .pytest_cache

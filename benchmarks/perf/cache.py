@@ -6,13 +6,12 @@ A small experiment: the built-in NL->Bash pack cut to --items tasks, exact-match
 with --budget metric calls, tracking off; models: the embedded default ("local"), or scripted
 LMs with a fixed latency (--scripted-latency-ms) to stand in for a remote endpoint.
 
-    python benchmarks/perf/cache.py --json [--items 16] [--budget 16] [--scripted-latency-ms 50]
+    python benchmarks/perf/cache.py --json [--items 16] [--budget 16] [--scripted-latency-ms 50] [--out F]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -121,7 +120,11 @@ def main(argv=None) -> int:
                     help="use scripted LMs with this latency instead of the embedded model")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print JSON only")
+    ap.add_argument("--out", type=Path, default=None, help="write the result (with the machine) here")
     a = ap.parse_args(argv)
+    from verifirst.benchmarks.perf.record import emit, machine
+
+    started = machine()
     # progress bars of the optimizer's inner evaluations go to stderr: stdout is the JSON
     with contextlib.redirect_stdout(sys.stderr):
         if a.workdir is not None:
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="verifirst-cache-") as d:
                 out = measure(a.items, a.budget, a.scripted_latency_ms, a.threads, Path(d))
-    print(json.dumps(out, indent=None if a.json else 2))
+    emit(out, started, a.out, a.json)
     return 0
 
 

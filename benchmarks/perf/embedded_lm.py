@@ -1,16 +1,16 @@
 """Predicts per minute of the embedded default (SmolLM2-135M in llama.cpp, JSON-schema grammar).
 Goal >= 100. Also counts outputs that failed to parse (goal 0).
 
-    python benchmarks/perf/embedded_lm.py --json [--n 40]
+    python benchmarks/perf/embedded_lm.py --json [--n 40] [--out F]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -20,12 +20,15 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--variant", default="predict", choices=["predict", "cot"])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", type=Path, default=None, help="write the result (with the machine) here")
     a = ap.parse_args(argv)
     import dspy
 
+    from verifirst.benchmarks.perf.record import emit, machine
     from verifirst.lm import USAGE, FastJSONAdapter, make_lm
     from verifirst.programs.bash import BashGenerator
 
+    started = machine()
     lm = make_lm("local", cache=False)
     prog = BashGenerator(a.variant)
     tasks = [f"list the files in directory number {i} sorted by size" for i in range(a.n)]
@@ -44,7 +47,7 @@ def main(argv=None) -> int:
            "wall_s": round(wall, 2), "predicts_per_min": round(a.n / wall * 60, 1), "goal_per_min": 100,
            "parse_failures": failures, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    print(json.dumps(out, indent=None if a.json else 2))
+    emit(out, started, a.out, a.json)
     return 0
 
 

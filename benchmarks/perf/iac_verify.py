@@ -1,6 +1,6 @@
 """ms per config for each Terraform verifier backend, in one run, and their agreement.
 
-    python benchmarks/perf/iac_verify.py [--json] [--n 40] [--naive-n 3] [--schema F]
+    python benchmarks/perf/iac_verify.py [--json] [--n 40] [--naive-n 3] [--schema F] [--out F]
 
 Configs: the IaC-Eval dev40 references plus a few broken variants (hallucinated argument, cycle,
 unknown type), each with its own policy. Backends: 1 = terraform + schema provider kept alive
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import statistics
 import sys
 import time
@@ -83,13 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", choices=["dev40", "builtin"],
                     default="dev40" if DEV40.is_file() and SCHEMA.is_file() else "builtin")
     ap.add_argument("--schema", default=None, help="default: AWS 6.47 (dev40) or the built-in schema")
+    ap.add_argument("--out", type=Path, default=None, help="write the JSON result (with the machine) here")
     args = ap.parse_args(argv)
+    from verifirst.benchmarks.perf.record import emit, machine
+
+    started = machine()
     args.schema = args.schema or str(SCHEMA if args.suite == "dev40" else PACK_SCHEMA)
 
     from verifirst.verifiers import terraform as TV
     from verifirst.verifiers.terraform_cli import find_real_provider, find_terraform
     cases = configs(args.n, args.suite)
-    report: dict = {"suite": args.suite, "configs": len(cases), "schema": args.schema, "backends": [], "skipped": {}}
+    report: dict = {"benchmark": "iac_verify", "suite": args.suite, "configs": len(cases), "schema": args.schema,
+                    "backends": [], "skipped": {}}
 
     if find_terraform():
         t0 = time.perf_counter()
@@ -123,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     bs = report["backends"]
     report["agreement"] = [agreement(bs[i], bs[j]) for i in range(len(bs)) for j in range(i + 1, len(bs))]
     report["goals"] = {b["backend"]: {"terraform": 1500, "python": 20}.get(b["backend"]) for b in bs}
-    if args.json:
-        print(json.dumps(report, indent=2))
+    if args.json or args.out:
+        emit(report, started, args.out, as_json=False)
     else:
         for b in bs:
             print(f"{b['backend']:<16} n={b['n']:<3} median {b['ms_per_config']['median']} ms/config "

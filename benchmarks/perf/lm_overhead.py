@@ -1,15 +1,15 @@
 """Framework overhead: evaluate N items through the real DSPy path with a fake LM of fixed
 latency; ratio = wall / ideal, ideal = N * latency / threads. Goal: ratio <= 1.05 at 8 threads.
 
-    python benchmarks/perf/lm_overhead.py --json [--calls 500] [--latency-ms 50] [--threads 1,4,8]
+    python benchmarks/perf/lm_overhead.py --json [--calls 500] [--latency-ms 50] [--threads 1,4,8] [--out F]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -44,12 +44,16 @@ def main(argv=None) -> int:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--threads", default="1,4,8")
     ap.add_argument("--json", action="store_true", help="print JSON only")
+    ap.add_argument("--out", type=Path, default=None, help="write the result (with the machine) here")
     a = ap.parse_args(argv)
+    from verifirst.benchmarks.perf.record import emit, machine
+
+    started = machine()
     rows = [measure(a.calls, a.latency_ms / 1000, int(t)) for t in a.threads.split(",")]
     at8 = next((r for r in rows if r["threads"] == 8), rows[-1])
     out = {"benchmark": "lm_overhead", "ideal_s": at8["ideal_s"], "wall_s": at8["wall_s"], "ratio": at8["ratio"],
            "goal_ratio": 1.05, "runs": rows}
-    print(json.dumps(out, indent=None if a.json else 2))
+    emit(out, started, a.out, a.json)
     return 0
 
 

@@ -3,6 +3,7 @@
     python benchmarks/perf/sandbox.py --json            # ms per task (gold + gold2 + diffs) vs plain subprocess
     python benchmarks/perf/sandbox.py --gold-report     # non-zero golds and why; gold-vs-gold re-run:
                                                         # byte-identical, and judged equivalent by FEH
+    (either with --out F: write the result, with the machine it ran on, to F)
 
 The tasks come from the icalfa package's assets (located with importlib, never imported);
 file N runs on fixture nl2sh-fsN. The baseline is two plain `bash -c` subprocesses per task
@@ -131,13 +132,15 @@ def gold_report(limit: int | None, timeout_s: float) -> dict:
     tasks = load_tasks()[:limit]
     sb = Sandbox(timeout_s=timeout_s)
     feh = FehVerifier("nl2sh")  # the rules fitted on the 600 FEH pairs, which never pair a gold with itself
-    failing, unequal, feh_unequal = [], [], []
+    failing, unequal, feh_unequal, feh_undecided = [], [], [], []
     for t in tasks:
         a, b = sb.run_pair(t["gold"], t["gold"], t["fixture"])
         v = feh.compare(t["query"], t["gold"], t["gold"], a, b)
-        if not v.passed:
-            feh_unequal.append({"id": t["id"], "gold": t["gold"], "rule": v.details["rule"],
-                                "differences": v.details["differences"]})
+        if getattr(v, "inconclusive", None):  # nothing observable decided: neither equal nor unequal
+            feh_undecided.append({"id": t["id"], "gold": t["gold"], "reason": v.inconclusive})
+        elif not v.passed:
+            feh_unequal.append({"id": t["id"], "gold": t["gold"], "rule": v.details.get("rule"),
+                                "differences": v.details.get("differences")})
         if a.exit_code != 0 or a.timed_out:
             first = next((ln for ln in a.stderr.splitlines() if ln.strip()), "")
             failing.append({"id": t["id"], "gold": t["gold"], "exit_code": a.exit_code, "reason": _reason(a),
@@ -152,9 +155,11 @@ def gold_report(limit: int | None, timeout_s: float) -> dict:
         "gold_nonzero": len(failing), "gold_nonzero_by_reason": dict(Counter(f["reason"] for f in failing)),
         "gold_nonzero_list": failing,
         "gold_vs_gold_identical": n - len(unequal), "gold_vs_gold_identical_rate": round((n - len(unequal)) / n, 4),
-        "gold_vs_gold_feh_equivalent": n - len(feh_unequal),
-        "gold_vs_gold_feh_rate": round((n - len(feh_unequal)) / n, 4),
+        "gold_vs_gold_feh_equivalent": n - len(feh_unequal) - len(feh_undecided),
+        "gold_vs_gold_feh_inconclusive": len(feh_undecided),
+        "gold_vs_gold_feh_rate": round((n - len(feh_unequal) - len(feh_undecided)) / n, 4),
         "goal_rate": 0.98, "gold_vs_gold_not_identical": unequal, "gold_vs_gold_feh_not_equivalent": feh_unequal,
+        "gold_vs_gold_feh_inconclusive_list": feh_undecided,
     }
 
 
@@ -164,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gold-report", action="store_true", help="gold exit codes and gold-vs-gold equivalence")
     ap.add_argument("--limit", type=int, default=None, help="first N tasks only")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-command wall-clock limit (s)")
+    ap.add_argument("--out", type=Path, default=None, help="write the result (with the machine) here")
     args = ap.parse_args(argv)
+    from verifirst.benchmarks.perf.record import emit, machine
+
+    started = machine()
     result = gold_report(args.limit, args.timeout) if args.gold_report else bench(args.limit, args.timeout)
-    json.dump(result, sys.stdout, indent=2)
-    print()
+    name = "sandbox_gold" if args.gold_report else "sandbox"
+    emit({"benchmark": name, **result}, started, args.out, as_json=False)
     return 0
 
 

@@ -1,0 +1,312 @@
+"""The README's Performance table, rendered from the committed results in benchmarks/perf/results/.
+
+    python benchmarks/perf/readme_table.py                   # print the table
+    python benchmarks/perf/readme_table.py --write README.md  # replace it between the markers
+    python benchmarks/perf/readme_table.py --check README.md  # exit 1 when the README is stale
+    python benchmarks/perf/readme_table.py --summary          # one line per benchmark
+
+Every number in the table comes from one results file, named in its row; `make bench` reruns the
+benchmarks, rewrites those files and then this table.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RESULTS = HERE / "results"
+BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+
+
+class Field:
+    """Dotted-path reads of one results file; a missing field is an error naming file and field."""
+
+    def __init__(self, path: Path, data: dict):
+        self.path, self.data = path, data
+
+    def __call__(self, dotted: str, default: Any = ...) -> Any:
+        cur: Any = self.data
+        for part in dotted.split("."):
+            if isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+                cur = cur[int(part)]
+            elif default is not ...:
+                return default
+            else:
+                raise ValueError(f"{self.path}: field {dotted!r} missing")
+        return cur
+
+
+def _n(x: Any, digits: int = 3) -> str:
+    """A number as the table shows it: ints as they are, floats to `digits` decimals, no trailing 0s."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or isinstance(x, int):
+        return str(x)
+    s = f"{x:.{digits}f}"
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def _ci(pair: list) -> str:
+    return f"[{_n(pair[0])}, {_n(pair[1])}]"
+
+
+def lm_overhead(f: Field) -> tuple[str, str]:
+    runs = {r["threads"]: r["ratio"] for r in f("runs")}
+    r0 = f("runs.0")
+    parts = [f"{_n(r)} at {t} thread{'s' if t > 1 else ''}" for t, r in sorted(runs.items())]
+    return (f"framework overhead: {r0['calls']} calls, {_n(r0['latency_ms'])} ms fake LM",
+            f"wall/ideal {', '.join(parts)} [≤ {_n(f('goal_ratio'))} at 8]")
+
+
+def embedded_lm(f: Field) -> tuple[str, str]:
+    return (f"embedded SmolLM2-135M, JSON-constrained, {f('n')} predicts",
+            f"{_n(f('predicts_per_min'), 1)} predicts/min, {f('parse_failures')} parse failures, "
+            f"{_n(f('peak_rss_mb'), 0)} MB peak RSS [≥ {f('goal_per_min')}/min]")
+
+
+def sandbox(f: Field) -> tuple[str, str]:
+    return (f"sandbox, {f('tasks')} NL2SH-ALFA tasks (gold + gold2 + FS diffs)",
+            f"median {_n(f('median_ms_per_task'), 1)} ms/task, p90 {_n(f('p90_ms_per_task'), 1)} ms, "
+            f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
+            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s "
+            f"[≤ {f('goal_ms_per_task')} ms]")
+
+
+def sandbox_gold(f: Field) -> tuple[str, str]:
+    n = f("tasks")
+    ok = n - f("gold_nonzero")
+    why = ", ".join(f"{k} {v}" for k, v in sorted(f("gold_nonzero_by_reason").items(), key=lambda kv: -kv[1]))
+    undecided = f("gold_vs_gold_feh_inconclusive", 0)
+    return ("gold commands in the sandbox, run twice",
+            f"{ok}/{n} exit 0 (the others: {why}); gold vs gold re-run byte-identical "
+            f"{f('gold_vs_gold_identical')}/{n}, judged equivalent by FEH {f('gold_vs_gold_feh_equivalent')}/{n}"
+            + (f", inconclusive {undecided}" if undecided else "")
+            + f" [≥ {_n(100 * f('goal_rate'), 0)}%]")
+
+
+def iac_verify(f: Field) -> tuple[str, str]:
+    b = {x["backend"]: x for x in f("backends")}
+    parts = []
+    if "python" in b:
+        parts.append(f"pure Python {_n(b['python']['ms_per_config']['median'], 1)} ms/config")
+    if "terraform" in b:
+        s = f"terraform + schema provider {_n(b['terraform']['ms_per_config']['median'], 0)} ms/config " \
+            "with one provider process"
+        if "terraform-naive" in b:
+            s += f" ({_n(b['terraform-naive']['ms_per_config']['median'] / 1000, 2)} s restarting it per config)"
+        parts.append(s)
+    for name, why in sorted(f("skipped").items()):
+        if name != "real":  # no real AWS provider offline: expected, not a gap in this table
+            parts.append(f"{name} skipped: {why}")
+    agree = [a for a in f("agreement") if a["pair"] == "terraform vs python"]
+    if agree:
+        parts.append(f"stage and class agreement {agree[0]['stage_and_class_agreement']:.2f}")
+    goals = f("goals")
+    goal = "; ".join(f"{k} ≤ {v} ms" for k, v in goals.items() if v is not None)
+    return (f"Terraform verifier, {f('configs')} configs ({f('suite')}{' + probes' if f('suite') == 'dev40' else ''})",
+            "; ".join(parts) + (f" [{goal}]" if goal else ""))
+
+
+def cache(f: Field) -> tuple[str, str]:
+    return (f"second identical run ({f('items')} items, GEPA {f('gepa_budget')} metric calls, "
+            f"{f('model').split(' (')[0]} model)",
+            f"{f('second_lm_calls')} LM calls; wall ratio {_n(f('wall_ratio'))} "
+            f"({_n(f('wall_ratio_without_html_report'))} without the HTML plots); first run "
+            f"{_n(f('first.wall_s'), 1)} s [{f('goal_second_lm_calls')} calls; ≤ {_n(f('goal_wall_ratio'))}]")
+
+
+def _probe(f: Field) -> str:
+    """False equivalences on held-out data before -> after INCONCLUSIVE, per fixture."""
+    probe = f("headline.new_user_probe", None)
+    if not probe:
+        return ""
+    where = {"own": "in the tasks' own fixtures", "empty": "in an empty fixture"}
+    parts = []
+    for k, p in probe.items():
+        undecided = f" ({p['inconclusive_after']} INCONCLUSIVE)" if p.get("inconclusive_after") else ""
+        parts.append(f"{p['false_equivalent_before']} → {p['false_equivalent_after']}{undecided} {where.get(k, k)}")
+    n = next(iter(probe.values()))["pairs"]
+    return (f"; new-user probe, {n} held-out {f('new_user_probe.data', 'tasks').split(' (')[0]} golds each "
+            f"against another task's: false equivalences {', '.join(parts)}")
+
+
+def feh_quality(f: Field) -> tuple[str, str]:
+    pairs = f("pairs")
+    h = f("headline", None)
+    if h is None:  # results from before INCONCLUSIVE verdicts: every pair is scored
+        s0 = f("cv.seed0")
+        res = (f"held-out ({f('cv.folds')}-fold CV) accuracy {_n(s0['accuracy'])} {_ci(s0['wilson95'])}, "
+               f"P {_n(s0['precision'])}, R {_n(s0['recall'])}, F1 {_n(s0['f1'])}")
+    else:
+        rotated = pairs - f("equivalent_pairs")
+        res = (f"held-out ({f('cv.folds')}-fold CV): {h['inconclusive']} of {h['pairs']} pairs INCONCLUSIVE "
+               f"(counted apart); on the conclusive ones accuracy {_n(h['accuracy_conclusive'])} "
+               f"{_ci(h['wilson95_conclusive'])}, P {_n(h['precision'])}, R {_n(h['recall'])}, F1 {_n(h['f1'])} "
+               f"(INCONCLUSIVE off: accuracy {_n(h['accuracy_before'])} on all {h['pairs']}); false equivalences "
+               f"on the {rotated} rotated pairs {_n(h['false_equivalence_rotated_before'])} → "
+               f"{_n(h['false_equivalence_rotated_after'])}" + _probe(f))
+    llm = f("llm", None)
+    if llm:
+        res += f"; with the {llm['spec']} LLM check: confirm {_n(llm['confirm']['accuracy'])}, " \
+               f"arbiter {_n(llm['arbiter']['accuracy'])}"
+    res += (f"; exact stdout {_n(f('exact_stdout.accuracy'))}; a naive exec+MiniLM prototype "
+            f"{_n(f('naive_prototype.accuracy'))} [≥ 0.92]")
+    return f"FEH quality, {pairs} NL2SH-ALFA pairs", res
+
+
+def demo(f: Field) -> tuple[str, str]:
+    t = f("splits.test", None)
+    tail = ""
+    if t:
+        b, a = t["before"], t["after"]
+        tail = f"; test split pass {b['pass']}/{b['scored']} → {a['pass']}/{a['scored']} scored of {t['n']}"
+    return ("`verifirst demo` end to end, fresh workdir",
+            f"{_n(f('wall_s'), 0)} s, {_n(f('run_wall_s'), 0)} s of it in the run ({f('lm_calls')} LM calls, "
+            f"{f('lm_errors')} errors{tail})")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str  # results file stem
+    command: str  # how to rerun it by hand (prints the same JSON)
+    render: Callable[[Field], tuple[str, str]]
+
+
+ROWS = (
+    Row("lm_overhead", "python benchmarks/perf/lm_overhead.py --json", lm_overhead),
+    Row("embedded_lm", "python benchmarks/perf/embedded_lm.py --json", embedded_lm),
+    Row("sandbox", "python benchmarks/perf/sandbox.py", sandbox),
+    Row("sandbox_gold", "python benchmarks/perf/sandbox.py --gold-report", sandbox_gold),
+    Row("iac_verify", "python benchmarks/perf/iac_verify.py --json", iac_verify),
+    Row("cache", "python benchmarks/perf/cache.py --json", cache),
+    Row("feh_quality", "python benchmarks/feh_quality.py --json", feh_quality),
+    Row("demo", "python benchmarks/perf/demo.py", demo),
+)
+
+
+def results_path(name: str, results: Path = RESULTS) -> Path:
+    return results / f"{name}.json"
+
+
+def _rel(p: Path) -> str:
+    try:
+        return p.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _measured(f: Field) -> str:
+    m = f("machine")
+    return f"{m['date'][:10]}, {m['nproc']} cores, load {_n(m['loadavg_start'][0], 1)}"
+
+
+def rendered_rows(results: Path = RESULTS) -> list[tuple[Row, str, str, Field]]:
+    """(row, what, result, fields) for every benchmark; ValueError names a missing or bad file.
+
+    Args:
+        results: the directory holding <name>.json for every row.
+    """
+    from verifirst.benchmarks.perf.record import load_result
+
+    out = []
+    for row in ROWS:
+        path = results_path(row.name, results)
+        f = Field(path, load_result(path))
+        try:
+            what, res = row.render(f)
+        except (KeyError, TypeError, IndexError) as e:  # a field of the wrong shape
+            raise ValueError(f"{path}: unexpected content ({type(e).__name__}: {e})") from None
+        out.append((row, what, res, f))
+    return out
+
+
+def render_table(results: Path = RESULTS) -> str:
+    """The Markdown that goes between the README's perf-table markers.
+
+    Args:
+        results: the directory holding the results files.
+    """
+    lines = ["Rendered by `make bench` from `benchmarks/perf/results/` (each row links its file); the last",
+             "column gives the date, the cores and the 1-minute load average when the benchmark started.",
+             "Goals in brackets.", "",
+             "| what | command | result | measured |", "|---|---|---|---|"]
+    for row, what, res, f in rendered_rows(results):
+        link = _rel(results_path(row.name, results))
+        lines.append(f"| {what} | `{row.command}` | {res} ([json]({link})) | {_measured(f)} |")
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str, where: str = "README.md") -> str:
+    """`text` with everything between the markers replaced by `block`.
+
+    Args:
+        text: the README.
+        block: what goes between the markers.
+        where: the file name for errors.
+    """
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise ValueError(f"{where}: needs exactly one {BEGIN} and one {END} "
+                         f"(found {text.count(BEGIN)} and {text.count(END)})")
+    head, rest = text.split(BEGIN)
+    if END not in rest:
+        line = text[:text.index(END)].count("\n") + 1
+        raise ValueError(f"{where}:{line}: {END} comes before {BEGIN}")
+    _, tail = rest.split(END)
+    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+
+
+def current_block(text: str, where: str = "README.md") -> str:
+    """What the README has between the markers now (without the marker lines' newlines).
+
+    Args:
+        text: the README.
+        where: the file name for errors.
+    """
+    replace_block(text, "", where)  # validates the markers
+    return text.split(BEGIN)[1].split(END)[0].strip("\n")
+
+
+def summary(results: Path = RESULTS) -> str:
+    return "\n".join(f"{row.name:<13} {res}" for row, _, res, _ in rendered_rows(results))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--write", type=Path, metavar="README", help="rewrite the table in this file")
+    g.add_argument("--check", type=Path, metavar="README", help="exit 1 when this file's table is stale")
+    ap.add_argument("--summary", action="store_true", help="print one line per benchmark")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    a = ap.parse_args(argv)
+    target = a.write or a.check
+    try:
+        block = render_table(a.results)
+        if target is None:
+            print(summary(a.results) if a.summary else block)
+            return 0
+        text = target.read_text(encoding="utf-8")
+        new = replace_block(text, block, str(target))
+    except (ValueError, OSError) as e:
+        print(f"readme_table: {e}", file=sys.stderr)
+        return 2
+    if a.check:
+        stale = new != text
+        print(f"{target}: Performance table {'is stale against' if stale else 'matches'} {_rel(a.results)}"
+              + (" (run `make bench`, or --write to re-render)" if stale else ""), file=sys.stderr)
+        return 1 if stale else 0
+    if new != text:
+        from verifirst.atomic import write_text
+
+        write_text(target, new)
+    if a.summary:
+        print(summary(a.results))
+    print(f"{target}: Performance table rendered from {_rel(a.results)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
