@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from .errors import ErrorRateExceeded
 from .lm import usage_split
+from .metric import Metric
 from .splits import SplitManifest
 from .task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
 
@@ -50,20 +51,11 @@ def _fresh_answer(attempt: int):
     return dspy.context(lm=fresh)
 
 
-@dataclass
-class Scorer:
-    """Verifier + the program's output field: (item, prediction) -> Verdict."""
+class Scorer(Metric):
+    """Verifier + the program's output field: (item, prediction) -> Verdict (a `Metric`)."""
 
-    verifier: Any
-    output_field: str
-
-    def candidate(self, pred: Any) -> Any:
-        if isinstance(pred, str):
-            return pred
-        return getattr(pred, self.output_field, None) if not isinstance(pred, dict) else pred.get(self.output_field)
-
-    def __call__(self, item: Item, pred: Any):
-        return self.verifier.verify(item, self.candidate(pred))
+    def __init__(self, verifier: Any, output_field: str):
+        super().__init__(verifier, output_field)
 
 
 @dataclass

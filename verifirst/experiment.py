@@ -17,9 +17,11 @@ import dspy
 from . import atomic, registry
 from .config import Experiment
 from .errors import ConfigError, VerifirstError
-from .evaluate import Scorer
+from .driver import TrackerCallback, optimize
+from .engine import Budget, EngineContext, resolve_engine
 from .ledger import LEDGER_FILE, TestLedger
 from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
+from .metric import Metric
 from .preflight import check_verifiers
 from .rundir import new_run_dir
 from .splits import SplitManifest, make_splits
@@ -139,8 +141,6 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         tracking_uri: str | None = None, offline: bool = False, echo=print,
         models: Models | None = None) -> RunOutput:
     """models: LMs to use instead of the file's [models] (tests pass scripted ones)."""
-    from verifirst.optimizers import Budget, EngineContext, get_engine, optimize
-
     ex = exp.experiment
     workdir = Path(ex["workdir"])
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, ex["name"])
@@ -174,9 +174,9 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     if not out_field:
         raise ConfigError("program declares no output field", field="program.options.output_field",
                           expected="the name of the program's output to verify")
-    scorer = Scorer(verifier, out_field)
+    scorer = Metric(verifier, out_field)
     o = exp.optimizer
-    engine = get_engine(o["name"], **(o.get("options") or {}))
+    engine = resolve_engine(o["name"], o.get("options") or {}, source=str(exp.path) if exp.path else None)
     budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
                     num_threads=ex["threads"])
     usage_before = USAGE.total()
@@ -201,7 +201,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                             task_lm=models.task, seed=ex["seed"])
         t0 = time.time()
         result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
-                          tracker=tracker if tracker.enabled else None, progress=progress,
+                          callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
         report = result.report

@@ -14,8 +14,12 @@ class Entry:
     target: str  # "module:attr"
     help: str
     path_arg: str = "path"  # the factory's parameter that [suite] path goes to
+    origin: str = "verifirst"  # or "plugin NAME (DIST VERSION)" for one added by an entry point
+    obj: Any = None  # a plugin may hand the factory itself instead of a target string
 
     def load(self) -> Callable[..., Any]:
+        if self.obj is not None:
+            return self.obj
         mod, attr = self.target.split(":")
         return getattr(importlib.import_module(mod), attr)
 
@@ -51,9 +55,19 @@ VERIFIERS = {
     "exact": Entry("verifirst.verifiers.exact:ExactMatch", "exact match with the reference (baseline)"),
 }
 
+# Optimizer engines by name; "none" (evaluate only) is not an engine.
+ENGINES = {
+    "gepa": Entry("verifirst.optimizers.gepa:GEPAEngine", "GEPA reflective prompt evolution"),
+    "simba": Entry("verifirst.optimizers.simba:SIMBAEngine", "SIMBA stochastic introspective mini-batch ascent"),
+    "autorefine": Entry("verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration"),
+}
+
 
 def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str | None) -> Callable:
-    """A registered name, or `package.module:attr` for your own component."""
+    """A registered name (built in or added by an installed plugin), or `package.module:attr`
+    for your own component."""
+    if name not in table:
+        load_plugins()  # lazily: only a name the built-in tables lack needs the installed plugins
     if name not in table and ":" in name:
         try:
             return Entry(name, "").load()
@@ -61,10 +75,140 @@ def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str
             raise ConfigError(f"cannot import {kind} {name!r}: {e}", path=path, field=field,
                               expected="an importable module:attribute") from None
     if name not in table:
-        raise ConfigError(f"unknown {kind} {name!r}", path=path, field=field,
+        raise ConfigError(f"unknown {kind} {name!r}" + _plugin_failures_note(), path=path, field=field,
                           expected="one of " + ", ".join(sorted(table)))
+    entry = table[name]
     try:
-        return table[name].load()
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{kind} {name!r} is not available: {e}", path=path, field=field,
+        return entry.load()
+    except Exception as e:  # a plugin's module may fail in any way; ours only by a missing extra
+        if entry.origin == "verifirst" and not isinstance(e, (ImportError, AttributeError)):
+            raise
+        by = "" if entry.origin == "verifirst" else f" (from {entry.origin})"
+        raise ConfigError(f"{kind} {name!r}{by} is not available: {e}", path=path, field=field,
                           expected="an installed component (`make install`)") from None
+
+
+# -- plugins: the entry-point group `verifirst.components` --------------------------------------
+# An installed distribution declares, in its pyproject.toml,
+#   [project.entry-points."verifirst.components"]
+#   mydomain = "mypkg.components:register"
+# whose target is `register(registry)` (called with a Registrar) or a dict
+#   {"verifier": {"name": "mypkg.mod:Factory" | (target, help) | {"target": ..., "help": ...}}}.
+ENTRY_POINT_GROUP = "verifirst.components"
+PLUGIN_ERRORS: dict[str, str] = {}  # plugin name -> why it added nothing (shown by `verifirst components`)
+_PLUGINS_LOADED = [False]
+
+
+def tables() -> dict[str, dict[str, Entry]]:
+    """The kinds a plugin may add to, each with its table."""
+    return {"suite": SUITES, "program": PROGRAMS, "verifier": VERIFIERS, "engine": ENGINES}
+
+
+class Registrar:
+    """What a plugin's `register(registry)` receives: adds entries credited to that plugin."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+        self.added: list[tuple[str, str]] = []
+
+    def add(self, kind: str, name: str, target: Any, help: str = "", path_arg: str = "path") -> None:
+        """Register one component.
+
+        Args:
+            kind: "suite", "program", "verifier" or "engine".
+            name: the name experiment files and the CLI use; a name already taken is refused.
+            target: "package.module:attr", or the factory (class or function) itself.
+            help: one line shown by `verifirst components`.
+            path_arg: for a suite, the factory parameter that `[suite] path` goes to.
+        """
+        table = tables().get(kind)
+        if table is None:
+            raise ValueError(f"unknown kind {kind!r}; one of {', '.join(tables())}")
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ValueError(f"bad {kind} name {name!r}: a non-empty name without ':'")
+        if name in table:
+            raise ValueError(f"{kind} {name!r} is already registered by {table[name].origin}")
+        if isinstance(target, str):
+            if target.count(":") != 1:
+                raise ValueError(f"{kind} {name!r}: target {target!r} is not 'package.module:attr'")
+            entry = Entry(target, help, path_arg, self.origin)
+        elif callable(target):
+            where = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', '?')}"
+            entry = Entry(where, help, path_arg, self.origin, obj=target)
+        else:
+            raise ValueError(f"{kind} {name!r}: target must be 'module:attr' or a callable, "
+                             f"not {type(target).__name__}")
+        table[name] = entry
+        self.added.append((kind, name))
+
+
+def _register_dict(reg: Registrar, spec: dict) -> None:
+    for kind, names in spec.items():
+        if not isinstance(names, dict):
+            raise ValueError(f"{kind!r} must map names to targets, not {type(names).__name__}")
+        for name, val in names.items():
+            if isinstance(val, dict):
+                reg.add(kind, name, val.get("target"), val.get("help", ""), val.get("path_arg", "path"))
+            elif isinstance(val, (tuple, list)):
+                reg.add(kind, name, *val)
+            else:
+                reg.add(kind, name, val)
+
+
+def _origin(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    return f"plugin {ep.name} ({dist.name} {dist.version})" if dist is not None else f"plugin {ep.name}"
+
+
+def load_plugins(refresh: bool = False) -> dict[str, str]:
+    """Load every installed `verifirst.components` plugin once; one that fails is recorded in
+    PLUGIN_ERRORS under its name (and what it added is withdrawn), never raised, so a broken
+    plugin troubles only the commands that name what it would have provided.
+
+    Args:
+        refresh: forget plugins loaded before and look again (tests install plugins mid-process).
+
+    Returns:
+        PLUGIN_ERRORS: plugin name -> the error.
+    """
+    from importlib.metadata import entry_points
+
+    if _PLUGINS_LOADED[0] and not refresh:
+        return PLUGIN_ERRORS
+    unload_plugins()
+    _PLUGINS_LOADED[0] = True
+    seen = set()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in seen:  # one distribution found twice on sys.path
+            continue
+        seen.add(ep.name)
+        reg = Registrar(_origin(ep))
+        try:
+            target = ep.load()
+            if isinstance(target, dict):
+                _register_dict(reg, target)
+            elif callable(target):
+                target(reg)
+            else:
+                raise ValueError(f"{ep.value} is neither register(registry) nor a dict")
+        except Exception as e:
+            for kind, name in reg.added:
+                tables()[kind].pop(name, None)
+            PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
+    return PLUGIN_ERRORS
+
+
+def unload_plugins() -> None:
+    """Withdraw every plugin's entries; the next lookup of an unknown name loads them again."""
+    for table in tables().values():
+        for name in [n for n, e in table.items() if e.origin != "verifirst"]:
+            del table[name]
+    PLUGIN_ERRORS.clear()
+    _PLUGINS_LOADED[0] = False
+
+
+def _plugin_failures_note() -> str:
+    if not PLUGIN_ERRORS:
+        return ""
+    return "; plugin(s) that failed to load, which may have provided it: " + "; ".join(
+        f"{name!r} ({err})" for name, err in sorted(PLUGIN_ERRORS.items()))

@@ -1,0 +1,229 @@
+"""One metric path for evaluation and every optimizer.
+
+`Metric` wraps either a Verifier (anything with verify(item, candidate) -> Verdict) or a plain
+DSPy metric `(example, pred, trace=None[, pred_name, pred_trace])` returning bool, float or
+`dspy.Prediction(score=, feedback=)`. Evaluation calls it as metric(item, prediction) -> a
+verdict; `Metric.for_optimizer(items, manifest)` gives the DSPy-callable form every optimizer
+uses (GEPA's five-argument feedback form, the two/three-argument form of SIMBA, dspy.Evaluate
+and teleprompters), which records every item it scores in the split manifest, refuses test
+items, memoises verdicts and counts the items it could not judge.
+
+No verdict without an observation: a plain metric returning None is INCONCLUSIVE; one that
+raises is a verifier ERROR in evaluation; neither is PASS or FAIL.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import InputError, LeakageError
+from .task import FAIL, INCONCLUSIVE, ITEM_ID, PASS, Item
+
+VERIFIER_ERROR = "VERIFIER_ERROR"
+
+
+@dataclass
+class Judgement:
+    """A verdict from a plain metric: the fields evaluation and optimizers read."""
+
+    score: float
+    passed: bool
+    stage: str = PASS
+    feedback: str = ""
+    inconclusive: str | None = None
+    error_classes: list[str] = field(default_factory=list)
+
+
+def _undecided(reason: str, feedback: str = "") -> Judgement:
+    return Judgement(0.0, False, INCONCLUSIVE, feedback or f"inconclusive: {reason}", inconclusive=reason)
+
+
+def _positional_arity(fn: Callable) -> int:
+    """How many positional arguments fn takes (99 with *args)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 3
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return 99
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+class Metric:
+    """A verifier or a plain DSPy metric, for evaluation and optimizers alike."""
+
+    def __init__(self, metric: Any, output_field: str | None = None, *, threshold: float | None = None,
+                 name: str | None = None):
+        """Args:
+            metric: a Verifier (has verify(item, candidate)) or a DSPy metric function.
+            output_field: the prediction field a verifier checks; a plain metric gets the whole
+                prediction (None).
+            threshold: a plain metric's score at or above which an item counts as PASS
+                (default 1.0). A verifier's verdict says PASS itself.
+            name: the name in reports (default: the verifier's name or the function's).
+        """
+        if isinstance(metric, Metric):
+            metric = metric.metric
+        self.metric = metric
+        self.is_verifier = callable(getattr(metric, "verify", None))
+        if not self.is_verifier and not callable(metric):
+            raise InputError(f"metric {type(metric).__name__} is neither a verifier nor a function", field="metric",
+                             expected="verify(item, candidate) -> Verdict, or metric(example, pred, trace=None)")
+        if self.is_verifier and not output_field:
+            raise InputError("a verifier needs the program's output field to check", field="output_field",
+                             expected="the name of the program's output (or a program with `output_field`)")
+        self.output_field = output_field
+        self.threshold = 1.0 if threshold is None else float(threshold)
+        self.name = name or getattr(metric, "name", None) or getattr(metric, "__name__", type(metric).__name__)
+        self._arity = 0 if self.is_verifier else _positional_arity(metric)
+
+    # Scorer's names: evaluation reads `verifier` and `candidate`.
+    @property
+    def verifier(self) -> Any:
+        return self.metric
+
+    def candidate(self, pred: Any) -> Any:
+        """What the verifier checks (and the row keeps): one output field, or the whole prediction."""
+        if self.output_field is None:
+            if hasattr(pred, "toDict"):
+                return pred.toDict()
+            return pred
+        if isinstance(pred, str):
+            return pred
+        return pred.get(self.output_field) if isinstance(pred, dict) else getattr(pred, self.output_field, None)
+
+    def __call__(self, item: Item, pred: Any):
+        """The verdict on one prediction (evaluation); raises when the metric crashes."""
+        if self.is_verifier:
+            return self.metric.verify(item, self.candidate(pred))
+        return self.plain(item.example(), pred)
+
+    def plain(self, example: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+              pred_trace: Any = None) -> Judgement:
+        """A plain metric's answer as a Judgement (score >= threshold is PASS)."""
+        args = [example, pred, trace, pred_name, pred_trace][: min(self._arity, 5)] if pred_name is not None \
+            else [example, pred, trace][: min(self._arity, 3)]
+        out = self.metric(*args)
+        if out is None:
+            return _undecided("the metric returned no score")
+        feedback = ""
+        if hasattr(out, "score") and not isinstance(out, (bool, int, float)):
+            feedback = str(getattr(out, "feedback", "") or "")
+            out = out.score
+            if out is None:
+                return _undecided("the metric returned no score", feedback)
+        try:
+            score = float(out)
+        except (TypeError, ValueError):
+            raise InputError(f"metric {self.name} returned {type(out).__name__}, not a score", field="metric",
+                             expected="bool, float or dspy.Prediction(score=, feedback=)") from None
+        passed = bool(out) if isinstance(out, bool) else score >= self.threshold
+        return Judgement(score, passed, PASS if passed else FAIL, feedback)
+
+    def for_optimizer(self, items: list[Item] | dict[str, Item], manifest: Any = None) -> "OptimizerMetric":
+        """The DSPy-callable form handed to an optimizer.
+
+        Args:
+            items: the train + val items the optimizer may score (by id).
+            manifest: the run's SplitManifest; every scored id is recorded there, a test id is refused.
+        """
+        return OptimizerMetric(self, items, manifest)
+
+
+class OptimizerMetric:
+    """metric(gold, pred, trace=None, pred_name=None, pred_trace=None), for any optimizer.
+
+    Returns a float for program-level calls (SIMBA, Evaluate, teleprompters, GEPA's full
+    evaluations) and dspy.Prediction(score, feedback) when GEPA asks for one predictor's
+    feedback. Verdicts are memoised per (item, candidate): GEPA scores the same output more than
+    once. A verifier may offer `explain(item, candidate, verdict) -> str` for costlier feedback;
+    it runs only when pred_name is given. A plain metric taking pred_name gets GEPA's call as is.
+
+    DSPy needs a number for every call, so an item the metric could not judge (it raised, or its
+    verdict is inconclusive or has no score) scores 0.0 with feedback saying why, and is counted
+    in `verifier_errors` / `inconclusive` so the report keeps it apart from real failures.
+    """
+
+    def __init__(self, metric: Metric, items: list[Item] | dict[str, Item], manifest: Any = None):
+        self.base = metric
+        self.verifier = metric.metric
+        self.output_field = metric.output_field
+        self.items = items if isinstance(items, dict) else {it.id: it for it in items}
+        self.manifest = manifest
+        self._memo: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.verifier_errors = 0
+        self.inconclusive = 0
+
+    def _item(self, gold) -> Item:
+        iid = gold.get(ITEM_ID) if hasattr(gold, "get") else getattr(gold, ITEM_ID, None)
+        if iid is None:
+            raise LeakageError(f"the metric was handed an example without {ITEM_ID}: cannot prove it "
+                               f"is not a held-out item")
+        if self.manifest is not None:
+            self.manifest.touch(iid, who="the optimizer's metric")  # raises on a test id
+        if iid not in self.items:
+            raise LeakageError(f"the metric was handed item {iid!r}, which is not among the train and "
+                               f"validation items it was built with; cannot prove it is not held out")
+        return self.items[iid]
+
+    def _judge(self, item: Item, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+               pred_trace: Any = None):
+        """The verdict, or a 0.0 verdict naming why nothing was observed."""
+        try:
+            if self.base.is_verifier:
+                v = self.verifier.verify(item, self.base.candidate(pred))
+            else:
+                v = self.base.plain(gold, pred, trace, pred_name, pred_trace)
+        except Exception as e:  # one item's crash must not end the optimization
+            with self._lock:
+                self.verifier_errors += 1
+            return Judgement(0.0, False, VERIFIER_ERROR, f"verifier error: {type(e).__name__}: {e}"[:2000])
+        reason = getattr(v, "inconclusive", None)
+        if reason or v.score is None:
+            with self._lock:
+                self.inconclusive += 1
+            why = reason or "the verifier gave no score"
+            fb = v.feedback or f"inconclusive: {why}"
+            if dataclasses.is_dataclass(v):
+                return dataclasses.replace(v, score=0.0, passed=False, feedback=fb, inconclusive=why)
+            return _undecided(why, fb)
+        return v
+
+    def counts(self) -> dict:
+        """Calls and the items it could not judge, for the run report."""
+        return {"calls": self.calls, "verifier_errors": self.verifier_errors, "inconclusive": self.inconclusive}
+
+    def verdict(self, gold, pred, trace=None, pred_name=None, pred_trace=None):
+        """(item, candidate, verdict) for one call, memoised per item and candidate."""
+        item = self._item(gold)
+        cand = self.base.candidate(pred)
+        # a plain metric may read the trace (bootstrapping) or the predictor (GEPA): key on both
+        key = (item.id, repr(cand)) if self.base.is_verifier else (item.id, repr(cand), trace is None, pred_name)
+        with self._lock:
+            self.calls += 1
+            hit = self._memo.get(key)
+        if hit is not None:
+            return item, cand, hit
+        v = self._judge(item, gold, pred, trace, pred_name, pred_trace)
+        with self._lock:
+            self._memo[key] = v
+        return item, cand, v
+
+    def __call__(self, gold, pred, trace=None, pred_name=None, pred_trace=None):
+        import dspy
+
+        item, cand, v = self.verdict(gold, pred, trace, pred_name, pred_trace)
+        if pred_name is None:
+            # a teleprompter keeps a bootstrapped demo only on a truthy answer: PASS decides it
+            if trace is not None and not self.base.is_verifier:
+                return bool(v.passed)
+            return float(v.score)
+        feedback = v.feedback or ("passed" if v.passed else f"failed at {v.stage}")
+        if hasattr(self.verifier, "explain") and v.stage != VERIFIER_ERROR and not getattr(v, "inconclusive", None):
+            feedback = self.verifier.explain(item, cand, v) or feedback
+        return dspy.Prediction(score=float(v.score), feedback=feedback)
