@@ -36,6 +36,7 @@ $(STAMPS)/install: pyproject.toml | $(BIN)/python
 
 $(STAMPS)/install-test: $(STAMPS)/install
 	$(BIN)/pip install -q -e ".[iac,retrieval,test]"
+	$(BIN)/pip install -q --no-deps -e tests/plugins/verifirst_demo_plugin  # a plugin, by entry point
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/apt:

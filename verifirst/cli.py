@@ -431,14 +431,20 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="one of: " + 
 
 @app.command()
 def components():
-    """List the suites, programs and verifiers an experiment file can name."""
+    """List the suites, programs, verifiers and optimizers an experiment file can name, with
+    the installed plugin each one not built in comes from (entry-point group verifirst.components)."""
     from . import registry
 
+    errors = registry.load_plugins()
     for title, table in (("suites", registry.SUITES), ("programs", registry.PROGRAMS),
-                         ("verifiers", registry.VERIFIERS)):
+                         ("verifiers", registry.VERIFIERS), ("optimizers", registry.ENGINES)):
         typer.echo(f"{title}:")
         for k, e in table.items():
-            typer.echo(f"  {k:16s} {e.help}")
+            origin = "" if e.origin == "verifirst" else f"  [{e.origin}]"
+            typer.echo(f"  {k:16s} {e.help}{origin}")
+    for name, err in sorted(errors.items()):
+        typer.secho(f"plugin {name!r} failed to load, its components are unavailable: {err}",
+                    fg=typer.colors.YELLOW, err=True)
     typer.echo("experiments (verifirst bench NAME):")
     for k, (_, h) in BENCHES.items():
         typer.echo(f"  {k:16s} {h}")
