@@ -39,7 +39,7 @@ SUITES = {
 
 PROGRAMS = {
     "bash-generator": Entry("verifirst.programs.bash:BashGenerator", "NL->Bash (options: variant=predict|cot)"),
-    "iac-generator": Entry("verifirst.builders:iac_program",
+    "iac-generator": Entry("verifirst.programs.builders:iac_program",
                            "NL->Terraform (options: strategy=cot|react-rag|react-mcp|repair|repair-rag, k)"),
     "passfail-judge": Entry("verifirst.programs.judges:PassFailJudge", "PASS/FAIL judge over an outcome view"),
     "rubric-judge": Entry("verifirst.programs.judges:RubricJudge", "weighted-rubric judge with a threshold"),

@@ -9,7 +9,18 @@ from typing import Any, Sequence
 def iac_program(strategy: str = "cot", k: int = 4, show_policy: bool = False, max_iters: int = 6,
                 schema: str | None = None, verifier: Any = None, items: Sequence | None = None,
                 workdir: str | Path | None = None):
-    """S3's strategies: cot | react-rag | react-mcp | repair | repair-rag."""
+    """An NL->Terraform program for one of S3's strategies, with what the strategy needs built.
+
+    Args:
+        strategy: cot | react-rag | react-mcp | repair | repair-rag.
+        k: retrieved schema chunks per query (the RAG strategies).
+        show_policy: show the task's OPA policy to the program.
+        max_iters: tool/repair iterations (react and repair strategies).
+        schema: provider schema path (default: the verifier's, else the bundled one).
+        verifier: the experiment's verifier (repair strategies call it).
+        items: the suite's items (few-shot or retrieval context for some strategies).
+        workdir: where the retrieval store is kept.
+    """
     from verifirst.programs.iac import build_strategy
 
     schema = schema or getattr(verifier, "schema", None)
