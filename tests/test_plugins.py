@@ -135,6 +135,7 @@ def test_experiment_file_names_the_plugin_verifier_and_runs_end_to_end(tmp_path,
     rows = [json.loads(x) for x in (tmp_path / "run" / "eval" / "before_test.jsonl").read_text().splitlines()]
     assert rows and all("contain" in (r.get("feedback") or "") for r in rows)
     assert {r["stage"] for r in rows} <= {"PASS", "MISSING"}
+    assert report["stage_order"] == ["MISSING", "PASS"]  # the plugin verifier's own funnel
 
 
 def test_a_broken_plugin_is_named_only_when_its_names_are_used(extra_plugins, tmp_path):

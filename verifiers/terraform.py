@@ -81,6 +81,7 @@ class TerraformVerifier:
     """`verify(item, candidate_hcl)`; the policy comes from item.gold["rego_policy"] or `policy`."""
 
     name = "terraform"
+    stages = T.STAGES  # funnel order, recorded in reports so their stage tables follow it
 
     def __init__(self, backend: str = "auto", schema: str | os.PathLike | None = None,
                  policy: str | os.PathLike | None = None, policy_mode: str = "auto",

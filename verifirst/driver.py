@@ -258,4 +258,7 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
         report["test_reuse"] = ledger.reuse(manifest.digest, scored_on_test)
     report["instructions"] = _instructions(best)
     report["instructions_changed"] = _instructions(best) != _instructions(program)
+    stages = getattr(getattr(scorer, "metric", None), "stages", None)  # the verifier's funnel, if it has one
+    if stages:
+        report["stage_order"] = list(stages)
     return OptimizationResult(best, report, before, after)

@@ -62,6 +62,23 @@ ENGINES = {
     "autorefine": Entry("verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration"),
 }
 
+# Stage funnels (failing stages in the order a candidate meets them, PASS last) for ordering report
+# tables when a report does not carry its verifier's own `stage_order`.
+STAGE_ORDERS = {
+    "terraform": Entry("verifirst.verifiers.iac_taxonomy:STAGES", "validate -> plan -> OPA"),
+}
+
+
+def stage_orders() -> list[tuple[str, ...]]:
+    """The registered stage funnels that can be loaded (one whose extra is missing is skipped)."""
+    out = []
+    for entry in STAGE_ORDERS.values():
+        try:
+            out.append(tuple(entry.load()))
+        except Exception:  # noqa: BLE001 - an order is a display nicety, never a reason to fail a report
+            continue
+    return out
+
 
 def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str | None) -> Callable:
     """A registered name (built in or added by an installed plugin), or `package.module:attr`
@@ -101,7 +118,8 @@ _PLUGINS_LOADED = [False]
 
 def tables() -> dict[str, dict[str, Entry]]:
     """The kinds a plugin may add to, each with its table."""
-    return {"suite": SUITES, "program": PROGRAMS, "verifier": VERIFIERS, "engine": ENGINES}
+    return {"suite": SUITES, "program": PROGRAMS, "verifier": VERIFIERS, "engine": ENGINES,
+            "stages": STAGE_ORDERS}
 
 
 class Registrar:
@@ -115,7 +133,8 @@ class Registrar:
         """Register one component.
 
         Args:
-            kind: "suite", "program", "verifier" or "engine".
+            kind: "suite", "program", "verifier", "engine", or "stages" (a tuple of stage
+                names in funnel order, PASS last, that report tables follow).
             name: the name experiment files and the CLI use; a name already taken is refused.
             target: "package.module:attr", or the factory (class or function) itself.
             help: one line shown by `verifirst components`.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from . import atomic
 
@@ -93,18 +93,31 @@ def footer_lines(report: dict) -> list[str]:
     return lines
 
 
-def _taxonomy_stages() -> tuple[str, ...]:
-    try:
-        from verifirst.verifiers.iac_taxonomy import STAGES
-        return tuple(STAGES)
-    except Exception:
-        return ("VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "PASS")
+def stage_funnel(seen: Iterable[str], declared: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The funnel the stages follow: the one the verifier declared (a report's `stage_order`),
+    else the registered funnel that names one of the failing stages seen, else none.
+
+    Args:
+        seen: stage names that occurred.
+        declared: the verifier's own stage order, when the report carries one.
+    """
+    if declared:
+        return tuple(declared)
+    from . import registry
+
+    failing = set(seen) - {"PASS", "ERROR"}
+    return next((order for order in registry.stage_orders() if failing & (set(order) - {"PASS"})), ())
 
 
-def stage_order(seen: Iterable[str]) -> list[str]:
-    """ERROR first, then the Terraform funnel order when the stages are IaC ones, PASS on top."""
+def stage_order(seen: Iterable[str], funnel: Sequence[str] | None = None) -> list[str]:
+    """ERROR first, then the funnel's failing stages in order, other stages sorted, PASS on top.
+
+    Args:
+        seen: stage names that occurred.
+        funnel: the verifier's declared order (default: a registered funnel matching `seen`).
+    """
     seen = list(dict.fromkeys(seen))
-    known = [s for s in _taxonomy_stages() if s in seen and s != "PASS"]
+    known = [s for s in stage_funnel(seen, funnel) if s in seen and s != "PASS"]
     rest = sorted(s for s in seen if s not in known and s not in ("PASS", "ERROR"))
     return (["ERROR"] if "ERROR" in seen else []) + known + rest + (["PASS"] if "PASS" in seen else [])
 
@@ -115,10 +128,10 @@ def stage_rows(report: dict) -> tuple[list[str], list[list[str]]]:
               for split, body in report.get("splits", {}).items() for phase in ("before", "after")
               if isinstance(body.get(phase), dict)]
     seen = [k for _, _, st in phases for k in st]
-    funnel = _taxonomy_stages()
+    funnel = stage_funnel(seen, report.get("stage_order"))
     if set(seen) & (set(funnel) - {"PASS"}):
-        seen += list(funnel)  # an IaC run: show the whole validate -> plan -> opa funnel, zeros too
-    order = stage_order(seen)
+        seen += list(funnel)  # a funnel run: show every stage of it, zeros too
+    order = stage_order(seen, funnel)
     if not order:
         return [], []
     return order, [[split, phase, *[str(st.get(k, 0)) for k in order]] for split, phase, st in phases]

@@ -17,6 +17,7 @@ class ContainsVerifier:
     """PASS when the candidate contains the item's gold text (case-sensitive, spaces collapsed)."""
 
     name = "demo-contains"
+    stages = ("MISSING", "PASS")  # the order report tables list the stages in
 
     def __init__(self, gold_field: str = "command"):
         self.gold_field = gold_field
