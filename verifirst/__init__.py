@@ -1,7 +1,12 @@
 """verifirst: optimize generator and judge prompts against verifiers and workflow outcomes.
 
-Public surface: `make_lm`, `make_splits`, `SplitManifest`, `Item`, `Suite`, `evaluate`,
-`stats`, `Tracker`, `run_experiment`. Heavy modules (dspy, mlflow) load on first use.
+The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `calibrate`,
+`Budget`, `MLflow`, `Metric`, `Suite`, `Item`. Also `make_lm`, `make_models`, `make_splits`,
+`SplitManifest`, `stats`, `Tracker`, `run_experiment`. Heavy modules (dspy, mlflow) load on
+first use.
+
+    import verifirst as vf
+    res = vf.optimize(program, data, metric, optimizer="gepa", models={"task": "openai/gpt-4o-mini"})
 """
 from __future__ import annotations
 
@@ -19,7 +24,21 @@ _LAZY = {
     "SplitManifest": ("verifirst.splits", "SplitManifest"),
     "Item": ("verifirst.task", "Item"),
     "Suite": ("verifirst.task", "Suite"),
-    "evaluate": ("verifirst.evaluate", "evaluate"),
+    "optimize": ("verifirst.api", "optimize"),
+    "evaluate": ("verifirst.api", "evaluate"),
+    "run": ("verifirst.api", "run"),
+    "load_config": ("verifirst.api", "load_config"),
+    "calibrate": ("verifirst.api", "calibrate"),
+    "Result": ("verifirst.api", "Result"),
+    "MLflow": ("verifirst.api", "MLflow"),
+    "Budget": ("verifirst.engine", "Budget"),
+    "Engine": ("verifirst.engine", "Engine"),
+    "EngineContext": ("verifirst.engine", "EngineContext"),
+    "EngineResult": ("verifirst.engine", "EngineResult"),
+    "TeleprompterEngine": ("verifirst.engine", "TeleprompterEngine"),
+    "Metric": ("verifirst.metric", "Metric"),
+    "RunCallback": ("verifirst.driver", "RunCallback"),
+    "make_models": ("verifirst.lm", "make_models"),
     "Tracker": ("verifirst.tracking", "Tracker"),
     "run_experiment": ("verifirst.experiment", "run"),
     "LeakageError": ("verifirst.errors", "LeakageError"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import json
 import sys
+import types
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -308,3 +309,16 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
             f"{max_error_rate:.0%}; stopped with {len(ordered)} of {len(items)} items kept"
             + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint, then rerun to resume.")
     return result
+
+
+class _CallableModule(types.ModuleType):
+    """`vf.evaluate(...)` is the API's evaluate even after this module, of the same name, is imported
+    (importing a submodule binds its name on the package)."""
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        from .api import evaluate as api_evaluate
+
+        return api_evaluate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

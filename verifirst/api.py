@@ -1,0 +1,343 @@
+"""The Python API: bring your own program, data, metric and optimizer.
+
+    import verifirst as vf
+    res = vf.optimize(program, data, metric, optimizer="gepa", splits=(0.6, 0.2, 0.2),
+                      models={"task": "openai/gpt-4o-mini", "reflection": "openai/gpt-4o"},
+                      budget=vf.Budget(max_metric_calls=200), run_dir="runs/a", tracking=vf.MLflow())
+    res.program; res.report; res.save("out/")
+
+Every optimizer runs under the split guard of the one driver (`verifirst.driver`): it is handed
+train and validation only, the test split is scored once after selection, and the report is the
+same for all.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import atomic
+from .driver import RunCallback, TrackerCallback
+from .engine import Budget, EngineContext, resolve_engine
+from .errors import InputError
+from .splits import SPLITS, SplitManifest, make_splits
+
+DEFAULT_WORKDIR = ".verifirst"
+
+
+@dataclass
+class MLflow:
+    """Track a run in MLflow: a parent run, nested runs per evaluation and per optimizer.
+
+    Args:
+        uri: the tracking URI (default: MLFLOW_TRACKING_URI, else a local store in the workdir).
+        experiment: the MLflow experiment (default: the run's name).
+        traces: log DSPy traces with the verifier's feedback on each.
+    """
+
+    uri: str | None = None
+    experiment: str | None = None
+    traces: bool = True
+
+    def callback(self, workdir: str | Path, name: str) -> TrackerCallback:
+        from .tracking import Tracker
+
+        return TrackerCallback(Tracker(workdir, uri=self.uri, experiment=self.experiment or name,
+                                       enabled=True, autolog=self.traces))
+
+
+@dataclass
+class Result:
+    """What `optimize` and `evaluate` return.
+
+    `program` is the optimized program (the given one when no optimizer ran); `report` is the
+    dict the CLI prints: per split before/after with Wilson intervals, the paired comparison
+    (bootstrap Δ interval, McNemar), errors and inconclusive items apart, usage.
+    """
+
+    program: Any
+    report: dict
+    manifest: SplitManifest
+    run_dir: Path
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+
+    def save(self, out: str | Path) -> list[Path]:
+        """Write program.json, report.json, report.md and split_manifest.json to `out`.
+
+        Args:
+            out: the directory (created if missing).
+        """
+        from .report import write_reports
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = write_reports(self.report, out)
+        if hasattr(self.program, "save"):
+            self.program.save(str(out / "program.json"))
+            paths.append(out / "program.json")
+        paths.append(self.manifest.save(out / "split_manifest.json"))
+        return paths
+
+
+def _is_lm(obj: Any) -> bool:
+    import dspy
+
+    return isinstance(obj, dspy.BaseLM)
+
+
+def build_models(models: Any) -> Any:
+    """LMs by role from strings, dicts (model=, api_base=, ...) or dspy.LM objects; None stays None.
+
+    Args:
+        models: a Models, or {role: spec} with roles task, reflection, teacher, judge.
+    """
+    from .lm import ROLES, Models, make_models
+
+    if models is None or isinstance(models, Models):
+        return models
+    if not isinstance(models, dict):
+        raise InputError(f"models is a {type(models).__name__}", field="models",
+                         expected="{role: model string, dict or dspy.LM}")
+    unknown = sorted(set(models) - set(ROLES))
+    if unknown:
+        raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles " + ", ".join(ROLES))
+    given = {r: v for r, v in models.items() if v is not None}
+    if "task" not in given:
+        raise InputError("no task model", field="models.task", expected="the model the program runs on")
+    objs = {r: v for r, v in given.items() if _is_lm(v)}
+    specs = {r: v for r, v in given.items() if r not in objs}
+    built = make_models(specs) if specs else None
+    return Models(**{r: objs.get(r) or (getattr(built, r) if built and r in specs else None) for r in ROLES})
+
+
+def output_field_of(program: Any, output_field: str | None = None) -> str | None:
+    """The program output a verifier checks: given, the program's `output_field`, or its one output.
+
+    Args:
+        program: the DSPy program.
+        output_field: the field name, when you name it.
+    """
+    if output_field:
+        return output_field
+    if getattr(program, "output_field", None):
+        return program.output_field
+    preds = program.predictors() if hasattr(program, "predictors") else []
+    outs = [f for p in preds[-1:] for f in p.signature.output_fields if f != "reasoning"]
+    return outs[0] if len(outs) == 1 else None
+
+
+def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = None) -> SplitManifest:
+    """A manifest from ratios (grouped by each item's group, else its id), or the one given.
+
+    Args:
+        items: the suite's items.
+        splits: (train, val, test) ratios, or a SplitManifest.
+        seed: the split seed.
+        stratify: an item -> label callable to stratify on.
+    """
+    if isinstance(splits, SplitManifest):
+        ids = {it.id for it in items}
+        missing = [i for i in splits.train + splits.val + splits.test if i not in ids]
+        if missing:
+            raise InputError(f"manifest names {len(missing)} item(s) not in the data, e.g. {missing[:3]}",
+                             field="splits", expected="a manifest made for this data")
+        return splits
+    return make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=splits, seed=seed,
+                       stratify=stratify)
+
+
+def _usage_delta(before: Any, after: Any) -> dict:
+    return {k: getattr(after, k) - getattr(before, k)
+            for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens")}
+
+
+def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
+             splits: Any = (0.6, 0.2, 0.2), models: Any = None, budget: Budget | None = None,
+             run_dir: str | Path | None = None, tracking: MLflow | RunCallback | None = None,
+             inputs: Sequence[str] | None = None, output_field: str | None = None,
+             threshold: float | None = None, optimizer_options: dict | None = None, seed: int = 0,
+             threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
+             max_error_rate: float | None = None, progress: bool | None = False,
+             eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None) -> Result:
+    """Optimize `program` on `data` against `metric`, under the split guard, and report.
+
+    Args:
+        program: a DSPy program (left unchanged; the result's program is the optimized copy).
+        data: records (dicts or dspy.Examples), a vf.Suite, a JSONL/JSON/CSV path, a
+            datasets.Dataset, or a Hugging Face dataset id. Ids come from an `id` field or a
+            content hash; a `group` field keeps related items in one split.
+        metric: a Verifier (verify(item, candidate) -> Verdict) or a DSPy metric
+            (example, pred, trace=None[, pred_name, pred_trace]) returning bool, float or
+            dspy.Prediction(score=, feedback=) (the feedback reaches GEPA).
+        optimizer: "gepa", "simba", "autorefine", "none" (or None), a registered name, any
+            dspy.Teleprompter instance, or an Engine.
+        splits: (train, val, test) ratios, or a SplitManifest to reuse.
+        models: {role: model string, {"model": ..., "api_base": ...} or dspy.LM} for task,
+            reflection, teacher, judge; None uses the LM you configured in DSPy.
+        budget: the optimizer's budget (vf.Budget).
+        run_dir: where checkpoints, the optimized program and the reports go (default: a new
+            WORKDIR/runs/NAME-TIME). An existing run directory resumes.
+        tracking: vf.MLflow(...) or any RunCallback; None tracks nothing.
+        inputs: the record keys that reach the program (default: the program's input fields).
+        output_field: the program output a verifier checks (default: the program's only output).
+        threshold: a plain metric's score counted as PASS (default 1.0).
+        optimizer_options: keyword arguments for a named optimizer's constructor.
+        seed: the split and optimizer seed.
+        threads: evaluation threads (and the optimizer's, unless the budget says otherwise).
+        workdir: where the test-reuse ledger and default run directories live (default .verifirst).
+        name: the run's name (default: the data's name).
+        max_error_rate: the LM error rate that stops an evaluation.
+        progress: show progress bars (None: when attached to a terminal).
+        eval_splits: the splits scored before and after.
+        stratify: an item -> label callable to stratify the split on.
+        adapter: the DSPy adapter for `models` (default: verifirst's JSON adapter).
+    """
+    import dspy
+
+    from . import driver
+    from .data import to_suite
+    from .ledger import LEDGER_FILE, TestLedger
+    from .lm import USAGE, FastJSONAdapter
+    from .metric import Metric
+    from .rundir import new_run_dir
+
+    # Everything that can refuse the run comes before anything is written.
+    suite = to_suite(data, inputs=inputs, program=program)
+    name = name or suite.name
+    manifest = make_manifest(suite.items, splits, seed, stratify)
+    bad = [s for s in eval_splits if s not in SPLITS]
+    if bad:
+        raise InputError(f"unknown split {bad[0]!r}", field="splits", expected=", ".join(SPLITS))
+    is_verifier = callable(getattr(getattr(metric, "metric", metric), "verify", None))
+    scorer = Metric(metric, output_field_of(program, output_field) if is_verifier else output_field,
+                    threshold=threshold)
+    engine = resolve_engine(optimizer, optimizer_options)
+    lms = build_models(models)
+    task_lm = lms.task if lms is not None else dspy.settings.lm
+    if task_lm is None:
+        raise InputError("no task LM: pass models={'task': ...} or dspy.configure(lm=...)", field="models")
+    if is_verifier:  # a toolchain that cannot run refuses the run before any LM call
+        from .preflight import check_verifiers
+
+        check_verifiers([scorer.metric], suite.items)
+    workdir = Path(workdir or DEFAULT_WORKDIR)
+    run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
+    budget = budget or Budget(num_threads=threads)
+    reflection = lms.reflection if lms is not None else task_lm
+    ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
+                        task_lm=task_lm, seed=seed)
+    callback = tracking.callback(workdir, name) if isinstance(tracking, MLflow) else (tracking or RunCallback())
+    opt_name = getattr(engine, "name", "none")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
+             for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
+    run_id = callback.run_start(name, params={"split_digest": manifest.digest, "models": specs,
+                                              "suite_size": len(suite), "optimizer": opt_name,
+                                              "metric": scorer.name},
+                                tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
+                                      "verifirst.optimizer": opt_name, "verifirst.run_dir": str(run_dir)})
+    usage_before = USAGE.total()
+    status = "FAILED"
+    scope = contextlib.ExitStack()
+    if lms is not None:  # a context, not dspy.configure: the caller's global settings stay as they are
+        scope.enter_context(dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter()))
+    t0 = time.time()
+    try:
+        with scope:
+            res = driver.optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=threads,
+                                  splits=eval_splits, progress=progress, max_error_rate=max_error_rate,
+                                  ledger=TestLedger(workdir / LEDGER_FILE), callback=callback)
+        report = res.report
+        report.update({"experiment": name, "suite": suite.name, "metric": scorer.name, "run_dir": str(run_dir),
+                       "run_id": run_id, "wall_s": round(time.time() - t0, 2), "models": specs,
+                       "usage": USAGE.as_dict(), "usage_this_run": _usage_delta(usage_before, USAGE.total())})
+        from .report import write_reports
+
+        write_reports(report, run_dir)
+        atomic.write_json(run_dir / "run_state.json", {"status": "finished", "run_id": run_id})
+        status = "FINISHED"
+        return Result(res.program, report, manifest, run_dir, res.before, res.after)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        callback.run_end(status)
+
+
+def evaluate(program: Any, data: Any, metric: Any, *, splits: Sequence[str] = SPLITS,
+             ratios: Any = (0.6, 0.2, 0.2), **kwargs: Any) -> Result:
+    """Score `program` on `data` with `metric`, no optimizer: each split once, same report shape.
+
+    Args:
+        program: a DSPy program.
+        data: as for `optimize`.
+        metric: a Verifier or a DSPy metric, as for `optimize`.
+        splits: the split names to score ("train", "val", "test").
+        ratios: (train, val, test) ratios, or a SplitManifest.
+        kwargs: any other `optimize` argument (models, run_dir, tracking, inputs, threads, ...).
+    """
+    return optimize(program, data, metric, None, splits=ratios, eval_splits=tuple(splits), **kwargs)
+
+
+def load_config(path: str | Path, *, models: Any = None, offline: bool = False) -> dict:
+    """An experiment file as `optimize` keyword arguments: vf.run(p) is vf.optimize(**vf.load_config(p)).
+
+    Suite, program and verifier are built from the registry by name, as `verifirst run` does.
+
+    Args:
+        path: the experiment TOML.
+        models: LMs to use instead of the file's [models] (a Models or {role: spec}).
+        offline: track in the workdir's local MLflow store whatever the file says.
+    """
+    from . import config, experiment
+    from .lm import make_models
+    from .preflight import check_verifiers
+
+    exp = config.load(path)
+    ex, o, tr = exp.experiment, exp.optimizer, exp.tracking
+    suite = experiment.load_suite(exp)
+    lms = build_models(models) or make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher",
+                                                                               "judge")},
+                                              temperature=exp.models.get("temperature"))
+    verifier = experiment.build_verifier(exp, lms)
+    check_verifiers([verifier], suite.items)  # a toolchain that cannot run refuses before any LM call
+    program = experiment.build_program(exp, verifier=verifier, items=suite.items)
+    out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
+    if not out_field:
+        raise InputError("program declares no output field", path=str(path), field="program.options.output_field",
+                         expected="the name of the program's output to verify")
+    return {"program": program, "data": suite, "metric": verifier, "optimizer": o["name"],
+            "optimizer_options": o.get("options") or {}, "splits": experiment.make_manifest(exp, suite),
+            "models": lms, "output_field": out_field, "seed": ex["seed"], "threads": ex["threads"],
+            "budget": Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"),
+                             max_iters=o.get("max_iters"), num_threads=ex["threads"]),
+            "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
+            "tracking": MLflow(uri=None if offline else tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
+                               traces=tr.get("traces", True)) if tr["enabled"] else None}
+
+
+def run(path: str | Path, **overrides: Any) -> Result:
+    """Run an experiment file through the API: vf.optimize(**vf.load_config(path)).
+
+    Args:
+        path: the experiment TOML.
+        overrides: `optimize` arguments that replace the file's (e.g. run_dir, models).
+    """
+    kw = load_config(path, models=overrides.pop("models", None))
+    kw.update(overrides)
+    return optimize(**kw)
+
+
+def calibrate(outcomes: str | Path, **kwargs: Any) -> dict:
+    """Calibrate an LLM judge on recorded outcomes (see `verifirst calibrate`): its report dict.
+
+    Args:
+        outcomes: a JSONL/CSV file of outcome records with PASS/FAIL labels.
+        kwargs: `verifirst.calibrate.calibrate_outcomes` arguments (judge, model, ratios, ...).
+    """
+    from .calibrate import calibrate_outcomes
+
+    return calibrate_outcomes(Path(outcomes), **kwargs)
