@@ -136,3 +136,71 @@ def test_default_run_dirs_never_reuse_one_started_in_the_same_second(tmp_path, m
     assert second.name == "exp-20260101-000000-2"
     second.mkdir()
     assert new_run_dir(tmp_path, "exp").name == "exp-20260101-000000-3"
+
+
+TOML = """
+[experiment]
+name = "t-api"
+workdir = "{wd}"
+[suite]
+name = "bash-builtin"
+limit = 12
+[program]
+name = "bash-generator"
+[verifier]
+name = "exact"
+[splits]
+ratios = [0.5, 0.25, 0.25]
+[optimizer]
+name = "gepa"
+max_metric_calls = 20
+[tracking]
+enabled = {tracking}
+"""
+
+
+def test_vf_run_is_optimize_of_load_config_and_matches_the_cli_path(tmp_path):
+    import verifirst as vf
+
+    path = tmp_path / "exp.toml"
+    path.write_text(TOML.format(wd=tmp_path / "wd", tracking="false"))
+    kw = vf.load_config(path, models=models())
+    assert kw["optimizer"] == "gepa" and kw["tracking"] is None and kw["output_field"] == "command"
+    res = vf.run(path, models=models(), run_dir=tmp_path / "api")
+    out = experiment.run(config.load(path), tmp_path / "cli", progress=False, models=models(), echo=lambda m: None)
+    assert res.report["split_digest"] == out.report["split_digest"]
+    for s in ("train", "val", "test"):
+        for phase in ("before", "after"):
+            a, b = res.report["splits"][s][phase], out.report["splits"][s][phase]
+            assert (a["n"], a["pass"], a["errors"]) == (b["n"], b["pass"], b["errors"]), (s, phase)
+    assert (tmp_path / "api" / "report.md").exists()
+
+
+def test_vf_mlflow_is_a_callback_of_the_driver(tmp_path):
+    import dspy
+
+    import verifirst as vf
+
+    uri = f"sqlite:///{tmp_path / 'ml.db'}"
+    items = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(8)]
+
+    def exact(example, pred, trace=None):
+        return pred.command == example.command
+
+    from verifirst.programs.bash import BashGenerator
+
+    res = vf.optimize(BashGenerator(), items, exact, "gepa", splits=(0.5, 0.25, 0.25),
+                      models={"task": scripted_lm(task_fn), "reflection": scripted_lm(
+                          lambda m: json_answer(new_instruction=RULE), role="reflection")},
+                      budget=vf.Budget(max_metric_calls=12), run_dir=tmp_path / "run", workdir=tmp_path,
+                      tracking=vf.MLflow(uri=uri, experiment="api", traces=False), name="api-run")
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent = client.get_run(res.report["run_id"])
+    assert parent.info.status == "FINISHED" and "before_test_pass_rate" in parent.data.metrics
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    names = {c.info.run_name for c in children}
+    assert {"eval/before/test", "eval/after/test", "optimize/gepa"} <= names
+    opt = next(c for c in children if c.info.run_name == "optimize/gepa")
+    assert client.get_metric_history(opt.info.run_id, "val_score")  # each optimizer iteration
+    assert dspy.settings.lm is None or dspy.settings.lm.model != "local/scripted"  # caller's settings untouched
