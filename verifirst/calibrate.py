@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import dspy
 
-from . import atomic
+from . import atomic, registry
 from .errors import InputError
 from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
@@ -28,15 +28,25 @@ from .tracking import Tracker
 CHAMPION = "champion"
 
 
-def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None) -> Suite:
-    from verifirst.benchmarks import outcomes
+def _part(name: str) -> Callable:
+    """A calibration part by its registered name (the kernel imports no domain module)."""
+    return registry.component("calibration", name)
 
+
+def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None) -> Suite:
+    """Outcome records (JSONL/CSV), or ICE-Score execution grades, as a suite.
+
+    Args:
+        path: the outcomes file.
+        limit: keep the first `limit` records (problems for ICE-Score).
+        snippets: ICE-Score snippets per problem.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
     if path.suffix == ".json" and "grade" in path.name:  # ICE-Score HumanEval grades (an execution oracle)
-        return outcomes.load_ice_score(path, problems=limit, snippets=snippets)
-    suite = outcomes.load_outcomes(path)
+        return registry.component("suite", "ice-score")(path, problems=limit, snippets=snippets)
+    suite = registry.component("suite", "outcomes")(path)
     if limit:
         suite = Suite(suite.name, suite.items[:limit], suite.description, suite.meta)
     return suite
@@ -140,16 +150,13 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
                        run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
                        anchor: bool = False, anchor_engine=None, echo=print) -> dict:
     """trace: also trace every judge/teacher call in MLflow (slow on a sqlite store: ~8 spans a call)."""
-    from verifirst.optimizers.autorefine import run_calibration
-
+    run_calibration = _part("run-calibration")
     workdir = Path(workdir)
     suite = load_outcome_suite(outcomes, limit, snippets)
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
                            source=str(outcomes))
-    from verifirst.verifiers.label import LabelVerifier
-
-    check_verifiers([LabelVerifier()])  # before any model loads or any LM call
+    check_verifiers([registry.component("verifier", "label")()])  # before any model loads or any LM call
     if models is None:
         judge_lm = make_lm(model, role="judge")
         teacher_lm = make_lm(teacher or model, role="teacher")
@@ -222,9 +229,7 @@ def _val_pi_of(rep: dict) -> float:
 def _score_prompt(judge: str, fields: list[str], text: str, threshold: float | None, items, judge_lm,
                   threads: int) -> dict[str, str | None]:
     """Verdicts of one judge prompt on these items with this LM (None where the LM failed)."""
-    from verifirst.optimizers.autorefine import run_judge, verdicts_at
-    from verifirst.programs.judges import make_judge
-
+    run_judge, verdicts_at, make_judge = _part("run-judge"), _part("verdicts-at"), _part("make-judge")
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
         return verdicts_at(run_judge(make_judge(judge, fields, text), items, judge_lm, threads), threshold)
 
@@ -255,9 +260,7 @@ def mlflow_model_uri(spec: str) -> str | None:
 
 def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, engine=None) -> dict:
     """The baseline a user would otherwise pick, on the same train split and test items."""
-    from verifirst.benchmarks.judge_anchor import compare_judges
-    from verifirst.optimizers.mlflow_align import align_anchor
-
+    compare_judges, align_anchor = _part("compare-judges"), _part("align-anchor")
     train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
     res = align_anchor(train, test, rep.get("view_fields"), model_uri=mlflow_model_uri(model),
                        manifest=manifest, workdir=Path(workdir) / "anchor", engine=engine)
@@ -323,13 +326,11 @@ def load_prompt_text(spec: str, workdir: Path) -> tuple[str, dict]:
 
 def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: str = "local",
                 workdir: Path = Path(".verifirst"), threshold: float | None = None) -> list[dict[str, Any]]:
-    from verifirst.benchmarks import outcomes
-    from verifirst.optimizers.autorefine import run_judge, verdicts_at
-    from verifirst.programs.judges import make_judge
-
+    run_judge, verdicts_at, make_judge = _part("run-judge"), _part("verdicts-at"), _part("make-judge")
+    load_outcomes = registry.component("suite", "outcomes")
     text, tags = load_prompt_text(prompt, workdir)
-    suite = outcomes.load_outcomes(input_path, require_label=False) if _accepts_unlabelled(outcomes) \
-        else outcomes.load_outcomes(input_path)
+    suite = load_outcomes(input_path, require_label=False) if _accepts_unlabelled(load_outcomes) \
+        else load_outcomes(input_path)
     fields = sorted(suite.items[0].inputs)
     j = make_judge(judge, fields, text)
     lm = make_lm(model, role="judge")
@@ -342,10 +343,10 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
              "reasoning": (run.get(it.id) or {}).get("reasoning")} for it in suite.items]
 
 
-def _accepts_unlabelled(mod) -> bool:
+def _accepts_unlabelled(load_outcomes: Callable) -> bool:
     import inspect
 
-    return "require_label" in inspect.signature(mod.load_outcomes).parameters
+    return "require_label" in inspect.signature(load_outcomes).parameters
 
 
 def cli_calibrate(**kw) -> int:

@@ -62,6 +62,16 @@ ENGINES = {
     "autorefine": Entry("verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration"),
 }
 
+# The parts `verifirst calibrate` composes around the outcomes suite and the label verifier.
+CALIBRATION = {
+    "make-judge": Entry("verifirst.programs.judges:make_judge", "a judge program by kind (passfail | rubric)"),
+    "run-calibration": Entry("verifirst.optimizers.autorefine:run_calibration", "the AutoRefine calibration loop"),
+    "run-judge": Entry("verifirst.optimizers.autorefine:run_judge", "a judge's scores over items"),
+    "verdicts-at": Entry("verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold"),
+    "compare-judges": Entry("verifirst.benchmarks.judge_anchor:compare_judges", "paired comparison of judges"),
+    "align-anchor": Entry("verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor"),
+}
+
 # Stage funnels (failing stages in the order a candidate meets them, PASS last) for ordering report
 # tables when a report does not carry its verifier's own `stage_order`.
 STAGE_ORDERS = {
@@ -119,7 +129,18 @@ _PLUGINS_LOADED = [False]
 def tables() -> dict[str, dict[str, Entry]]:
     """The kinds a plugin may add to, each with its table."""
     return {"suite": SUITES, "program": PROGRAMS, "verifier": VERIFIERS, "engine": ENGINES,
-            "stages": STAGE_ORDERS}
+            "stages": STAGE_ORDERS, "calibration": CALIBRATION}
+
+
+def component(kind: str, name: str) -> Any:
+    """A registered component (built in or from a plugin), loaded: how kernel modules reach a
+    domain's code without importing it.
+
+    Args:
+        kind: a key of tables(), e.g. "suite", "verifier", "calibration".
+        name: the registered name.
+    """
+    return resolve(kind, tables()[kind], name, f"{kind}.name", None)
 
 
 class Registrar:
