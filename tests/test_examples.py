@@ -60,3 +60,24 @@ def test_iac_example_passes_and_its_policy_bites(backend, tmp_path):
     bad.write_text(cfg.read_text().replace('"Enabled"', '"Suspended"'))
     v = verify_config(str(bad), policy=str(policy), backend=backend)
     assert v.stage == "OPA_FAIL" and "versioned" in v.feedback
+
+
+@pytest.mark.parametrize("name", ["api_gepa.py", "api_teleprompter.py"])
+def test_api_example_runs_scripted(name, tmp_path):
+    """Each Python API example, with scripted LMs, improves its test split under the guard."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, VERIFIRST_EXAMPLE_SCRIPTED="1")
+    p = subprocess.run([sys.executable, str(EXAMPLES / name), str(tmp_path / "wd")], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout[p.stdout.index("{\n"):])
+    test = out.get("test") or {"before": out.get("test_before"), "after": out.get("test_after")}
+    assert test["before"] < test["after"] == 1.0
+    run_dir = tmp_path / "wd" / "runs"
+    (run,) = run_dir.iterdir()
+    assert {"report.json", "report.md", "program.json", "split_manifest.json"} <= {
+        f.name for f in (run / "out").iterdir()}
