@@ -126,7 +126,7 @@ def test_groups_stay_in_one_split_and_ids_are_stable():
     recs = [{"question": f"q{k}", "answer": "42", "group": f"g{k // 3}"} for k in range(18)]
     items = to_suite(recs, inputs=["question"]).items
     again = to_suite(list(reversed(recs)), inputs=["question"]).items
-    assert {it.id for it in items} == {it.id for it in again}
+    assert {it.inputs["question"]: it.id for it in items} == {it.inputs["question"]: it.id for it in again}
     m = make_manifest(items, (0.5, 0.25, 0.25), 0)
     split_of = {i: s for s in ("train", "val", "test") for i in getattr(m, s)}
     for g in {it.group for it in items}:
