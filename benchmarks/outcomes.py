@@ -31,12 +31,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
-
-LABELS = ("PASS", "FAIL")
+from verifirst.verdicts import LABELS  # noqa: F401 - re-exported
+from verifirst.verdicts import normalize_label as read_label
 VIEW_FIELDS = ("title", "summary", "diff", "code", "test_plan", "task", "command", "reference")
 RESERVED = ("id", "label", "group", "meta", "view")
-_TRUE = {"pass", "passed", "true", "yes", "1", "y", "ok", "landed", "merged"}
-_FALSE = {"fail", "failed", "false", "no", "0", "n", "abandoned", "rejected"}
 
 ICE_SCORE_RELPATH = Path("ice-score") / "humaneval_python_grade.json"
 
@@ -50,11 +48,19 @@ def shared_data_dir() -> Path:
 
 
 def normalize_label(value: Any, *, path: str | None = None, line: int | None = None) -> str:
-    text = str(value).strip().upper() if value is not None else ""
-    if text in LABELS:
-        return text
+    """A record's label as PASS or FAIL (verifirst.verdicts reads it: merged/landed/true/yes are
+    PASS, abandoned/rejected/false/no are FAIL); anything else is an InputError naming the place.
+
+    Args:
+        value: the recorded label.
+        path: the outcomes file (for the error).
+        line: the record's line (for the error).
+    """
+    label = read_label(value)
+    if label is not None:
+        return label
     raise InputError(f"label {value!r} is not PASS or FAIL", path=path, line=line, field="label",
-                     expected="PASS or FAIL")
+                     expected="PASS or FAIL (or passed/failed, merged/abandoned, true/false, yes/no)")
 
 
 def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, line: int) -> Item:
@@ -241,16 +247,8 @@ def _jsonable(v: Any) -> bool:
 
 
 def _feedback_label(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "PASS" if value else "FAIL"
-    if isinstance(value, (int, float)):
-        return "PASS" if value >= 0.5 else "FAIL"
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return "PASS"
-    if text in _FALSE:
-        return "FAIL"
-    return None
+    """An MLflow feedback value as a label: a score of 0.5 or more is PASS."""
+    return read_label(value, threshold=0.5)
 
 
 def from_mlflow_assessments(experiment_id: str | None = None, *, assessment_name: str = "outcome",

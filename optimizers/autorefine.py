@@ -25,9 +25,10 @@ import dspy
 
 from verifirst import atomic
 from verifirst.errors import ErrorRateExceeded, InputError, VerifirstError
-from verifirst.programs.judges import FAIL, PASS, JudgeError, RubricJudge
+from verifirst.programs.judges import JudgeError, RubricJudge
 from verifirst.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi
 from verifirst.task import ITEM_ID, Item
+from verifirst.verdicts import FAIL, PASS, normalize_label
 
 from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
 from ._teacher import InformedTeacher, TeacherDecision, abstention_stats, run_teacher
@@ -444,7 +445,8 @@ def _items_from_examples(examples: Sequence, label_key: str = "label") -> list[I
         inputs = {k: ex[k] for k in ex.inputs().keys()}
         iid = str(ex[ITEM_ID]) if ITEM_ID in ex else hashlib.sha256(
             json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
-        out.append(Item(iid, inputs, {"label": str(ex[label_key]).upper()}))
+        raw = ex[label_key]  # an unreadable label stays as written: calibrate refuses it by name
+        out.append(Item(iid, inputs, {"label": normalize_label(raw) or str(raw).upper()}))
     return out
 
 

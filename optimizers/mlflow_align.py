@@ -36,8 +36,8 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from verifirst.errors import InputError  # noqa: E402
 from verifirst.task import Item  # noqa: E402
+from verifirst.verdicts import FAIL, PASS, normalize_label  # noqa: E402
 
-PASS, FAIL = "PASS", "FAIL"
 JUDGE_NAME = "outcome"
 LOCAL_MODEL_URI = "openai:/smollm2"
 DEFAULT_MAX_TOKENS = 160  # served model's budget per answer (same cap as our embedded judge role)
@@ -65,8 +65,7 @@ def judge_instructions(instructions: str) -> str:
 
 
 def _verdict(value: Any) -> str | None:
-    text = str(value or "").strip().upper().strip(".'\"` ")
-    return PASS if text.startswith(PASS) else FAIL if text.startswith(FAIL) else None
+    return normalize_label(value, prefix=True)
 
 
 def _label(it: Item, label_key: str) -> str:

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 
 import dspy
 
-PASS, FAIL = "PASS", "FAIL"
+from verifirst.verdicts import FAIL, PASS, normalize_label
 
 DEFAULT_PASSFAIL_PROMPT = (
     "You review a proposed code change or generated code before it is accepted. Read every "
@@ -41,12 +41,12 @@ class JudgeError(RuntimeError):
 
 
 def normalize_verdict(value) -> str:
-    text = str(value or "").strip().upper().strip(".'\"` ")
-    if text.startswith(PASS):
-        return PASS
-    if text.startswith(FAIL):
-        return FAIL
-    raise JudgeError(f"judge answered {value!r}, not PASS or FAIL")
+    """A judge's answer as PASS or FAIL; an answer that is neither raises JudgeError (an LM
+    error, never a FAIL)."""
+    label = normalize_label(value, prefix=True)
+    if label is None:
+        raise JudgeError(f"judge answered {value!r}, not PASS or FAIL")
+    return label
 
 
 def _signature(view_fields: Sequence[str], outputs: dict, instructions: str) -> type[dspy.Signature]:

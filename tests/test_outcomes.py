@@ -196,3 +196,49 @@ def test_ice_score_names_the_language_from_the_file(tmp_path):
     assert py.name == "ice-score-humaneval-python"
     assert oc.ice_score_language(tmp_path / "humaneval-cpp-grade.json") == "cpp"
     assert oc.ice_score_language(tmp_path / "my_grades.json") == "my-grades"
+
+
+# -- one reading of PASS/FAIL labels -----------------------------------------------------------
+LABEL_CASES = [("PASS", "PASS"), (" fail ", "FAIL"), ("Merged", "PASS"), ("abandoned", "FAIL"), ("passed", "PASS"),
+               ("`Pass`.", "PASS"), (True, "PASS"), (False, "FAIL"), ("yes", "PASS"), ("no", "FAIL"),
+               ("MAYBE", None), ("", None)]
+
+
+@pytest.mark.parametrize("raw,want", LABEL_CASES)
+def test_every_label_reader_agrees(raw, want):
+    """Outcome files, MLflow feedback, the label verifier, judge answers and the MLflow anchor read
+    a label the same way, through verifirst.verdicts."""
+    from verifirst.optimizers import mlflow_align
+    from verifirst.programs.judges import JudgeError, normalize_verdict
+    from verifirst.verdicts import normalize_label
+    from verifirst.verifiers import label
+
+    assert normalize_label(raw) == want
+    assert label.normalize_label(raw) == want
+    assert oc._feedback_label(raw) == want
+    assert mlflow_align._verdict(raw) == want
+    if want is None:
+        with pytest.raises(InputError, match="not PASS or FAIL"):
+            oc.normalize_label(raw, path="f.jsonl", line=3)
+        with pytest.raises(JudgeError):
+            normalize_verdict(raw)
+    else:
+        assert oc.normalize_label(raw) == want and normalize_verdict(raw) == want
+
+
+def test_label_vocabulary_is_defined_once():
+    import verifirst.verdicts as vd
+    from verifirst.optimizers import autorefine
+    from verifirst.programs import judges
+    from verifirst.verifiers import label
+
+    assert label.normalize_label is vd.normalize_label and label.LABELS == oc.LABELS == vd.LABELS == ("PASS", "FAIL")
+    assert (judges.PASS, judges.FAIL, autorefine.PASS, autorefine.FAIL) == (vd.PASS, vd.FAIL, vd.PASS, vd.FAIL)
+    assert oc._feedback_label(0.7) == "PASS" and oc._feedback_label(0.2) == "FAIL"  # MLflow scores
+    assert vd.normalize_label("PASS - looks right", prefix=True) == "PASS" and vd.normalize_label("PASS - x") is None
+
+
+def test_outcome_file_with_workflow_words_loads(tmp_path):
+    p = tmp_path / "o.jsonl"
+    p.write_text('{"id": "a", "label": "merged", "title": "t"}\n{"id": "b", "label": "Rejected", "title": "u"}\n')
+    assert [it.gold["label"] for it in oc.load_outcomes(p).items] == ["PASS", "FAIL"]

@@ -4,23 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from verifirst.task import Item
+from verifirst.verdicts import LABELS, normalize_label  # noqa: F401 - LABELS re-exported
 
 from .base import Verdict, VerifierError
-
-LABELS = ("PASS", "FAIL")
-
-
-def normalize_label(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "PASS" if value else "FAIL"
-    if value is None:
-        return None
-    s = str(value).strip().upper()
-    if s in ("PASS", "PASSED", "TRUE", "1", "YES", "MERGED", "LANDED"):
-        return "PASS"
-    if s in ("FAIL", "FAILED", "FALSE", "0", "NO", "ABANDONED", "REJECTED"):
-        return "FAIL"
-    return None
 
 
 class LabelVerifier:
