@@ -24,6 +24,9 @@ def test_components_lists_registered_names():
     assert r.exit_code == 0
     for name in ("bash-builtin", "iac-builtin", "bash-generator", "terraform", "bash-exec", *BENCHES):
         assert name in r.output
+    optimizers = r.output.split("optimizers:")[1].split("experiments")[0]
+    assert all(name in optimizers for name in ("gepa", "simba", "autorefine"))
+    assert "failed to load" not in r.output  # the installed plugins all load
 
 
 def test_unknown_bench_is_exit_2():

@@ -172,10 +172,25 @@ def test_dict_plugin_and_a_plugin_failing_midway(extra_plugins):
     assert "already registered by verifirst" in errors["half"]
 
 
+def test_plugin_stage_funnel_orders_report_tables(extra_plugins):
+    from verifirst.report import stage_order
+
+    assert stage_order(["PASS", "BUILD_FAIL", "ZLINK_FAIL", "ALINT_FAIL"]) == [
+        "ALINT_FAIL", "BUILD_FAIL", "ZLINK_FAIL", "PASS"]  # no funnel names these: sorted
+    mod = "def register(registry):\n    registry.add('stages', 'c-build', ('ZLINK_FAIL', 'BUILD_FAIL', 'PASS'))\n"
+    errors = extra_plugins("stage-plugin", "cbuild = vf_stage_plugin:register", {"vf_stage_plugin.py": mod})
+    assert errors == {}
+    registry.unload_plugins()  # rendering a report finds the plugin's funnel by itself
+    assert stage_order(["PASS", "BUILD_FAIL", "ZLINK_FAIL", "ALINT_FAIL"]) == [
+        "ZLINK_FAIL", "BUILD_FAIL", "ALINT_FAIL", "PASS"]
+
+
 def test_plugin_engine_is_listed_as_an_optimizer(extra_plugins):
     mod = "class Eng:\n    def compile(self, *a, **k):\n        raise NotImplementedError\n"
     extra_plugins("engine-plugin", "eng = vf_engine_plugin:COMPONENTS",
                   {"vf_engine_plugin.py": mod + "COMPONENTS = {'engine': {'my-engine': ('vf_engine_plugin:Eng', 'mine')}}\n"})
-    assert registry.resolve("engine", registry.ENGINES, "my-engine", "optimizer.name", None).__name__ == "Eng"
+    from verifirst.engine import resolve_engine
+
+    assert type(resolve_engine("my-engine")).__name__ == "Eng"  # the name an experiment's [optimizer] gives
     r = runner.invoke(app, ["components"])
     assert "my-engine" in r.output.split("optimizers:")[1] and "plugin eng (engine-plugin 0.1)" in r.output

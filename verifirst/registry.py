@@ -80,7 +80,9 @@ STAGE_ORDERS = {
 
 
 def stage_orders() -> list[tuple[str, ...]]:
-    """The registered stage funnels that can be loaded (one whose extra is missing is skipped)."""
+    """The registered stage funnels, plugins' included, that can be loaded (one whose extra is
+    missing is skipped)."""
+    load_plugins()
     out = []
     for entry in STAGE_ORDERS.values():
         try:
@@ -157,7 +159,8 @@ class Registrar:
             kind: "suite", "program", "verifier", "engine", or "stages" (a tuple of stage
                 names in funnel order, PASS last, that report tables follow).
             name: the name experiment files and the CLI use; a name already taken is refused.
-            target: "package.module:attr", or the factory (class or function) itself.
+            target: "package.module:attr", or the factory (class or function) itself; for
+                "stages", also the tuple of stage names.
             help: one line shown by `verifirst components`.
             path_arg: for a suite, the factory parameter that `[suite] path` goes to.
         """
@@ -168,7 +171,9 @@ class Registrar:
             raise ValueError(f"bad {kind} name {name!r}: a non-empty name without ':'")
         if name in table:
             raise ValueError(f"{kind} {name!r} is already registered by {table[name].origin}")
-        if isinstance(target, str):
+        if kind == "stages" and isinstance(target, (tuple, list)):
+            entry = Entry(f"{self.origin}:{name}", help, path_arg, self.origin, obj=tuple(target))
+        elif isinstance(target, str):
             if target.count(":") != 1:
                 raise ValueError(f"{kind} {name!r}: target {target!r} is not 'package.module:attr'")
             entry = Entry(target, help, path_arg, self.origin)
