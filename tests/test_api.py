@@ -267,3 +267,20 @@ def test_bad_optimizer_and_models_are_refused_before_anything_is_written(tmp_pat
         vf.optimize(dspy.Predict(QA), records(), metric, "none", models={"task": "local", "critic": "x"},
                     run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_configured_dspy_gepa_scores_with_the_run_metric_on_train_and_val(tmp_path):
+    asked = []
+
+    def reflect(messages):
+        asked.append("\n".join(m["content"] for m in messages))
+        return json_answer(new_instruction=RULE)
+
+    ms = models(reflect)
+    tp = dspy.GEPA(metric=metric, reflection_lm=ms["reflection"], max_metric_calls=30, seed=0)
+    res = vf.optimize(dspy.Predict(QA), records(), metric, tp, models=ms, run_dir=tmp_path / "r", workdir=tmp_path)
+    assert res.report["engine"] == "GEPA" and res.report["details"]["valset_passed"] is True
+    assert res.report["details"]["metric"]["calls"] > 0  # the run's metric, not the one GEPA was built with
+    assert tp.metric_fn is metric
+    assert any(MARK in a for a in asked)
+    assert res.report["splits"]["test"]["after"]["pass_rate"] == 1.0

@@ -66,7 +66,7 @@ class Engine(Protocol):
 class TeleprompterEngine:
     """Any `dspy.Teleprompter` (MIPROv2, BootstrapFewShot, COPRO, a configured dspy.GEPA) as an engine.
 
-    It is handed train and validation examples only. While it compiles, its `metric` is the run's
+    It is handed train and validation examples only. While it compiles, its metric is the run's
     metric (one metric path: every item it scores is recorded in the split manifest and a test
     item is refused as leakage); its own metric is put back afterwards.
     """
@@ -85,18 +85,19 @@ class TeleprompterEngine:
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         tp = self.teleprompter
-        has_metric = hasattr(tp, "metric")
-        own = getattr(tp, "metric", None)
-        if has_metric:
-            tp.metric = metric
+        # dspy.GEPA keeps its metric as metric_fn, the others as metric
+        attrs = [a for a in ("metric", "metric_fn") if hasattr(tp, a)]
+        own = {a: getattr(tp, a) for a in attrs}
+        for a in attrs:
+            setattr(tp, a, metric)
         try:
             if self.accepts_valset():
                 best = tp.compile(program, trainset=trainset, valset=valset)
             else:
                 best = tp.compile(program, trainset=trainset)
         finally:
-            if has_metric:
-                tp.metric = own
+            for a, v in own.items():
+                setattr(tp, a, v)
         return EngineResult(best, [], {"teleprompter": type(tp).__name__,
                                        "valset_passed": self.accepts_valset()})
 
