@@ -6,6 +6,11 @@ parents and minibatches, so a resumed run would wander off the path of an uninte
 We hand GEPA our own generator, candidate selector and batch sampler and save their state
 beside GEPA's (on its on_state_saved event): a resumed run takes the same path, redoing at most
 the iteration in flight (plus the seed's validation pass GEPA repeats on every start).
+
+For inspection the engine also returns the seed instructions and the candidate lineage: each
+candidate's parents, instruction text, validation score, and the reflection LM's answer that
+proposed it (taken from the reflection LM's calls between GEPA's proposal start and end
+events, since DSPy's proposer does not hand GEPA the raw text).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from dspy.utils.callback import BaseCallback
 
 from verifirst import atomic
 
@@ -30,19 +36,26 @@ class _Recorder:
     validation pass, which GEPA repeats on resume) keep their first record.
     """
 
-    def __init__(self, ctx: EngineContext, valset_size: int, path: Path | None = None):
+    def __init__(self, ctx: EngineContext, valset_size: int, path: Path | None = None,
+                 reflections: _ReflectionCapture | None = None):
         self.ctx = ctx
         self.valset_size = valset_size
         self.path = path
+        self.reflections = reflections
         self.metric_calls = 0
         self.best_val = None
         self._rows: dict[str, dict] = {}
         self._cands: dict[str, dict] = {}
+        self._proposals: dict[str, dict] = {}  # by iteration:proposal:n
+        self._accepted: dict[str, dict] = {}  # by candidate index
         self._seen: dict[tuple, int] = {}
+        self._mark = 0
         if path is not None and path.exists():
             try:
                 saved = json.loads(path.read_text())
                 self._rows, self._cands = dict(saved["rows"]), dict(saved["candidates"])
+                self._proposals = dict(saved.get("proposals") or {})
+                self._accepted = dict(saved.get("accepted") or {})
             except (ValueError, KeyError, TypeError):
                 self._rows, self._cands = {}, {}  # unreadable: start the record afresh
 
@@ -59,9 +72,44 @@ class _Recorder:
         self._seen[(iteration, kind)] = n + 1
         return f"{iteration}:{kind}:{n}"
 
+    @property
+    def proposals_by_key(self) -> dict[str, dict]:
+        return dict(self._proposals)
+
+    @property
+    def accepted(self) -> dict[int, dict]:
+        return {int(k): v for k, v in self._accepted.items()}
+
     def _save(self) -> None:
         if self.path is not None:
-            atomic.write_json(self.path, {"rows": self._rows, "candidates": self._cands}, indent=None)
+            atomic.write_json(self.path, {"rows": self._rows, "candidates": self._cands,
+                                          "proposals": self._proposals, "accepted": self._accepted}, indent=None)
+
+    def on_proposal_start(self, event):
+        self._mark = len(self.reflections.outputs) if self.reflections else 0
+
+    def on_proposal_end(self, event):
+        it = int(event["iteration"])
+        raw = {k: str(v) for k, v in (event.get("raw_lm_outputs") or {}).items() if v}
+        calls = self.reflections.outputs[self._mark:] if self.reflections else []
+        if raw:
+            text = "\n\n".join(f"[{k}]\n{v}" for k, v in raw.items())
+        else:
+            text = "\n\n".join(calls) if calls else None
+        self._proposals.setdefault(self._key(it, "proposal"), {
+            "iteration": it, "components": sorted(event.get("new_instructions") or {}),
+            "new_instructions": dict(event.get("new_instructions") or {}), "reflection": text})
+        self._save()
+
+    def on_merge_accepted(self, event):
+        self._accepted.setdefault(str(int(event["new_candidate_idx"])), {
+            "iteration": int(event["iteration"]), "merge": True})
+        self._save()
+
+    def on_candidate_accepted(self, event):
+        # a merge is announced first; a redone iteration keeps its first record
+        self._accepted.setdefault(str(int(event["new_candidate_idx"])), {"iteration": int(event["iteration"])})
+        self._save()
 
     def on_budget_updated(self, event):
         self.metric_calls = int(event["metric_calls_used"])
@@ -91,6 +139,35 @@ class _Recorder:
         self._save()
         self.ctx.log_metrics({"val_score": avg, "best_val_score": self.best_val,
                               "metric_calls": self.metric_calls}, self.metric_calls)
+
+
+class _ReflectionCapture(BaseCallback):
+    """DSPy callback that keeps the reflection LM's answers in call order (the text of each
+    completion, with the model's reasoning when it returns one)."""
+
+    def __init__(self, lm: Any):
+        self.lm = lm
+        self.outputs: list[str] = []
+        self._open: set[str] = set()
+
+    def on_lm_start(self, call_id, instance, inputs):
+        if instance is self.lm or getattr(instance, "role", None) == "reflection":
+            self._open.add(call_id)
+
+    def on_lm_end(self, call_id, outputs, exception=None):
+        if call_id not in self._open:
+            return
+        self._open.discard(call_id)
+        if exception is not None:
+            self.outputs.append(f"(reflection LM call failed: {type(exception).__name__}: {exception})")
+            return
+        for out in outputs if isinstance(outputs, list) else [outputs]:
+            if isinstance(out, dict):
+                reasoning = out.get("reasoning_content")
+                text = str(out.get("text", ""))
+                self.outputs.append(f"reasoning:\n{reasoning}\n\nanswer:\n{text}" if reasoning else text)
+            else:
+                self.outputs.append(str(out))
 
 
 class _Resumable:
@@ -160,7 +237,9 @@ class GEPAEngine:
             raise ValueError("GEPA needs a reflection LM (models.reflection)")
         log_dir = Path(ctx.run_dir) / "gepa"
         log_dir.mkdir(parents=True, exist_ok=True)
-        rec = _Recorder(ctx, len(valset), log_dir / "verifirst_history.json")
+        seed_instructions = _instructions(program)
+        capture = _ReflectionCapture(ctx.reflection_lm)
+        rec = _Recorder(ctx, len(valset), log_dir / "verifirst_history.json", capture)
         opts = dict(self.gepa_options)
         strategy = opts.pop("candidate_selection_strategy", "pareto")
         draws = _Resumable(log_dir, self.seed, self.reflection_minibatch_size, strategy)
@@ -177,11 +256,16 @@ class GEPAEngine:
                         track_stats=True, log_dir=str(log_dir), seed=self.seed, warn_on_score_mismatch=False,
                         gepa_kwargs={"use_cloudpickle": True, "callbacks": [rec, draws],
                                      "batch_sampler": draws.sampler}, **budget_kw, **opts)
-        best = opt.compile(program, trainset=trainset, valset=valset)
+        with dspy.context(callbacks=[*(dspy.settings.get("callbacks") or []), capture]):
+            best = opt.compile(program, trainset=trainset, valset=valset)
         details = _details(best)
         details["candidates_seen"] = rec.candidates
+        details["seed_instructions"] = seed_instructions
+        details["lineage"] = lineage(details, rec.accepted, rec.proposals_by_key)
         atomic.write_json(log_dir / "detailed_results.json", details)
+        atomic.write_json(log_dir / "gepa_lineage.json", details["lineage"])
         ctx.log_artifact(log_dir / "detailed_results.json")
+        ctx.log_artifact(log_dir / "gepa_lineage.json")
         return EngineResult(best, rec.history, details)
 
 
@@ -201,3 +285,47 @@ def _details(prog) -> dict:
         out["pareto_front"] = {str(k): sorted(v) if isinstance(v, set) else v
                                for k, v in (front.items() if isinstance(front, dict) else enumerate(front))}
     return out
+
+
+def _instructions(prog) -> dict[str, str]:
+    return {n: p.signature.instructions for n, p in prog.named_predictors()}
+
+
+def lineage(details: dict, accepted: dict[int, dict], proposals: dict[str, dict]) -> list[dict]:
+    """One row per GEPA candidate: its parents, instructions, validation score and the
+    reflection that proposed it (None with the reason in `reflection_note` when there is none).
+
+    Args:
+        details: GEPA's detailed results as `_details` returns them (candidates, parents, scores).
+        accepted: by candidate index, the iteration that accepted it (and whether by a merge).
+        proposals: the proposals recorded during the run, by key.
+    """
+    cands = details.get("candidates") or []
+    parents = details.get("parents") or []
+    scores = details.get("val_aggregate_scores") or []
+    found = details.get("discovery_eval_counts") or []
+    rows = []
+    for idx, instr in enumerate(cands):
+        ps = [p for p in (parents[idx] if idx < len(parents) else []) or [] if p is not None]
+        acc = accepted.get(idx) or {}
+        # the proposal of that iteration whose new texts this candidate carries
+        prop = next((p for p in proposals.values() if p["iteration"] == acc.get("iteration")
+                     and all(instr.get(k) == v for k, v in p["new_instructions"].items())), None)
+        reflection, note = (prop or {}).get("reflection"), None
+        if idx == 0:
+            note = "the seed program: no reflection proposed it"
+        elif acc.get("merge") or len(ps) > 1:
+            note = f"merged from candidates {', '.join(map(str, ps))}: no reflection proposed it"
+        elif prop is None:
+            note = "no proposal was recorded for this candidate (accepted before a resume)"
+        elif reflection is None:
+            note = "the reflection LM was not called through DSPy, so its answer could not be captured"
+        rows.append({"idx": idx, "parents": ps, "instructions": dict(instr),
+                     "val_score": scores[idx] if idx < len(scores) else None,
+                     "iteration": acc.get("iteration"),
+                     "metric_calls_at_discovery": found[idx] if idx < len(found) else None,
+                     "components_updated": (prop or {}).get("components")
+                     or sorted(k for k in instr if ps and cands[ps[0]].get(k) != instr[k]),
+                     "reflection": reflection, "reflection_note": note,
+                     "best": idx == details.get("best_idx")})
+    return rows

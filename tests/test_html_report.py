@@ -63,10 +63,10 @@ def test_page_from_a_run_has_plots_tables_and_per_item_rows(tiny, tmp_path):
         assert f"{b['pass']}/{b['scored']} = " in html and f"{a['pass']}/{a['scored']} = " in html
     c = rep["splits"]["test"]["comparison"]
     assert c["c_after_only"] > 0  # the scripted run improves, so the page has gains to show
-    per_item = html.split("Per item (test)")[1]
-    assert per_item.count("gained") == c["c_after_only"]
+    per_item = html.split("<details open data-split='test'>")[1].split("</table>")[0]
+    assert "Per item (test)" in per_item and per_item.count("<tr class='gained'>") == c["c_after_only"]
     test_ids = [json.loads(l)["id"] for l in (tiny.run_dir / "eval" / "before_test.jsonl").read_text().splitlines()]
-    assert all(f"<td>{i}</td>" in per_item for i in test_ids)
+    assert all(re.search(rf"<tr class='[a-z]*'><td>{re.escape(i)}<br>", per_item) for i in test_ids)
     assert "McNemar p (exact)" in html and "95% paired bootstrap" in html
     assert "LM usage and cost" in html and "task/optimize" in html
 

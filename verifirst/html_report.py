@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from . import atomic, plots
+from . import atomic, inspect_view, plots
 from .report import footer_lines, unscored
 
 CSS = """
@@ -27,7 +27,7 @@ th{background:#f7fafc}td:first-child,th:first-child{text-align:left}
 .plots figure{margin:0}.plots img{max-width:100%;border:1px solid #edf2f7}
 pre{background:#f7fafc;padding:.6rem;white-space:pre-wrap;font-size:.85rem}
 .up{color:#2f855a}.down{color:#c53030}code{font-size:.85rem}
-"""
+""" + inspect_view.CSS
 
 PLOT_TITLES = {"pass_rate": "Pass rate before / after", "stage_funnel": "Stage funnel",
                "optimization_curve": "Optimization curve", "judge_confusion": "Judge confusion matrices",
@@ -294,42 +294,6 @@ def _totals_section(rep: dict) -> str:
     return "".join(f"<p class='meta' data-footer>{escape(line)}</p>" for line in lines)
 
 
-def _read_rows(path: Path) -> dict[str, dict]:
-    rows: dict[str, dict] = {}
-    for line in path.read_text().splitlines():
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(d, dict) and "id" in d:
-            rows[str(d["id"])] = d  # a resumed checkpoint repeats ids: the last row wins
-    return rows
-
-
-def _items_section(run_dir: Path | None, split: str = "test", limit: int = 200) -> str:
-    if run_dir is None:
-        return ""
-    b, a = run_dir / "eval" / f"before_{split}.jsonl", run_dir / "eval" / f"after_{split}.jsonl"
-    if not b.exists():
-        return ""
-    before, after = _read_rows(b), (_read_rows(a) if a.exists() else {})
-    rows = []
-    for i, (iid, r) in enumerate(before.items()):
-        if i >= limit:
-            break
-        q = after.get(iid, {})
-        mark = ""
-        if r.get("status") != q.get("status") and q:
-            mark = "<span class='up'>gained</span>" if q.get("status") == "PASS" else (
-                "<span class='down'>lost</span>" if r.get("status") == "PASS" else "changed")
-        rows.append([escape(iid), escape(str(r.get("status"))), escape(str(r.get("stage"))),
-                     escape(str(q.get("status", "–"))), escape(str(q.get("stage", "–"))), mark,
-                     escape(", ".join(q.get("error_classes") or r.get("error_classes") or []))])
-    more = f"<p class='meta'>first {limit} of {len(before)} items</p>" if len(before) > limit else ""
-    return (f"<h2>Per item ({escape(split)})</h2>"
-            + _table(["item", "before", "stage", "after", "stage", "", "error classes"], rows, raw=True) + more)
-
-
 def _instructions_section(rep: dict) -> str:
     instr = rep.get("instructions") or {}
     parts = []
@@ -357,7 +321,7 @@ def render(report: dict, images: dict[str, Path], run_dir: Path | None = None) -
     title = escape(f"{report.get('experiment', 'verifirst')} report")
     body = "".join([_header(report), _splits_section(report), _before_after_section(report),
                     _plots_section(images), _judge_section(report), _teacher_section(report),
-                    _usage_section(report), _totals_section(report), _items_section(run_dir),
+                    _usage_section(report), _totals_section(report), inspect_view.section(report, run_dir),
                     _instructions_section(report)])
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
@@ -381,7 +345,14 @@ def write_html(report: dict, path: str | Path, run_dir: str | Path | None = None
 
 def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None) -> dict[str, Path]:
     """Write plots to run_dir/plots and run_dir/report.html, and log them under report/ of the
-    report's MLflow run (the tracker's parent run unless the report names another)."""
+    report's MLflow run (the tracker's parent run unless the report names another), with the
+    inspection views (per-item table, prompt diff, GEPA lineage) under inspection/.
+
+    Args:
+        tracker: the run's Tracker, or None to only write the files.
+        report: the run report.
+        run_dir: the run directory (default: the report's run_dir; else a temporary folder).
+    """
     rd = _resolve_run_dir(report, run_dir)
     base = rd or Path(tempfile.mkdtemp(prefix="verifirst-report-"))
     images = plots.make_all(report, base / "plots")
@@ -391,4 +362,5 @@ def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None) -> 
         for p in images.values():
             tracker.log_artifact(p, "report/plots", run_id=rid)
         tracker.log_artifact(html, "report", run_id=rid)
-    return {**images, "html": html}
+    inspected = inspect_view.log_inspection(tracker, report, rd)
+    return {**images, "html": html, **{f"inspection_{k}": p for k, p in inspected.items()}}

@@ -181,6 +181,40 @@ class Tracker:
             p.write_text(json.dumps(obj, indent=2, default=str))
             self.log_artifact(p, artifact_path, run_id)
 
+    def log_table(self, data: dict[str, list], artifact_file: str, run_id: str | None = None) -> None:
+        """A table artifact (MLflow's log_table: shown in the run's artifact view and its
+        Evaluation tab); a JSON file of the same columns where log_table is unavailable.
+
+        Args:
+            data: columns by name, each a list of one value per row.
+            artifact_file: where it goes in the run's artifacts, e.g. "inspection/per_item.json".
+            run_id: the run; the parent run when None.
+        """
+        if not self.enabled:
+            return
+        rid = run_id or self.parent_id
+        client = self.client
+        if hasattr(client, "log_table"):
+            try:
+                client.log_table(rid, data=data, artifact_file=artifact_file)
+                return
+            except ImportError:  # log_table needs pandas
+                pass
+        folder, _, name = artifact_file.rpartition("/")
+        self.log_json(data, name, folder or None, rid)
+
+    def has_artifact(self, artifact_path: str, run_id: str | None = None) -> bool:
+        """Whether the run already holds this artifact file.
+
+        Args:
+            artifact_path: its path in the run's artifacts, e.g. "inspection/per_item.json".
+            run_id: the run; the parent run when None.
+        """
+        if not self.enabled:
+            return False
+        folder = artifact_path.rpartition("/")[0] or None
+        return any(f.path == artifact_path for f in self.client.list_artifacts(run_id or self.parent_id, folder))
+
     def set_tags(self, tags: dict[str, str], run_id: str | None = None) -> None:
         if not self.enabled:
             return
