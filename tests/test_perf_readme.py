@@ -101,7 +101,7 @@ def test_record_wraps_a_json_command_with_the_machine(tmp_path):
     ok = subprocess.run(rec + [sys.executable, "-c", "print('{\"x\": 1}')"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     data = json.loads(out.read_text())
-    assert data["x"] == 1 and set(data["machine"]) >= {"nproc", "loadavg_start", "date"}
+    assert data["x"] == 1 and set(data["machine"]) >= {"nproc", "loadavg_start", "loadavg_end", "date"}
     bad = subprocess.run(rec[:-3] + ["--out", str(tmp_path / "b.json"), "--", sys.executable, "-c", "print('x')"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "not JSON" in bad.stderr and not (tmp_path / "b.json").exists()

@@ -201,7 +201,8 @@ def _rel(p: Path) -> str:
 
 def _measured(f: Field) -> str:
     m = f("machine")
-    return f"{m['date'][:10]}, {m['nproc']} cores, load {_n(m['loadavg_start'][0], 1)}"
+    end = f" → {_n(m['loadavg_end'][0], 1)}" if m.get("loadavg_end") else ""
+    return f"{m['date'][:10]}, {m['nproc']} cores, load {_n(m['loadavg_start'][0], 1)}{end}"
 
 
 def rendered_rows(results: Path = RESULTS) -> list[tuple[Row, str, str, Field]]:
@@ -231,13 +232,23 @@ def render_table(results: Path = RESULTS) -> str:
         results: the directory holding the results files.
     """
     lines = ["Rendered by `make bench` from `benchmarks/perf/results/` (each row links its file); the last",
-             "column gives the date, the cores and the 1-minute load average when the benchmark started.",
-             "Goals in brackets.", "",
+             "column gives the date, the cores and the 1-minute load average when the benchmark started (→ when",
+             "it ended): the machine is shared, and wall-clock figures move with its load. Goals in brackets.", "",
              "| what | command | result | measured |", "|---|---|---|---|"]
+    notes = []
     for row, what, res, f in rendered_rows(results):
         link = _rel(results_path(row.name, results))
         lines.append(f"| {what} | `{row.command}` | {res} ([json]({link})) | {_measured(f)} |")
-    return "\n".join(lines)
+        if row.name == "lm_overhead":
+            notes += ["", overhead_note(f)]
+    return "\n".join(lines + notes)
+
+
+def overhead_note(f: Field) -> str:
+    per_call = ", ".join(f"{_n(r['overhead_ms_per_call'], 1)} ms at {r['threads']}" for r in f("runs"))
+    return ("The framework overhead per call (" + per_call + " threads) is mostly DSPy's own per-call\n"
+            "work (Python under the GIL, more when a core wakes from a 50 ms sleep); verifirst's own part per\n"
+            "item is scoring, usage accounting and, in a run directory, one checkpoint line.")
 
 
 def replace_block(text: str, block: str, where: str = "README.md") -> str:

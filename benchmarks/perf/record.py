@@ -39,13 +39,14 @@ def emit(result: dict, started: dict, out: Path | None, as_json: bool = True) ->
 
     Args:
         result: the benchmark's JSON-able result.
-        started: what machine() returned when the benchmark started.
+        started: what machine() returned when the benchmark started; the load average now is added.
         out: the results file to write (atomically); None prints to stdout instead.
         as_json: when printing, one line (True) or indented (False).
     """
     from verifirst.atomic import write_json
 
-    rec = {**result, "machine": started}
+    # the load at the end too: a figure measured while others started work on the machine shows it
+    rec = {**result, "machine": {**started, "loadavg_end": [round(x, 2) for x in os.getloadavg()]}}
     if out is not None:
         write_json(out, rec)
         print(f"wrote {out}", file=sys.stderr)
