@@ -157,6 +157,15 @@ def test_a_broken_plugin_is_named_only_when_its_names_are_used(extra_plugins, tm
     assert r.exit_code == 2 and "broken-thing" in r.output and "'broken'" in r.output
 
 
+def test_a_plugin_component_that_cannot_import_names_its_plugin(extra_plugins):
+    mod = "COMPONENTS = {'verifier': {'ghost-check': 'vf_ghost_missing:Check'}}\n"
+    assert extra_plugins("ghost-plugin", "ghosts = vf_ghost_plugin:COMPONENTS", {"vf_ghost_plugin.py": mod}) == {}
+    with pytest.raises(ConfigError) as e:
+        registry.resolve("verifier", registry.VERIFIERS, "ghost-check", "verifier.name", "exp.toml")
+    msg = str(e.value)
+    assert "ghost-check" in msg and "plugin ghosts (ghost-plugin 0.1)" in msg and "vf_ghost_missing" in msg
+
+
 def test_dict_plugin_and_a_plugin_failing_midway(extra_plugins):
     mod = ("from verifirst_demo_plugin import ContainsVerifier\n"
            "COMPONENTS = {'verifier': {'dict-contains': ('verifirst_demo_plugin:ContainsVerifier', 'by dict')}}\n"

@@ -1,8 +1,11 @@
-"""Names in experiment files -> suites, programs, verifiers. Imports are lazy: a suite's
-dependencies load only when that suite is used."""
+"""Names in experiment files -> suites, programs, verifiers, engines. Imports are lazy: a suite's
+dependencies load only when that suite is used. Installed packages add names through the
+entry-point group `verifirst.components` (see load_plugins); the tables here are the only place
+the kernel names domain modules, as strings."""
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -126,6 +129,7 @@ def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str
 ENTRY_POINT_GROUP = "verifirst.components"
 PLUGIN_ERRORS: dict[str, str] = {}  # plugin name -> why it added nothing (shown by `verifirst components`)
 _PLUGINS_LOADED = [False]
+_PLUGINS_LOCK = threading.RLock()
 
 
 def tables() -> dict[str, dict[str, Entry]]:
@@ -218,12 +222,18 @@ def load_plugins(refresh: bool = False) -> dict[str, str]:
     """
     from importlib.metadata import entry_points
 
-    if _PLUGINS_LOADED[0] and not refresh:
-        return PLUGIN_ERRORS
-    unload_plugins()
-    _PLUGINS_LOADED[0] = True
+    with _PLUGINS_LOCK:
+        if _PLUGINS_LOADED[0] and not refresh:
+            return PLUGIN_ERRORS
+        unload_plugins()
+        _PLUGINS_LOADED[0] = True
+        _load_entry_points(entry_points(group=ENTRY_POINT_GROUP))
+    return PLUGIN_ERRORS
+
+
+def _load_entry_points(eps) -> None:
     seen = set()
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in eps:
         if ep.name in seen:  # one distribution found twice on sys.path
             continue
         seen.add(ep.name)
@@ -240,7 +250,6 @@ def load_plugins(refresh: bool = False) -> dict[str, str]:
             for kind, name in reg.added:
                 tables()[kind].pop(name, None)
             PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
-    return PLUGIN_ERRORS
 
 
 def unload_plugins() -> None:
