@@ -196,6 +196,9 @@ def test_per_item_without_run_state_says_inputs_are_missing(tmp_path):
     assert "inputs not recorded: the run directory has no run_state.json" in html
     assert "<details><summary>" + "x" * inspect_view.SHORT + "…</summary>" in html  # long output folds
     assert "lm: boom" in html and "mark changed" in html  # FAIL -> ERROR is a verdict change
+    (ev / "after_test.jsonl").unlink()  # evaluated once (optimizer none): said, not shown as changes
+    html = inspect_view.per_item_html(tmp_path)
+    assert "no after evaluation in this run directory" in html and "mark changed" not in html
 
 
 # -- the page in headless Chromium ------------------------------------------------------
@@ -234,3 +237,25 @@ def test_browser_shows_the_three_views(run, tmp_path):
         dest = Path(os.environ["VERIFIRST_SCREENSHOT_DIR"])
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, dest / "inspection.png")
+
+
+def test_lineage_rows_name_merges_and_missing_proposals():
+    from verifirst.optimizers.gepa import lineage
+
+    details = {"candidates": [{"p": "a"}, {"p": "b"}, {"p": "c"}, {"p": "bc"}],
+               "parents": [[None], [0], [0], [1, 2]], "val_aggregate_scores": [0.1, 0.5, 0.4, 0.7],
+               "discovery_eval_counts": [0, 8, 16, 30], "best_idx": 3}
+    proposals = {"1:proposal:0": {"iteration": 1, "components": ["p"], "new_instructions": {"p": "b"},
+                                  "reflection": "why b"},
+                 "2:proposal:0": {"iteration": 2, "components": ["p"], "new_instructions": {"p": "x"},
+                                  "reflection": "rejected"}}
+    rows = lineage(details, {1: {"iteration": 1}, 2: {"iteration": 2}, 3: {"iteration": 3, "merge": True}},
+                   proposals)
+    assert [r["parents"] for r in rows] == [[], [0], [0], [1, 2]]
+    assert rows[1]["reflection"] == "why b" and rows[1]["metric_calls_at_discovery"] == 8
+    # iteration 2's only proposal carries other text: it is not candidate 2's
+    assert rows[2]["reflection"] is None and "no proposal was recorded" in rows[2]["reflection_note"]
+    assert rows[3]["reflection"] is None and rows[3]["reflection_note"].startswith("merged from candidates 1, 2")
+    assert [r["best"] for r in rows] == [False, False, False, True]
+    html = inspect_view.lineage_html({"engine": "gepa", "details": {"lineage": rows}})
+    assert html.count("<line ") == 4 and "#3 ★ selected" in html and "merged from candidates 1, 2" in html

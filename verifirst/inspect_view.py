@@ -248,6 +248,9 @@ def per_item_html(run_dir: Path | None, limit: int = 200) -> str:
            "gained</span> passes only after, <span class='mark lost'>lost</span> passed only before.</p>"]
     if note:
         out.append(f"<p class='meta'>{escape(note)}</p>")
+    if all(r["change"] == "no after row" for rows in by_split.values() for r in rows):
+        out.append("<p class='meta'>no after evaluation in this run directory: the program was evaluated once "
+                   "(optimizer none, or a run that stopped before the after pass)</p>")
     for s, rows in by_split.items():
         counts = {c: sum(r["change"] == c for r in rows) for c in CHANGES}
         summary = (f"{len(rows)} items: {counts['gained']} gained, {counts['lost']} lost, "
