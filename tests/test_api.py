@@ -284,3 +284,42 @@ def test_a_configured_dspy_gepa_scores_with_the_run_metric_on_train_and_val(tmp_
     assert tp.metric_fn is metric
     assert any(MARK in a for a in asked)
     assert res.report["splits"]["test"]["after"]["pass_rate"] == 1.0
+
+
+def test_a_callback_hears_the_run_its_rows_and_each_iteration(tmp_path):
+    heard = {"start": 0, "rows": [], "iterations": 0, "end": None, "evals": []}
+
+    class Ears(vf.RunCallback):
+        def run_start(self, name, params, tags):
+            heard["start"] += 1
+            return "rid-1"
+
+        def row(self, phase, split, item, row):
+            heard["rows"].append((phase, split, item.id, row.status))
+
+        def evaluation_done(self, phase, split, result, checkpoint):
+            heard["evals"].append((phase, split, result.n))
+
+        def iteration(self, metrics, step):
+            heard["iterations"] += 1
+
+        def run_end(self, status):
+            heard["end"] = status
+
+    res = vf.optimize(dspy.Predict(QA), records(), metric, "gepa", models=models(), tracking=Ears(),
+                      budget=vf.Budget(max_metric_calls=20), run_dir=tmp_path / "r", workdir=tmp_path)
+    assert heard["start"] == 1 and heard["end"] == "FINISHED" and res.report["run_id"] == "rid-1"
+    assert heard["iterations"] > 0
+    assert len(heard["rows"]) == 2 * 12 and {r[0] for r in heard["rows"]} == {"before", "after"}
+    assert sorted(heard["evals"]) == sorted((p, s, len(getattr(res.manifest, s)))
+                                            for p in ("before", "after") for s in ("train", "val", "test"))
+
+
+def test_a_run_directory_resumes_only_its_own_run(tmp_path):
+    with dspy.context(lm=scripted_lm(task_fn), adapter=dspy.JSONAdapter()):
+        first = vf.evaluate(dspy.Predict(QA), records(), metric, run_dir=tmp_path / "r", workdir=tmp_path)
+        again = vf.evaluate(dspy.Predict(QA), records(), metric, run_dir=tmp_path / "r", workdir=tmp_path)
+        assert again.report["splits"] == first.report["splits"]
+        with pytest.raises(InputError, match="run_state.json.*another run"):
+            vf.evaluate(dspy.Predict(QA), records(), metric, threshold=0.5, run_dir=tmp_path / "r",
+                        workdir=tmp_path)

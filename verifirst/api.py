@@ -149,6 +149,36 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
                        stratify=stratify)
 
 
+def _run_digest(program: Any, manifest: SplitManifest, metric: Any, optimizer: str, splits: Sequence[str]) -> str:
+    """What a run directory may be resumed with: the same program, splits, metric and optimizer."""
+    import hashlib
+    import json
+
+    from .ledger import program_hash
+
+    body = {"program": program_hash(program), "split_digest": manifest.digest, "metric": metric.name,
+            "output_field": metric.output_field, "threshold": metric.threshold, "optimizer": optimizer,
+            "splits": list(splits)}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _check_resume(run_dir: Path, digest: str) -> None:
+    """An existing run directory resumes only the run that started it."""
+    import json
+
+    state = run_dir / "run_state.json"
+    if not state.exists():
+        return
+    try:
+        old = json.loads(state.read_text()).get("api_digest")
+    except (OSError, ValueError):
+        old = None
+    if old != digest:
+        raise InputError("this run directory belongs to another run (program, data, metric or optimizer differ)",
+                         path=str(state), field="api_digest",
+                         expected="the same arguments to resume, or a new run_dir")
+
+
 def _usage_delta(before: Any, after: Any) -> dict:
     return {k: getattr(after, k) - getattr(before, k)
             for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens")}
@@ -229,8 +259,10 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     reflection = lms.reflection if lms is not None else task_lm
     ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
                         task_lm=task_lm, seed=seed)
-    callback = tracking.callback(workdir, name) if isinstance(tracking, MLflow) else (tracking or RunCallback())
     opt_name = getattr(engine, "name", "none")
+    digest = _run_digest(program, manifest, scorer, opt_name, eval_splits)
+    _check_resume(run_dir, digest)
+    callback = tracking.callback(workdir, name) if isinstance(tracking, MLflow) else (tracking or RunCallback())
     run_dir.mkdir(parents=True, exist_ok=True)
     specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
              for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
@@ -239,6 +271,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                                               "metric": scorer.name},
                                 tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
                                       "verifirst.optimizer": opt_name, "verifirst.run_dir": str(run_dir)})
+    atomic.write_json(run_dir / "run_state.json", {"status": "running", "api_digest": digest})
     usage_before = USAGE.total()
     status = "FAILED"
     scope = contextlib.ExitStack()
@@ -257,7 +290,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         from .report import write_reports
 
         write_reports(report, run_dir)
-        atomic.write_json(run_dir / "run_state.json", {"status": "finished", "run_id": run_id})
+        atomic.write_json(run_dir / "run_state.json", {"status": "finished", "run_id": run_id, "api_digest": digest})
         status = "FINISHED"
         return Result(res.program, report, manifest, run_dir, res.before, res.after)
     except KeyboardInterrupt:

@@ -35,9 +35,12 @@ class RunCallback:
         return None
 
     @contextlib.contextmanager
-    def evaluation(self, phase: str, split: str) -> Iterator[Any]:
-        """Scope of one evaluation; yields a per-row hook (item, row) or None."""
+    def evaluation(self, phase: str, split: str) -> Iterator[None]:
+        """Scope of one evaluation."""
         yield None
+
+    def row(self, phase: str, split: str, item: Item, row: Any) -> None:
+        """One evaluated item, called in the thread that ran the program (its trace is the last active)."""
 
     def evaluation_done(self, phase: str, split: str, result: EvalResult, checkpoint: Path) -> None:
         """One evaluation finished (inside its scope)."""
@@ -66,22 +69,27 @@ class TrackerCallback(RunCallback):
     def __init__(self, tracker: Any):
         self.tracker = tracker
         self._opt_run: str | None = None
+        self._eval_run: str | None = None
+        self._hook: Any = None
 
     def run_start(self, name: str, params: dict, tags: dict) -> str | None:
         return self.tracker.start(name, params=params, tags=tags)
 
     @contextlib.contextmanager
-    def evaluation(self, phase: str, split: str) -> Iterator[Any]:
+    def evaluation(self, phase: str, split: str) -> Iterator[None]:
         t = self.tracker
         with t.child(f"eval/{phase}/{split}", tags={"verifirst.split": split, "verifirst.phase": phase}) as rid:
             hook = t.feedback_hook(rid, split)
-            if hook is not None:
-                hook.eval_run_id = rid  # type: ignore[attr-defined]
-            self._eval_run = rid
+            self._eval_run, self._hook = rid, hook
             try:
-                yield hook
+                yield None
             finally:
+                self._hook = None
                 t.attach_feedback(hook)
+
+    def row(self, phase: str, split: str, item: Item, row: Any) -> None:
+        if self._hook is not None:
+            self._hook(item, row)  # notes the item's trace; attach_feedback adds the verdicts at scope end
 
     def evaluation_done(self, phase: str, split: str, result: EvalResult, checkpoint: Path) -> None:
         t, rid = self.tracker, self._eval_run
@@ -196,8 +204,10 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
     def run_eval(prog, split: str, phase: str) -> EvalResult:
         ckpt = run_dir / "eval" / f"{phase}_{split}.jsonl"
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        with callback.evaluation(phase, split) as hook:
-            on_row = (lambda item, row: hook(item, row)) if hook is not None else None
+        with callback.evaluation(phase, split):
+            def on_row(item: Item, row: Any) -> None:
+                callback.row(phase, split, item, row)
+
             res = evaluate(prog, by_split[split], scorer, split=split, threads=threads, manifest=manifest,
                            checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
                            max_error_rate=max_error_rate, on_row=on_row)
