@@ -323,3 +323,14 @@ def test_a_run_directory_resumes_only_its_own_run(tmp_path):
         with pytest.raises(InputError, match="run_state.json.*another run"):
             vf.evaluate(dspy.Predict(QA), records(), metric, threshold=0.5, run_dir=tmp_path / "r",
                         workdir=tmp_path)
+
+
+def test_models_by_role_from_lm_objects_and_dicts_with_api_base():
+    from verifirst.api import build_models
+
+    task = scripted_lm(task_fn)
+    base = "http://127.0.0.1:9/v1"
+    ms = build_models({"task": task, "reflection": {"model": "openai/gpt-4o-mini", "api_base": base}})
+    assert ms.task is task and ms.judge is task
+    assert ms.reflection.kwargs.get("api_base") == base and ms.reflection.model == "openai/gpt-4o-mini"
+    assert ms.teacher is ms.reflection

@@ -369,8 +369,10 @@ def calibrate(outcomes: str | Path, **kwargs: Any) -> dict:
 
     Args:
         outcomes: a JSONL/CSV file of outcome records with PASS/FAIL labels.
-        kwargs: `verifirst.calibrate.calibrate_outcomes` arguments (judge, model, ratios, ...).
+        kwargs: `verifirst.calibrate.calibrate_outcomes` arguments (judge, model, models, splits,
+            max_iters, workdir, ...); progress lines go to `echo` (default: none).
     """
     from .calibrate import calibrate_outcomes
 
+    kwargs.setdefault("echo", lambda line: None)
     return calibrate_outcomes(Path(outcomes), **kwargs)

@@ -56,7 +56,8 @@ def _read_jsonl(path: Path) -> list[dict]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(f"not JSON: {e.msg}", path=str(path), line=e.lineno, expected="a JSON list of objects") from None
+            raise InputError(f"not JSON: {e.msg}", path=str(path), line=e.lineno,
+                             expected="a JSON list of objects") from None
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise InputError("not a list of objects", path=str(path), expected="a JSON list of objects")
         return data
@@ -67,7 +68,8 @@ def _read_jsonl(path: Path) -> list[dict]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError(f"not JSON: {e.msg}", path=str(path), line=n, expected="one JSON object per line") from None
+            raise InputError(f"not JSON: {e.msg}", path=str(path), line=n,
+                             expected="one JSON object per line") from None
         if not isinstance(rec, dict):
             raise InputError(f"a {type(rec).__name__}, not an object", path=str(path), line=n,
                              expected="one JSON object per line")
@@ -109,7 +111,7 @@ def load_hf(dataset_id: str, split: str | None = None) -> list[dict]:
     except Exception as e:
         raise InputError(f"Hugging Face dataset {name!r} could not be loaded: {type(e).__name__}: {str(e)[:300]}",
                          field="data", expected="a dataset id available online or in the local cache") from None
-    if hasattr(ds, "keys") and not hasattr(ds, "column_names") or isinstance(getattr(ds, "column_names", None), dict):
+    if isinstance(ds, datasets.DatasetDict):  # no split named: train, else the first
         splits = list(ds.keys())
         ds = ds["train"] if "train" in splits else ds[splits[0]]
     return _records_of_dataset(ds)
