@@ -49,7 +49,8 @@ class _Recorder:
         self._proposals: dict[str, dict] = {}  # by iteration:proposal:n
         self._accepted: dict[str, dict] = {}  # by candidate index
         self._seen: dict[tuple, int] = {}
-        self._mark = 0
+        self._cursor = 0  # first reflection answer not yet given to a proposal
+        self._pending = 0  # proposals started in this iteration and not ended
         if path is not None and path.exists():
             try:
                 saved = json.loads(path.read_text())
@@ -85,13 +86,23 @@ class _Recorder:
             atomic.write_json(self.path, {"rows": self._rows, "candidates": self._cands,
                                           "proposals": self._proposals, "accepted": self._accepted}, indent=None)
 
+    def on_iteration_start(self, event):
+        self._pending = 0  # a task whose reflection failed starts a proposal that never ends
+
     def on_proposal_start(self, event):
-        self._mark = len(self.reflections.outputs) if self.reflections else 0
+        # GEPA starts every proposal of an iteration before reflecting for any of them
+        if self._pending == 0:
+            self._cursor = len(self.reflections.outputs) if self.reflections else 0
+        self._pending += 1
 
     def on_proposal_end(self, event):
         it = int(event["iteration"])
         raw = {k: str(v) for k, v in (event.get("raw_lm_outputs") or {}).items() if v}
-        calls = self.reflections.outputs[self._mark:] if self.reflections else []
+        outs = self.reflections.outputs if self.reflections else []
+        # one answer per updated component; the last proposal of the iteration takes the rest
+        n = len(event.get("new_instructions") or {}) if self._pending > 1 else len(outs)
+        calls, self._cursor = outs[self._cursor:self._cursor + n], min(len(outs), self._cursor + n)
+        self._pending = max(0, self._pending - 1)
         if raw:
             text = "\n\n".join(f"[{k}]\n{v}" for k, v in raw.items())
         else:

@@ -259,3 +259,26 @@ def test_lineage_rows_name_merges_and_missing_proposals():
     assert [r["best"] for r in rows] == [False, False, False, True]
     html = inspect_view.lineage_html({"engine": "gepa", "details": {"lineage": rows}})
     assert html.count("<line ") == 4 and "#3 ★ selected" in html and "merged from candidates 1, 2" in html
+
+
+def test_reflections_are_given_to_the_proposals_that_asked_for_them(tmp_path):
+    from verifirst.optimizers.base import EngineContext
+    from verifirst.optimizers.gepa import _Recorder, _ReflectionCapture
+
+    cap = _ReflectionCapture(lm=object())
+    rec = _Recorder(EngineContext(run_dir=tmp_path), valset_size=2, path=tmp_path / "h.json", reflections=cap)
+    cap.outputs.append("an answer from an earlier iteration")
+    rec.on_iteration_start({"iteration": 1})
+    rec.on_proposal_start({"iteration": 1})
+    cap.outputs += ["first try, unparsable", "second try"]  # one proposal, the adapter asked twice
+    rec.on_proposal_end({"iteration": 1, "new_instructions": {"p": "A"}})
+    rec.on_iteration_start({"iteration": 2})
+    rec.on_proposal_start({"iteration": 2})
+    rec.on_proposal_start({"iteration": 2})  # two tasks: both start before either reflects
+    cap.outputs += ["why B", "why C"]
+    rec.on_proposal_end({"iteration": 2, "new_instructions": {"p": "B"}})
+    rec.on_proposal_end({"iteration": 2, "new_instructions": {"p": "C"}})
+    got = {p["new_instructions"]["p"]: p["reflection"] for p in rec.proposals_by_key.values()}
+    assert got == {"A": "first try, unparsable\n\nsecond try", "B": "why B", "C": "why C"}
+    again = _Recorder(EngineContext(run_dir=tmp_path), valset_size=2, path=tmp_path / "h.json")
+    assert again.proposals_by_key == rec.proposals_by_key  # kept for a resumed run

@@ -183,6 +183,11 @@ def unified_diff(report: dict) -> str:
 
 
 def lineage(report: dict) -> list[dict] | None:
+    """GEPA's candidate lineage from the report (None when the engine recorded none).
+
+    Args:
+        report: the run report (details.lineage, one row per candidate).
+    """
     det = report.get("details") if isinstance(report.get("details"), dict) else {}
     rows = det.get("lineage")
     return rows if isinstance(rows, list) else None
