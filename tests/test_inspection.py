@@ -196,6 +196,8 @@ def test_per_item_without_run_state_says_inputs_are_missing(tmp_path):
     assert "inputs not recorded: the run directory has no run_state.json" in html
     assert "<details><summary>" + "x" * inspect_view.SHORT + "…</summary>" in html  # long output folds
     assert "lm: boom" in html and "mark changed" in html  # FAIL -> ERROR is a verdict change
+    (tmp_path / "run_state.json").write_text(json.dumps({"status": "finished", "program_digest": "d"}))
+    assert "run_state.json names no experiment suite" in inspect_view.per_item_html(tmp_path)
     (ev / "after_test.jsonl").unlink()  # evaluated once (optimizer none): said, not shown as changes
     html = inspect_view.per_item_html(tmp_path)
     assert "no after evaluation in this run directory" in html and "mark changed" not in html

@@ -72,11 +72,16 @@ def item_inputs(run_dir: Path) -> tuple[dict[str, Any], str | None]:
     if not state.exists():
         return {}, "inputs not recorded: the run directory has no run_state.json naming its suite"
     try:
+        cfg = json.loads(state.read_text()).get("config")
+    except (OSError, ValueError, AttributeError) as e:
+        return {}, f"inputs not shown: run_state.json is unreadable ({type(e).__name__})"
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("suite"), dict):
+        return {}, "inputs not recorded: run_state.json names no experiment suite (a run from the Python API)"
+    try:
         from .config import from_dict
         from .experiment import load_suite
 
-        cfg = _without_none(json.loads(state.read_text())["config"])  # as_dict writes unset keys as null
-        suite = load_suite(from_dict(cfg))
+        suite = load_suite(from_dict(_without_none(cfg)))  # as_dict writes unset keys as null
         return {str(it.id): it.inputs for it in suite.items}, None
     except Exception as e:  # a suite that does not load here leaves the column empty, not the page
         return {}, f"inputs not shown: the suite did not load ({type(e).__name__}: {str(e)[:160]})"
