@@ -334,3 +334,29 @@ def test_models_by_role_from_lm_objects_and_dicts_with_api_base():
     assert ms.task is task and ms.judge is task
     assert ms.reflection.kwargs.get("api_base") == base and ms.reflection.model == "openai/gpt-4o-mini"
     assert ms.teacher is ms.reflection
+
+
+def test_an_engine_object_is_used_as_it_is(tmp_path):
+    got = {}
+
+    class Rewrite:
+        name = "rewrite"
+
+        def compile(self, program, metric, trainset, valset, budget, ctx):
+            got["ids"] = {ex.item_id for ex in trainset + valset}
+            got["scores"] = [metric(ex, program(**ex.inputs())) for ex in valset]
+            program.signature = program.signature.with_instructions(RULE)
+            return vf.EngineResult(program, [{"iteration": 0}])
+
+    res = vf.optimize(dspy.Predict(QA), records(), metric, Rewrite(), models=models(), run_dir=tmp_path / "r",
+                      workdir=tmp_path)
+    m = res.manifest
+    assert got["ids"] == set(m.train + m.val) and got["scores"] == [0.0] * len(m.val)
+    assert res.report["engine"] == "rewrite" and res.report["splits"]["test"]["after"]["pass_rate"] == 1.0
+
+    class Nameless:
+        def compile(self, *a):
+            raise AssertionError("never called")
+
+    with pytest.raises(ConfigError, match="has no name"):
+        vf.optimize(dspy.Predict(QA), records(), metric, Nameless(), models=models(), run_dir=tmp_path / "n")
