@@ -344,69 +344,111 @@ def held_out_report(labels: dict[str, str], verdicts: dict[str, dict[str, str | 
     return out
 
 
-# -- end to end (everything except MLflow) -------------------------------------------------
+# -- the judge section of a driver report ------------------------------------------------
+def _verdicts_of(result) -> dict[str, str | None]:
+    """A judge's verdict per item from the driver's rows; an unscored row (LM error) has none."""
+    return {r.id: (normalize_label(r.output) if r.status in (PASS, FAIL) else None) for r in result.rows}
+
+
+def judge_report(program, before: dict, after: dict, items: Sequence[Item], manifest, details: dict, *,
+                 judge_lm=None, teacher_lm=None, num_threads: int = 1, n_boot: int = 2000) -> dict:
+    """Judge statistics from the driver's before/after evaluations: the `judge` section of a report.
+
+    Per split, the calibrated judge (after) against the uncalibrated one (before) on the same
+    items: Scott's π with a paired bootstrap interval, FAIL recall/precision, PASS recall,
+    McNemar; the teacher's keep/correct/abstain with abstention by label and metadata; the
+    validation verdicts that decide between prompts; one-label-class warnings.
+
+    Args:
+        program: the uncalibrated judge the driver started from.
+        before: the driver's evaluations of `program`, by split.
+        after: the driver's evaluations of the calibrated judge, by split.
+        items: every item of the suite (labels in gold["label"], metadata in meta).
+        manifest: the split manifest.
+        details: the AutoRefine engine's details (loop summary, teacher decisions).
+        judge_lm: the judge LM (a rubric's train-threshold baseline is re-scored with it).
+        teacher_lm: the teacher LM (named in the self-preference warning).
+        num_threads: threads for that re-scoring.
+        n_boot: bootstrap resamples.
+    """
+    by_id = {it.id: it for it in items}
+    loop = {k: v for k, v in details.items() if k not in ("teacher_decisions", "teacher_used", "teacher", "metric")}
+    kind = getattr(program, "kind", "passfail")
+    rubric = isinstance(program, RubricJudge)
+    base_names = ["uncalibrated_default_threshold", "uncalibrated_train_threshold"] if rubric else ["uncalibrated"]
+    splits: dict[str, dict] = {}
+    verdicts_by_split: dict[str, dict] = {}
+    for split in [s for s in after if s in before]:
+        labels = {r.id: by_id[r.id].gold["label"] for r in before[split].rows}
+        verdicts = {"calibrated": _verdicts_of(after[split]), base_names[0]: _verdicts_of(before[split])}
+        if rubric:
+            verdicts[base_names[1]] = _initial_at_train_threshold(program, before[split], by_id, manifest,
+                                                                  loop.get("initial_threshold"), judge_lm,
+                                                                  num_threads)
+        verdicts_by_split[split] = verdicts
+        splits[split] = held_out_report(labels, verdicts, "calibrated", base_names, n_boot=n_boot)
+    decisions = {k: TeacherDecision(**v) for k, v in (details.get("teacher_decisions") or {}).items()}
+    used = bool(details.get("teacher_used", decisions))
+    train = manifest.select(items, "train")
+    tstats = abstention_stats(train, decisions) if used else {}
+    counts = tstats.get("overall", {})
+    val_labels = {it.id: it.gold["label"] for it in manifest.select(items, "val")}
+    val_verdicts = (verdicts_by_split.get("val") or {}).get("calibrated") or {}
+    test_report = splits.get("test", {})
+    test_labels = {it.id: it.gold["label"] for it in manifest.select(items, "test")} if "test" in splits else {}
+    return {
+        "kind": kind, "view_fields": list(getattr(program, "view_fields", [])),
+        "teacher": {"used": used, "keep": counts.get("keep"), "correct": counts.get("correct"),
+                    "abstain": counts.get("skip"), "error": counts.get("error"), "stats": tstats},
+        "loop": loop, "splits": splits, "test": test_report,
+        "calibrated_prompt": loop.get("calibrated_prompt"), "calibrated_threshold": loop.get("threshold"),
+        "initial_prompt": program.prompt,
+        "models": {"judge": _lm_name(judge_lm), "teacher": _lm_name(teacher_lm)},
+        "warnings": _warnings(judge_lm, teacher_lm, test_report) + _degenerate_splits(
+            {k: v for k, v in (("test", test_labels), ("validation", val_labels)) if v}),
+        "test_verdicts": verdicts_by_split.get("test", {}),
+        # what decides between prompts (e.g. the registry's champion): the selected prompt on validation
+        "validation": {"pi": agreement(val_labels, val_verdicts)["pi"] if val_verdicts else None,
+                       "n_items": len(val_labels), "labels": val_labels, "verdicts": {"calibrated": val_verdicts}},
+    }
+
+
+def _initial_at_train_threshold(program, before, by_id: dict, manifest, threshold: float | None, judge_lm,
+                                 num_threads: int) -> dict[str, str | None]:
+    """The starting rubric at the threshold chosen for it on train (scores the driver's rows lack).
+
+    The same program and prompt the driver already scored on this split: with a caching LM
+    these are cache hits, and no new program reaches the test split.
+    """
+    items = [by_id[r.id] for r in before.rows]
+    if before.split == "test":
+        manifest.check_test([it.id for it in items])
+    if threshold is None:
+        return _verdicts_of(before)
+    return verdicts_at(run_judge(program, items, judge_lm, num_threads), threshold)
+
+
+# -- end to end without MLflow ---------------------------------------------------------------
 def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=None, proposer_lm=None,
                     judge_lm=None, max_iters: int = 5, run_dir: str | Path = "runs/calibrate", *,
                     prompt: str | None = None, target_pi: float = DEFAULT_TARGET_PI,
                     length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
                     batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None) -> dict:
-    """Split -> guard -> teacher + loop on train/val -> held-out test report.
+    """The calibration experiment through the one driver, without tracking: its report dict.
 
-    Writes report.json, calibrated_prompt.txt and the loop checkpoint into run_dir.
+    The same composition as `verifirst calibrate` (verifirst.calibrate.run_experiment): judge
+    program, label verifier, AutoRefine engine; the report is the driver's plus `judge`.
+    Writes report.json, calibrated_prompt.txt, the loop checkpoint and the evaluations into run_dir.
     """
-    from verifirst.programs.judges import make_judge
+    from verifirst.calibrate import run_experiment
 
-    run_dir = Path(run_dir)
-    items = suite.items
-    train = manifest.select(items, "train")
-    val = manifest.select(items, "val")
-    test = manifest.select(items, "test")
-    manifest.admit_to_optimizer([it.id for it in train + val], who="autorefine")
-    view_fields = sorted(items[0].inputs)
-    judge = make_judge(judge_kind, view_fields, prompt)
-    res = calibrate(judge, train, val, teacher_lm, proposer_lm, judge_lm=judge_lm, max_iters=max_iters,
-                    target_pi=target_pi, length_cap=length_cap, run_dir=run_dir, use_teacher=use_teacher,
-                    num_threads=num_threads, batch_size=batch_size, log_metrics=log_metrics)
-
-    # 4. held-out test, scored once, after selection
-    manifest.check_test([it.id for it in test])
-    labels = {it.id: it.gold["label"] for it in test}
-    uncal_run = run_judge(judge, test, judge_lm, num_threads)
-    cal_run = run_judge(res.judge, test, judge_lm, num_threads)
-    verdicts = {"calibrated": verdicts_at(cal_run, res.threshold)}
-    baselines = []
-    if judge_kind == "rubric":
-        verdicts["uncalibrated_default_threshold"] = verdicts_at(uncal_run, res.default_threshold)
-        verdicts["uncalibrated_train_threshold"] = verdicts_at(uncal_run, res.initial_threshold)
-        baselines = ["uncalibrated_default_threshold", "uncalibrated_train_threshold"]
-    else:
-        verdicts["uncalibrated"] = verdicts_at(uncal_run, None)
-        baselines = ["uncalibrated"]
-    test_report = held_out_report(labels, verdicts, "calibrated", baselines, n_boot=n_boot)
-    counts = res.teacher_stats.get("overall", {}) if use_teacher else {}
-    chosen = next(it for it in res.iterations if it["iteration"] == res.selected_iteration)
-    val_labels = {it.id: it.gold["label"] for it in val}
-    report = {
-        "suite": suite.name, "judge": judge_kind, "split_digest": manifest.digest,
-        "split_sizes": manifest.sizes(), "view_fields": view_fields,
-        "teacher": {"used": use_teacher, "keep": counts.get("keep"), "correct": counts.get("correct"),
-                    "abstain": counts.get("skip"), "error": counts.get("error"),
-                    "stats": res.teacher_stats},
-        "loop": res.summary(), "test": test_report,
-        "calibrated_prompt": res.prompt, "calibrated_threshold": res.threshold,
-        "initial_prompt": res.initial_prompt,
-        "models": {"judge": _lm_name(judge_lm), "teacher": _lm_name(teacher_lm),
-                   "proposer": _lm_name(proposer_lm)},
-        "warnings": _warnings(judge_lm, teacher_lm, test_report) + _degenerate_splits(
-            {"test": labels, "validation": val_labels}),
-        "test_verdicts": {n: v for n, v in verdicts.items()},
-        # what decides between prompts (e.g. the registry's champion): the selected prompt on validation
-        "validation": {"pi": chosen["val_pi"], "n_items": len(val_labels), "labels": val_labels,
-                       "verdicts": {"calibrated": verdicts_at(chosen["val_run"], res.threshold)}},
-    }
-    atomic.write_text(run_dir / "calibrated_prompt.txt", res.prompt + "\n")
-    atomic.write_json(run_dir / "report.json", report)
-    return report
+    res = run_experiment(suite, manifest, judge_kind, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
+                         proposer_lm=proposer_lm, max_iters=max_iters, run_dir=Path(run_dir),
+                         threads=num_threads, n_boot=n_boot, log_metrics=log_metrics,
+                         engine_options={"target_pi": target_pi, "length_cap": length_cap,
+                                         "use_teacher": use_teacher, "batch_size": batch_size})
+    atomic.write_json(Path(run_dir) / "report.json", res.report)
+    return res.report
 
 
 def _lm_name(lm) -> str | None:
@@ -465,10 +507,16 @@ class AutoRefineEngine:
         # agreement (Scott's pi) on labels is the objective; `metric` is the driver's to report
         res = calibrate(program, _items_from_examples(trainset), _items_from_examples(valset),
                         ctx.teacher_lm, ctx.reflection_lm, judge_lm=ctx.task_lm,
-                        max_iters=budget.max_iters or 5, target_pi=self.target_pi,
+                        max_iters=5 if budget.max_iters is None else budget.max_iters, target_pi=self.target_pi,
                         length_cap=self.length_cap, run_dir=ctx.run_dir, use_teacher=self.use_teacher,
                         batch_size=self.batch_size, num_threads=budget.num_threads,
                         log_metrics=ctx.log_metrics)
         history = [{k: it.get(k) for k in ("iteration", "train_pi", "val_pi", "n_disagreements",
                                            "prompt_chars", "threshold")} for it in res.iterations]
-        return EngineResult(program=res.judge, history=history, details=res.summary())
+        details = {**res.summary(), "teacher_used": self.use_teacher,
+                   "teacher_decisions": {k: d.to_dict() for k, d in res.teacher.items()}}
+        return EngineResult(program=res.judge, history=history, details=details)
+
+    def judge_report(self, program, before: dict, after: dict, items, manifest, details: dict, **kw) -> dict:
+        """The `judge` section of the driver's report (see `judge_report`)."""
+        return judge_report(program, before, after, items, manifest, details, **kw)

@@ -19,7 +19,7 @@ import dspy
 import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from verifirst.benchmarks.noise_injection import flip_labels, run_noise_injection
+from verifirst.benchmarks.studies.noise_injection import flip_labels, run_noise_injection
 from verifirst.errors import ErrorRateExceeded, InputError, LeakageError
 from verifirst.optimizers import _edits
 from verifirst.optimizers.autorefine import (STATE_FILE, AutoRefineEngine, CalibrationMismatch,
@@ -210,27 +210,28 @@ def test_loop_discovers_rules_and_beats_uncalibrated_on_held_out(world, tmp_path
     lm = RuleFollowingLM()
     report = run_calibration(suite, manifest, "passfail", lm, lm, lm, batch_size=100, max_iters=5, run_dir=tmp_path,
                              n_boot=300)
-    prompt = report["calibrated_prompt"]
+    judged = report["judge"]  # the judge section of the driver's report
+    prompt = judged["calibrated_prompt"]
     assert "FAIL if the code contains `eval(`" in prompt
     assert "PASS if the code contains `literal_eval(`" in prompt
     assert "FAIL if the code contains `os.system(`" in prompt
-    t = report["test"]
+    t = judged["test"]
     cal, unc = t["judges"]["calibrated"]["pi"], t["judges"]["uncalibrated"]["pi"]
     assert unc <= 0.0 < 0.5 < cal
     cmp = t["comparisons"]["calibrated_vs_uncalibrated"]
     assert cmp["pi_ci95"][0] > 0 and cmp["mcnemar_exact"]["p_value"] < 0.05
     for key in ("fail_recall", "fail_precision", "pass_recall"):
         assert key in t["judges"]["calibrated"]
-    teach = report["teacher"]
+    teach = judged["teacher"]
     assert teach["abstain"] > 0 and teach["keep"] > 0 and teach["correct"] == 0
     assert set(teach["stats"]["by_label"]) == {"PASS", "FAIL"}
     assert "stage" in teach["stats"]["by_meta"]
     assert (tmp_path / "calibrated_prompt.txt").read_text().strip() == prompt.strip()
-    assert json.loads((tmp_path / "report.json").read_text())["calibrated_prompt"] == prompt
+    assert json.loads((tmp_path / "report.json").read_text())["judge"]["calibrated_prompt"] == prompt
     # the loop's own record: train pi rises, selection by validation
-    its = report["loop"]["iterations"]
+    its = judged["loop"]["iterations"]
     assert its[0]["train_pi"] < its[-1]["train_pi"]
-    assert report["loop"]["selected_iteration"] == max(its, key=lambda i: (i["val_pi"], -i["iteration"]))["iteration"]
+    assert judged["loop"]["selected_iteration"] == max(its, key=lambda i: (i["val_pi"], -i["iteration"]))["iteration"]
 
 
 def test_abstained_samples_never_reach_disagreement_analysis(world, tmp_path):
@@ -433,11 +434,12 @@ def test_rubric_threshold_chosen_on_train_and_reported_both_ways(world, tmp_path
     lm = RubricRuleLM()
     report = run_calibration(suite, manifest, "rubric", lm, lm, lm, batch_size=100, max_iters=3, run_dir=tmp_path,
                              prompt=RUBRIC, n_boot=200)
-    t = report["test"]
+    judged = report["judge"]
+    t = judged["test"]
     assert {"calibrated", "uncalibrated_default_threshold", "uncalibrated_train_threshold"} <= set(t["judges"])
     assert "calibrated_vs_uncalibrated_train_threshold" in t["comparisons"]
-    assert "no_eval: the code does not contain `eval(`" in report["calibrated_prompt"]
-    thr = report["calibrated_threshold"]
+    assert "no_eval: the code does not contain `eval(`" in judged["calibrated_prompt"]
+    thr = judged["calibrated_threshold"]
     assert thr is not None and 0 < thr < 1 and thr != 0.5
     assert t["judges"]["calibrated"]["pi"] > t["judges"]["uncalibrated_train_threshold"]["pi"]
 
@@ -553,13 +555,14 @@ def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported
     lm = RuleFollowingLM()
     report = run_calibration(suite, manifest, "passfail", lm, lm, lm, batch_size=100, max_iters=1,
                              run_dir=tmp_path, n_boot=50)
-    assert report["test"]["label_counts"] == {"PASS": 4, "FAIL": 0}
+    judged = report["judge"]
+    assert judged["test"]["label_counts"] == {"PASS": 4, "FAIL": 0}
     assert any("test split has one label class (all PASS): π is undefined/degenerate" in w
-               for w in report["warnings"])
-    assert not any(w.startswith("validation split") for w in report["warnings"])
+               for w in judged["warnings"])
+    assert not any(w.startswith("validation split") for w in judged["warnings"])
     print_calibration(report)
     assert "test split has one label class (all PASS): π is undefined/degenerate" in capsys.readouterr().out
-    val = report["validation"]
+    val = judged["validation"]
     assert set(val["labels"]) == set(manifest.val) and set(val["verdicts"]["calibrated"]) == set(manifest.val)
-    chosen = report["loop"]["iterations"][report["loop"]["selected_iteration"]]
+    chosen = judged["loop"]["iterations"][judged["loop"]["selected_iteration"]]
     assert val["pi"] == chosen["val_pi"]

@@ -25,7 +25,7 @@ def test_calibrate_registers_prompt_and_champion_moves_only_on_improvement(tmp_p
     lm = RuleFollowingLM()
     models = {"judge": lm, "teacher": lm, "reflection": lm}
     rep = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
-    test = rep["test"]
+    test = rep["judge"]["test"]
     assert test["judges"]["calibrated"]["pi"] > test["judges"]["uncalibrated"]["pi"]
     assert rep["prompt_uri"].startswith("prompts:/verifirst-passfail-judge/")
     assert rep["champion"]["moved"] is True
@@ -57,7 +57,7 @@ def test_calibrate_with_mlflow_anchor_compares_on_the_same_test_items(tmp_path):
     rep = calibrate_outcomes(src, workdir=tmp_path / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
                              max_iters=1, anchor=True, anchor_engine=RuleFollowingEngine(), echo=lambda m: None)
     cmp = rep["anchor"]["comparison"]
-    assert cmp["n_scored"] > 0 and cmp["n_scored"] <= len(rep["test_verdicts"]["calibrated"])
+    assert cmp["n_scored"] > 0 and cmp["n_scored"] <= len(rep["judge"]["test_verdicts"]["calibrated"])
     assert set(cmp["comparisons"]) == {"calibrated_vs_mlflow_simba", "calibrated_vs_mlflow_unaligned"}
 
 
@@ -72,25 +72,25 @@ def test_champion_is_decided_on_validation_never_on_test(tmp_path, monkeypatch, 
     lm = RuleFollowingLM()
     models = {"judge": lm, "teacher": lm, "reflection": lm}
     first = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
-    assert first["champion"]["moved"] is True and first["loop"]["selected_iteration"] > 0
+    assert first["champion"]["moved"] is True and first["judge"]["loop"]["selected_iteration"] > 0
 
     # the starting prompt again, with a lucky test split: only test π improves
-    real = autorefine.run_calibration
+    real = autorefine.judge_report
 
     def lucky_on_test(*a, **kw):
-        rep = real(*a, **kw)
-        rep["test"]["judges"]["calibrated"]["pi"] = 1.0
-        return rep
+        section = real(*a, **kw)
+        section["test"]["judges"]["calibrated"]["pi"] = 1.0
+        return section
 
-    monkeypatch.setattr(autorefine, "run_calibration", lucky_on_test)
+    monkeypatch.setattr(autorefine, "judge_report", lucky_on_test)
     second = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=0, echo=lambda m: None)
     assert second["prompt_uri"] != first["prompt_uri"]
-    assert second["test"]["judges"]["calibrated"]["pi"] > first["test"]["judges"]["calibrated"]["pi"]
+    assert second["judge"]["test"]["judges"]["calibrated"]["pi"] > first["judge"]["test"]["judges"]["calibrated"]["pi"]
     ch = second["champion"]
     assert ch["moved"] is False, f"a better test π alone moved the champion: {ch}"
     assert ch["decided_on"] == "validation"
-    assert ch["val_pi"] <= ch["champion_val_pi"] == first["validation"]["pi"]
-    assert ch["paired_n"] == len(first["validation"]["labels"]) and "does not beat" in ch["reason"]
+    assert ch["val_pi"] <= ch["champion_val_pi"] == first["judge"]["validation"]["pi"]
+    assert ch["paired_n"] == len(first["judge"]["validation"]["labels"]) and "does not beat" in ch["reason"]
     assert _champion_version(second) == int(first["prompt_uri"].rsplit("/", 1)[1])
 
     # the test split was scored for the first run's calibrated prompt already: adaptive reuse is reported
@@ -109,7 +109,7 @@ def test_champion_moves_when_validation_improves(tmp_path):
     better = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
     ch = better["champion"]
     assert ch["moved"] is True and ch["decided_on"] == "validation" and ch["reason"].startswith("beats")
-    assert ch["val_pi"] > ch["champion_val_pi"] == start["validation"]["pi"]
+    assert ch["val_pi"] > ch["champion_val_pi"] == start["judge"]["validation"]["pi"]
     lo, hi = ch["val_pi_delta_ci95"]
     assert lo <= ch["val_pi"] - ch["champion_val_pi"] <= hi
     assert _champion_version(better) == int(better["prompt_uri"].rsplit("/", 1)[1])

@@ -1,26 +1,36 @@
 """Journey 1: calibrate a judge prompt on workflow outcomes (AutoRefine) and apply it.
 
-Everything around the loop lives here: loading and splitting the outcomes, the models, MLflow
-(parent run, per-iteration metrics, artifacts, prompt registry with a `champion` alias that moves
-only when the new prompt's validation π beats the current champion's, both scored by this run's
-judge LM on this run's validation items; test numbers are reported and decide nothing).
-Every test-split evaluation goes into the workdir's test-reuse ledger.
+Calibration is an experiment run by the one driver (`verifirst.driver.optimize`), like `run`:
+the outcomes suite, the judge program (passfail | rubric, or your prompt), the label verifier
+and the AutoRefine engine, with the same split guard, run directory, cache, tracking callback
+and test-reuse ledger. Its report is the driver's report plus a `judge` section (π, FAIL/PASS
+recall, McNemar, the teacher), computed from the driver's before/after evaluations.
+
+After the driver: the prompt registry with a `champion` alias that moves only when the new
+prompt's validation π beats the current champion's, both scored by this run's judge LM on this
+run's validation items (test numbers are reported and decide nothing); and optionally the
+MLflow make_judge + align() anchor on the same split.
 """
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import dspy
 
 from . import atomic, registry
+from .driver import OptimizationResult, TrackerCallback, optimize
+from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
 from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
+from .metric import Metric
 from .preflight import check_verifiers
 from .rundir import new_run_dir
-from .splits import make_splits
+from .splits import SplitManifest, make_splits
 from .stats import paired_bootstrap, scotts_pi
 from .task import Suite
 from .tracking import Tracker
@@ -52,7 +62,14 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
     return suite
 
 
-def parse_ratios(text: str) -> tuple[float, float, float]:
+def parse_ratios(text: Any) -> tuple[float, float, float]:
+    """Split ratios from "0.5,0.25,0.25" (or a 3-sequence of numbers).
+
+    Args:
+        text: the --splits value.
+    """
+    if not isinstance(text, str):
+        text = ",".join(str(x) for x in text)
     try:
         parts = tuple(float(x) for x in text.split(","))
     except ValueError:
@@ -62,8 +79,14 @@ def parse_ratios(text: str) -> tuple[float, float, float]:
     return parts  # type: ignore[return-value]
 
 
+def judge_section(report: dict) -> dict:
+    """The judge statistics of a calibration report (its `judge` section)."""
+    j = report.get("judge")
+    return j if isinstance(j, dict) else {}
+
+
 def _test_pi(report: dict) -> float | None:
-    j = report.get("test", {}).get("judges", {}).get("calibrated")
+    j = judge_section(report).get("test", {}).get("judges", {}).get("calibrated")
     return None if j is None else float(j["pi"])
 
 
@@ -80,7 +103,8 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
         tracker: the run's Tracker (its MLflow client holds the registry).
         name: the registered prompt name.
         version: the version this run registered.
-        report: the calibration report (split_digest, validation labels and verdicts, test).
+        report: the calibration report (split_digest; its judge section's validation labels and
+            verdicts, test).
         rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
             this run's judge LM on this run's validation items; it scores the current champion.
 
@@ -89,7 +113,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
         reported only), ...}.
     """
     client = tracker.client
-    val = report.get("validation") or {}
+    val = judge_section(report).get("validation") or {}
     labels = val.get("labels") or {}
     mine = (val.get("verdicts") or {}).get("calibrated") or {}
     out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": _test_pi(report),
@@ -142,15 +166,114 @@ def _progress(echo, metrics: dict, step: int) -> None:
     echo(f"  step {step}: {shown}")
 
 
+def run_experiment(suite: Suite, manifest: SplitManifest, judge: str = "passfail", *, prompt: str | None = None,
+                   judge_lm=None, teacher_lm=None, proposer_lm=None, max_iters: int = 5,
+                   run_dir: Path, threads: int = 1, callback=None, ledger: TestLedger | None = None,
+                   engine_options: dict | None = None, n_boot: int = 2000, progress: bool | None = False,
+                   log_metrics: Callable[[dict, int], None] | None = None, adapter=None) -> OptimizationResult:
+    """The calibration experiment through the one driver; report["judge"] holds the judge statistics.
+
+    Args:
+        suite: the outcome records (inputs: the judge's view; gold["label"]: PASS/FAIL).
+        manifest: the split manifest (train for the loop, val to select, test held out).
+        judge: the judge kind, "passfail" or "rubric".
+        prompt: the starting prompt (default: the kind's default prompt).
+        judge_lm: the judge's LM (the program's task LM); None uses DSPy's configured LM.
+        teacher_lm: the informed teacher's LM.
+        proposer_lm: the LM proposing and applying prompt edits.
+        max_iters: AutoRefine iterations at most.
+        run_dir: the run directory (checkpoints, evaluations, calibrated_prompt.txt).
+        threads: evaluation and loop threads.
+        callback: the driver's RunCallback (e.g. a TrackerCallback), or None.
+        ledger: the test-reuse ledger (default: the run directory's workdir's).
+        engine_options: AutoRefineEngine options (target_pi, length_cap, use_teacher, batch_size).
+        n_boot: bootstrap resamples for the judge statistics.
+        progress: show progress bars.
+        log_metrics: also told each loop iteration's metrics.
+        adapter: the DSPy adapter for the judge (default: the configured one).
+    """
+    run_dir = Path(run_dir)
+    program = _part("make-judge")(judge, sorted(suite.items[0].inputs), prompt)
+    scorer = Metric(registry.component("verifier", "label")(), "verdict")
+    engine = resolve_engine("autorefine", engine_options)
+    ctx = EngineContext(run_dir=run_dir, reflection_lm=proposer_lm, teacher_lm=teacher_lm, task_lm=judge_lm,
+                        log_metrics=log_metrics or (lambda m, step: None))
+    scope: dict[str, Any] = {"lm": judge_lm} if judge_lm is not None else {}
+    if adapter is not None:
+        scope["adapter"] = adapter
+    with dspy.context(**scope):
+        res = optimize(program, scorer, suite.items, manifest, engine, Budget(max_iters=max_iters, num_threads=threads),
+                       ctx, threads=threads, progress=progress, ledger=ledger, callback=callback)
+        res.report["judge"] = engine.judge_report(program, res.before, res.after, suite.items, manifest,
+                                                  res.report["details"], judge_lm=judge_lm, teacher_lm=teacher_lm,
+                                                  num_threads=threads, n_boot=n_boot)
+    prompt_text = res.report["judge"].get("calibrated_prompt") or getattr(res.program, "prompt", "")
+    atomic.write_text(run_dir / "calibrated_prompt.txt", str(prompt_text) + "\n")
+    return res
+
+
+@dataclass
+class CalibrationRun:
+    """What `calibrate_run` returns: the driver's result (report with `judge`), splits, run dir."""
+
+    result: OptimizationResult
+    manifest: SplitManifest
+    run_dir: Path
+
+    @property
+    def report(self) -> dict:
+        return self.result.report
+
+
 def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
-                       proposer: str | None = None, max_iters: int = 5, splits: str = "0.5,0.25,0.25",
+                       proposer: str | None = None, max_iters: int = 5, splits: Any = "0.5,0.25,0.25",
                        workdir: Path = Path(".verifirst"), limit: int | None = None,
                        snippets: int | None = None, seed: int = 0,
                        tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
                        run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
-                       anchor: bool = False, anchor_engine=None, echo=print) -> dict:
-    """trace: also trace every judge/teacher call in MLflow (slow on a sqlite store: ~8 spans a call)."""
-    run_calibration = _part("run-calibration")
+                       anchor: bool = False, anchor_engine=None, echo=print, prompt: str | None = None,
+                       tracking: bool = True, experiment: str = "verifirst-calibrate") -> dict:
+    """`verifirst calibrate`: the report dict (the driver's report plus `judge`); see calibrate_run."""
+    return calibrate_run(outcomes, judge, model, teacher, proposer, max_iters, splits, workdir, limit, snippets,
+                         seed, tracking_uri, offline, threads, run_dir, models, trace, anchor, anchor_engine,
+                         echo, prompt, tracking, experiment).report
+
+
+def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
+                  proposer: str | None = None, max_iters: int = 5, splits: Any = "0.5,0.25,0.25",
+                  workdir: Path = Path(".verifirst"), limit: int | None = None,
+                  snippets: int | None = None, seed: int = 0,
+                  tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
+                  run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
+                  anchor: bool = False, anchor_engine=None, echo=print, prompt: str | None = None,
+                  tracking: bool = True, experiment: str = "verifirst-calibrate") -> CalibrationRun:
+    """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
+
+    Args:
+        outcomes: the outcomes file (.jsonl/.csv, or ICE-Score grades).
+        judge: "passfail" or "rubric".
+        model: the judge model spec (teacher and proposer default to it).
+        teacher: the informed teacher's model spec.
+        proposer: the edit proposer's model spec.
+        max_iters: AutoRefine iterations at most.
+        splits: train,val,test ratios ("0.5,0.25,0.25" or a 3-sequence), stratified by label.
+        workdir: cache, runs, ledger and the local MLflow store.
+        limit: use the first N records (ICE-Score: problems).
+        snippets: ICE-Score snippets per problem.
+        seed: the split seed.
+        tracking_uri: the MLflow tracking URI.
+        offline: log to the workdir's local store whatever the environment says.
+        threads: evaluation and loop threads.
+        run_dir: the run directory; an unfinished one resumes.
+        models: {"judge", "teacher", "reflection"} LMs instead of the model specs (tests, the API).
+        trace: also trace every judge/teacher call in MLflow (slow on a sqlite store).
+        anchor: also run MLflow make_judge + align(SIMBA) on the same split and compare.
+        anchor_engine: the anchor's engine (tests pass a scripted one).
+        echo: where progress lines go.
+        prompt: the starting judge prompt (default: the kind's default).
+        tracking: False runs without MLflow (no prompt registry, no champion).
+        experiment: the MLflow experiment name.
+    """
     workdir = Path(workdir)
     suite = load_outcome_suite(outcomes, limit, snippets)
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
@@ -165,64 +288,92 @@ def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "lo
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
     configure_cache(workdir / "cache")
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, f"calibrate-{judge}")
-    tracker = Tracker(workdir, uri=tracking_uri, experiment="verifirst-calibrate", offline=offline, autolog=trace)
+    tracker = Tracker(workdir, uri=tracking_uri, experiment=experiment, offline=offline, autolog=trace,
+                      enabled=tracking)
+    ledger = TestLedger(workdir / LEDGER_FILE)  # the workdir's, even for a given run dir
     echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
          f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
+    specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
+             "proposer": _spec(proposer_lm, proposer or teacher or model)}
     run_id = tracker.start(f"calibrate-{judge}", params={
-        "judge": judge, "models": {"judge": model, "teacher": teacher or model, "proposer": proposer or teacher or model},
-        "max_iters": max_iters, "splits": splits, "split_digest": manifest.digest, "outcomes": str(outcomes)},
-        tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine"})
+        "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits),
+        "split_digest": manifest.digest, "outcomes": str(outcomes)},
+        tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",
+              "verifirst.suite": suite.name, "verifirst.run_dir": str(run_dir)})
     status = "FAILED"
+    usage_before, t0 = USAGE.total(), time.time()
     try:
-        with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
-            rep = run_calibration(suite, manifest, judge, teacher_lm=teacher_lm, proposer_lm=proposer_lm,
-                                  judge_lm=judge_lm, max_iters=max_iters, run_dir=run_dir, num_threads=threads,
-                                  log_metrics=lambda m, step: (tracker.log_metrics(m, step), _progress(echo, m, step)))
-        manifest.save(run_dir / "split_manifest.json")
+        res = run_experiment(suite, manifest, judge, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
+                             proposer_lm=proposer_lm, max_iters=max_iters, run_dir=run_dir, threads=threads,
+                             callback=TrackerCallback(tracker) if tracker.enabled else None, ledger=ledger,
+                             log_metrics=lambda m, step: _progress(echo, m, step), adapter=FastJSONAdapter())
+        rep = res.report
+        used = USAGE.total()
+        rep.update({"experiment": f"calibrate-{judge}", "suite": suite.name, "run_dir": str(run_dir),
+                    "run_id": run_id, "tracking_uri": tracker.uri, "wall_s": round(time.time() - t0, 2),
+                    "models": specs, "usage": USAGE.as_dict(),
+                    "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
+                                       for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
+                                                 "completion_tokens")}})
+        judged = judge_section(rep)
         if anchor:
             echo("anchor: MLflow make_judge + Judge.align(SIMBA) on the same train split ...")
             rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine)
-        rep["test_reuse"] = _record_test_use(workdir / LEDGER_FILE, rep, run_dir)
-        if rep["test_reuse"]["message"]:
-            rep.setdefault("warnings", []).append(rep["test_reuse"]["message"])
-        rep["run_id"], rep["tracking_uri"], rep["run_dir"] = run_id, tracker.uri, str(run_dir)
-        rep["usage"] = USAGE.as_dict()
-        test = rep.get("test", {})
-        for name, j in test.get("judges", {}).items():
+            rep["test_reuse"] = _record_anchor(ledger, rep, run_dir)
+        for name, j in judged.get("test", {}).get("judges", {}).items():
             tracker.log_metrics({f"test_{name}_pi": j["pi"], f"test_{name}_fail_recall": j["fail_recall"],
                                  f"test_{name}_fail_precision": j["fail_precision"],
                                  f"test_{name}_pass_recall": j["pass_recall"]})
-        t = rep.get("teacher", {})
+        t = judged.get("teacher", {})
         tracker.log_metrics({f"teacher_{k}": v for k, v in t.items() if isinstance(v, (int, float))})
         if tracker.enabled:
             pname = f"verifirst-{judge}-judge"
-            uri = tracker.register_prompt(pname, rep["calibrated_prompt"], tags={
+            uri = tracker.register_prompt(pname, judged["calibrated_prompt"], tags={
                 "split_digest": manifest.digest, "test_pi": f"{_test_pi(rep) or float('nan'):.6f}",
                 "val_pi": f"{_val_pi_of(rep):.6f}",
-                "run_id": run_id or "", "judge": judge, "threshold": str(rep.get("calibrated_threshold"))},
+                "run_id": run_id or "", "judge": judge, "threshold": str(judged.get("calibrated_threshold"))},
                 message=f"AutoRefine, {max_iters} max iterations, run {run_id}")
             rep["prompt_uri"] = uri
             val_items = manifest.select(suite.items, "val")
 
             def rescore(text: str, threshold: float | None) -> dict:
-                return _score_prompt(judge, rep["view_fields"], text, threshold, val_items, judge_lm, threads)
+                return _score_prompt(judge, judged["view_fields"], text, threshold, val_items, judge_lm, threads)
 
             rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore)
-        atomic.write_json(run_dir / "report.json", rep)
-        from .html_report import log_plots
+        from .report import write_reports
 
-        log_plots(tracker, rep, run_dir)
-        for f in ("report.json", "calibrated_prompt.txt", "split_manifest.json"):
+        for path in write_reports(rep, run_dir):
+            tracker.log_artifact(path, "report")
+        if tracker.enabled:
+            from .html_report import log_plots
+
+            log_plots(tracker, rep, run_dir)
+        for f in ("calibrated_prompt.txt", "split_manifest.json"):
             if (run_dir / f).exists():
                 tracker.log_artifact(run_dir / f, "report")
         status = "FINISHED"
-        return rep
+        return CalibrationRun(res, manifest, run_dir)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
     finally:
         tracker.finish(status)
 
 
+def _spec(lm, given: str | None) -> str | None:
+    return getattr(lm, "spec", None) or getattr(lm, "model", None) or given
+
+
+def _record_anchor(ledger: TestLedger, rep: dict, run_dir: Path) -> dict:
+    """The anchor judge was scored on the test split too: into the ledger, and the reuse count again."""
+    text = json.dumps(rep["anchor"].get("instructions"), sort_keys=True, default=str)
+    ledger.record(rep["split_digest"], program_hash(text), run_dir, "anchor")
+    mine = {e["program"] for e in ledger.entries() if e["run_dir"] == str(run_dir)}  # this run's programs
+    return ledger.reuse(rep["split_digest"], sorted(mine))
+
+
 def _val_pi_of(rep: dict) -> float:
-    pi = (rep.get("validation") or {}).get("pi")
+    pi = (judge_section(rep).get("validation") or {}).get("pi")
     return float("nan") if pi is None else float(pi)
 
 
@@ -232,20 +383,6 @@ def _score_prompt(judge: str, fields: list[str], text: str, threshold: float | N
     run_judge, verdicts_at, make_judge = _part("run-judge"), _part("verdicts-at"), _part("make-judge")
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
         return verdicts_at(run_judge(make_judge(judge, fields, text), items, judge_lm, threads), threshold)
-
-
-def _record_test_use(path: Path, rep: dict, run_dir: Path) -> dict:
-    """Every prompt this run scored on the test split goes into the ledger; returns the reuse count."""
-    ledger = TestLedger(path)
-    scored = {"uncalibrated": rep.get("initial_prompt") or "", "calibrated": rep.get("calibrated_prompt") or ""}
-    if rep.get("anchor"):
-        scored["anchor"] = json.dumps(rep["anchor"].get("instructions"), sort_keys=True, default=str)
-    hashes = []
-    for what, text in scored.items():
-        h = program_hash(text)
-        hashes.append(h)
-        ledger.record(rep["split_digest"], h, run_dir, what)
-    return ledger.reuse(rep["split_digest"], hashes)
 
 
 def mlflow_model_uri(spec: str) -> str | None:
@@ -262,49 +399,36 @@ def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, eng
     """The baseline a user would otherwise pick, on the same train split and test items."""
     compare_judges, align_anchor = _part("compare-judges"), _part("align-anchor")
     train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
-    res = align_anchor(train, test, rep.get("view_fields"), model_uri=mlflow_model_uri(model),
+    judged = judge_section(rep)
+    res = align_anchor(train, test, judged.get("view_fields"), model_uri=mlflow_model_uri(model),
                        manifest=manifest, workdir=Path(workdir) / "anchor", engine=engine)
     labels = {it.id: it.gold["label"] for it in test}
-    verdicts = {"calibrated": rep["test_verdicts"]["calibrated"], **res.verdicts}
+    verdicts = {"calibrated": judged["test_verdicts"]["calibrated"], **res.verdicts}
     cmp = compare_judges(labels, verdicts, "calibrated", sorted(res.verdicts))
     return {"comparison": cmp, "metadata": res.metadata, "instructions": res.instructions,
             "errors": {k: len(v) for k, v in res.errors.items()}}
 
 
 def print_calibration(rep: dict, echo=print) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    test = rep.get("test", {})
-    t = Table(title=f"held-out test ({test.get('n_scored')} of {test.get('n_items')} scored; labels "
-                    f"{test.get('label_counts')})")
-    for h in ("judge", "π (Scott)", "FAIL recall", "FAIL precision", "PASS recall", "accuracy"):
-        t.add_column(h)
-    for name, j in test.get("judges", {}).items():
-        t.add_row(name, f"{j['pi']:.3f}", f"{j['fail_recall']:.3f}", f"{j['fail_precision']:.3f}",
-                  f"{j['pass_recall']:.3f}", f"{j['accuracy']:.3f}")
+    """The run's common tables and the judge table (verifirst.report), then anchor and champion."""
     import sys
 
+    from rich.console import Console
+
+    from .report import print_report
+
     con = Console(width=None if sys.stdout.isatty() else 140)
-    con.print(t)
-    for name, c in test.get("comparisons", {}).items():
-        lo, hi = c["pi_ci95"]
-        con.print(f"{name}: Δπ {c['pi_delta']:+.3f} [95% paired bootstrap {lo:+.3f}, {hi:+.3f}], "
-                  f"McNemar exact p {c['mcnemar_exact']['p_value']:.3g}")
+    print_report(rep, con)
     for name, c in (rep.get("anchor") or {}).get("comparison", {}).get("comparisons", {}).items():
-        con.print(f"anchor {name}: {json.dumps(c, default=str)[:300]}")
-    tc = rep.get("teacher", {})
-    con.print(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
-              f"errors {tc.get('error')}")
-    for w in rep.get("warnings", []):
-        con.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+        con.print(f"anchor {name}: {json.dumps(c, default=str)[:300]}", markup=False)
     if rep.get("prompt_uri"):
         ch = rep.get("champion", {})
         con.print(f"calibrated prompt: {rep['run_dir']}/calibrated_prompt.txt, registered as {rep['prompt_uri']}",
                   soft_wrap=True)
         con.print(f"champion {'moved' if ch.get('moved') else 'kept'} (decided on {ch.get('decided_on')}): "
-                  f"{ch.get('reason')}", soft_wrap=True)
-    con.print(f"MLflow run {rep.get('run_id')} in {rep.get('tracking_uri')}")
+                  f"{ch.get('reason')}", soft_wrap=True, markup=False)
+    if rep.get("run_id"):
+        con.print(f"MLflow run {rep.get('run_id')} in {rep.get('tracking_uri')}")
 
 
 def load_prompt_text(spec: str, workdir: Path) -> tuple[str, dict]:

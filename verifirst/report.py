@@ -93,6 +93,54 @@ def footer_lines(report: dict) -> list[str]:
     return lines
 
 
+JUDGE_HEADERS = ("judge", "π (Scott)", "FAIL recall", "FAIL precision", "PASS recall", "accuracy")
+
+
+def _judge(report: dict) -> dict:
+    j = report.get("judge")
+    return j if isinstance(j, dict) else {}
+
+
+def judge_title(report: dict) -> str:
+    """The judge table's title: how many held-out test items were scored, and their labels."""
+    t = _judge(report).get("test") or {}
+    return (f"judge agreement on the held-out test split ({t.get('n_scored')} of {t.get('n_items')} scored; "
+            f"labels {t.get('label_counts')})")
+
+
+def judge_rows(report: dict) -> list[list[str]]:
+    """One row per judge (calibrated, uncalibrated baselines) of a calibration report's test split.
+
+    Args:
+        report: a report with a `judge` section (verifirst calibrate); others have no rows.
+    """
+    judges = (_judge(report).get("test") or {}).get("judges") or {}
+    return [[name, f"{j['pi']:.3f}", f"{j['fail_recall']:.3f}", f"{j['fail_precision']:.3f}",
+             f"{j['pass_recall']:.3f}", f"{j['accuracy']:.3f}"] for name, j in judges.items()]
+
+
+def judge_lines(report: dict) -> list[str]:
+    """The judge section's paired comparisons, the teacher's decisions and its warnings.
+
+    Args:
+        report: a report with a `judge` section; others give no lines.
+    """
+    j = _judge(report)
+    if not j:
+        return []
+    lines = []
+    for name, c in ((j.get("test") or {}).get("comparisons") or {}).items():
+        lo, hi = c["pi_ci95"]
+        lines.append(f"{name}: Δπ {c['pi_delta']:+.3f} [95% paired bootstrap {lo:+.3f}, {hi:+.3f}], "
+                     f"McNemar exact p {c['mcnemar_exact']['p_value']:.3g}")
+    tc = j.get("teacher") or {}
+    if tc.get("used"):
+        lines.append(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
+                     f"errors {tc.get('error')}")
+    lines += [f"warning: {w}" for w in j.get("warnings") or []]
+    return lines
+
+
 def stage_funnel(seen: Iterable[str], declared: Sequence[str] | None = None) -> tuple[str, ...]:
     """The funnel the stages follow: the one the verifier declared (a report's `stage_order`),
     else the registered funnel that names one of the failing stages seen, else none.
@@ -154,6 +202,11 @@ def markdown(report: dict) -> str:
                   "| split | phase | " + " | ".join(stages) + " |", "|" + "---|" * (len(stages) + 2)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         lines.append("")
+    if judge_rows(report):
+        lines += [f"## {judge_title(report)[0].upper()}{judge_title(report)[1:]}", "",
+                  "| " + " | ".join(JUDGE_HEADERS) + " |", "|" + "---|" * len(JUDGE_HEADERS)]
+        lines += ["| " + " | ".join(r) + " |" for r in judge_rows(report)]
+        lines += [""] + [f"- {line}" for line in judge_lines(report)] + [""]
     lines.append("McNemar's exact test pairs each item's before/after verdicts; 'lost/gained' counts items that "
                  "passed only before / only after. Items with an LM or verifier error, and inconclusive items, "
                  "are excluded from pass rates and reported apart.")
@@ -196,6 +249,15 @@ def print_report(report: dict, console=None) -> None:
         for r in rows:
             st.add_row(*r)
         console.print(st)
+    if judge_rows(report):
+        jt = Table(title=judge_title(report))
+        for h in JUDGE_HEADERS:
+            jt.add_column(h)
+        for r in judge_rows(report):
+            jt.add_row(*r)
+        console.print(jt)
+    for line in judge_lines(report):
+        console.print(line, markup=False, soft_wrap=True)
     if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False:
         console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
     for line in footer_lines(report):
