@@ -70,7 +70,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/sandbox.py --gold-report --out $(RESULTS)/sandbox_gold.json
 	$(BIN)/python $(PERF)/iac_verify.py --out $(RESULTS)/iac_verify.json
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
-	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/feh_quality.py --json
+	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/studies/feh_quality.py --json
 	$(BIN)/python $(PERF)/demo.py --out $(RESULTS)/demo.json
 	$(BIN)/python $(PERF)/readme_table.py --write README.md --summary
 

@@ -117,7 +117,7 @@ class PackVerifier:
     @property
     def exec_verifier(self):
         if self._exec is None:
-            from verifirst.verifiers.feh import FehVerifier
+            from verifirst.verifiers.bash.feh import FehVerifier
             self._exec = FehVerifier()
         return self._exec
 

@@ -7,7 +7,7 @@ Layout, one folder per task under benchmarks/data/iac_pack/<task id>/:
   counterexample.tf    a config that validates and plans but violates the policy
   *.plan.json          `terraform show -json` of reference/counterexample, made by
                        refresh_plans() with real terraform and the schema-serving provider
-Every resource the pack uses is in benchmarks/data/iac_builtin_schema.json.
+Every resource the pack uses is in verifiers/terraform/data/iac_builtin_schema.json.
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from pathlib import Path
 from verifirst.atomic import write_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
+from verifirst.verifiers.terraform.verifier import BUILTIN_SCHEMA
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PACK_DIR = DATA_DIR / "iac_pack"
-SCHEMA_PATH = DATA_DIR / "iac_builtin_schema.json"
+SCHEMA_PATH = BUILTIN_SCHEMA  # the terraform verifier's built-in schema covers every pack resource
 POLICY_PACKAGE = "terraform.validation"
 TASK_FIELDS = ("id", "prompt", "intent", "difficulty", "resource")
 FILES = ("reference.tf", "policy.rego", "counterexample.tf")
@@ -81,7 +82,7 @@ def refresh_plans(directory: str | os.PathLike = PACK_DIR, terraform: str = "ter
 
     Returns the task ids whose config failed validate or plan (an empty list is the goal).
     """
-    from verifirst.verifiers.tf_provider import ProviderProcess
+    from verifirst.verifiers.terraform.tf_provider import ProviderProcess
 
     failed: list[str] = []
     suite = load_pack(directory)

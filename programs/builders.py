@@ -25,7 +25,7 @@ def iac_program(strategy: str = "cot", k: int = 4, show_policy: bool = False, ma
 
     schema = schema or getattr(verifier, "schema", None)
     if schema is None:
-        from verifirst.verifiers.terraform import default_schema
+        from verifirst.verifiers.terraform.verifier import default_schema
 
         schema = default_schema()
     store = toolbox = None

@@ -25,7 +25,7 @@ class Doc:
 
 def load(schema) -> Any:
     """A ProviderSchema from a path or an already loaded schema."""
-    from verifirst.verifiers.tf_schema import load_schema
+    from verifirst.verifiers.terraform.tf_schema import load_schema
 
     return load_schema(schema)
 

@@ -126,7 +126,7 @@ def test_judge_as_verifier_and_registry():
 
 # ---- S0 Task 1 on a scripted setup ----------------------------------------------------------
 
-from verifirst.benchmarks.judge_validation import binary_metrics, group_by_suite, validate_judges  # noqa: E402
+from verifirst.benchmarks.studies.judge_validation import binary_metrics, group_by_suite, validate_judges  # noqa: E402
 from verifirst.verifiers.base import Verdict  # noqa: E402
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from verifirst.benchmarks.bash_pack import FIXTURES, PackVerifier, load_bash_pack
 from verifirst.errors import InputError
-from verifirst.verifiers.feh import with_harness
+from verifirst.verifiers.bash.feh import with_harness
 
 
 def test_pack_has_forty_varied_tasks():
@@ -107,7 +107,7 @@ CHANGES = {"mkdir-archive", "mkdir-nested", "touch-notes", "rename-php", "delete
 
 
 def test_every_gold_runs_in_the_sandbox_and_repeats_identically():
-    sandbox_mod = pytest.importorskip("verifirst.verifiers.sandbox")
+    sandbox_mod = pytest.importorskip("verifirst.verifiers.bash.sandbox")
     try:
         sb = sandbox_mod.Sandbox()
     except Exception as e:  # no user namespaces / bwrap here
@@ -142,9 +142,9 @@ RIGHT = {"fn-greet": ["function greet { printf 'Hello %s\\n' \"$1\"; }"],
 
 
 def test_definition_tasks_are_judged_by_behaviour():
-    from verifirst.verifiers.feh import FehVerifier
+    from verifirst.verifiers.bash.feh import FehVerifier
 
-    sandbox_mod = pytest.importorskip("verifirst.verifiers.sandbox")
+    sandbox_mod = pytest.importorskip("verifirst.verifiers.bash.sandbox")
     try:
         sandbox_mod.default_sandbox()
     except Exception as e:  # no user namespaces / bwrap here

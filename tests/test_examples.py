@@ -51,7 +51,7 @@ def test_outcomes_example_loads():
 
 @pytest.mark.parametrize("backend", ["python", "auto"])
 def test_iac_example_passes_and_its_policy_bites(backend, tmp_path):
-    from verifirst.verifiers.terraform import verify_config
+    from verifirst.verifiers.terraform.verifier import verify_config
 
     cfg, policy = EXAMPLES / "iac" / "main.tf", EXAMPLES / "iac" / "policy.rego"
     ok = verify_config(str(cfg), policy=str(policy), backend=backend)

@@ -13,10 +13,10 @@ from dspy.utils import DummyLM  # noqa: E402
 
 from verifirst.errors import InputError  # noqa: E402
 from verifirst.task import Item  # noqa: E402
-from verifirst.verifiers._feh_compare import FehParams, RunView, decide, features  # noqa: E402
-from verifirst.verifiers._feh_params import load_params  # noqa: E402
+from verifirst.verifiers.bash._feh_compare import FehParams, RunView, decide, features  # noqa: E402
+from verifirst.verifiers.bash._feh_params import load_params  # noqa: E402
 from verifirst.verifiers.base import Verifier  # noqa: E402
-from verifirst.verifiers.feh import FehVerifier, feh_metric, with_prerequisite  # noqa: E402
+from verifirst.verifiers.bash.feh import FehVerifier, feh_metric, with_prerequisite  # noqa: E402
 
 
 def bag_embed(texts):
@@ -220,7 +220,7 @@ def test_lm_failures_are_counted_and_said():
     cmp(g, c, v=broken)
     assert broken.lm_failures == 2
     # an answer that is neither true nor false is a failure too, never read as false
-    from verifirst.verifiers._feh_llm import as_bool
+    from verifirst.verifiers.bash._feh_llm import as_bool
 
     assert as_bool("True.") is True and as_bool(" false") is False and as_bool(False) is False
     for text in ("maybe", "", "true or false"):
@@ -286,7 +286,7 @@ def test_harness_wraps_gold_and_candidate_and_exact_match():
 def test_preflight_raises_before_any_lm_call_when_the_sandbox_cannot_run(monkeypatch):
     from verifirst.benchmarks.bash_pack import PackVerifier
     from verifirst.preflight import check_verifiers
-    from verifirst.verifiers import _bwrap, sandbox
+    from verifirst.verifiers.bash import _bwrap, sandbox
 
     def no_bwrap(*a, **kw):
         raise _bwrap.SandboxUnavailable("no bubblewrap binary found")
@@ -303,7 +303,7 @@ def test_preflight_raises_before_any_lm_call_when_the_sandbox_cannot_run(monkeyp
 
 
 def test_verify_bash_json_carries_inconclusive_and_exit_3(monkeypatch, capsys):
-    from verifirst.verifiers import feh
+    from verifirst.verifiers.bash import feh
 
     monkeypatch.setattr(feh, "_default_embed", lambda: bag_embed)
     rc = feh.cli_verify_bash("true", ":", fixture="empty", as_json=True, unsafe_local=True)
@@ -341,9 +341,9 @@ def test_real_minilm_separates_related_from_unrelated_outputs():
     assert not v.compare("t", "a", "b", run(listing), run(far)).passed
 
 
-# ---- the quality benchmark's machinery (benchmarks/feh_quality.py) ----------------------
+# ---- the quality benchmark's machinery (benchmarks/studies/feh_quality.py) ----------------------
 
-from verifirst.benchmarks import feh_quality as fq  # noqa: E402
+from verifirst.benchmarks.studies import feh_quality as fq  # noqa: E402
 
 
 def _random_features(n, seed=0):
@@ -420,7 +420,7 @@ def test_cross_validation_fits_on_conclusive_pairs_only():
 
 
 def test_new_user_probe_pairs_and_counts():
-    from verifirst.benchmarks import feh_new_user_probe as probe
+    from verifirst.benchmarks.studies import feh_new_user_probe as probe
 
     items = [Item(f"t{i}", {"task": "x"}, {"command": c, "fixture": "intercode-fs1"})
              for i, c in enumerate(["ls", "cd /testbed", "ls ", "pwd"])]
@@ -485,7 +485,7 @@ def test_containment_and_output_over_status_rules():
 
 
 def test_fitted_params_ship_and_load():
-    from verifirst.verifiers._feh_params import fitted_nl2sh
+    from verifirst.verifiers.bash._feh_params import fitted_nl2sh
 
     p = fitted_nl2sh()
     assert p != FehParams() and 0.5 <= p.out_threshold <= 0.95
@@ -494,7 +494,7 @@ def test_fitted_params_ship_and_load():
 
 def _sandbox_or_skip():
     try:
-        from verifirst.verifiers import sandbox
+        from verifirst.verifiers.bash import sandbox
         sandbox.default_sandbox()
     except Exception as e:  # no bwrap / user namespaces on this host
         pytest.skip(f"sandbox unavailable: {e}")
@@ -536,7 +536,7 @@ def test_sandbox_options_from_the_verifier_section():
 
 
 def test_judge_validation_takes_no_ground_truth_from_an_inconclusive_verdict():
-    from verifirst.benchmarks.judge_validation import verify_truth
+    from verifirst.benchmarks.studies.judge_validation import verify_truth
 
     v = FehVerifier(run_pair=lambda g, c, f: (run(), run()), embed=bag_embed)
     item = Item("q", {"task": "t"}, {"command": "cd /testbed", "fixture": "empty"})

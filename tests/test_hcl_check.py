@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.verifiers import iac_taxonomy as T
-from verifirst.verifiers.hcl_check import check, check_dir, feedback
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform.hcl_check import check, check_dir, feedback
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

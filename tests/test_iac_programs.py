@@ -10,7 +10,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from verifirst.benchmarks import iac_experiment as exp
+from verifirst.benchmarks.studies import iac_experiment as exp
 from verifirst.benchmarks.iac_pack import SCHEMA_PATH
 from verifirst.programs import iac
 from verifirst.programs._iac_extract import extract_hcl
@@ -230,7 +230,7 @@ def test_rego_transition_matrix_and_exact_test():
 
 
 def test_repair_loop_with_the_real_verifier_fixes_a_self_defined_property():
-    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    mod = pytest.importorskip("verifirst.verifiers.terraform.verifier")
     from verifirst.benchmarks.iac_pack import load_pack
 
     item = load_pack().by_id()["s3-versioned-bucket"]
@@ -245,7 +245,7 @@ def test_repair_loop_with_the_real_verifier_fixes_a_self_defined_property():
 
 
 def test_run_strategy_and_report_on_the_pack_with_scripted_lm():
-    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    mod = pytest.importorskip("verifirst.verifiers.terraform.verifier")
     from verifirst.benchmarks.iac_pack import load_pack
 
     items = load_pack().items[:3]

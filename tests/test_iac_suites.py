@@ -61,7 +61,7 @@ def test_stored_plans_are_the_current_configs(pack):
 
 
 def test_pack_uses_only_types_of_the_builtin_schema(pack):
-    from verifirst.verifiers.tf_schema import load_schema
+    from verifirst.verifiers.terraform.tf_schema import load_schema
 
     schema = load_schema(iac_pack.SCHEMA_PATH)
     for it in pack.items:
@@ -209,7 +209,7 @@ def test_v2_missing_column_and_duplicate_ids_are_input_errors(tmp_path):
 # -- the pack through the real verifier -----------------------------------------------------------
 
 def _verifier(backend: str):
-    mod = pytest.importorskip("verifirst.verifiers.terraform")
+    mod = pytest.importorskip("verifirst.verifiers.terraform.verifier")
     return mod.TerraformVerifier(backend=backend, schema=str(iac_pack.SCHEMA_PATH))
 
 

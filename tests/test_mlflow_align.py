@@ -136,7 +136,7 @@ def test_align_with_simba_end_to_end_learns_the_rule_from_train_only(tmp_path):
 
 
 def test_compare_judges_pairs_on_one_item_set():
-    from verifirst.benchmarks.judge_anchor import compare_judges
+    from verifirst.benchmarks.studies.judge_anchor import compare_judges
 
     labels = {f"i{k}": ("FAIL" if k % 2 == 0 else "PASS") for k in range(20)}
     ours = dict(labels)
@@ -156,7 +156,7 @@ def test_compare_judges_pairs_on_one_item_set():
 
 
 def test_model_spec_to_mlflow_uri():
-    from verifirst.benchmarks.judge_anchor import mlflow_model_uri
+    from verifirst.benchmarks.studies.judge_anchor import mlflow_model_uri
 
     assert mlflow_model_uri("local") is None
     assert mlflow_model_uri("openai/gpt-4o-mini") == "openai:/gpt-4o-mini"
@@ -173,7 +173,7 @@ def _outcomes_file(tmp_path, n: int):
 
 
 def test_benchmark_reuses_a_calibrate_report_on_the_same_split(tmp_path):
-    from verifirst.benchmarks.judge_anchor import load_suite_and_splits, run_judge_anchor
+    from verifirst.benchmarks.studies.judge_anchor import load_suite_and_splits, run_judge_anchor
 
     path = _outcomes_file(tmp_path, 12)
     suite, m = load_suite_and_splits(str(path), None, None, "0.5,0.25,0.25", 0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from verifirst.errors import InputError
-from verifirst.verifiers import iac_taxonomy as T
-from verifirst.verifiers.opa import Policy, evaluate_policy, false_leaves, opa_binary
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform.opa import Policy, evaluate_policy, false_leaves, opa_binary
 
 PLAN = {"resource_changes": [{"type": "aws_s3_bucket", "change": {"actions": ["create"],
                                                                   "after": {"bucket": "logs"}}}],

@@ -15,7 +15,10 @@ def test_wheel_has_all_packages_and_data(tmp_path):
     for path in ("verifirst/cli.py", "verifirst/programs/bash.py", "verifirst/verifiers/base.py",
                  "verifirst/optimizers/gepa.py", "verifirst/retrieval/embedder.py",
                  "verifirst/benchmarks/perf/lm_overhead.py", "verifirst/benchmarks/data/bash_pack.json",
-                 "verifirst/benchmarks/data/iac_builtin_schema.json"):
+                 "verifirst/benchmarks/studies/feh_quality.py", "verifirst/verifiers/bash/sandbox.py",
+                 "verifirst/verifiers/bash/data/feh_params_nl2sh.json", "verifirst/verifiers/terraform/verifier.py",
+                 "verifirst/verifiers/terraform/_tf_provider_main.py",
+                 "verifirst/verifiers/terraform/data/iac_builtin_schema.json"):
         assert path in names, path
     assert any(n.startswith("verifirst/benchmarks/data/iac_pack/") for n in names)
     assert not any(n.startswith("tests/") for n in names)

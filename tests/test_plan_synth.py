@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.verifiers.plan_synth import PlanSynthesisError, synthesize_plan
+from verifirst.verifiers.terraform.plan_synth import PlanSynthesisError, synthesize_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -17,8 +17,8 @@ from verifirst.lm import Models
 from verifirst.preflight import VerifierUnavailable, check_verifiers
 from verifirst.task import Item
 from verifirst.testing import json_answer, scripted_lm
-from verifirst.verifiers.shell_gates import BashSyntaxGate, ShellcheckGate, find_shellcheck
-from verifirst.verifiers.terraform import TerraformVerifier
+from verifirst.verifiers.bash.shell_gates import BashSyntaxGate, ShellcheckGate, find_shellcheck
+from verifirst.verifiers.terraform.verifier import TerraformVerifier
 
 REPO = Path(__file__).resolve().parents[1]
 

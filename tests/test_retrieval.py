@@ -38,7 +38,7 @@ def test_lookup_unknown_type_suggests_close_names_and_handles_data_sources():
 
 
 def test_skeleton_has_only_required_parts():
-    from verifirst.verifiers.tf_schema import load_schema
+    from verifirst.verifiers.terraform.tf_schema import load_schema
 
     sk = docs.skeleton("aws_lambda_function", load_schema(SCHEMA_PATH).resource("aws_lambda_function"))
     assert "function_name = <string>" in sk and "role = <string>" in sk
@@ -46,7 +46,7 @@ def test_skeleton_has_only_required_parts():
 
 
 def test_docs_cover_every_type_and_block():
-    from verifirst.verifiers.tf_schema import load_schema
+    from verifirst.verifiers.terraform.tf_schema import load_schema
 
     sch = load_schema(SCHEMA_PATH)
     built = docs.build_docs(SCHEMA_PATH)
@@ -77,7 +77,7 @@ def test_store_builds_once_and_finds_the_right_resource(store):
 
 def test_store_persists_and_separates_schemas(store, tmp_path):
     from verifirst.retrieval.store import DocStore
-    from verifirst.verifiers.tf_schema import from_dict, load_schema
+    from verifirst.verifiers.terraform.tf_schema import from_dict, load_schema
 
     again = DocStore(store.directory, SCHEMA_PATH)
     assert again.count() == store.count() and again.ensure() == 0  # no re-embedding

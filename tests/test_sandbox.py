@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from verifirst.errors import InputError
-from verifirst.verifiers import _bwrap, _bwrap_access, fixtures
-from verifirst.verifiers.sandbox import FsDiff, RunResult, Sandbox, SandboxUnavailable, run_pair
+from verifirst.verifiers.bash import _bwrap, _bwrap_access, fixtures
+from verifirst.verifiers.bash.sandbox import FsDiff, RunResult, Sandbox, SandboxUnavailable, run_pair
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +263,7 @@ def test_fixture_modes_and_archives_inside(sb):
 
 
 def test_scratch_is_removed_after_each_run(sb):
-    from verifirst.verifiers.sandbox import _scratch_base
+    from verifirst.verifiers.bash.sandbox import _scratch_base
     base, _ = _scratch_base()
     marker = "/testbed/scratch-marker-91357"
     sb.run(f"touch {marker}", "nl2sh-fs5")

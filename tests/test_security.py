@@ -30,8 +30,8 @@ TEST_UID = 3_100_000 + (os.getpid() % 50_000)  # this module's own sandbox uid: 
 # Runs the battery with the sandbox in a separate interpreter (stdlib only), printing JSON.
 RUNNER = r"""
 import json, os, sys
-from verifirst.verifiers import _bwrap
-from verifirst.verifiers.sandbox import Sandbox
+from verifirst.verifiers.bash import _bwrap
+from verifirst.verifiers.bash.sandbox import Sandbox
 spec = json.load(sys.stdin)
 if "uid" in spec:
     _bwrap.SANDBOX_UID = spec["uid"]

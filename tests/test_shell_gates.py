@@ -6,7 +6,7 @@ import pytest
 from verifirst.errors import InputError
 from verifirst.task import Item
 from verifirst.verifiers.base import Verifier
-from verifirst.verifiers.shell_gates import BashSyntaxGate, ShellcheckGate
+from verifirst.verifiers.bash.shell_gates import BashSyntaxGate, ShellcheckGate
 
 ITEM = Item(id="t1", inputs={"query": "q"})
 VALID_BASH = [

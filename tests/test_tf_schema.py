@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from verifirst.errors import InputError
-from verifirst.verifiers import tf_schema
+from verifirst.verifiers.terraform import tf_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 AWS = ROOT.parent / "shared" / "data" / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"

@@ -279,7 +279,7 @@ def verify_bash(gold: str = typer.Option(..., help="reference command"),
     With the embedded LLM as a second opinion: add --llm confirm --task 'count the entries in /testbed'
     """
     try:
-        from .verifiers.feh import cli_verify_bash  # type: ignore[attr-defined]
+        from .verifiers.bash.feh import cli_verify_bash  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json, task=task, llm=llm,
                                          params_path=str(params) if params else None, model=model,
@@ -296,7 +296,7 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
                      as_json: bool = typer.Option(False, "--json")):
     """validate -> plan -> OPA on a Terraform config; prints stage, backend, errors, feedback."""
     try:
-        from .verifiers.terraform import cli_verify_terraform  # type: ignore[attr-defined]
+        from .verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json))
     except VerifirstError as e:
@@ -314,7 +314,7 @@ def schema_pull(out: Path = typer.Option(Path("aws_provider_schema.json.gz"), he
     Example: verifirst schema pull --provider hashicorp/aws --version 6.47.0 --out aws.json.gz
     """
     try:
-        from .verifiers.schema_pull import pull_schema
+        from .verifiers.terraform.schema_pull import pull_schema
 
         typer.echo(f"wrote {pull_schema(out, provider, version, terraform)}")
     except VerifirstError as e:
@@ -400,14 +400,15 @@ def _judge_summary(rows: list[dict]) -> str:
     return msg
 
 
+STUDIES = "verifirst.benchmarks.studies."
 BENCHES = {
-    "judge-validation": ("verifirst.benchmarks.judge_validation", "S0 Task 1: bash judges vs execution ground truth"),
-    "refinement": ("verifirst.benchmarks.refinement", "S0 Task 2: generator vs reflection agents, paired McNemar"),
-    "feh-quality": ("verifirst.benchmarks.feh_quality", "FEH accuracy/P/R/F1 on the 600 NL2SH-ALFA pairs"),
-    "iac-experiment": ("verifirst.benchmarks.iac_experiment", "S3 strategies: stage-decomposed pass@1, McNemar"),
-    "iac-references": ("verifirst.benchmarks.iac_reference_check", "IaC-Eval dev40 references through the gates"),
-    "noise-injection": ("verifirst.benchmarks.noise_injection", "S2 IV-A: teacher vs flipped labels, Fisher exact"),
-    "judge-anchor": ("verifirst.benchmarks.judge_anchor", "calibrated judge vs MLflow make_judge + align()"),
+    "judge-validation": (STUDIES + "judge_validation", "S0 Task 1: bash judges vs execution ground truth"),
+    "refinement": (STUDIES + "refinement", "S0 Task 2: generator vs reflection agents, paired McNemar"),
+    "feh-quality": (STUDIES + "feh_quality", "FEH accuracy/P/R/F1 on the 600 NL2SH-ALFA pairs"),
+    "iac-experiment": (STUDIES + "iac_experiment", "S3 strategies: stage-decomposed pass@1, McNemar"),
+    "iac-references": (STUDIES + "iac_reference_check", "IaC-Eval dev40 references through the gates"),
+    "noise-injection": (STUDIES + "noise_injection", "S2 IV-A: teacher vs flipped labels, Fisher exact"),
+    "judge-anchor": (STUDIES + "judge_anchor", "calibrated judge vs MLflow make_judge + align()"),
 }
 
 

@@ -49,11 +49,11 @@ PROGRAMS = {
 }
 
 VERIFIERS = {
-    "bash-exec": Entry("verifirst.verifiers.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
-    "bash-syntax": Entry("verifirst.verifiers.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
+    "bash-exec": Entry("verifirst.verifiers.bash.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
+    "bash-syntax": Entry("verifirst.verifiers.bash.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
     "bash-pack": Entry("verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks"),
-    "shellcheck": Entry("verifirst.verifiers.shell_gates:ShellcheckGate", "shellcheck gate"),
-    "terraform": Entry("verifirst.verifiers.terraform:TerraformVerifier", "validate -> plan -> OPA"),
+    "shellcheck": Entry("verifirst.verifiers.bash.shell_gates:ShellcheckGate", "shellcheck gate"),
+    "terraform": Entry("verifirst.verifiers.terraform.verifier:TerraformVerifier", "validate -> plan -> OPA"),
     "label": Entry("verifirst.verifiers.label:LabelVerifier", "judge verdict vs recorded outcome"),
     "exact": Entry("verifirst.verifiers.exact:ExactMatch", "exact match with the reference (baseline)"),
 }
@@ -71,14 +71,14 @@ CALIBRATION = {
     "run-calibration": Entry("verifirst.optimizers.autorefine:run_calibration", "the AutoRefine calibration loop"),
     "run-judge": Entry("verifirst.optimizers.autorefine:run_judge", "a judge's scores over items"),
     "verdicts-at": Entry("verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold"),
-    "compare-judges": Entry("verifirst.benchmarks.judge_anchor:compare_judges", "paired comparison of judges"),
+    "compare-judges": Entry("verifirst.benchmarks.studies.judge_anchor:compare_judges", "paired comparison of judges"),
     "align-anchor": Entry("verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor"),
 }
 
 # Stage funnels (failing stages in the order a candidate meets them, PASS last) for ordering report
 # tables when a report does not carry its verifier's own `stage_order`.
 STAGE_ORDERS = {
-    "terraform": Entry("verifirst.verifiers.iac_taxonomy:STAGES", "validate -> plan -> OPA"),
+    "terraform": Entry("verifirst.verifiers.terraform.iac_taxonomy:STAGES", "validate -> plan -> OPA"),
 }
 
 

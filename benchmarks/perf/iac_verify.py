@@ -34,7 +34,7 @@ BROKEN = {
 
 
 PACK = ROOT / "benchmarks" / "data" / "iac_pack"
-PACK_SCHEMA = ROOT / "benchmarks" / "data" / "iac_builtin_schema.json"
+PACK_SCHEMA = ROOT / "verifiers" / "terraform" / "data" / "iac_builtin_schema.json"
 
 
 def configs(n: int, suite: str) -> list[tuple[str, str, str | None]]:
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     started = machine()
     args.schema = args.schema or str(SCHEMA if args.suite == "dev40" else PACK_SCHEMA)
 
-    from verifirst.verifiers import terraform as TV
-    from verifirst.verifiers.terraform_cli import find_real_provider, find_terraform
+    from verifirst.verifiers.terraform import verifier as TV
+    from verifirst.verifiers.terraform.terraform_cli import find_real_provider, find_terraform
     cases = configs(args.n, args.suite)
     report: dict = {"benchmark": "iac_verify", "suite": args.suite, "configs": len(cases), "schema": args.schema,
                     "backends": [], "skipped": {}}
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         report["skipped"]["terraform"] = "no terraform binary"
 
     try:
-        from verifirst.verifiers import hcl_check, plan_synth  # noqa: F401
+        from verifirst.verifiers.terraform import hcl_check, plan_synth  # noqa: F401
         b2 = TV.TerraformVerifier(backend="python", schema=args.schema)
         b2.verify_config(cases[0][1])  # schema parse, cached afterwards
         report["backends"].append(run_backend("python", b2, cases))

@@ -183,7 +183,7 @@ ROWS = (
     Row("sandbox_gold", "python benchmarks/perf/sandbox.py --gold-report", sandbox_gold),
     Row("iac_verify", "python benchmarks/perf/iac_verify.py --json", iac_verify),
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
-    Row("feh_quality", "python benchmarks/feh_quality.py --json", feh_quality),
+    Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),
     Row("demo", "python benchmarks/perf/demo.py", demo),
 )
 

@@ -4,7 +4,7 @@ average when it started) and the date, so a number is never read without its con
 As a command it wraps a benchmark that prints JSON but has no --out of its own:
 
     python benchmarks/perf/record.py --out benchmarks/perf/results/feh_quality.json -- \
-        python benchmarks/feh_quality.py --json
+        python benchmarks/studies/feh_quality.py --json
 """
 from __future__ import annotations
 

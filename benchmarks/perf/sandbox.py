@@ -51,7 +51,7 @@ def _cpu_s() -> float:
 
 
 def bench(limit: int | None, timeout_s: float) -> dict:
-    from verifirst.verifiers.sandbox import Sandbox
+    from verifirst.verifiers.bash.sandbox import Sandbox
 
     tasks = load_tasks()[:limit]
     sb = Sandbox(timeout_s=timeout_s)
@@ -125,9 +125,9 @@ def _differs(a, b) -> list[str]:
 
 
 def gold_report(limit: int | None, timeout_s: float) -> dict:
-    from verifirst.verifiers.sandbox import Sandbox
+    from verifirst.verifiers.bash.sandbox import Sandbox
 
-    from verifirst.verifiers.feh import FehVerifier
+    from verifirst.verifiers.bash.feh import FehVerifier
 
     tasks = load_tasks()[:limit]
     sb = Sandbox(timeout_s=timeout_s)

@@ -1,4 +1,4 @@
-"""FEH rule parameters on disk (JSON written by benchmarks/feh_quality.py)."""
+"""FEH rule parameters on disk (JSON written by benchmarks/studies/feh_quality.py)."""
 from __future__ import annotations
 
 import json

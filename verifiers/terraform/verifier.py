@@ -1,7 +1,7 @@
 """TerraformVerifier: validate -> plan -> policy, one Verdict, three backends behind one interface.
 
-- "terraform": real terraform + the schema-serving provider (verifiers/tf_provider.py), no init;
-- "python":    python-hcl2 checks + a synthesized plan (verifiers/hcl_check.py, plan_synth.py);
+- "terraform": real terraform + the schema-serving provider (verifiers/terraform/tf_provider.py), no init;
+- "python":    python-hcl2 checks + a synthesized plan (verifiers/terraform/hcl_check.py, plan_synth.py);
 - "real":      real terraform + real providers from a plugin cache or mirror, `init -backend=false`;
 - "auto":      "terraform" when a terraform binary is found, else "python".
 Every verdict names its backend; details["backend_label"] says which binary and schema.
@@ -18,16 +18,16 @@ from typing import Any
 
 from verifirst.errors import InputError
 from verifirst.task import Item
-from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
-from verifirst.verifiers.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform, check_terraform_runs,
-                                               feedback_text, find_real_provider, find_terraform,
-                                               mirror_candidates, read_config)
+from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
+                                                         check_terraform_runs, feedback_text, find_real_provider,
+                                                         find_terraform, mirror_candidates, read_config)
 
 BACKENDS = ("auto", "terraform", "python", "real")
 SCHEMA_FIX = ("Fix: write one with `verifirst schema pull --out FILE`, point verifier.options.schema at an "
               "existing file, or leave schema out to use the built-in schema.")
-BUILTIN_SCHEMA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "iac_builtin_schema.json"
+BUILTIN_SCHEMA = Path(__file__).resolve().parent / "data" / "iac_builtin_schema.json"
 _FENCE_RE = re.compile(r"```[ \t]*(?:hcl|terraform|tf|HCL|Terraform)?[ \t]*\n(.*?)```", re.S)
 
 _RUNNERS: dict[tuple, Any] = {}
@@ -105,7 +105,7 @@ class TerraformVerifier:
 
     # ------------------------------------------------------------------ policy
     def _load_policy(self, policy, name: str = "policy.rego", mode: str | None = None):
-        from verifirst.verifiers.opa import Policy
+        from verifirst.verifiers.terraform.opa import Policy
         if isinstance(policy, Policy):
             return policy
         if isinstance(policy, os.PathLike) or (isinstance(policy, str) and "\n" not in policy
@@ -140,7 +140,7 @@ class TerraformVerifier:
             if not Path(self.schema).is_file():
                 raise InputError(f"schema file not found. {SCHEMA_FIX}", path=self.schema, field="schema",
                                  expected="a `terraform providers schema -json` file (.json or .json.gz)")
-            from verifirst.verifiers.tf_schema import load_schema
+            from verifirst.verifiers.terraform.tf_schema import load_schema
             load_schema(self.schema)  # InputError naming the file (and line) when it does not load
         for it in items or ():
             gold = getattr(it, "gold", None) or {}
@@ -196,8 +196,8 @@ class TerraformVerifier:
 
     def _python(self, files):
         try:
-            from verifirst.verifiers import hcl_check, plan_synth
-            from verifirst.verifiers.tf_schema import load_schema
+            from verifirst.verifiers.terraform import hcl_check, plan_synth
+            from verifirst.verifiers.terraform.tf_schema import load_schema
         except ImportError as exc:
             raise RuntimeError(f"python backend unavailable: {exc}") from None
         schema = load_schema(self.schema)
@@ -252,7 +252,7 @@ def schema_hints(errors: list[VerifierError], schema_path: str | None) -> list[s
         return []
     import difflib
     try:
-        from verifirst.verifiers.tf_schema import load_schema
+        from verifirst.verifiers.terraform.tf_schema import load_schema
         schema = load_schema(schema_path)
     except Exception:
         return []

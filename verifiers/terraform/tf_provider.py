@@ -530,7 +530,7 @@ class ProviderProcess:
         raw = load_schema_dict(self.schema_path)  # fail early, in this process, on a bad file
         self.addresses = provider_names(raw)
         self._proc = subprocess.Popen(
-            [python or sys.executable, "-m", "verifirst.verifiers._tf_provider_main", "--reattach",
+            [python or sys.executable, "-m", "verifirst.verifiers.terraform._tf_provider_main", "--reattach",
              "--slots", str(slots), "--schema", self.schema_path],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         line = self._read_line(timeout_s)
@@ -639,7 +639,7 @@ def write_launcher(directory: str | os.PathLike, schema_path: str, address: str 
     exe = d / f"terraform-provider-{short_name(address)}"
     py = python or sys.executable
     exe.write_text("#!/bin/sh\n"
-                   f"exec {json.dumps(py)} -m verifirst.verifiers._tf_provider_main "
+                   f"exec {json.dumps(py)} -m verifirst.verifiers.terraform._tf_provider_main "
                    f"--schema {json.dumps(str(schema_path))} --provider {json.dumps(address)}\n")
     exe.chmod(0o755)
     return exe

@@ -1,7 +1,7 @@
 """Conversion of values to schema types (cty rules, simplified) and schema-derived shapes."""
 from __future__ import annotations
 
-from verifirst.verifiers._hcl_eval import UNKNOWN, EvalError, _num_str, has_unknown, type_name
+from verifirst.verifiers.terraform._hcl_eval import UNKNOWN, EvalError, _num_str, has_unknown, type_name
 
 
 def _need(kind, v):

@@ -5,7 +5,7 @@ All conditions start from the same first draft of each task (the generator's, ex
 they differ only in what happens after it and the test is paired item by item. Extraction
 failures, LM errors and verifier errors are counted per condition; errors are never scored.
 
-    python benchmarks/refinement.py --suite bash-pack --limit 10 --json
+    python benchmarks/studies/refinement.py --suite bash-pack --limit 10 --json
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from verifirst.errors import InputError
 from verifirst.stats import mcnemar_paired, wilson
 from verifirst.task import Item, Suite
 
-from verifirst.benchmarks.judge_validation import (InContext, build_judges, common_args, default_verifier,
-                                                   emit, generate_candidate, group_by_suite, limited,
-                                                   load_suite_arg, verify_truth)
+from verifirst.benchmarks.studies.judge_validation import (InContext, build_judges, common_args, default_verifier, emit,
+                                                           generate_candidate, group_by_suite, limited, load_suite_arg,
+                                                           verify_truth)
 
 BASE = "generator"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifirst.errors import InputError
-from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
 
 _NOISE_SUMMARIES = {"Provider development overrides are in effect"}
@@ -443,7 +443,7 @@ class SchemaTerraform:
 
     def __init__(self, schema_path: str | os.PathLike, binary: str | None = None,
                  reattach: bool = True, provider=None, timeout_s: float = 180.0):
-        from verifirst.verifiers import tf_provider as P
+        from verifirst.verifiers.terraform import tf_provider as P
         self.schema_path = str(schema_path)
         self.home = Path(tempfile.mkdtemp(prefix="vf-tfhome-"))
         self.provider = None
@@ -474,7 +474,7 @@ class SchemaTerraform:
         try:
             if self.provider is None:
                 return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
-            from verifirst.verifiers.tf_provider import declared_types
+            from verifirst.verifiers.terraform.tf_provider import declared_types
             types, data = declared_types(files)
             with self.provider.lease(types, data) as env:
                 res = self.cli.with_env(env).gates(d, validate_first=validate_first,

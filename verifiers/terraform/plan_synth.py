@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from verifirst.verifiers import _hcl_ast as A
-from verifirst.verifiers._hcl_config import reference_strings, raw_traversals
-from verifirst.verifiers._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
-from verifirst.verifiers._hcl_types import attr_type, convert, strip_unknown, unknown_shape
-from verifirst.verifiers.hcl_check import analyze
+from verifirst.verifiers.terraform import _hcl_ast as A
+from verifirst.verifiers.terraform._hcl_config import reference_strings, raw_traversals
+from verifirst.verifiers.terraform._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
+from verifirst.verifiers.terraform._hcl_types import attr_type, convert, strip_unknown, unknown_shape
+from verifirst.verifiers.terraform.hcl_check import analyze
 
 FORMAT_VERSION = "1.2"
 TERRAFORM_VERSION = "1.11.4"

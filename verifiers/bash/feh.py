@@ -19,7 +19,7 @@ from verifirst.task import Item
 
 from ._feh_compare import (Decision, EmbedFn, FehParams, PairFeatures, RunView, add_cosines, decide,
                            feedback, features, observed)
-from .base import Verdict, VerifierError
+from ..base import Verdict, VerifierError
 
 RunPair = Callable[[str, str, str], tuple[Any, Any]]
 LLM_MODES = ("off", "confirm", "arbiter")
@@ -28,7 +28,7 @@ ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
 
 
 def _default_sandbox(timeout_s: float | None = None, unsafe_local: bool = False):
-    from verifirst.verifiers.sandbox import default_sandbox
+    from verifirst.verifiers.bash.sandbox import default_sandbox
 
     kw = {"unsafe_local": True} if unsafe_local else {}
     if timeout_s is not None:
@@ -301,7 +301,7 @@ def cli_verify_bash(gold: str, pred: str, fixture: str = "empty", as_json: bool 
     """`verifirst verify bash`: print the verdict; exit 0 if equivalent, 1 if not, 3 if the runs
     cannot decide (INCONCLUSIVE; the JSON's `inconclusive` says why).
     Parameters: a JSON file, else those fitted on the NL2SH-ALFA pairs."""
-    from verifirst.verifiers.sandbox import check_command
+    from verifirst.verifiers.bash.sandbox import check_command
 
     check_command(gold, "--gold")
     check_command(pred, "--pred")

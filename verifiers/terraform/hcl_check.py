@@ -12,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from verifirst.verifiers import iac_taxonomy as T
-from verifirst.verifiers._hcl_ast import HclSyntaxError, parse_body
-from verifirst.verifiers._hcl_config import META_ARGS, Module, build_module, raw_traversals, parse_ref, RefError
-from verifirst.verifiers._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
+                                                       RefError)
+from verifirst.verifiers.terraform._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
 from verifirst.verifiers.base import VerifierError
-from verifirst.verifiers.tf_schema import ProviderSchema, default_schema_path, load_schema
+from verifirst.verifiers.terraform.tf_schema import ProviderSchema, default_schema_path, load_schema
 
 
 class Analysis:
@@ -262,7 +263,7 @@ def _first_line(body):
 # --- dependency graph -------------------------------------------------------------------------
 def dependency_graph(m: Module) -> dict[str, set]:
     """node -> nodes it references (resources by base address, local.x, var.x, module.x)."""
-    from verifirst.verifiers._hcl_model import _body_exprs
+    from verifirst.verifiers.terraform._hcl_model import _body_exprs
     g: dict[str, set] = {}
 
     def deps(body):
@@ -283,7 +284,7 @@ def dependency_graph(m: Module) -> dict[str, set]:
     for r in m.resources:
         g[r.address] = deps(r.body)
     for name, a in m.locals.items():
-        from verifirst.verifiers._hcl_ast import Body
+        from verifirst.verifiers.terraform._hcl_ast import Body
         b = Body()
         b.attributes[name] = a
         g[f"local.{name}"] = deps(b)
@@ -352,5 +353,5 @@ def _sccs(g):
     return out
 
 
-if __name__ == "__main__":  # python -m verifirst.verifiers.hcl_check DIR [--json]
+if __name__ == "__main__":  # python -m verifirst.verifiers.terraform.hcl_check DIR [--json]
     sys.exit(cli_check(sys.argv[1], None, "--json" in sys.argv))

@@ -9,7 +9,7 @@ Two modes on the same folds: `before` (INCONCLUSIVE off: every pair gets PASS or
 P, R, F1 use the conclusive pairs). The false-equivalence rate is over all 300 rotated pairs.
 The new-user probe (feh_new_user_probe.py) then runs held-out InterCode-Bash scripts.
 
-    python benchmarks/feh_quality.py --json [--llm local] [--folds 5] [--cache DIR] [--intercode DIR]
+    python benchmarks/studies/feh_quality.py --json [--llm local] [--folds 5] [--cache DIR] [--intercode DIR]
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from verifirst.atomic import write_json, write_jsonl  # noqa: E402
 from verifirst.benchmarks.nl2sh import load_nl2sh, nl2sh_pairs  # noqa: E402
 from verifirst.stats import wilson  # noqa: E402
-from verifirst.verifiers._feh_compare import (EMBED_CHARS, FehParams, PairFeatures, RunView, decide,  # noqa: E402
-                                              features, norm_out, observed, undecidable)
+from verifirst.verifiers.bash._feh_compare import (EMBED_CHARS, FehParams, PairFeatures, RunView, decide,  # noqa: E402
+                                                   features, norm_out, observed, undecidable)
 
 CACHE_VERSION = 1
 # The rule parameters CV chooses from. sorted_lines_equal stays on (line order of find/ls
@@ -59,7 +59,7 @@ def default_cache_dir() -> Path:
 
 def _fixture_hash(name: str) -> str:
     try:
-        from verifirst.verifiers.fixtures import resolve
+        from verifirst.verifiers.bash.fixtures import resolve
 
         return resolve(name).content_hash()
     except Exception:  # older sandbox without content hashes: the name stands in
@@ -134,7 +134,7 @@ class EmbedCache:
 def run_pairs(pairs: list[dict], cache: RunCache, run_pair: Callable | None = None,
               workers: int = 2) -> tuple[list[tuple[RunView, RunView]], dict]:
     if run_pair is None:
-        from verifirst.verifiers.sandbox import run_pair
+        from verifirst.verifiers.bash.sandbox import run_pair
     fh = {fx: _fixture_hash(fx) for fx in {p["fixture"] for p in pairs}}
     keys = [cache.key(p["gold"], p["candidate"], p["fixture"], fh[p["fixture"]]) for p in pairs]
     todo = [(k, p) for k, p in zip(keys, pairs) if k not in cache.rows]
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     full = FehParams.from_dict(after["fitted_on_all_pairs"])
 
     if not a.no_probe:
-        from verifirst.benchmarks.feh_new_user_probe import default_intercode_dir, new_user_probe
+        from verifirst.benchmarks.studies.feh_new_user_probe import default_intercode_dir, new_user_probe
 
         d = a.intercode or default_intercode_dir()
         if d.is_dir():
@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             "params": full.as_dict(), "fitted_on": "nl2sh-alfa 600 FEH pairs",
             "cv_accuracy_conclusive": acc, "cv_inconclusive": after["seed0"]["inconclusive"],
             "note": ("Fitted on the conclusive NL2SH-ALFA FEH pairs (gold/gold2 + rotated by 10) by "
-                     "benchmarks/feh_quality.py; use on other data only, never to score those pairs. "
+                     "benchmarks/studies/feh_quality.py; use on other data only, never to score those pairs. "
                      f"Held-out (5-fold CV) accuracy of the procedure on conclusive pairs: {acc:.3f}, "
                      f"{after['seed0']['inconclusive']} of {len(pairs)} pairs INCONCLUSIVE.")})
     if a.json:
@@ -489,7 +489,7 @@ def llm_runs(spec: str, pairs, runs, feats, labels, groups, k, cands) -> dict:
     """The offline CV predictions, then the LLM in confirm (S1) and arbiter mode on top;
     INCONCLUSIVE pairs never reach the LM and are counted apart."""
     from verifirst.lm import make_lm
-    from verifirst.verifiers.feh import FehVerifier
+    from verifirst.verifiers.bash.feh import FehVerifier
 
     lm = make_lm(spec, role="judge")
     cv = cross_validate(feats, labels, groups, k, 0, cands, undecided=undecided_mask(feats))

@@ -5,7 +5,7 @@ Wilson CI, convergence by attempt for repair runs, and pairwise exact McNemar te
 rego_transition(before, after) -> the full stage transition matrix of the policy-injection
 diagnostic, with an exact McNemar on OPA failures resolved vs introduced.
 
-    python -m verifirst.benchmarks.iac_experiment --model local --strategies cot,repair \
+    python -m verifirst.benchmarks.studies.iac_experiment --model local --strategies cot,repair \
         [--rego-injection] [--limit N] [--out report.json]
 runs them on the built-in pack with the terraform verifier.
 """
@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from verifirst.stats import mcnemar, mcnemar_paired, wilson
 from verifirst.task import Item
-from verifirst.verifiers.iac_taxonomy import ERROR_CLASSES, OPA_FAIL, PASS, STAGES
+from verifirst.verifiers.terraform.iac_taxonomy import ERROR_CLASSES, OPA_FAIL, PASS, STAGES
 
 ERROR = "ERROR"
 ROW_STAGES = (*STAGES, ERROR)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the JSON report here")
     args = ap.parse_args(argv)
 
-    from verifirst.verifiers.terraform import TerraformVerifier
+    from verifirst.verifiers.terraform.verifier import TerraformVerifier
 
     items = load_pack().items[: args.limit]
     verifier = TerraformVerifier(backend=args.backend, schema=str(SCHEMA_PATH))

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from verifirst.errors import InputError
-from verifirst.verifiers import _bwrap, _sandbox_fs, fixtures
-from verifirst.verifiers._bwrap import SandboxUnavailable
-from verifirst.verifiers._sandbox_etc import HOSTNAME, build_etc
+from verifirst.verifiers.bash import _bwrap, _sandbox_fs, fixtures
+from verifirst.verifiers.bash._bwrap import SandboxUnavailable
+from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc
 
 __all__ = ["Sandbox", "RunResult", "FsDiff", "SandboxUnavailable", "run_pair", "default_sandbox",
            "cli_run_bash"]

@@ -1,6 +1,6 @@
 """Do the IaC-Eval v1 reference configs pass their own gates? And why not, when not.
 
-    python benchmarks/iac_reference_check.py [--csv F] [--schema F] [--backend terraform] [--json]
+    python benchmarks/studies/iac_reference_check.py [--csv F] [--schema F] [--backend terraform] [--json]
 
 Every reference goes through validate -> plan -> its own Rego intent. Failures are matched
 against KNOWN_CAUSES (who is at fault: reference, policy, regopy, provider, environment);
@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 DEFAULT_CSV = DATA / "iac-eval-v1" / "iac_eval_v1_dev40.csv"
 DEFAULT_SCHEMA = DATA / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
@@ -64,7 +64,7 @@ def load_rows(path: Path) -> list[dict]:
 
 
 def check(rows: list[dict], backend: str, schema: str) -> dict:
-    from verifirst.verifiers.terraform import TerraformVerifier
+    from verifirst.verifiers.terraform.verifier import TerraformVerifier
     v = TerraformVerifier(backend=backend, schema=schema)
     results, label = [], backend
     for i, row in enumerate(rows):
@@ -114,7 +114,7 @@ def _flat(d, prefix=""):
 def compare_templates(templates: Path, backend: str, schema: str) -> dict:
     """Our plan vs the real AWS provider's tfplan.json for templates/*/main.tf:
     configuration expressions (terraform's own work) and change.after (the provider's)."""
-    from verifirst.verifiers.terraform import TerraformVerifier
+    from verifirst.verifiers.terraform.verifier import TerraformVerifier
     v = TerraformVerifier(backend=backend, schema=schema)
     out, expr_n, expr_same, after_n, after_same = [], 0, 0, 0, 0
     for main in sorted(templates.glob("**/main.tf")):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from verifirst.verifiers import _hcl_ast as A
-from verifirst.verifiers._hcl_config import (META_ARGS, Module, RefError, ResourceDecl,
-                                             parse_ref, raw_traversals)
-from verifirst.verifiers._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
-from verifirst.verifiers._hcl_types import attr_type, convert
+from verifirst.verifiers.terraform import _hcl_ast as A
+from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, RefError, ResourceDecl, parse_ref,
+                                                       raw_traversals)
+from verifirst.verifiers.terraform._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
+from verifirst.verifiers.terraform._hcl_types import attr_type, convert
 
 VALIDATE, PLAN = "VALIDATE_FAIL", "PLAN_FAIL"
 RESOURCE_META_BLOCKS = {"lifecycle", "provisioner", "connection", "dynamic"}

@@ -13,7 +13,7 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 
-from verifirst.verifiers.fixtures import MOUNT_POINTS, Fixture
+from verifirst.verifiers.bash.fixtures import MOUNT_POINTS, Fixture
 
 MAX_DEPTH = 128
 MAX_ENTRIES = 50_000

@@ -157,7 +157,7 @@ def default_schema_path() -> str | None:
     env = os.environ.get("VERIFIRST_TF_SCHEMA")
     if env:
         return env
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parents[2]
     cand = here.parent / "shared" / "data" / "aws-provider-schema" / \
         "aws_provider_schema_6.47.0.slim.json.gz"
     return str(cand) if cand.exists() else None

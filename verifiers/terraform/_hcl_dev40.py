@@ -1,5 +1,5 @@
 """Backend-2 verdicts on the IaC-Eval dev40 references and template plan agreement, as JSON,
-for comparison with the terraform backend: `python -m verifirst.verifiers._hcl_dev40`."""
+for comparison with the terraform backend: `python -m verifirst.verifiers.terraform._hcl_dev40`."""
 from __future__ import annotations
 
 import csv
@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from verifirst.verifiers.hcl_check import check
-from verifirst.verifiers.plan_synth import synthesize_plan
-from verifirst.verifiers.tf_schema import default_schema_path, load_schema
+from verifirst.verifiers.terraform.hcl_check import check
+from verifirst.verifiers.terraform.plan_synth import synthesize_plan
+from verifirst.verifiers.terraform.tf_schema import default_schema_path, load_schema
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "iac-eval-v1"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "iac-eval-v1"
 
 
 def dev40_verdicts(csv_path=DATA / "iac_eval_v1_dev40.csv", schema=None) -> list[dict]:

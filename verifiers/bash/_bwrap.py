@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from verifirst.errors import VerifirstError
-from verifirst.verifiers import _bwrap_access
+from verifirst.verifiers.bash import _bwrap_access
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Docker's default set minus MKNOD and AUDIT_WRITE: root inside can chown, override modes, kill its own.

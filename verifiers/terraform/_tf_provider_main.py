@@ -1,9 +1,9 @@
-"""Entry point of the schema provider process: `python -m verifirst.verifiers._tf_provider_main`."""
+"""Entry point of the schema provider process: `python -m verifirst.verifiers.terraform._tf_provider_main`."""
 from __future__ import annotations
 
 import argparse
 
-from verifirst.verifiers.tf_provider import DEFAULT_AWS, serve_managed, serve_reattach
+from verifirst.verifiers.terraform.tf_provider import DEFAULT_AWS, serve_managed, serve_reattach
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,7 @@
 """FEH on held-out bash scripts, tried as a new user would: each InterCode-Bash gold command
 judged against another task's gold (rotated by `offset`, never equivalent) and against itself.
 
-Run from benchmarks/feh_quality.py (it passes the parameters fitted on NL2SH-ALFA: InterCode
+Run from benchmarks/studies/feh_quality.py (it passes the parameters fitted on NL2SH-ALFA: InterCode
 is never fitted on). Each pair runs in the task's own fixture and in the empty one (a script
 whose files are missing: the setting where quiet or failing golds matched anything). Counts
 false equivalences with INCONCLUSIVE off (`before`) and on (`after`).
@@ -12,14 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from verifirst.verifiers._feh_compare import FehParams, decide
+from verifirst.verifiers.bash._feh_compare import FehParams, decide
 
 FIXTURES = ("own", "empty")
 
 
 def default_intercode_dir() -> Path:
     """../shared/data/intercode-bash next to the repository (read there, never copied in)."""
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "intercode-bash"
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / "intercode-bash"
 
 
 def probe_pairs(items, offset: int = 10, fixture: str = "own") -> list[dict]:
@@ -69,7 +69,7 @@ def new_user_probe(data_dir: Path, before: FehParams, after: FehParams, cache, e
         offset: rotation distance between a task and its wrong candidate.
         workers: sandbox runs in parallel.
     """
-    from verifirst.benchmarks.feh_quality import pair_features, run_pairs
+    from verifirst.benchmarks.studies.feh_quality import pair_features, run_pairs
     from verifirst.benchmarks.intercode import load_intercode
 
     items = load_intercode(data_dir).items

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verifirst.verifiers import _hcl_ast as A
+from verifirst.verifiers.terraform import _hcl_ast as A
 
 META_ARGS = {"count", "for_each", "depends_on", "provider", "lifecycle", "provisioner",
              "connection"}

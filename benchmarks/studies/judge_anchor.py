@@ -9,8 +9,8 @@ gave a verdict on (LM errors are left out and counted, never scored as FAIL).
 The anchor trains on our train split only (MLflow's align() has no validation split); our
 AutoRefine run uses train + val (val selects). Both are scored once on test.
 
-    python benchmarks/judge_anchor.py --problems 12 --snippets 4 --json
-    python benchmarks/judge_anchor.py --report RUN_DIR/report.json --problems 12 --snippets 4 --json
+    python benchmarks/studies/judge_anchor.py --problems 12 --snippets 4 --json
+    python benchmarks/studies/judge_anchor.py --report RUN_DIR/report.json --problems 12 --snippets 4 --json
 (`--report` reuses the test verdicts of a `verifirst calibrate` run made on the same
 outcomes/limits/splits/seed; the split digest must match.)
 """

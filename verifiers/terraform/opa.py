@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from verifirst.errors import InputError
-from verifirst.verifiers import iac_taxonomy as T
+from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
 
 MODES = ("auto", "iac-eval", "defaults")

@@ -11,7 +11,7 @@ import math
 import os
 import re
 
-from verifirst.verifiers import _hcl_ast as A
+from verifirst.verifiers.terraform import _hcl_ast as A
 
 
 class _Unknown:
@@ -381,7 +381,7 @@ def _filebytes(base, path):
 
 
 def _templatefile(base, path, vars_=None):
-    from verifirst.verifiers._hcl_ast import Template, _Converter
+    from verifirst.verifiers.terraform._hcl_ast import Template, _Converter
     text = _read(base, path)
     node = Template(_Converter(path)._template_parts(text, 1))
     return evaluate(node, Scope(lambda n, nd: (vars_ or {})[n] if n in (vars_ or {}) else

@@ -9,7 +9,7 @@ labels, and report:
   draws at least as clean), and after the rule "drop every FAIL label" — on data where
   failures are invisible the teacher's gain can match that rule, so it is reported beside it.
 
-CLI-friendly: `python -m verifirst.benchmarks.noise_injection --ice-score --problems 20`.
+CLI-friendly: `python -m verifirst.benchmarks.studies.noise_injection --ice-score --problems 20`.
 """
 from __future__ import annotations
 

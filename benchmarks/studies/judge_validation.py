@@ -7,7 +7,7 @@ Per suite and judge: confusion counts (positive = correct), accuracy with a Wils
 precision, recall, F1, LM errors (counted apart, never scored as FAIL), and McNemar's exact test
 of each judge against the baseline (ICE-Score) on the items both judged.
 
-    python benchmarks/judge_validation.py --suite bash-pack --limit 10 --json
+    python benchmarks/studies/judge_validation.py --suite bash-pack --limit 10 --json
 """
 from __future__ import annotations
 
@@ -201,14 +201,14 @@ def default_verifier(params: str = "strict", llm: str = "off", lm=None):
     (MiniLM cosine 0.75). Anything else: a FEH params JSON path.
     """
     from verifirst.benchmarks.bash_pack import PackVerifier
-    from verifirst.verifiers._feh_compare import FehParams
-    from verifirst.verifiers.feh import FehVerifier
+    from verifirst.verifiers.bash._feh_compare import FehParams
+    from verifirst.verifiers.bash.feh import FehVerifier
     if params == "strict":
         fp = FehParams(out_threshold=1.01, cmd_threshold=1.01)
     elif params == "s1":
         fp = FehParams()
     else:
-        from verifirst.verifiers._feh_params import load_params
+        from verifirst.verifiers.bash._feh_params import load_params
         fp = load_params(params)
     return PackVerifier(FehVerifier(fp, llm=llm, lm=lm))
 

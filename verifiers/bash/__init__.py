@@ -1,0 +1,1 @@
+"""The bash toolchain: bubblewrap sandbox, fixtures, FEH execution equivalence and shell gates."""
