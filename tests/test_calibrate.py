@@ -130,3 +130,27 @@ def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch
         calibrate_outcomes(src, workdir=tmp_path / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
                            max_iters=1, echo=lambda m: None)
     assert lm.calls == [] and not (tmp_path / "wd").exists()
+
+
+def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
+    import verifirst as vf
+    from verifirst.errors import InputError
+    from verifirst.programs.judges import DEFAULT_PASSFAIL_PROMPT
+
+    src = tmp_path / "outcomes.jsonl"
+    write_outcomes(src)
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text(DEFAULT_PASSFAIL_PROMPT + " Be strict.\n")
+    lm = RuleFollowingLM()
+    res = vf.calibrate(src, str(prompt), models={"judge": lm}, max_iters=2, workdir=tmp_path / "wd")
+    judged = res.report["judge"]
+    assert judged["initial_prompt"] == prompt.read_text().strip() and judged["kind"] == "passfail"
+    assert res.program.prompt == judged["calibrated_prompt"] != judged["initial_prompt"]
+    assert set(res.before) == set(res.after) == {"train", "val", "test"}
+    assert res.report["splits"]["test"]["after"]["n"] == len(res.manifest.test)
+    assert {"teacher", "proposer", "applier"} <= {role for role, _ in lm.calls}  # every role fell back to the judge
+    assert "prompt_uri" not in res.report and res.run_dir.parent == tmp_path / "wd" / "runs"  # tracking=None
+    saved = {p.name for p in res.save(tmp_path / "out")}
+    assert {"program.json", "report.json", "report.md", "split_manifest.json"} <= saved
+    with pytest.raises(InputError, match="unknown role"):
+        vf.calibrate(src, models={"judges": lm}, workdir=tmp_path / "wd2")

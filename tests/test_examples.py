@@ -81,3 +81,28 @@ def test_api_example_runs_scripted(name, tmp_path):
     (run,) = run_dir.iterdir()
     assert {"report.json", "report.md", "program.json", "split_manifest.json"} <= {
         f.name for f in (run / "out").iterdir()}
+
+
+def test_api_calibrate_example_runs_scripted(tmp_path):
+    """vf.calibrate on the example outcomes, scripted: the driver's report plus the judge section,
+    the calibrated judge beats the uncalibrated one on the held-out test split, and the prompt is
+    registered with its champion alias decided on validation."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, VERIFIRST_EXAMPLE_SCRIPTED="1")
+    p = subprocess.run([sys.executable, str(EXAMPLES / "api_calibrate.py"), str(tmp_path / "wd")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout[p.stdout.index("{\n"):])
+    assert out["test_pi"]["calibrated"] > out["test_pi"]["uncalibrated"]
+    assert out["test"]["before"] < out["test"]["after"]
+    assert out["teacher"]["keep"] > 0 and "FAIL if the diff contains" in out["prompt"]
+    assert "decided on validation" in out["champion"]
+    (run,) = (tmp_path / "wd" / "runs").iterdir()
+    rep = json.loads((run / "report.json").read_text())
+    assert {"splits", "sizes", "split_digest", "history", "details", "instructions", "usage", "judge"} <= set(rep)
+    assert {"report.json", "report.md", "program.json", "split_manifest.json"} <= {
+        f.name for f in (run / "out").iterdir()}

@@ -364,15 +364,95 @@ def run(path: str | Path, **overrides: Any) -> Result:
     return optimize(**kw)
 
 
-def calibrate(outcomes: str | Path, **kwargs: Any) -> dict:
-    """Calibrate an LLM judge on recorded outcomes (see `verifirst calibrate`): its report dict.
+JUDGE_KINDS = ("passfail", "rubric")
+CALIBRATION_ROLES = ("judge", "task", "teacher", "reflection")
+
+
+def _judge_prompt(judge: str, kind: str) -> tuple[str, str | None]:
+    """(kind, starting prompt) from a judge kind, a prompt file or a prompt's text."""
+    if judge in JUDGE_KINDS:
+        return judge, None
+    if kind not in JUDGE_KINDS:
+        raise InputError(f"unknown judge kind {kind!r}", field="kind", expected=" or ".join(JUDGE_KINDS))
+    if "\n" not in judge and len(judge) < 4096:
+        path = Path(judge)
+        if path.is_file():
+            text = path.read_text(encoding="utf-8").strip()
+            if not text:
+                raise InputError("the judge prompt file is empty", path=str(path), expected="a prompt text")
+            return kind, text
+    if not judge.strip():
+        raise InputError("empty judge prompt", field="judge", expected="passfail, rubric, a prompt or its file")
+    return kind, judge.strip()
+
+
+def _calibration_models(models: Any) -> dict:
+    """{judge, teacher, reflection} LMs: teacher defaults to the judge, reflection to the teacher."""
+    import dspy
+
+    given = {k: v for k, v in dict(models or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(CALIBRATION_ROLES))
+    if unknown:
+        raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles judge, teacher, reflection")
+    judge = given.get("judge") or given.get("task")
+    if judge is None and dspy.settings.lm is None:
+        raise InputError("no judge LM: pass models={'judge': ...} or dspy.configure(lm=...)", field="models.judge")
+    if judge is None:
+        judge = dspy.settings.lm
+    teacher = given.get("teacher") or judge
+    lms = build_models({"task": judge, "judge": judge, "teacher": teacher,
+                        "reflection": given.get("reflection") or teacher})
+    return {"judge": lms.judge, "teacher": lms.teacher, "reflection": lms.reflection}
+
+
+def calibrate(outcomes: str | Path, judge: str = "passfail", *, models: Any = None, max_iters: int = 5,
+              splits: Any = (0.5, 0.25, 0.25), run_dir: str | Path | None = None, tracking: MLflow | None = None,
+              kind: str = "passfail", workdir: str | Path | None = None, seed: int = 0, threads: int = 1,
+              limit: int | None = None, anchor: bool = False, echo: Any = None) -> Result:
+    """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
+
+    The same experiment as `verifirst calibrate`: the judge program is scored before and after
+    on every split against the recorded labels, AutoRefine sees train and validation only, and
+    the test split is scored once, after selection. The report is `optimize`'s report plus a
+    `judge` section (Scott's π against the uncalibrated judge with a paired bootstrap interval,
+    FAIL recall/precision, PASS recall, McNemar, the teacher's keep/correct/abstain).
 
     Args:
-        outcomes: a JSONL/CSV file of outcome records with PASS/FAIL labels.
-        kwargs: `verifirst.calibrate.calibrate_outcomes` arguments (judge, model, models, splits,
-            max_iters, workdir, ...); progress lines go to `echo` (default: none).
-    """
-    from .calibrate import calibrate_outcomes
+        outcomes: a JSONL/CSV file of outcome records: `id`, `label` (PASS/FAIL or words such as
+            merged/rejected), the view fields the judge reads, optionally `group` and metadata.
+        judge: "passfail" or "rubric" (the default prompt), or your own starting prompt: its
+            text or the path of a file holding it (a judge of `kind`).
+        models: {"judge": ..., "teacher": ..., "reflection": ...} as model strings, dicts with
+            api_base, or dspy.LM objects; the teacher defaults to the judge and the reflection
+            (edit proposer) to the teacher; None uses the LM you configured in DSPy.
+        max_iters: AutoRefine iterations at most.
+        splits: (train, val, test) ratios, stratified by label, related records (`group`) kept together.
+        run_dir: where checkpoints, evaluations, calibrated_prompt.txt and the reports go
+            (default: a new WORKDIR/runs/calibrate-KIND-TIME); an unfinished one resumes.
+        tracking: vf.MLflow(...) logs the run and registers the calibrated prompt, whose
+            `champion` alias moves only on validation evidence; None tracks nothing.
+        kind: the judge kind for a prompt of your own ("passfail" or "rubric").
+        workdir: cache, runs, the test-reuse ledger and the local MLflow store (default .verifirst).
+        seed: the split seed.
+        threads: evaluation and loop threads.
+        limit: use the first N records.
+        anchor: also run MLflow make_judge + align() on the same split and compare (needs tracking's store).
+        echo: a callable for progress lines (default: none).
 
-    kwargs.setdefault("echo", lambda line: None)
-    return calibrate_outcomes(Path(outcomes), **kwargs)
+    Returns:
+        A Result like `optimize`'s: the calibrated judge program, the report, the split
+        manifest, the run directory and the driver's before/after evaluations.
+    """
+    from .calibrate import calibrate_run
+
+    kind, prompt = _judge_prompt(str(judge), kind)
+    lms = _calibration_models(models)
+    out = calibrate_run(Path(outcomes), kind, max_iters=max_iters, splits=splits,
+                        workdir=Path(workdir or DEFAULT_WORKDIR), limit=limit, seed=seed, threads=threads,
+                        run_dir=Path(run_dir) if run_dir else None, models=lms, anchor=anchor,
+                        echo=echo or (lambda line: None), prompt=prompt, tracking=tracking is not None,
+                        tracking_uri=tracking.uri if tracking else None,
+                        trace=bool(tracking and tracking.traces),
+                        experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"))
+    res = out.result
+    return Result(res.program, res.report, out.manifest, out.run_dir, res.before, res.after)

@@ -14,7 +14,9 @@ MLflow make_judge + align() anchor on the same split.
 from __future__ import annotations
 
 import json
+import sys
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -315,6 +317,9 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
                     "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
                                        for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
                                                  "completion_tokens")}})
+        from .experiment import tracking_failures
+
+        rep["tracking_failures"] = tracking_failures(tracker, res)
         judged = judge_section(rep)
         if anchor:
             echo("anchor: MLflow make_judge + Judge.align(SIMBA) on the same train split ...")
@@ -411,8 +416,6 @@ def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, eng
 
 def print_calibration(rep: dict, echo=print) -> None:
     """The run's common tables and the judge table (verifirst.report), then anchor and champion."""
-    import sys
-
     from rich.console import Console
 
     from .report import print_report
@@ -481,3 +484,16 @@ def cli_calibrate(**kw) -> int:
     else:
         print_calibration(rep)
     return 0
+
+
+class _CallableModule(types.ModuleType):
+    """`vf.calibrate(...)` is the API's calibrate even after this module, of the same name, is
+    imported (importing a submodule binds its name on the package)."""
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        from .api import calibrate as api_calibrate
+
+        return api_calibrate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
