@@ -148,6 +148,7 @@ def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, 
                                        max_iters=max_iters, run_dir=workdir / "autorefine",
                                        use_teacher=use_teacher, num_threads=num_threads, n_boot=n_boot)
         source = "run_calibration"
+    ours_rep = ours_rep["judge"] if isinstance(ours_rep.get("judge"), dict) else ours_rep  # calibrate's judge section
     ours_s = time.perf_counter() - t0
     verdicts = {k: v for k, v in ours_rep["test_verdicts"].items() if k in ("calibrated", "uncalibrated")}
     t0 = time.perf_counter()
