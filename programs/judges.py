@@ -200,6 +200,16 @@ class RubricJudge(_PromptedJudge):
         return dspy.Prediction(verdict=PASS if score >= self.threshold else FAIL,
                                reasoning=str(out.reasoning or ""), score=score, check_scores=scores)
 
+    def dump_state(self, json_mode=True):
+        # the threshold is chosen with the prompt (on train): a saved judge keeps both
+        return {**super().dump_state(json_mode=json_mode), "threshold": self.threshold}
+
+    def load_state(self, state, **kwargs):
+        super().load_state(state, **kwargs)
+        if "threshold" in state:
+            self.threshold = float(state["threshold"])
+        return self
+
     def verdict_at(self, score: float, threshold: float | None = None) -> str:
         return PASS if score >= (self.threshold if threshold is None else threshold) else FAIL
 

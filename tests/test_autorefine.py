@@ -566,3 +566,19 @@ def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported
     assert set(val["labels"]) == set(manifest.val) and set(val["verdicts"]["calibrated"]) == set(manifest.val)
     chosen = judged["loop"]["iterations"][judged["loop"]["selected_iteration"]]
     assert val["pi"] == chosen["val_pi"]
+
+
+def test_rubric_calibration_resumed_after_the_engine_keeps_its_threshold(world, tmp_path):
+    """The driver reloads a finished engine's program from optimized_program.json: the rubric's
+    train-chosen threshold must come back with its prompt, or the after-evaluation judges at 0.5."""
+    suite, manifest = world
+    lm = RubricRuleLM()
+    first = run_calibration(suite, manifest, "rubric", lm, lm, lm, batch_size=100, max_iters=3, run_dir=tmp_path,
+                            prompt=RUBRIC, n_boot=50)
+    assert first["judge"]["calibrated_threshold"] not in (None, 0.5)
+    for f in (tmp_path / "eval").glob("after_*.jsonl"):
+        f.unlink()  # killed after the engine finished, before the after-evaluation
+    again = run_calibration(suite, manifest, "rubric", lm, lm, lm, batch_size=100, max_iters=3, run_dir=tmp_path,
+                            prompt=RUBRIC, n_boot=50)
+    assert again["splits"]["test"]["after"] == first["splits"]["test"]["after"]
+    assert again["judge"]["test"]["judges"]["calibrated"] == first["judge"]["test"]["judges"]["calibrated"]
