@@ -18,7 +18,10 @@ def test_wheel_has_all_packages_and_data(tmp_path):
                  "verifirst/benchmarks/studies/feh_quality.py", "verifirst/verifiers/bash/sandbox.py",
                  "verifirst/verifiers/bash/data/feh_params_nl2sh.json", "verifirst/verifiers/terraform/verifier.py",
                  "verifirst/verifiers/terraform/_tf_provider_main.py",
-                 "verifirst/verifiers/terraform/data/iac_builtin_schema.json"):
+                 "verifirst/verifiers/terraform/data/iac_builtin_schema.json",
+                 "verifirst/verifiers/terraform/data/aws/aws_provider_schema_6.47.0.slim.json.gz",
+                 "verifirst/verifiers/terraform/data/aws/aws_provider_schema_5.100.0.slim.json.gz",
+                 "verifirst/verifiers/terraform/data/aws/NOTICE"):
         assert path in names, path
     assert any(n.startswith("verifirst/benchmarks/data/iac_pack/") for n in names)
     assert not any(n.startswith("tests/") for n in names)

@@ -144,3 +144,57 @@ def test_schema_hints_for_invented_arguments():
     assert len(hints) == 2
     assert "versioning (block)" in hints[0] and "aws_s3_bucket_versioning" in hints[0]
     assert "aws_s3_bucket_server_side_encryption_configuration" in hints[1]
+
+
+# -- the shipped AWS schemas are the default --------------------------------------------------------
+
+BEYOND_OLD_TOY = """resource "aws_ecr_repository" "app" {
+  name                 = "app"
+  image_tag_mutability = "IMMUTABLE"
+}
+
+resource "aws_ssm_parameter" "image" {
+  name   = "/app/image"
+  type   = "String"
+  value  = aws_ecr_repository.app.repository_url
+  region = "eu-west-1"
+}
+"""  # neither type is in the 21-type built-in schema
+PIN_5 = 'terraform {\n  required_providers {\n    aws = {\n      source  = "hashicorp/aws"\n' \
+        '      version = "~> 5.0"\n    }\n  }\n}\n'
+
+
+def _default_backends():
+    return ["python"] + (["terraform"] if find_terraform() else [])
+
+
+@pytest.mark.parametrize("backend", _default_backends())
+def test_default_schema_knows_types_beyond_the_old_builtin_one(backend):
+    v = TerraformVerifier(backend=backend)
+    ok = v.verify_config(BEYOND_OLD_TOY)
+    assert ok.stage == T.PASS, ok.feedback
+    assert ok.details["schema"].endswith("aws_provider_schema_6.47.0.slim.json.gz")
+    assert {r["type"] for r in ok.details["plan"]["resource_changes"]} == {"aws_ecr_repository",
+                                                                          "aws_ssm_parameter"}
+
+
+@pytest.mark.parametrize("backend", _default_backends())
+def test_required_providers_constraint_picks_the_5x_schema(backend):
+    # `region` on a resource is new in provider 6.x: with ~> 5.0 it is an unsupported argument
+    v = TerraformVerifier(backend=backend)
+    pinned = v.verify_config({"versions.tf": PIN_5, "main.tf": BEYOND_OLD_TOY})
+    assert pinned.details["schema"].endswith("aws_provider_schema_5.100.0.slim.json.gz")
+    assert pinned.stage == T.VALIDATE_FAIL, pinned.feedback
+    assert "region" in pinned.feedback
+    five_ok = v.verify_config({"versions.tf": PIN_5, "main.tf": BEYOND_OLD_TOY.replace(
+        '  region = "eu-west-1"\n', "")})
+    assert five_ok.stage == T.PASS, five_ok.feedback
+
+
+def test_a_given_schema_is_used_whatever_the_constraint(tmp_path):
+    from verifirst.verifiers.terraform.verifier import BUILTIN_SCHEMA
+
+    v = TerraformVerifier(backend="python", schema=str(BUILTIN_SCHEMA))
+    res = v.verify_config({"versions.tf": PIN_5, "main.tf": BEYOND_OLD_TOY})
+    assert res.details["schema"] == str(BUILTIN_SCHEMA)
+    assert res.stage == T.VALIDATE_FAIL and T.INVALID_RESOURCE_TYPE in res.error_classes

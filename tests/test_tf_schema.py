@@ -74,3 +74,64 @@ def test_aws_schema():
     assert s.data_source("aws_ami") is not None
     assert len(s.resource_types()) > 1500
     assert s.provider_names() == ["aws"]
+
+
+# -- the shipped AWS schemas ----------------------------------------------------------------------
+
+def test_shipped_aws_schemas_newest_first_with_notice():
+    ships = tf_schema.shipped_schemas("aws")
+    assert [s.version for s in ships] == ["6.47.0", "5.100.0"]
+    assert "MIT License" in (ships[0].path.parent / "NOTICE").read_text()
+    assert "lonegunmanb/terraform-aws-schema" in (ships[0].path.parent / "NOTICE").read_text()
+    assert tf_schema.default_schema_path() == str(ships[0].path)
+
+
+@pytest.mark.parametrize("constraint,version", [
+    (None, "6.47.0"), ("~> 5.0", "5.100.0"), ("~>5.100.0", "5.100.0"), (">= 5.0, < 6.0", "5.100.0"),
+    ("< 6", "5.100.0"), (">= 6.0", "6.47.0"), ("~> 6.1", "6.47.0"), ("5.100.0", "5.100.0"),
+    ("~> 4.0", "6.47.0"),  # no shipped version meets it: the newest, terraform says the rest
+    ("not a version", "6.47.0")])
+def test_required_providers_constraint_picks_the_shipped_version(constraint, version):
+    assert tf_schema.choose_shipped(constraint).version == version
+
+
+def test_version_constraint_terms():
+    ok = tf_schema.version_satisfies
+    assert ok("5.100.0", "~> 5.0") and not ok("6.0.0", "~> 5.0")
+    assert ok("5.1.9", "~> 5.1.2") and not ok("5.2.0", "~> 5.1.2") and not ok("5.1.1", "~> 5.1.2")
+    assert ok("6.47.0", ">= 6, != 6.1.0") and not ok("6.1.0", "!= 6.1.0")
+    with pytest.raises(ValueError):
+        ok("6.0.0", "latest")
+
+
+def test_constraint_is_read_from_required_providers():
+    tf = ('terraform {\n  required_version = ">= 1.3"\n  required_providers {\n    random = {\n'
+          '      source = "hashicorp/random"\n      version = "3.1.0"\n    }\n    aws = {\n'
+          '      source  = "hashicorp/aws"\n      version = "~> 5.0"\n    }\n  }\n}\n')
+    assert tf_schema.provider_constraint({"versions.tf": tf, "main.tf": ""}) == "~> 5.0"
+    assert tf_schema.schema_for_config({"versions.tf": tf}).endswith("5.100.0.slim.json.gz")
+    assert tf_schema.provider_constraint({"main.tf": 'provider "aws" {}\n'}) is None
+    assert tf_schema.schema_for_config({"main.tf": ""}).endswith("6.47.0.slim.json.gz")
+
+
+def test_shipped_schema_is_parsed_once_per_process():
+    # the parse time is measured by benchmarks/perf/iac_verify.py (schema_load_ms)
+    path = tf_schema.shipped_schemas("aws")[0].path
+    first = tf_schema.load_schema(path)
+    assert tf_schema.load_schema(str(path)) is first
+
+
+def test_schema_list_cli():
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    res = CliRunner().invoke(app, ["schema", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert [(r["provider"], r["version"], r["licence"]) for r in rows] == [("aws", "6.47.0", "MIT"),
+                                                                           ("aws", "5.100.0", "MIT")]
+    assert rows[0]["resources"] > 1600 and rows[0]["data_sources"] > 600
+    assert rows[1]["resources"] > 1500
+    helped = CliRunner().invoke(app, ["schema", "list", "--help"], env={"COLUMNS": "200"})
+    assert "terraform providers schema -json" in helped.output and "schema pull" in helped.output

@@ -292,7 +292,9 @@ def verify_bash(gold: str = typer.Option(..., help="reference command"),
 def verify_terraform(path: Path = typer.Argument(..., help=".tf file or directory"),
                      policy: Optional[Path] = typer.Option(None, help="Rego policy"),
                      backend: str = typer.Option("auto", help="auto | terraform | python | real"),
-                     schema: Optional[Path] = typer.Option(None, help="providers schema -json file"),
+                     schema: Optional[Path] = typer.Option(
+                         None, help="providers schema -json file (default: the shipped AWS schema that "
+                                    "required_providers picks; see `verifirst schema list`)"),
                      as_json: bool = typer.Option(False, "--json")):
     """validate -> plan -> OPA on a Terraform config; prints stage, backend, errors, feedback."""
     try:
@@ -319,6 +321,38 @@ def schema_pull(out: Path = typer.Option(Path("aws_provider_schema.json.gz"), he
         typer.echo(f"wrote {pull_schema(out, provider, version, terraform)}")
     except VerifirstError as e:
         _fail(e)
+
+
+@schema_app.command("list")
+def schema_list(as_json: bool = typer.Option(False, "--json")):
+    """List the provider schemas that ship: provider, version, resource/data source counts, licence.
+
+    Default schema: without verifier.options.schema (or --schema) the Terraform verifier uses the
+    newest shipped version that the configuration's `required_providers` constraint allows.
+
+    Example: `version = "~> 5.0"` picks 5.100.0; no constraint picks the newest.
+
+    A schema for another provider or version, where the provider can be installed:
+
+    1. `terraform init`, then `terraform providers schema -json > schema.json`, in a configuration
+    that requires the provider; or `verifirst schema pull --provider NAMESPACE/NAME --version V
+    --out F.json.gz`, which does both.
+
+    2. Point verifier.options.schema (or `verifirst verify terraform --schema`) at the file.
+    """
+    try:
+        from .verifiers.terraform.tf_schema import shipped_table
+
+        rows = shipped_table()
+    except VerifirstError as e:
+        _fail(e)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    typer.echo(f"{'provider':<10}{'version':<10}{'resources':>10}{'data sources':>14}  licence  file")
+    for r in rows:
+        typer.echo(f"{r['provider']:<10}{r['version']:<10}{r['resources']:>10}{r['data_sources']:>14}  "
+                   f"{r['licence']:<7}  {r['path']}")
 
 
 @app.command()

@@ -1,13 +1,16 @@
 """Load a `terraform providers schema -json` file (.json or .json.gz) into a ProviderSchema.
 
 Several providers may be present; resource and data source types are looked up across all of
-them. Parsed schemas are cached per (path, mtime, size) since the AWS one takes ~0.3 s to parse.
+them. Parsed schemas are cached per (path, mtime, size) since the AWS one takes ~0.1-0.3 s to parse.
+The package ships the AWS provider schemas under data/aws/ (MIT, see data/aws/NOTICE); a
+configuration's `required_providers` version constraint picks among them.
 """
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,12 +155,147 @@ def load_schema(path) -> ProviderSchema:
     return schema
 
 
+SHIPPED_DIR = Path(__file__).resolve().parent / "data"
+_SHIPPED_RE = re.compile(r"^(?P<provider>[a-z0-9]+)_provider_schema_(?P<version>\d+(?:\.\d+)*)\.slim\.json\.gz$")
+_CONSTRAINT_RE = re.compile(r"^\s*(~>|>=|<=|!=|=|>|<)?\s*v?(\d+(?:\.\d+)*)\s*$")
+
+
+@dataclass(frozen=True)
+class ShippedSchema:
+    """One provider schema file that ships in the package (data/<provider>/)."""
+
+    provider: str
+    version: str
+    path: Path
+
+    @property
+    def key(self) -> tuple:
+        return _version_tuple(self.version)
+
+
+def _version_tuple(v: str) -> tuple:
+    return tuple(int(x) for x in v.split("."))
+
+
+def shipped_schemas(provider: str | None = None) -> list[ShippedSchema]:
+    """The schema files under data/<provider>/, newest version first per provider.
+
+    Args:
+        provider: keep only this provider's local name (e.g. "aws"); None keeps all.
+    """
+    found = []
+    for f in sorted(SHIPPED_DIR.glob("*/*.slim.json.gz")):
+        m = _SHIPPED_RE.match(f.name)
+        if m and (provider is None or m["provider"] == provider):
+            found.append(ShippedSchema(m["provider"], m["version"], f))
+    return sorted(found, key=lambda s: (s.provider, tuple(-x for x in s.key)))
+
+
+def version_satisfies(version: str, constraint: str) -> bool:
+    """Whether a provider version meets a Terraform version constraint ("~> 5.0", ">= 4, < 6").
+
+    Args:
+        version: a released version such as "5.100.0".
+        constraint: comma-separated terms with =, !=, >, >=, <, <= or ~> (pessimistic).
+
+    Raises:
+        ValueError: a term that is not a version constraint.
+    """
+    have = _version_tuple(version)
+    for term in (t for t in constraint.split(",") if t.strip()):
+        m = _CONSTRAINT_RE.match(term)
+        if not m:
+            raise ValueError(f"not a version constraint: {term.strip()!r}")
+        op, want = m[1] or "=", _version_tuple(m[2])
+        width = max(len(have), len(want))
+        h, w = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+        if op == "~>":
+            # ~> 5.0 allows 5.x; ~> 5.1.2 allows 5.1.x: all but the last given part are fixed
+            fixed = len(want) - 1 if len(want) > 1 else 1
+            ok = h >= w and have[:fixed] == want[:fixed]
+        else:
+            ok = {"=": h == w, "!=": h != w, ">": h > w, ">=": h >= w, "<": h < w, "<=": h <= w}[op]
+        if not ok:
+            return False
+    return True
+
+
+_REQUIRED_RE = re.compile(r"required_providers\s*\{", re.S)
+
+
+def provider_constraint(files: dict, provider: str = "aws") -> str | None:
+    """The version constraint a configuration's `required_providers` gives a provider, or None.
+
+    Args:
+        files: {file name: HCL text} of the configuration.
+        provider: the provider's local name in `required_providers`.
+    """
+    entry = re.compile(provider + r'\s*=\s*\{([^{}]*)\}', re.S)
+    for text in files.values():
+        if not isinstance(text, str):
+            continue
+        for m in _REQUIRED_RE.finditer(text):
+            block = _balanced(text, m.end() - 1)
+            e = entry.search(block)
+            if e:
+                v = re.search(r'version\s*=\s*"([^"]*)"', e.group(1))
+                if v:
+                    return v.group(1)
+    return None
+
+
+def _balanced(text: str, start: int) -> str:
+    """The text of the brace block opening at text[start]."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i + 1]
+    return text[start:]
+
+
+def choose_shipped(constraint: str | None = None, provider: str = "aws") -> ShippedSchema | None:
+    """The newest shipped schema of a provider that satisfies a constraint (the newest when the
+    constraint is None, unparseable or met by none: terraform reports that itself)."""
+    ships = shipped_schemas(provider)
+    if not ships:
+        return None
+    if constraint:
+        try:
+            for s in ships:
+                if version_satisfies(s.version, constraint):
+                    return s
+        except ValueError:
+            pass
+    return ships[0]
+
+
+def schema_for_config(files: dict, provider: str = "aws") -> str | None:
+    """Path of the shipped schema a configuration asks for through `required_providers`."""
+    chosen = choose_shipped(provider_constraint(files, provider), provider)
+    return str(chosen.path) if chosen else None
+
+
 def default_schema_path() -> str | None:
-    """The AWS schema in ../shared when present (tests, benchmarks), else None."""
+    """VERIFIRST_TF_SCHEMA when set, else the newest shipped AWS schema."""
     env = os.environ.get("VERIFIRST_TF_SCHEMA")
     if env:
         return env
-    here = Path(__file__).resolve().parents[2]
-    cand = here.parent / "shared" / "data" / "aws-provider-schema" / \
-        "aws_provider_schema_6.47.0.slim.json.gz"
-    return str(cand) if cand.exists() else None
+    chosen = choose_shipped()
+    return str(chosen.path) if chosen else None
+
+
+def shipped_table() -> list[dict]:
+    """One row per shipped schema: provider, version, resource and data source counts, licence
+    (read from the NOTICE next to the files), source and path."""
+    rows = []
+    for s in shipped_schemas():
+        schema = load_schema(s.path)
+        notice = s.path.parent / "NOTICE"
+        text = notice.read_text(encoding="utf-8") if notice.is_file() else ""
+        source = re.search(r"https://github\.com/\S+", text)
+        rows.append({"provider": s.provider, "version": s.version,
+                     "resources": len(schema.resource_types()), "data_sources": len(schema.data_source_types()),
+                     "licence": "MIT" if "MIT License" in text else "see NOTICE",
+                     "source": source.group(0) if source else "", "path": str(s.path)})
+    return rows

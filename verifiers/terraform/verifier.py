@@ -26,7 +26,8 @@ from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerrafo
 
 BACKENDS = ("auto", "terraform", "python", "real")
 SCHEMA_FIX = ("Fix: write one with `verifirst schema pull --out FILE`, point verifier.options.schema at an "
-              "existing file, or leave schema out to use the built-in schema.")
+              "existing file, or leave schema out to use the shipped AWS schemas (`verifirst schema list`).")
+# A 21-type subset of the AWS schema: the built-in pack's plans were made with it.
 BUILTIN_SCHEMA = Path(__file__).resolve().parent / "data" / "iac_builtin_schema.json"
 _FENCE_RE = re.compile(r"```[ \t]*(?:hcl|terraform|tf|HCL|Terraform)?[ \t]*\n(.*?)```", re.S)
 
@@ -45,10 +46,14 @@ def extract_config(candidate: Any) -> Any:
 
 
 def default_schema() -> str:
-    if BUILTIN_SCHEMA.is_file():
-        return str(BUILTIN_SCHEMA)
-    raise InputError("no schema given and the built-in schema is missing", field="schema",
-                     expected=f"a `terraform providers schema -json` file, or {BUILTIN_SCHEMA}")
+    """The newest shipped AWS provider schema (VERIFIRST_TF_SCHEMA overrides it)."""
+    from verifirst.verifiers.terraform.tf_schema import SHIPPED_DIR, default_schema_path
+
+    path = default_schema_path()
+    if path:
+        return path
+    raise InputError("no schema given and no shipped schema found", field="schema",
+                     expected=f"a `terraform providers schema -json` file, or the files under {SHIPPED_DIR}")
 
 
 def _runner(backend: str, schema: str | None, binary: str | None, mirror: str | None,
@@ -89,6 +94,9 @@ class TerraformVerifier:
                  reattach: bool = True):
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
+        # Without a schema option each configuration gets the shipped version its
+        # required_providers asks for; self.schema is the newest (preflight, hints, programs).
+        self.schema_given = bool(schema)
         self.schema = str(schema) if schema else (None if backend == "real" else default_schema())
         if self.schema and not Path(self.schema).is_file():
             raise InputError(f"schema file not found. {SCHEMA_FIX}", path=self.schema, field="schema",
@@ -167,10 +175,13 @@ class TerraformVerifier:
         if not any(t.strip() for t in files.values()):
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
+        schema = self.schema_for(files)
         if self.backend == "python":
-            stage, errors, warnings, plan, timings, details = self._python(files)
+            stage, errors, warnings, plan, timings, details = self._python(files, schema)
         else:
-            stage, errors, warnings, plan, timings, details = self._terraform(files)
+            stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
+        if schema:
+            details["schema"] = schema
         if stage == T.PASS and pol is not None:
             res = pol.evaluate(plan or {})
             timings.update(res.timings)
@@ -183,9 +194,22 @@ class TerraformVerifier:
         details["plan"] = plan
         return self._verdict(stage, errors, warnings, timings, t0, details)
 
+    def schema_for(self, files: dict) -> str | None:
+        """The schema file a configuration is checked against: the one given, else the newest
+        shipped one its `required_providers` aws version constraint allows.
+
+        Args:
+            files: {file name: HCL text} of the configuration.
+        """
+        if self.schema_given or self.backend == "real" or os.environ.get("VERIFIRST_TF_SCHEMA"):
+            return self.schema
+        from verifirst.verifiers.terraform.tf_schema import schema_for_config
+
+        return schema_for_config(files) or self.schema
+
     # ------------------------------------------------------------------ backends
-    def _terraform(self, files):
-        runner = _runner(self.backend, self.schema, self.binary, self.mirror, self.reattach)
+    def _terraform(self, files, schema):
+        runner = _runner(self.backend, schema, self.binary, self.mirror, self.reattach)
         res = runner.check(files, validate_first=self.validate_first)
         details = {"backend_label": runner.label,
                    "missing_files": [d.detail for d in res.errors if d.missing_file],
@@ -194,13 +218,13 @@ class TerraformVerifier:
         warnings = [_warn(d) for d in res.warnings]
         return res.stage, errors, warnings, res.plan, dict(res.timings), details
 
-    def _python(self, files):
+    def _python(self, files, schema_path):
         try:
             from verifirst.verifiers.terraform import hcl_check, plan_synth
             from verifirst.verifiers.terraform.tf_schema import load_schema
         except ImportError as exc:
             raise RuntimeError(f"python backend unavailable: {exc}") from None
-        schema = load_schema(self.schema)
+        schema = load_schema(schema_path)
         t0 = time.perf_counter()
         stage, errors, warnings = hcl_check.check(files, schema)
         timings = {"check_ms": round((time.perf_counter() - t0) * 1000, 2)}
@@ -210,7 +234,7 @@ class TerraformVerifier:
             plan = plan_synth.synthesize_plan(files, schema)
             timings["synth_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         warns = [w if isinstance(w, str) else getattr(w, "message", str(w)) for w in (warnings or [])]
-        details = {"backend_label": f"python-hcl2 + schema ({Path(self.schema).name})",
+        details = {"backend_label": f"python-hcl2 + schema ({Path(schema_path).name})",
                    "deprecations": [w for w in warns if "deprecat" in w.lower()]}
         return stage, list(errors), warns, plan, timings, details
 
@@ -221,7 +245,7 @@ class TerraformVerifier:
         details["warnings"] = warnings
         passed = stage == T.PASS
         feedback = feedback_text(stage, self.backend, errors, warnings)
-        hints = schema_hints(errors, self.schema) if stage == T.VALIDATE_FAIL else []
+        hints = schema_hints(errors, details.get("schema", self.schema)) if stage == T.VALIDATE_FAIL else []
         if hints:
             details["hints"] = hints
             feedback += "\nSchema hints:\n" + "\n".join(f"- {h}" for h in hints)
