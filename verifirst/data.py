@@ -136,6 +136,11 @@ def records_of(data: Any) -> tuple[list, str, str | None]:
         return _records_of_dataset(data), getattr(getattr(data, "info", None), "dataset_name", None) or "dataset", None
     if isinstance(data, (str, Path)):
         path = Path(data)
+        if path.is_dir():  # a directory of task folders (prompt.md, policies): suite "iac-tasks"
+            from .registry import component
+
+            suite = component("suite", "iac-tasks")(path)
+            return list(suite.items), path.name, str(path)
         if path.suffix.lower() in FILE_SUFFIXES or path.exists():
             if not path.is_file():
                 raise InputError("no such file", path=str(path), field="data", expected="a JSONL, JSON or CSV file")

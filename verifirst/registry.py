@@ -36,6 +36,7 @@ SUITES = {
                          "directory"),
     "iac-eval-v1": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v1", "IaC-Eval v1 CSV"),
     "iac-eval-v2": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v2", "IaC-Eval v2 CSV"),
+    "iac-tasks": Entry("verifirst.benchmarks.iac_tasks:load_tasks", "a user's NL->Terraform tasks (folders or JSONL)"),
     "outcomes": Entry("verifirst.benchmarks.outcomes:load_outcomes", "outcome records (JSONL/CSV)"),
     "ice-score": Entry("verifirst.benchmarks.outcomes:load_ice_score", "HumanEval snippets with execution grades"),
 }

@@ -91,7 +91,7 @@ class TerraformVerifier:
     def __init__(self, backend: str = "auto", schema: str | os.PathLike | None = None,
                  policy: str | os.PathLike | None = None, policy_mode: str = "auto",
                  binary: str | None = None, mirror: str | None = None, validate_first: bool = False,
-                 reattach: bool = True):
+                 reattach: bool = True, policy_dir: str | os.PathLike | None = None):
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
         # Without a schema option each configuration gets the shipped version its
@@ -110,6 +110,10 @@ class TerraformVerifier:
         self.reattach = reattach  # False: terraform starts the provider per use (slow, for comparison)
         self._policies: dict[tuple, Any] = {}
         self.policy = self._load_policy(policy) if policy else None
+        self.policy_set = None
+        if policy_dir:  # an organisation's Rego modules, applied to every item; compiled now
+            from verifirst.verifiers.terraform.policy_set import PolicySet
+            self.policy_set = PolicySet(policy_dir)
 
     # ------------------------------------------------------------------ policy
     def _load_policy(self, policy, name: str = "policy.rego", mode: str | None = None):
@@ -151,27 +155,48 @@ class TerraformVerifier:
             from verifirst.verifiers.terraform.tf_schema import load_schema
             load_schema(self.schema)  # InputError naming the file (and line) when it does not load
         for it in items or ():
-            gold = getattr(it, "gold", None) or {}
-            if gold.get("rego_policy"):
-                self._load_policy(gold["rego_policy"], f"{it.id}.rego", gold.get("policy_mode"))
+            self._item_policies(it)  # compiled and kept; bad Rego raises naming the file and line
 
     # ------------------------------------------------------------------ entry points
+    def _item_policies(self, item) -> list:
+        """An item's compiled policies: gold `rego_policies` ([{path, text}], a user's task folder)
+        or gold `rego_policy` (one text)."""
+        gold = getattr(item, "gold", None) or {}
+        mode = gold.get("policy_mode")
+        if gold.get("rego_policies"):
+            return [self._load_policy(p["text"], p.get("path") or f"{item.id}.rego", mode)
+                    for p in gold["rego_policies"]]
+        if gold.get("rego_policy"):
+            return [self._load_policy(gold["rego_policy"], f"{item.id}.rego", mode)]
+        return []
+
     def verify(self, item: Item, candidate: Any) -> Verdict:
         gold = item.gold or {}
-        policy = gold.get("rego_policy") or None
-        mode = gold.get("policy_mode")
-        pol = self._load_policy(policy, f"{item.id}.rego", mode) if policy else None
+        pols = self._item_policies(item)
         config = extract_config(candidate)
         if config is None:  # nothing produced: an empty configuration, a VALIDATE_FAIL
             config = ""
-        v = self.verify_config(config, policy=pol or self.policy)
+        v = self.verify_config(config, policy=pols or self.policy, extra_files=gold.get("files"))
         v.details["item_id"] = item.id
         return v
 
-    def verify_config(self, config: Any, policy=None) -> Verdict:
+    def verify_config(self, config: Any, policy=None, extra_files: dict | None = None) -> Verdict:
+        """One configuration through validate -> plan -> policies.
+
+        Args:
+            config: HCL text, a .tf file, a directory or {name: text}.
+            policy: a Policy, Rego text or .rego path, or a list of them (default: the verifier's).
+            extra_files: files the task supplies next to the candidate (variables.tfvars,
+                fixtures read by file()); a candidate's own file of the same name wins.
+        """
         t0 = time.perf_counter()
-        pol = self._load_policy(policy) if policy is not None else self.policy
+        if isinstance(policy, (list, tuple)):
+            pols = [self._load_policy(p) for p in policy]
+        else:
+            pols = [self._load_policy(policy)] if policy is not None else ([self.policy] if self.policy else [])
         files = read_config(config)
+        if extra_files and any(t.strip() for t in files.values()):
+            files = {**extra_files, **files}
         if not any(t.strip() for t in files.values()):
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
@@ -182,15 +207,27 @@ class TerraformVerifier:
             stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
         if schema:
             details["schema"] = schema
-        if stage == T.PASS and pol is not None:
-            res = pol.evaluate(plan or {})
-            timings.update(res.timings)
-            details["policy"] = {"engine": res.engine, "mode": res.mode, "decided": res.decided,
-                                 "false_rules": res.false_rules, "package": pol.package}
-            if not res.passed:
-                stage, errors = T.OPA_FAIL, res.errors
+        if stage == T.PASS and (pols or self.policy_set is not None):
+            policy_errors = []
+            for pol in pols:
+                res = pol.evaluate(plan or {})
+                timings.update(res.timings)
+                details["policy"] = {"engine": res.engine, "mode": res.mode, "decided": res.decided,
+                                     "false_rules": res.false_rules, "package": pol.package}
+                policy_errors += res.errors
                 if not res.decided:
                     details["undecided"] = T.POLICY_ENGINE_GAP
+            if self.policy_set is not None:
+                org = self.policy_set.evaluate(plan or {})
+                timings.update(org.timings)
+                warnings = list(warnings) + org.warnings
+                details["org_policy"] = {"directory": str(self.policy_set.directory),
+                                         "failed_rules": org.failed_rules}
+                policy_errors += org.errors
+                if any(e.cls == T.POLICY_ENGINE_GAP for e in org.errors):
+                    details["undecided"] = T.POLICY_ENGINE_GAP
+            if policy_errors:
+                stage, errors = T.OPA_FAIL, policy_errors
         details["plan"] = plan
         return self._verdict(stage, errors, warnings, timings, t0, details)
 
@@ -226,12 +263,13 @@ class TerraformVerifier:
             raise RuntimeError(f"python backend unavailable: {exc}") from None
         schema = load_schema(schema_path)
         t0 = time.perf_counter()
-        stage, errors, warnings = hcl_check.check(files, schema)
+        variables = tfvars_values(files)
+        stage, errors, warnings = hcl_check.check(files, schema, variables)
         timings = {"check_ms": round((time.perf_counter() - t0) * 1000, 2)}
         plan = None
         if stage == T.PASS:
             t0 = time.perf_counter()
-            plan = plan_synth.synthesize_plan(files, schema)
+            plan = plan_synth.synthesize_plan(files, schema, variables)
             timings["synth_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         warns = [w if isinstance(w, str) else getattr(w, "message", str(w)) for w in (warnings or [])]
         details = {"backend_label": f"python-hcl2 + schema ({Path(schema_path).name})",
@@ -252,6 +290,30 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def tfvars_values(files: dict) -> dict:
+    """Variable values from the files terraform loads by itself (terraform.tfvars, *.auto.tfvars):
+    constant expressions only, which is what a tfvars file may hold."""
+    from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+    from verifirst.verifiers.terraform._hcl_eval import EvalError, Scope, evaluate
+
+    def no_refs(name, node=None):
+        raise EvalError("Variables not allowed", "a tfvars file holds constants only")
+
+    values = {}
+    for name in sorted(files):
+        if name == "terraform.tfvars" or name.endswith(".auto.tfvars"):
+            try:
+                body = parse_body(files[name], name)
+            except HclSyntaxError:
+                continue  # the terraform backend reports it; the python one sees no values
+            for attr in body.attributes.values():
+                try:
+                    values[attr.name] = evaluate(attr.expr, Scope(no_refs))
+                except EvalError:
+                    pass
+    return values
 
 
 _UNSUPPORTED_RE = re.compile(r'(?:argument|block type) named "([^"]+)" is not expected')

@@ -1,0 +1,162 @@
+"""A user's own NL->Terraform tasks, as suite "iac-tasks".
+
+Two layouts:
+- a directory, one folder per task (the folder name is the task id):
+    prompt.md          the task, as the generator sees it (required)
+    *.rego             the task's policies, Rego v0 or v1 (any number; *_test.rego skipped)
+    reference.tf       a configuration that meets the task (optional)
+    variables.tfvars   variable values, given to terraform as terraform.tfvars (optional)
+    other files        fixtures the configuration may read with file() (optional, text)
+- a JSONL file, one task a line: {"id", "prompt", "policy", "reference"?}, where policy is a
+  .rego path (relative to the JSONL file) or the Rego text itself.
+
+Everything is read and every policy compiled when the suite loads, so bad input (a folder without
+a prompt, Rego that does not compile, a tfvars file that does not parse) stops before any run,
+naming the file and line. An organisation's policy set is the verifier's `policy_dir` option.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from verifirst.errors import InputError
+from verifirst.task import Item, Suite
+from verifirst.verifiers.terraform.opa import Policy
+
+TASK_FILES = "prompt.md, *.rego, reference.tf (optional), variables.tfvars (optional), fixture files"
+JSONL_FIELDS = ("id", "prompt", "policy")
+
+
+def _compile(text: str, path: str, mode: str) -> dict:
+    Policy(text, path=path, mode=mode)  # InputError naming the file and line when it does not compile
+    return {"path": path, "text": text}
+
+
+def _check_tfvars(path: Path) -> str:
+    from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        parse_body(text, path.name)
+    except HclSyntaxError as e:
+        raise InputError(f"tfvars file does not parse: {e.summary}", path=str(path), line=e.line,
+                         expected='variable assignments such as name = "value"') from None
+    return text
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("fixture file is not UTF-8 text", path=str(path),
+                         expected="text fixtures (what file() reads)") from None
+
+
+def load_task_folder(folder: Path, policy_mode: str = "auto") -> Item:
+    """One task folder as an Item (id = the folder name).
+
+    Args:
+        folder: the task's folder.
+        policy_mode: how the task's Rego is decided (auto | iac-eval | defaults).
+    """
+    prompt_path = folder / "prompt.md"
+    if not prompt_path.is_file():
+        raise InputError("task folder has no prompt.md", path=str(prompt_path), expected=TASK_FILES)
+    prompt = prompt_path.read_text(encoding="utf-8").strip()
+    if not prompt:
+        raise InputError("prompt.md is empty", path=str(prompt_path), line=1, expected="the task in words")
+    policies, files, reference = [], {}, None
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        rel = f.relative_to(folder).as_posix()
+        if rel == "prompt.md":
+            continue
+        if f.suffix == ".rego":
+            if not f.name.endswith("_test.rego"):
+                policies.append(_compile(f.read_text(encoding="utf-8"), str(f), policy_mode))
+        elif rel == "reference.tf":
+            reference = f.read_text(encoding="utf-8")
+        elif rel == "variables.tfvars":
+            files["terraform.tfvars"] = _check_tfvars(f)  # the name terraform loads by itself
+        else:
+            if f.suffix == ".tfvars":
+                _check_tfvars(f)
+            files[rel] = _read_text(f)
+    gold: dict = {"rego_policies": policies, "files": files, "policy_mode": policy_mode}
+    if policies:
+        gold["rego_policy"] = policies[0]["text"]  # what programs that show the policy read
+    if reference is not None:
+        gold["reference"] = reference
+    return Item(id=folder.name, inputs={"prompt": prompt}, gold=gold, group=folder.name,
+                meta={"source": "iac-tasks", "path": str(folder)})
+
+
+def _jsonl_item(rec: dict, base: Path, where: dict, policy_mode: str) -> Item:
+    for f in JSONL_FIELDS:
+        if not isinstance(rec.get(f), str) or not rec[f].strip():
+            raise InputError(f"missing or empty field {f!r}", **where, field=f,
+                             expected="fields id, prompt, policy (a .rego path or Rego text), reference?")
+    pol = rec["policy"]
+    if "\n" not in pol and pol.strip().endswith(".rego"):
+        p = (base / pol.strip()) if not os.path.isabs(pol.strip()) else Path(pol.strip())
+        if not p.is_file():
+            raise InputError(f"policy file not found: {p}", **where, field="policy", expected="a .rego file")
+        policy = _compile(p.read_text(encoding="utf-8"), str(p), policy_mode)
+    else:
+        try:
+            policy = _compile(pol, f"{rec['id']}.rego", policy_mode)
+        except InputError as e:
+            raise InputError(f"inline policy does not compile: {e}", **where, field="policy",
+                             expected="Rego v0 or v1 text") from None
+    gold: dict = {"rego_policies": [policy], "rego_policy": policy["text"], "files": {}, "policy_mode": policy_mode}
+    if rec.get("reference"):
+        gold["reference"] = str(rec["reference"])
+    return Item(id=str(rec["id"]), inputs={"prompt": rec["prompt"].strip()}, gold=gold, group=str(rec["id"]),
+                meta={"source": "iac-tasks", "path": where["path"]})
+
+
+def _load_jsonl(path: Path, policy_mode: str) -> list[Item]:
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = {"path": str(path), "line": n}
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"not JSON: {e.msg}", **where, expected="one JSON object per line") from None
+        if not isinstance(rec, dict):
+            raise InputError("not a JSON object", **where, expected="one JSON object per line")
+        items.append(_jsonl_item(rec, path.parent, where, policy_mode))
+    return items
+
+
+def load_tasks(path: str | os.PathLike, policy_mode: str = "auto") -> Suite:
+    """A user's tasks: a directory of task folders or a JSONL file (see the module docstring).
+
+    Args:
+        path: the directory or .jsonl file.
+        policy_mode: how task policies are decided (auto | iac-eval | defaults).
+
+    Raises:
+        InputError: bad input, naming the file (and line or field); nothing is run.
+    """
+    if not path:
+        raise InputError("no tasks path given", field="suite.path",
+                         expected="a directory of task folders or a .jsonl file")
+    p = Path(path)
+    if p.is_file():
+        items = _load_jsonl(p, policy_mode)
+    elif p.is_dir():
+        items = [load_task_folder(f, policy_mode) for f in sorted(p.iterdir())
+                 if f.is_dir() and not f.name.startswith((".", "_"))]
+    else:
+        raise InputError("tasks path not found", path=str(p), field="suite.path",
+                         expected="a directory of task folders or a .jsonl file")
+    if not items:
+        raise InputError("no tasks found", path=str(p), expected=f"task folders ({TASK_FILES}) or JSONL lines")
+    ids = [it.id for it in items]
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup is not None:
+        raise InputError(f"duplicate task id {dup!r}", path=str(p), field="id", expected="unique ids")
+    return Suite("iac-tasks", items, description=f"NL->Terraform tasks from {p}", meta={"path": str(p)})
