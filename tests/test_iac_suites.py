@@ -234,3 +234,14 @@ def test_pack_references_pass_and_counterexamples_fail_opa_terraform_backend(pac
     if shutil.which("terraform") is None:
         pytest.skip("no terraform binary on PATH")
     assert _check_pack(pack, "terraform") == "terraform"
+
+
+def test_pack_passes_with_the_default_shipped_schema(pack):
+    # the verifier's default (the full AWS schema) is a superset of the pack's 21-type schema
+    mod = pytest.importorskip("verifirst.verifiers.terraform.verifier")
+    v = mod.TerraformVerifier(backend="python")
+    assert v.schema.endswith("aws_provider_schema_6.47.0.slim.json.gz")
+    for it in pack.items:
+        ok = v.verify(it, it.gold["reference"])
+        assert ok.stage == "PASS", (it.id, ok.feedback)
+        assert v.verify(it, it.gold["counterexample"]).stage == "OPA_FAIL", it.id
