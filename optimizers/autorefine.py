@@ -10,6 +10,10 @@
 
 Every step is checkpointed atomically into the run dir; a second call with the same run
 dir continues where the first stopped, losing at most the iteration in flight.
+
+As an engine (`AutoRefineEngine`) it runs inside the one driver, which scores the judge before
+and after on every split; `judge_report` turns those evaluations into the report's `judge`
+section (π against the uncalibrated judge, FAIL/PASS recall, McNemar, the teacher's decisions).
 """
 from __future__ import annotations
 
