@@ -159,7 +159,8 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
 
     Args:
         data: a Suite, a list of Items, dicts or dspy.Examples, a JSONL/JSON/CSV path, a
-            datasets.Dataset, or a Hugging Face dataset id.
+            directory of task folders (suite "iac-tasks"), a datasets.Dataset, or a Hugging
+            Face dataset id.
         inputs: the keys that reach the program (default: an Example's input keys, else the
             program's input fields).
         program: the program, for its input fields.
