@@ -159,6 +159,15 @@ def test_hugging_face_id_without_datasets_or_cache_is_a_clear_error(monkeypatch)
         to_suite("westenfelder/NL2SH-ALFA", inputs=["nl"])
 
 
+def test_hugging_face_id_not_in_the_offline_cache_is_a_clear_error(monkeypatch, tmp_path):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(InputError, match="acme/no-such-set.*online or in the local cache"):
+        to_suite("acme/no-such-set", inputs=["nl"])
+
+
 class TinyDataset:
     """Shaped like datasets.Dataset: column names and dict rows."""
 
