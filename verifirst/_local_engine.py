@@ -5,6 +5,7 @@ it into a llama.cpp grammar: a 135M model's output then always parses.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -137,7 +138,17 @@ class LlamaCppEngine:
         if self._llm is None:
             self._llm = _load_llama(model_path=self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads,
                                     seed=self.seed, verbose=False)
+            # Free the model while the interpreter is whole: Llama.__del__ at shutdown finds
+            # llama_cpp's module globals already gone and prints a TypeError traceback.
+            atexit.register(self.release)
         return self._llm
+
+    def release(self) -> None:
+        """Free the model's memory now; the next call loads it again."""
+        with self._lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.close()
 
     def _grammar(self, schema: dict):
         key = json.dumps(schema, sort_keys=True)
