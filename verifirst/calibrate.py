@@ -227,18 +227,13 @@ class CalibrationRun:
         return self.result.report
 
 
-def calibrate_outcomes(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
-                       proposer: str | None = None, max_iters: int = 5, splits: Any = "0.5,0.25,0.25",
-                       workdir: Path = Path(".verifirst"), limit: int | None = None,
-                       snippets: int | None = None, seed: int = 0,
-                       tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
-                       run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
-                       anchor: bool = False, anchor_engine=None, echo=print, prompt: str | None = None,
-                       tracking: bool = True, experiment: str = "verifirst-calibrate") -> dict:
-    """`verifirst calibrate`: the report dict (the driver's report plus `judge`); see calibrate_run."""
-    return calibrate_run(outcomes, judge, model, teacher, proposer, max_iters, splits, workdir, limit, snippets,
-                         seed, tracking_uri, offline, threads, run_dir, models, trace, anchor, anchor_engine,
-                         echo, prompt, tracking, experiment).report
+def calibrate_outcomes(outcomes: Path, *args: Any, **kwargs: Any) -> dict:
+    """`verifirst calibrate`: the report dict (the driver's report plus `judge`).
+
+    Args:
+        outcomes: the outcomes file; every other argument is calibrate_run's.
+    """
+    return calibrate_run(outcomes, *args, **kwargs).report
 
 
 def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
