@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # plus chromium for the MLflow UI browser test. Installed only when run as root.
 APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron dnsutils \
   iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
-  chromium
+  chromium postgresql
 
 .PHONY: demo test test-security bench install install-test apt clean help
 help:
@@ -35,8 +35,16 @@ $(STAMPS)/install: pyproject.toml | $(BIN)/python
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/install-test: $(STAMPS)/install
-	$(BIN)/pip install -q -e ".[iac,retrieval,test]"
+	$(BIN)/pip install -q -e ".[iac,retrieval,scale,test]"
 	$(BIN)/pip install -q --no-deps -e tests/plugins/verifirst_demo_plugin  # a plugin, by entry point
+	@mkdir -p $(STAMPS) && touch $@
+
+# checkov pins old packaging/networkx/boto3: it gets a venv of its own, called as a tool.
+CHECKOV_VENV := .tools/checkov
+$(STAMPS)/checkov:
+	$(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --upgrade "pip>=24"
+	$(CHECKOV_VENV)/bin/pip install -q "checkov==3.3.30"
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/apt:
@@ -48,13 +56,13 @@ $(STAMPS)/apt:
 	@mkdir -p $(STAMPS) && touch $@
 
 install: $(STAMPS)/install
-install-test: $(STAMPS)/install-test
+install-test: $(STAMPS)/install-test $(STAMPS)/checkov
 apt: $(STAMPS)/apt
 
 demo: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/verifirst demo
 
-test: $(STAMPS)/install-test $(STAMPS)/apt
+test: $(STAMPS)/install-test $(STAMPS)/checkov $(STAMPS)/apt
 	$(BIN)/python -m pytest -q -rs tests
 
 test-security: $(STAMPS)/install-test $(STAMPS)/apt
@@ -75,4 +83,4 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/readme_table.py --write README.md --summary
 
 clean:
-	rm -rf $(VENV) $(STAMPS) .pytest_cache
+	rm -rf $(VENV) $(STAMPS) .tools .pytest_cache

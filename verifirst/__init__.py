@@ -43,6 +43,8 @@ _LAZY = {
     "run_experiment": ("verifirst.experiment", "run"),
     "LeakageError": ("verifirst.errors", "LeakageError"),
     "InputError": ("verifirst.errors", "InputError"),
+    "Ray": ("verifirst.executor", "Ray"),
+    "Threads": ("verifirst.executor", "Threads"),
 }
 
 
@@ -50,9 +52,13 @@ def __getattr__(name: str):
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
+    public = importlib.import_module("verifirst.registry").PUBLIC
+    if name in public:  # classes a domain package provides (AutoRefine, AutoRefineAligner)
+        mod, attr = public[name].split(":")
+        return getattr(importlib.import_module(mod), attr)
     if name in ("stats", "splits", "lm", "config", "tracking", "report", "errors", "atomic", "task"):
         return importlib.import_module(f"verifirst.{name}")
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 
 
-__all__ = list(_LAZY) + ["stats", "__version__"]
+__all__ = list(_LAZY) + ["AutoRefine", "AutoRefineAligner", "stats", "__version__"]

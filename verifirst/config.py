@@ -22,6 +22,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "seed": ((int,), 0, "seed for splits and optimizers"),
         "threads": ((int,), 1, "parallel program calls during evaluation and optimization"),
         "max_error_rate": ((float, int), 0.5, "stop when more than this fraction of items are LM errors"),
+        "executor": ((str,), "thread", "where items run: thread (this process) | ray (Ray tasks)"),
+        "ray_address": ((str,), None, "Ray cluster: 'auto', a ray:// URL, or empty for a local cluster"),
         "description": ((str,), "", "free text"),
     },
     "suite": {
@@ -51,10 +53,10 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "options": ((dict,), {}, "engine-specific options"),
     },
     "models": {
-        "task": ((str, dict), "local", "model for the program: 'local' or a LiteLLM model string"),
-        "reflection": ((str, dict), None, "model that proposes instructions (GEPA, SIMBA)"),
-        "teacher": ((str, dict), None, "informed teacher (AutoRefine)"),
-        "judge": ((str, dict), None, "model for LLM checks inside verifiers"),
+        "task": ((str, dict, list), "local", "model for the program: 'local' or a LiteLLM model string"),
+        "reflection": ((str, dict, list), None, "model that proposes instructions (GEPA, SIMBA)"),
+        "teacher": ((str, dict, list), None, "informed teacher (AutoRefine)"),
+        "judge": ((str, dict, list), None, "model for LLM checks inside verifiers"),
         "temperature": ((float, int), None, "sampling temperature for every role unless set per role"),
     },
     "tracking": {
@@ -145,12 +147,23 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
         spec = sections["models"].get(role)
         if spec is None:
             continue
-        model = spec if isinstance(spec, str) else spec.get("model")
-        try:
-            check_spec(model, field_name=f"models.{role}")
-        except ConfigError as e:
-            raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
-                              field=f"models.{role}") from None
+        # A list names several endpoints for one role (served through LiteLLM's Router).
+        endpoints = spec if isinstance(spec, list) else [spec]
+        if not endpoints:
+            raise ConfigError("empty endpoint list", path=src, line=_line_of(text, "models", role),
+                              field=f"models.{role}", expected="one or more {model = ..., api_base = ...}")
+        for i, one in enumerate(endpoints):
+            where = f"models.{role}" + (f"[{i}]" if isinstance(spec, list) else "")
+            model = one if isinstance(one, str) else one.get("model") if isinstance(one, dict) else None
+            try:
+                check_spec(model, field_name=where)
+            except ConfigError as e:
+                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
+                                  field=where) from None
+    if sections["experiment"]["executor"] not in ("thread", "ray"):
+        raise ConfigError(f"unknown executor {sections['experiment']['executor']!r}", path=src,
+                          line=_line_of(text, "experiment", "executor"), field="experiment.executor",
+                          expected="thread | ray")
     return Experiment(path, data, sections)
 
 

@@ -76,6 +76,13 @@ CALIBRATION = {
     "align-anchor": Entry("verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor"),
 }
 
+# Public classes a domain package provides under the top-level name (`verifirst.AutoRefine`):
+# `verifirst/__init__.py` resolves these lazily, so `import verifirst` stays light.
+PUBLIC = {
+    "AutoRefine": "verifirst.optimizers.teleprompter:AutoRefine",
+    "AutoRefineAligner": "verifirst.optimizers.aligner:AutoRefineAligner",
+}
+
 # Stage funnels (failing stages in the order a candidate meets them, PASS last) for ordering report
 # tables when a report does not carry its verifier's own `stage_order`.
 STAGE_ORDERS = {
