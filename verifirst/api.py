@@ -286,7 +286,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         report = res.report
         report.update({"experiment": name, "suite": suite.name, "metric": scorer.name, "run_dir": str(run_dir),
                        "run_id": run_id, "wall_s": round(time.time() - t0, 2), "models": specs,
-                       "usage": USAGE.as_dict(), "usage_this_run": _usage_delta(usage_before, USAGE.total())})
+                       "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
+                       "usage_this_run": _usage_delta(usage_before, USAGE.total())})
         from .report import write_reports
 
         write_reports(report, run_dir)

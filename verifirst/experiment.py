@@ -210,7 +210,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
             "experiment": ex["name"], "suite": suite.name, "run_dir": str(run_dir), "run_id": run_id,
             "tracking_uri": tracker.uri, "wall_s": round(time.time() - t0, 2),
             "models": {k: getattr(getattr(models, k), "spec", None) for k in ("task", "reflection", "teacher", "judge")},
-            "usage": USAGE.as_dict(),
+            "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
             "usage_this_run": {"calls": used.calls - usage_before.calls,
                                "lm_calls": used.lm_calls - usage_before.lm_calls,
                                "cache_hits": used.cache_hits - usage_before.cache_hits,

@@ -75,9 +75,11 @@ class UsageCounts:
 
 @dataclass
 class UsageLedger:
-    """Counts per (role, split). Thread-safe."""
+    """Counts per (role, split), and per (role, endpoint) for roles served by several endpoints.
+    Thread-safe."""
 
     counts: dict = field(default_factory=lambda: defaultdict(UsageCounts))
+    endpoints: dict = field(default_factory=lambda: defaultdict(UsageCounts))  # (role, endpoint) -> counts
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, role: str, split: str, *, usage: dict | None, cache_hit: bool, error: bool,
@@ -115,9 +117,32 @@ class UsageLedger:
         rows["total"] = self.total().as_dict()
         return rows
 
+    def record_endpoint(self, role: str, endpoint: str, *, usage: Any = None, error: bool) -> None:
+        """One attempt sent to one endpoint of a routed role (a retry on another endpoint is another)."""
+        with self.lock:
+            c = self.endpoints[(role, endpoint)]
+            c.calls += 1
+            if error:
+                c.errors += 1
+                return
+            get = usage.get if isinstance(usage, dict) else (lambda k, d=None: getattr(usage, k, d))
+            c.prompt_tokens += int(get("prompt_tokens") or 0)
+            c.completion_tokens += int(get("completion_tokens") or 0)
+
+    def endpoints_as_dict(self) -> dict:
+        """{role: {endpoint: {calls, ok, errors, prompt_tokens, completion_tokens}}} for routed roles."""
+        out: dict = {}
+        with self.lock:
+            for (role, ep), c in sorted(self.endpoints.items()):
+                out.setdefault(role, {})[ep] = {"calls": c.calls, "ok": c.calls - c.errors, "errors": c.errors,
+                                                "prompt_tokens": c.prompt_tokens,
+                                                "completion_tokens": c.completion_tokens}
+        return out
+
     def reset(self) -> None:
         with self.lock:
             self.counts.clear()
+            self.endpoints.clear()
 
 
 USAGE = UsageLedger()

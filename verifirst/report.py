@@ -83,6 +83,10 @@ def footer_lines(report: dict) -> list[str]:
         if u["lm_calls"] == 0 and u["cache_hits"] > 0:
             msg += " — every call was served from the cache (identical rerun)"
         lines.append(msg + ".")
+    for role, eps in sorted((report.get("usage_endpoints") or {}).items()):  # roles served by several endpoints
+        lines.append(f"LM endpoints for {role}: " + "; ".join(
+            f"{ep} {c['calls']} attempts, {c['errors']} failed, "
+            f"{c['prompt_tokens'] + c['completion_tokens']} tokens" for ep, c in eps.items()) + ".")
     tf = report.get("tracking_failures")
     if isinstance(tf, dict) and tf.get("count"):
         lines.append(f"Tracking: {tf['count']} trace or feedback operation(s) failed and were skipped; "
