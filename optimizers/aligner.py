@@ -1,0 +1,299 @@
+"""AutoRefine as an MLflow alignment optimizer: `judge.align(traces, optimizer=AutoRefineAligner())`.
+
+MLflow's `Judge.align(traces, optimizer)` calls `optimizer.align(judge, traces)`. This one reads
+each trace's human assessment named like the judge (as MLflow's own aligners do), splits the
+labelled traces itself (seeded, grouped by session or by identical view, stratified by label),
+runs the AutoRefine loop (informed teacher, balanced edits, validation selects) on train and
+validation, scores the starting and the calibrated judge once on the test traces the loop never
+saw, and returns `make_judge(...)` with the same name, model and feedback type whose
+instructions are the calibrated prompt (template variables kept).
+
+The judge inside the loop is the MLflow judge itself, called as MLflow calls it (its model over
+HTTP, its output format), so what is calibrated is what the user runs. The teacher's
+keep/correct/abstain counts, the loop and the held-out report go to the active MLflow run
+(metrics, params and a JSON artifact) and stay on `aligner.last_report`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any, Sequence
+
+import dspy
+
+from verifirst.errors import InputError
+from verifirst.programs.judges import JudgeError
+from verifirst.splits import make_splits
+from verifirst.task import Item
+from verifirst.verdicts import FAIL, PASS, normalize_label
+
+from mlflow.genai.judges.base import AlignmentOptimizer, Judge  # noqa: E402  (mlflow is a dependency)
+
+VIEW_VARIABLES = ("inputs", "outputs", "expectations")  # template variables the loop can fill from a trace
+ARTIFACT_DIR = "autorefine_align"
+
+
+def _variables(judge) -> list[str]:
+    names = [f.name for f in judge.get_input_fields()]
+    unsupported = [n for n in names if n not in VIEW_VARIABLES]
+    if unsupported or not names:
+        raise InputError(f"judge {judge.name!r} reads {names}; AutoRefineAligner calibrates judges on "
+                         f"{{{{ inputs }}}}, {{{{ outputs }}}} and {{{{ expectations }}}} only",
+                         field="judge.instructions", expected="template variables inputs/outputs/expectations")
+    return names
+
+
+def keep_template_variables(prompt: str, variables: Sequence[str]) -> str:
+    """The prompt with every template variable of the original still in it (a rewrite may drop one).
+
+    Args:
+        prompt: the calibrated prompt.
+        variables: the original judge's template variable names, e.g. ["inputs", "outputs"].
+    """
+    missing = [v for v in variables if f"{{{{ {v} }}}}" not in prompt and f"{{{{{v}}}}}" not in prompt]
+    if not missing:
+        return prompt
+    return f"{prompt.rstrip()}\n\nInputs for assessment: " + ", ".join(f"{{{{ {v} }}}}" for v in missing)
+
+
+def rebuild_judge(judge, instructions: str):
+    """`make_judge` with the judge's name, model, feedback type, description and endpoint settings.
+
+    Args:
+        judge: an MLflow make_judge judge.
+        instructions: the new instructions (template variables already in place).
+    """
+    from mlflow.genai.judges import make_judge
+
+    kwargs: dict[str, Any] = {}
+    for key, attr in (("base_url", "_base_url"), ("inference_params", "_inference_params"),
+                      ("extra_headers", "_extra_headers"), ("description", "description")):
+        value = getattr(judge, attr, None)
+        if value:
+            kwargs[key] = value
+    return make_judge(name=judge.name, instructions=instructions, model=judge.model,
+                      feedback_value_type=judge.feedback_value_type, **kwargs)
+
+
+class MLflowJudgeProgram:
+    """An MLflow judge as the AutoRefine loop's judge: `prompt` is its instructions, and a call
+    with the view (the template variables) calls the judge and reads PASS/FAIL from its feedback.
+    An LM error or an unreadable value raises JudgeError: never a FAIL."""
+
+    kind = "passfail"
+
+    def __init__(self, judge, view_fields: Sequence[str]):
+        self.judge = judge
+        self.view_fields = list(view_fields)
+
+    @property
+    def prompt(self) -> str:
+        return self.judge.instructions
+
+    def copy_with_prompt(self, prompt: str) -> "MLflowJudgeProgram":
+        text = keep_template_variables(prompt, self.view_fields)
+        try:
+            judge = rebuild_judge(self.judge, text)
+        except Exception as e:  # e.g. a rewrite that names a variable MLflow refuses
+            raise JudgeError(f"rewritten prompt is not a valid judge: {e}") from e
+        return MLflowJudgeProgram(judge, self.view_fields)
+
+    def __call__(self, **view) -> dspy.Prediction:
+        try:
+            fb = self.judge(**{f: view[f] for f in self.view_fields})
+        except Exception as e:  # provider, HTTP or parse failure
+            raise JudgeError(f"{type(e).__name__}: {str(e)[:300]}") from e
+        if getattr(fb, "error", None):
+            raise JudgeError(str(fb.error)[:300])
+        verdict = normalize_label(fb.value, prefix=True)
+        if verdict is None:
+            raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL")
+        return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=None)
+
+
+def _resolve_lm(spec, fallback_uri: str, role: str):
+    """A dspy.LM from an LM object, an MLflow model URI ("openai:/m"), or a verifirst spec."""
+    if spec is None:
+        spec = fallback_uri
+    if not isinstance(spec, str):
+        return spec
+    if ":/" in spec:
+        from mlflow.genai.judges.optimizers.dspy_utils import construct_dspy_lm
+
+        return construct_dspy_lm(spec)
+    from verifirst.lm import make_lm
+
+    return make_lm(spec, role=role)
+
+
+def traces_to_items(traces: Sequence, judge, variables: Sequence[str]) -> tuple[list[Item], dict]:
+    """Labelled Items (id = trace id) from traces, and counts of traces skipped and why.
+
+    Args:
+        traces: MLflow traces with human feedback named like the judge.
+        judge: the MLflow judge (its name picks the assessment).
+        variables: the template variables the view holds.
+    """
+    from mlflow.genai.judges.optimizers.dspy_utils import trace_to_dspy_example
+
+    items, skipped = [], {"no_label": [], "unreadable_label": []}
+    for tr in traces:
+        examples = trace_to_dspy_example(tr, judge)  # MLflow's reading: human source, conflicts resolved
+        tid = tr.info.trace_id
+        if not examples:
+            skipped["no_label"].append(tid)
+            continue
+        ex = examples[0]
+        label = normalize_label(ex.result)
+        if label is None:
+            skipped["unreadable_label"].append(tid)
+            continue
+        view = {v: ex[v] for v in variables}
+        session = (tr.info.trace_metadata or {}).get("mlflow.trace.session")
+        group = session or hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        items.append(Item(tid, view, {"label": label, "rationale": ex.get("rationale", "")}, group=group))
+    return items, skipped
+
+
+class AutoRefineAligner(AlignmentOptimizer):
+    """MLflow AlignmentOptimizer running AutoRefine with its own held-out split.
+
+    Args:
+        teacher: the informed teacher's LM (dspy.LM, MLflow URI like "openai:/gpt-4o", or a
+            verifirst spec like "local"); default the judge's model. None with use_teacher=False
+            calibrates on the labels directly.
+        proposer: the LM proposing and applying prompt edits; default the judge's model.
+        max_iters: loop iterations at most.
+        target_pi: stop when train π reaches it.
+        splits: train/validation/test ratios over the labelled traces.
+        seed: split seed.
+        use_teacher: run the informed teacher (else labels are trusted as given).
+        num_threads: judge calls in parallel.
+        batch_size: disagreements per proposer call.
+        length_cap: the calibrated prompt's length limit in characters.
+        n_boot: bootstrap resamples for the held-out interval.
+        log_to_mlflow: log to the active run (one is started when none is active).
+    """
+
+    def __init__(self, teacher=None, proposer=None, max_iters: int = 3, *, target_pi: float = 0.9,
+                 splits: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0, use_teacher: bool = True,
+                 num_threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
+                 log_to_mlflow: bool = True):
+        self.teacher, self.proposer = teacher, proposer
+        self.max_iters, self.target_pi = int(max_iters), float(target_pi)
+        self.splits, self.seed = tuple(float(r) for r in splits), int(seed)
+        self.use_teacher, self.num_threads, self.batch_size = use_teacher, int(num_threads), int(batch_size)
+        self.length_cap, self.n_boot, self.log_to_mlflow = int(length_cap), int(n_boot), log_to_mlflow
+        self.last_report: dict | None = None
+
+    def align(self, judge: Judge, traces: list) -> Judge:
+        """Calibrate `judge` on the labelled traces; returns the aligned judge.
+
+        Args:
+            judge: an MLflow make_judge judge with {{ inputs }}/{{ outputs }}/{{ expectations }}.
+            traces: traces carrying a HUMAN assessment named like the judge (the label).
+        """
+        from verifirst.optimizers.autorefine import calibrate, held_out_report, run_judge
+
+        from verifirst.lm import FastJSONAdapter
+
+        t0 = time.perf_counter()
+        variables = _variables(judge)
+        items, skipped = traces_to_items(list(traces or []), judge, variables)
+        if not items:
+            raise InputError(f"none of {len(traces or [])} trace(s) carries a human PASS/FAIL assessment named "
+                             f"{judge.name!r}", field="traces", expected="traces with human feedback for the judge")
+        manifest = make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=self.splits,
+                               seed=self.seed, stratify=lambda it: it.gold["label"], source="traces")
+        train, val, test = (manifest.select(items, s) for s in ("train", "val", "test"))
+        manifest.admit_to_optimizer([it.id for it in train + val], who="autorefine-aligner")
+        program = MLflowJudgeProgram(judge, variables)
+        teacher_lm = _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None
+        proposer_lm = _resolve_lm(self.proposer, judge.model, "reflection")
+        with dspy.context(adapter=FastJSONAdapter()):
+            res = calibrate(program, train, val, teacher_lm, proposer_lm, max_iters=self.max_iters,
+                            target_pi=self.target_pi, length_cap=self.length_cap, use_teacher=self.use_teacher,
+                            batch_size=self.batch_size, num_threads=self.num_threads)
+        aligned = res.judge.judge
+        loop_s = time.perf_counter() - t0
+
+        manifest.check_test([it.id for it in test])  # scored once, after the loop: it decides nothing
+        labels = {it.id: it.gold["label"] for it in test}
+        verdicts = {name: {k: v["verdict"] for k, v in run_judge(prog, test, num_threads=self.num_threads).items()}
+                    for name, prog in (("aligned", res.judge), ("unaligned", program))}
+        held_out = held_out_report(labels, verdicts, "aligned", ["unaligned"], n_boot=self.n_boot, seed=self.seed)
+        selected = res.iterations[res.selected_iteration] if res.iterations else {}
+        counts = res.teacher_stats.get("overall", {})
+        report = {
+            "judge": {"name": judge.name, "model": judge.model, "template_variables": variables},
+            "traces": {"given": len(traces), "labelled": len(items), "skipped": {k: len(v) for k, v in skipped.items()},
+                       "skipped_ids": skipped},
+            "split": {"seed": self.seed, "ratios": list(self.splits), "sizes": manifest.sizes(),
+                      "digest": manifest.digest, "grouped_by": "trace session, else identical view",
+                      "test_ids": manifest.test},
+            "teacher": {"used": self.use_teacher, "keep": counts.get("keep"), "correct": counts.get("correct"),
+                        "abstain": counts.get("skip"), "error": counts.get("error")},
+            "loop": {**res.summary(), "validation_pi": selected.get("val_pi"),
+                     "initial_validation_pi": res.iterations[0].get("val_pi") if res.iterations else None},
+            "held_out": held_out, "test_verdicts": verdicts,
+            "aligned_instructions": aligned.instructions, "initial_instructions": judge.instructions,
+            "wall_s": {"loop": round(loop_s, 2), "total": round(time.perf_counter() - t0, 2)},
+        }
+        self.last_report = report
+        if self.log_to_mlflow:
+            log_report(report)
+        return aligned
+
+
+def _flat_metrics(report: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in ("keep", "correct", "abstain", "error"):
+        if report["teacher"].get(k) is not None:
+            out[f"autorefine.teacher_{k}"] = float(report["teacher"][k])
+    loop = report["loop"]
+    for k in ("validation_pi", "initial_validation_pi"):
+        if loop.get(k) is not None:
+            out[f"autorefine.{k}"] = float(loop[k])
+    out["autorefine.iterations"] = float(len(loop.get("iterations") or []))
+    ho = report["held_out"]
+    out["autorefine.test_n_scored"] = float(ho["n_scored"])
+    out["autorefine.test_excluded_lm_errors"] = float(ho["excluded_lm_errors"])
+    for name, j in ho.get("judges", {}).items():
+        out[f"autorefine.test_pi_{name}"] = float(j["pi"])
+        out[f"autorefine.test_fail_recall_{name}"] = float(j["fail_recall"])
+    for c in ho.get("comparisons", {}).values():
+        out["autorefine.test_pi_delta"] = float(c["pi_delta"])
+        out["autorefine.test_pi_delta_lo"], out["autorefine.test_pi_delta_hi"] = map(float, c["pi_ci95"])
+        out["autorefine.test_mcnemar_p"] = float(c["mcnemar_exact"]["p_value"])
+    return out
+
+
+def log_report(report: dict) -> str:
+    """Log an alignment report to the active MLflow run (started if none is active); its run id.
+
+    Args:
+        report: AutoRefineAligner.last_report.
+    """
+    import mlflow
+
+    started = mlflow.active_run() is None
+    run = mlflow.start_run(run_name="autorefine-align") if started else mlflow.active_run()
+    try:
+        sizes = report["split"]["sizes"]
+        params = {"autorefine.judge": report["judge"]["name"], "autorefine.split_seed": report["split"]["seed"],
+                  "autorefine.split_ratios": ",".join(map(str, report["split"]["ratios"])),
+                  "autorefine.split_digest": report["split"]["digest"],
+                  "autorefine.n_train": sizes["train"], "autorefine.n_val": sizes["val"],
+                  "autorefine.n_test": sizes["test"], "autorefine.teacher_used": report["teacher"]["used"],
+                  "autorefine.selected_iteration": report["loop"]["selected_iteration"],
+                  "autorefine.stop_reason": report["loop"]["stop_reason"]}
+        existing = mlflow.get_run(run.info.run_id).data.params
+        mlflow.log_params({k: v for k, v in params.items() if k not in existing})  # a second align keeps the first
+        mlflow.log_metrics(_flat_metrics(report))
+        mlflow.log_dict(report, f"{ARTIFACT_DIR}/report.json")
+        mlflow.log_text(report["aligned_instructions"], f"{ARTIFACT_DIR}/aligned_instructions.txt")
+        return run.info.run_id
+    finally:
+        if started:
+            mlflow.end_run()

@@ -1,0 +1,224 @@
+"""`judge.align(traces, optimizer=verifirst.AutoRefineAligner(...))` on a local MLflow store.
+
+The MLflow judge calls its model over HTTP ("openai:/smollm2" at a local endpoint, as after
+`verifirst serve`); the endpoint serves a scripted engine that applies the
+`FAIL if the code contains `X`` / `PASS if ...` rules it finds in the judge's instructions.
+Teacher and proposer are in-process scripted LMs following their documented roles. So the
+aligned judge only beats the starting one on held-out traces if the loop really wrote the rules.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+
+import pytest
+
+from verifirst.errors import InputError
+from verifirst.optimizers.mlflow_align import _env, _mlflow_at
+from verifirst.testing import ScriptedEngine, json_answer, scripted_lm
+
+FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
+FAIL_RULE = re.compile(r"FAIL if the code contains `([^`]+)`")
+PASS_RULE = re.compile(r"PASS if the code contains `([^`]+)`")
+INSTRUCTIONS = ("Decide whether the code in {{ outputs }} is safe to accept for the task in {{ inputs }}. "
+                "Answer PASS or FAIL.")
+MODEL = "openai:/smollm2"
+
+
+def judge_answer(messages: list[dict]) -> str:
+    """The MLflow judge's model: applies the rules present in its system prompt to the code."""
+    system, user = messages[0]["content"], messages[-1]["content"]
+    passes = [t for t in PASS_RULE.findall(system) if t in user]
+    fails = [t for t in FAIL_RULE.findall(system) if t in user]
+    verdict = "PASS" if passes or not fails else "FAIL"
+    return json.dumps({"result": verdict, "rationale": f"rules matched: {passes or fails or 'none'}"})
+
+
+def roles_answer(messages: list[dict]) -> str:
+    """Teacher, proposer and applier (JSON adapter), by the fields of their signatures."""
+    system, user = messages[0]["content"], messages[-1]["content"]
+    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
+    if "`new_prompt`" in system:
+        edits = json.loads(f["edits"])
+        return json_answer(new_prompt=f["judge_prompt"] + "".join(f"\n- {e['rule']}" for e in edits))
+    if "`edits`" in system:
+        if "calls `eval(`" not in f.get("disagreements", "") or "`eval(`" in f.get("judge_prompt", ""):
+            return json_answer(edits=[])
+        return json_answer(edits=[{"op": "add", "direction": "FAIL", "rule": "FAIL if the code contains `eval(`"},
+                                  {"op": "add", "direction": "PASS",
+                                   "rule": "PASS if the code contains `literal_eval(`"}])
+    if "`decision`" in system:
+        code, label = f.get("outputs", ""), f.get("outcome_label")
+        if "# opaque" in code:
+            return json_answer(justification="decided by something not in the view", decision="SKIP")
+        unsafe = "eval(" in code.replace("literal_eval(", "")
+        if unsafe and label == "FAIL":
+            return json_answer(justification="the code calls `eval(` on its input (safe: `literal_eval(`)",
+                               decision="KEEP")
+        return json_answer(justification="matches the view", decision="KEEP" if unsafe == (label == "FAIL")
+                           else "SKIP")
+    raise AssertionError(f"unexpected prompt: {system[:200]}")
+
+
+def world(n: int) -> list[tuple[dict, str, str]]:
+    """(inputs, outputs, label): FAIL iff the code calls eval( (literal_eval is safe); every 8th opaque."""
+    bodies = ["return sorted(xs)", "return eval(s)", "return ast.literal_eval(s)", "return eval(s.strip())"]
+    rows = []
+    for i in range(n):
+        body = bodies[i % 4]
+        code = f"def f{i}(s, xs):\n    {body}\n"
+        label = "FAIL" if "eval(" in body.replace("literal_eval(", "") else "PASS"
+        if i % 8 == 7:
+            code, label = code + "    # opaque\n", "FAIL"
+        rows.append(({"task": f"task {i}"}, code, label))
+    return rows
+
+
+def log_labelled_traces(rows, judge_name: str, label_name: str | None = None) -> list:
+    import mlflow
+    from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+    ids = []
+    for inputs, outputs, label in rows:
+        with mlflow.start_span(name="generate") as span:
+            span.set_inputs(inputs)
+            span.set_outputs(outputs)
+        if label is not None:
+            mlflow.log_feedback(trace_id=span.trace_id, name=label_name or judge_name, value=label,
+                                source=AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="reviewer"))
+        ids.append(span.trace_id)
+    mlflow.flush_trace_async_logging()
+    return [mlflow.get_trace(t) for t in ids]
+
+
+class Recorder:
+    """Records what reached the judge's model over HTTP."""
+
+    def __init__(self):
+        self.prompts: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages):
+        with self._lock:
+            self.prompts.append(messages[-1]["content"])
+        return judge_answer(messages)
+
+
+@pytest.fixture(scope="module")
+def aligned_run(tmp_path_factory):
+    """One alignment on 32 labelled traces, shared by the assertions below."""
+    import mlflow
+    from mlflow.genai.judges import make_judge
+
+    import verifirst
+    from verifirst.local_server import serve_local
+
+    tmp = tmp_path_factory.mktemp("aligner")
+    rec = Recorder()
+    url, stop = serve_local(ScriptedEngine(rec))
+    roles = scripted_lm(roles_answer, role="teacher", name="aligner-roles")
+    try:
+        with _env(OPENAI_API_BASE=url, OPENAI_API_KEY="local-no-key", MLFLOW_MODEL_CATALOG_URI=""), \
+                _mlflow_at(f"sqlite:///{tmp / 'mlflow.db'}", "aligner-test"):
+            judge = make_judge(name="safety", instructions=INSTRUCTIONS, model=MODEL,
+                               feedback_value_type=__import__("typing").Literal["PASS", "FAIL"])
+            rows = world(32)
+            traces = log_labelled_traces(rows, "safety")
+            traces += log_labelled_traces([({"task": "x"}, "def g(): pass", None)], "safety")  # unlabelled
+            aligner = verifirst.AutoRefineAligner(teacher=roles, proposer=roles, max_iters=3, n_boot=300,
+                                                      num_threads=4)
+            with mlflow.start_run() as run:
+                aligned = judge.align(traces, optimizer=aligner)
+            client = mlflow.MlflowClient()
+            logged = client.get_run(run.info.run_id)
+            artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "autorefine_align")]
+            report_json = json.loads(open(client.download_artifacts(
+                run.info.run_id, "autorefine_align/report.json", str(tmp))).read())
+            yield {"judge": judge, "aligned": aligned, "aligner": aligner, "run": logged, "artifacts": artifacts,
+                   "report_json": report_json, "rows": rows, "traces": traces, "recorder": rec, "url": url,
+                   "roles": roles, "tmp": tmp}
+    finally:
+        stop()
+
+
+def test_align_returns_the_calibrated_judge_with_template_variables(aligned_run):
+    judge, aligned = aligned_run["judge"], aligned_run["aligned"]
+    assert (aligned.name, aligned.model, aligned.feedback_value_type) == (
+        judge.name, judge.model, judge.feedback_value_type)
+    assert "{{ inputs }}" in aligned.instructions and "{{ outputs }}" in aligned.instructions
+    assert "FAIL if the code contains `eval(`" in aligned.instructions
+    assert "FAIL if the code contains" not in judge.instructions
+    rep = aligned_run["aligner"].last_report
+    assert rep["aligned_instructions"] == aligned.instructions
+    assert rep["loop"]["validation_pi"] > rep["loop"]["initial_validation_pi"]
+
+
+def test_held_out_traces_are_unseen_by_the_loop_and_scored_once(aligned_run):
+    rep = aligned_run["aligner"].last_report
+    assert rep["traces"] == {"given": 33, "labelled": 32, "skipped": {"no_label": 1, "unreadable_label": 0},
+                             "skipped_ids": rep["traces"]["skipped_ids"]}
+    sizes = rep["split"]["sizes"]
+    assert sizes["test"] > 0 and sum(sizes.values()) == 32
+    by_trace = {t.info.trace_id: row for t, row in zip(aligned_run["traces"], aligned_run["rows"])}
+    for tid in rep["split"]["test_ids"]:
+        name = by_trace[tid][1].splitlines()[0]  # `def fN(s, xs):` is unique per trace
+        # each test view reached the judge's model exactly twice: the starting and the aligned judge
+        assert sum(name in p for p in aligned_run["recorder"].prompts) == 2, name
+    ho = rep["held_out"]
+    assert ho["n_scored"] == sizes["test"]
+    assert ho["judges"]["aligned"]["pi"] > ho["judges"]["unaligned"]["pi"]
+    assert set(rep["test_verdicts"]["aligned"]) == set(rep["split"]["test_ids"])
+
+
+def test_teacher_counts_and_report_are_logged_to_the_active_run(aligned_run):
+    rep, run = aligned_run["aligner"].last_report, aligned_run["run"]
+    t = rep["teacher"]
+    assert t["used"] and t["keep"] > 0 and t["abstain"] > 0  # the opaque failures are set aside
+    m = run.data.metrics
+    assert m["autorefine.teacher_keep"] == t["keep"] and m["autorefine.teacher_abstain"] == t["abstain"]
+    assert m["autorefine.test_pi_aligned"] == pytest.approx(rep["held_out"]["judges"]["aligned"]["pi"])
+    assert "autorefine.test_pi_delta_lo" in m and "autorefine.validation_pi" in m
+    assert run.data.params["autorefine.n_test"] == str(rep["split"]["sizes"]["test"])
+    assert set(aligned_run["artifacts"]) == {"autorefine_align/report.json", "autorefine_align/aligned_instructions.txt"}
+    assert aligned_run["report_json"]["held_out"]["n_scored"] == rep["held_out"]["n_scored"]
+
+
+def test_aligned_judge_scores_in_mlflow_evaluate(aligned_run):
+    import mlflow
+
+    aligned = aligned_run["aligned"]
+    data = [{"inputs": {"task": "t"}, "outputs": "def h(s):\n    return eval(s)\n"},
+            {"inputs": {"task": "t"}, "outputs": "def h(s):\n    return ast.literal_eval(s)\n"}]
+    with _env(OPENAI_API_BASE=aligned_run["url"], OPENAI_API_KEY="local-no-key", MLFLOW_MODEL_CATALOG_URI=""), \
+            _mlflow_at(f"sqlite:///{aligned_run['tmp'] / 'mlflow.db'}", "aligner-eval"):
+        res = mlflow.genai.evaluate(data=data, scorers=[aligned])
+        values = sorted(str(v) for v in res.result_df[f"{aligned.name}/value"])
+    assert values == ["FAIL", "PASS"]
+
+
+def test_traces_without_labels_are_an_input_error(tmp_path):
+    from mlflow.genai.judges import make_judge
+
+    import verifirst
+
+    with _mlflow_at(f"sqlite:///{tmp_path / 'm.db'}", "aligner-bad"):
+        traces = log_labelled_traces(world(3), "safety", label_name="other_judge")
+    judge = make_judge(name="safety", instructions=INSTRUCTIONS, model=MODEL)
+    with pytest.raises(InputError, match="human PASS/FAIL assessment named 'safety'"):
+        judge.align(traces, optimizer=verifirst.AutoRefineAligner(log_to_mlflow=False))
+    tjudge = make_judge(name="safety", instructions="Judge the {{ trace }}.", model=MODEL)
+    with pytest.raises(InputError, match="inputs"):
+        tjudge.align(traces, optimizer=verifirst.AutoRefineAligner(log_to_mlflow=False))
+
+
+def test_a_rewrite_that_drops_a_template_variable_gets_it_back():
+    from verifirst.optimizers.aligner import keep_template_variables
+
+    assert keep_template_variables("Judge {{ inputs }} and {{outputs}}.", ["inputs", "outputs"]).endswith(".")
+    fixed = keep_template_variables("Judge the code strictly.", ["inputs", "outputs"])
+    assert fixed.endswith("Inputs for assessment: {{ inputs }}, {{ outputs }}")
