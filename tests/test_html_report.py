@@ -149,8 +149,8 @@ def test_stage_rows_show_the_whole_iac_funnel():
     rep = {"splits": {s: {"before": {"stages": {"VALIDATE_FAIL": 3, "PASS": 1}},
                           "after": {"stages": {"OPA_FAIL": 1, "PASS": 3}}} for s in ("train", "test")}}
     stages, rows = stage_rows(rep)
-    assert stages == ["VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "PASS"]
-    assert rows[0] == ["train", "before", "3", "0", "0", "1"] and rows[3] == ["test", "after", "0", "0", "1", "3"]
+    assert stages == ["VALIDATE_FAIL", "PLAN_FAIL", "OPA_FAIL", "SCANNER_FAIL", "PASS"]
+    assert rows[0] == ["train", "before", "3", "0", "0", "0", "1"] and rows[3] == ["test", "after", "0", "0", "1", "0", "3"]
     assert stage_rows({"splits": {"t": {"before": {"stages": {"OUTPUT": 2, "PASS": 1}}}}})[0] == ["OUTPUT", "PASS"]
     assert stage_rows({"splits": {}}) == ([], [])
 

@@ -5,7 +5,12 @@ PASS = "PASS"
 VALIDATE_FAIL = "VALIDATE_FAIL"
 PLAN_FAIL = "PLAN_FAIL"
 OPA_FAIL = "OPA_FAIL"
-STAGES = (VALIDATE_FAIL, PLAN_FAIL, OPA_FAIL, PASS)  # funnel order
+SCANNER_FAIL = "SCANNER_FAIL"  # the optional checkov gate, after the policy
+STAGES = (VALIDATE_FAIL, PLAN_FAIL, OPA_FAIL, SCANNER_FAIL, PASS)  # funnel order
+# A repair loop's outcome, not a verifier's: every gate passed, but the repair dropped what the task
+# needs (verifiers/terraform/deceptive.py). Repair metrics and transition tables place it before PASS.
+DECEPTIVE_FIX = "DECEPTIVE_FIX"
+REPAIR_STAGES = (VALIDATE_FAIL, PLAN_FAIL, OPA_FAIL, SCANNER_FAIL, DECEPTIVE_FIX, PASS)
 
 SELF_DEFINED_PROPERTY = "SELF_DEFINED_PROPERTY"  # unsupported argument / block / attribute
 INVALID_RESOURCE_TYPE = "INVALID_RESOURCE_TYPE"
@@ -17,6 +22,8 @@ CYCLE = "CYCLE"
 BLOCK_COUNT = "BLOCK_COUNT"
 POLICY = "POLICY"
 POLICY_ENGINE_GAP = "POLICY_ENGINE_GAP"  # e.g. regopy lacks net.cidr_*: not the model's fault
+SCANNER = "SCANNER"  # a failed checkov check (its id and guideline in the message)
+DECEPTIVE = "DECEPTIVE"  # a repair dropped a required resource or attribute
 OTHER = "OTHER"
 ERROR_CLASSES = (SELF_DEFINED_PROPERTY, INVALID_RESOURCE_TYPE, MISSING_REQUIRED, TYPE, SYNTAX,
-                 BAD_REFERENCE, CYCLE, BLOCK_COUNT, POLICY, POLICY_ENGINE_GAP, OTHER)
+                 BAD_REFERENCE, CYCLE, BLOCK_COUNT, POLICY, POLICY_ENGINE_GAP, SCANNER, DECEPTIVE, OTHER)

@@ -388,6 +388,9 @@ _HINTS = {
     T.BLOCK_COUNT: "Use the number of nested blocks the schema allows.",
     T.POLICY: "Change the configuration so that the policy's rules hold.",
     T.POLICY_ENGINE_GAP: "The policy engine could not evaluate this policy; not a fault of the config.",
+    T.SCANNER: "Change each flagged resource so that the named checkov check holds (keep the resource).",
+    T.DECEPTIVE: "Restore what the repair removed; fix the reported errors without deleting, emptying "
+                 "or renaming what the task needs.",
 }
 
 
@@ -399,7 +402,7 @@ def feedback_text(stage: str, backend: str, errors: list[VerifierError],
             text += "\nWarnings:\n" + "\n".join(f"- {w}" for w in warnings[:max_errors])
         return text
     gate = {T.VALIDATE_FAIL: "terraform validate", T.PLAN_FAIL: "terraform plan",
-            T.OPA_FAIL: "policy (OPA)"}.get(stage, stage)
+            T.OPA_FAIL: "policy (OPA)", T.SCANNER_FAIL: "scanner (checkov)"}.get(stage, stage)
     lines = [f"{stage}: {gate} failed with {len(errors)} error(s) [{backend}]"]
     for e in errors[:max_errors]:
         at = f" {e.address}:" if e.address else ""

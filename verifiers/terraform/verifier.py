@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from verifirst.errors import InputError
 from verifirst.task import Item
@@ -25,6 +25,8 @@ from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerrafo
                                                          find_terraform, mirror_candidates, read_config)
 
 BACKENDS = ("auto", "terraform", "python", "real")
+GATES = ("validate", "plan", "opa", "checkov")  # funnel order; validate and plan always run
+DEFAULT_GATES = ("validate", "plan", "opa")
 SCHEMA_FIX = ("Fix: write one with `verifirst schema pull --out FILE`, point verifier.options.schema at an "
               "existing file, or leave schema out to use the shipped AWS schemas (`verifirst schema list`).")
 # A 21-type subset of the AWS schema: the built-in pack's plans were made with it.
@@ -91,7 +93,21 @@ class TerraformVerifier:
     def __init__(self, backend: str = "auto", schema: str | os.PathLike | None = None,
                  policy: str | os.PathLike | None = None, policy_mode: str = "auto",
                  binary: str | None = None, mirror: str | None = None, validate_first: bool = False,
-                 reattach: bool = True, policy_dir: str | os.PathLike | None = None):
+                 reattach: bool = True, policy_dir: str | os.PathLike | None = None,
+                 gates: Sequence[str] | None = None, checkov: str | None = None,
+                 checkov_checks: Sequence[str] | None = None, checkov_skip_checks: Sequence[str] | None = None,
+                 checkov_timeout_s: float = 120.0):
+        """Args (besides the backend's): gates: which gates run, from GATES (default validate, plan,
+        opa; "checkov" adds the scanner after the policy); checkov: the checkov executable
+        (default: VERIFIRST_CHECKOV, PATH, then .tools/checkov); checkov_checks /
+        checkov_skip_checks: check ids to run only / to leave out; checkov_timeout_s: per scan."""
+        self.gates = _gates(gates)
+        # A run without the scanner declares the funnel without its stage, so its tables stay as they were.
+        self.stages = T.STAGES if "checkov" in self.gates else tuple(s for s in T.STAGES if s != T.SCANNER_FAIL)
+        self.checkov_option = str(checkov) if checkov else None
+        self.checkov_checks = _check_ids(checkov_checks, "checkov_checks")
+        self.checkov_skip_checks = _check_ids(checkov_skip_checks, "checkov_skip_checks")
+        self.checkov_timeout_s = float(checkov_timeout_s)
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
         # Without a schema option each configuration gets the shipped version its
@@ -156,6 +172,25 @@ class TerraformVerifier:
             load_schema(self.schema)  # InputError naming the file (and line) when it does not load
         for it in items or ():
             self._item_policies(it)  # compiled and kept; bad Rego raises naming the file and line
+        if "checkov" in self.gates:
+            from verifirst.verifiers.terraform.checkov import CheckovError
+            try:
+                self._scanner().start()  # imports checkov once: seconds, paid here, not by the first item
+            except CheckovError as e:
+                from verifirst.verifiers.terraform.checkov import CHECKOV_FIX
+                from verifirst.preflight import VerifierUnavailable
+                raise VerifierUnavailable(f"the checkov gate cannot run: {e}. {CHECKOV_FIX}") from None
+
+    def _scanner(self):
+        """The shared checkov scanner; VerifierUnavailable (exit 2) when checkov is not installed."""
+        from verifirst.verifiers.terraform.checkov import CHECKOV_FIX, checkov_candidates, find_checkov, scanner_for
+        binary = find_checkov(self.checkov_option)
+        if binary is None:
+            from verifirst.preflight import VerifierUnavailable
+            looked = self.checkov_option or ", ".join(["VERIFIRST_CHECKOV", "PATH", *checkov_candidates()[-2:]])
+            raise VerifierUnavailable(f"gate 'checkov' asked for, but no checkov executable found (looked: "
+                                      f"{looked}). {CHECKOV_FIX}")
+        return scanner_for(binary, self.checkov_timeout_s)
 
     # ------------------------------------------------------------------ entry points
     def _item_policies(self, item) -> list:
@@ -207,7 +242,7 @@ class TerraformVerifier:
             stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
         if schema:
             details["schema"] = schema
-        if stage == T.PASS and (pols or self.policy_set is not None):
+        if stage == T.PASS and "opa" in self.gates and (pols or self.policy_set is not None):
             policy_errors = []
             for pol in pols:
                 res = pol.evaluate(plan or {})
@@ -228,8 +263,21 @@ class TerraformVerifier:
                     details["undecided"] = T.POLICY_ENGINE_GAP
             if policy_errors:
                 stage, errors = T.OPA_FAIL, policy_errors
+        if stage == T.PASS and "checkov" in self.gates:
+            stage, errors = self._scan(files, details, timings, errors)
         details["plan"] = plan
         return self._verdict(stage, errors, warnings, timings, t0, details)
+
+    def _scan(self, files: dict, details: dict, timings: dict, errors: list):
+        """The scanner gate: SCANNER_FAIL with one error per failed check and resource.
+        A checkov crash or timeout raises CheckovError: a verifier error, not a verdict."""
+        res = self._scanner().scan(files, self.checkov_checks, self.checkov_skip_checks)
+        timings["checkov_ms"] = res.ms
+        details["checkov"] = {"failed": [vars(f) for f in res.failed], "passed": res.passed,
+                              "checks": self.checkov_checks, "skip_checks": self.checkov_skip_checks}
+        if not res.failed:
+            return T.PASS, errors
+        return T.SCANNER_FAIL, [VerifierError(T.SCANNER, f.message(), f.resource or None) for f in res.failed]
 
     def schema_for(self, files: dict) -> str | None:
         """The schema file a configuration is checked against: the one given, else the newest
@@ -290,6 +338,36 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def _gates(gates) -> tuple[str, ...]:
+    """The gates option checked: names from GATES, validate and plan among them, funnel order."""
+    if gates is None:
+        return DEFAULT_GATES
+    if isinstance(gates, str) or not all(isinstance(g, str) for g in gates):
+        raise InputError(f"gates must be a list of gate names, got {gates!r}", field="gates",
+                         expected='a list such as ["validate", "plan", "opa", "checkov"]')
+    unknown = [g for g in gates if g not in GATES]
+    if unknown:
+        raise InputError(f"unknown gate(s) {', '.join(map(repr, unknown))}", field="gates",
+                         expected=" | ".join(GATES))
+    if not {"validate", "plan"} <= set(gates):
+        raise InputError("gates must include validate and plan: the policy and the scanner read what they "
+                         "produce", field="gates", expected='["validate", "plan", ...]')
+    return tuple(g for g in GATES if g in gates)
+
+
+def _check_ids(ids, field: str) -> list[str] | None:
+    """A checkov check-id list option: a list of strings or a comma-separated string."""
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        ids = [i for i in ids.split(",")]
+    if not all(isinstance(i, str) for i in ids):
+        raise InputError(f"{field} must be check ids, got {ids!r}", field=field,
+                         expected='a list such as ["CKV_AWS_24", "CKV_AWS_18"]')
+    out = [i.strip() for i in ids if i.strip()]
+    return out or None
 
 
 def tfvars_values(files: dict) -> dict:
@@ -376,12 +454,22 @@ _DEFAULT_VERIFIERS: dict[tuple, TerraformVerifier] = {}
 
 
 def verify_config(hcl_text_or_dir: Any, policy=None, backend: str = "auto",
-                  schema: str | os.PathLike | None = None) -> Verdict:
-    """One config (HCL text, a .tf file, a directory or {name: text}) through the three gates."""
-    key = (backend, str(schema) if schema else None)
+                  schema: str | os.PathLike | None = None, gates: Sequence[str] | None = None) -> Verdict:
+    """One config (HCL text, a .tf file, a directory or {name: text}) through the gates.
+
+    Args:
+        hcl_text_or_dir: the configuration.
+        policy: Rego text or a .rego path.
+        backend: see BACKENDS.
+        schema: a providers schema file (default: the shipped one required_providers picks).
+        gates: see GATES (default: validate, plan, opa).
+    """
+    key = (backend, str(schema) if schema else None, tuple(gates or ()))
     v = _DEFAULT_VERIFIERS.get(key)
     if v is None:
-        v = _DEFAULT_VERIFIERS[key] = TerraformVerifier(backend=backend, schema=schema)
+        v = TerraformVerifier(backend=backend, schema=schema, gates=gates)
+        v.preflight()  # a missing checkov is an input error before anything runs
+        _DEFAULT_VERIFIERS[key] = v
     return v.verify_config(hcl_text_or_dir, policy=policy)
 
 
@@ -392,13 +480,16 @@ def verdict_json(v: Verdict) -> dict:
 
 
 def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "auto",
-                         schema: str | None = None, as_json: bool = False) -> int:
-    """`verifirst verify terraform PATH [--policy F.rego] [--backend B] [--schema F] [--json]`.
+                         schema: str | None = None, as_json: bool = False,
+                         gates: Sequence[str] | None = None) -> int:
+    """`verifirst verify terraform PATH [--policy F.rego] [--backend B] [--schema F] [--gates G] [--json]`.
     Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
+    if gates is not None:
+        gates = [g.strip() for g in gates if g.strip()]
     try:
-        v = verify_config(path, policy=policy, backend=backend, schema=schema)
+        v = verify_config(path, policy=policy, backend=backend, schema=schema, gates=gates)
     except FileNotFoundError as exc:  # no terraform binary / no real provider for this backend
         raise InputError(str(exc), field="--backend",
                          expected="auto, or python when terraform or real providers are missing") from None
