@@ -220,12 +220,25 @@ def check_spec(spec: str, field_name: str = "model") -> None:
                                    "or 'local'") from None
 
 
-def make_lm(spec: str = "local", *, role: str = "task", temperature: float | None = None,
+def make_lm(spec: str | list = "local", *, role: str = "task", temperature: float | None = None,
             max_tokens: int | None = None, api_base: str | None = None, api_key: str | None = None,
             cache: bool = True, num_retries: int = 3, **kwargs: Any) -> AccountedLM:
-    """One configured dspy.LM for a role. `local` is the embedded SmolLM2-135M."""
+    """One configured dspy.LM for a role. `local` is the embedded SmolLM2-135M.
+
+    Args:
+        spec: a LiteLLM model string, `local`, or a list of endpoints (model strings or dicts with
+            model, api_base, api_key, weight, fallback) served through LiteLLM's Router.
+        role: task, reflection, teacher or judge (usage is counted under it).
+        num_retries: retries of a failed call (on another endpoint, for an endpoint list).
+    """
     if role not in ROLES:
         raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
+    if isinstance(spec, list):
+        if api_base or api_key:
+            raise ConfigError("api_base/api_key given beside an endpoint list", field=f"models.{role}",
+                              expected="api_base and api_key on each endpoint")
+        return make_routed_lm(spec, role=role, temperature=temperature, max_tokens=max_tokens, cache=cache,
+                              num_retries=num_retries, **kwargs)
     check_spec(spec, field_name=f"models.{role}")
     if is_local(spec):
         return AccountedLM("local/smollm2-135m-instruct", role=role, spec="local", engine=local_engine(),
@@ -239,6 +252,38 @@ def make_lm(spec: str = "local", *, role: str = "task", temperature: float | Non
         extra["api_key"] = api_key
     return AccountedLM(spec, role=role, spec=spec, temperature=temperature, max_tokens=max_tokens,
                        cache=cache, num_retries=num_retries, **extra)
+
+
+def make_routed_lm(endpoints: list, *, role: str = "task", temperature: float | None = None,
+                   max_tokens: int | None = None, cache: bool = True, num_retries: int | None = None,
+                   **kwargs: Any) -> AccountedLM:
+    """One dspy.LM for a role served by several endpoints through LiteLLM's Router.
+
+    Args:
+        endpoints: model strings or dicts (model, api_base, api_key, weight, fallback; router settings
+            routing, num_retries, allowed_fails, cooldown_s, timeout_s; temperature, max_tokens).
+        role: the role the calls are counted under, in total and per endpoint.
+        num_retries: Router retries when no endpoint gives num_retries (default 2).
+    """
+    from dataclasses import replace
+
+    from .lm_router import RouterEngine, parse_endpoints
+
+    if kwargs:
+        raise ConfigError(f"unknown option {sorted(kwargs)[0]!r} for an endpoint list", field=f"models.{role}",
+                          expected="options on the endpoints themselves")
+    eps, settings, shared = parse_endpoints(role, endpoints)
+    if num_retries is not None and not any(isinstance(e, dict) and "num_retries" in e for e in endpoints):
+        settings = replace(settings, num_retries=num_retries)
+    primary = {ep.model for ep in eps if not ep.fallback}
+    # Endpoints of one model share cache entries: which replica answered does not matter.
+    name = primary.pop() if len(primary) == 1 else f"router/{role}"
+    spec = " | ".join(ep.label + (" (fallback)" if ep.fallback else "") for ep in eps)
+    temp = shared.get("temperature", temperature)
+    # The Router retries across endpoints; DSPy retrying on top would multiply the attempts.
+    return AccountedLM(name, role=role, spec=spec, engine=RouterEngine(role, eps, settings),
+                       temperature=temp, max_tokens=shared.get("max_tokens", max_tokens), cache=cache,
+                       num_retries=0)
 
 
 @dataclass
@@ -257,11 +302,20 @@ class Models:
 
 
 def make_models(specs: dict[str, Any], *, temperature: float | None = None) -> Models:
-    """specs: {role: spec string or {model=..., api_base=..., temperature=...}}."""
+    """LMs for the roles given; unset roles fall back to the task model.
+
+    Args:
+        specs: {role: spec string, {model=..., api_base=..., temperature=...}, or a list of such
+            endpoints served through LiteLLM's Router}.
+        temperature: default sampling temperature for every role that sets none.
+    """
     built: dict[str, Any] = {}
     for role in ROLES:
         val = specs.get(role)
         if val is None:
+            continue
+        if isinstance(val, list):
+            built[role] = make_lm(val, role=role, temperature=temperature, num_retries=None)
             continue
         if isinstance(val, str):
             val = {"model": val}
