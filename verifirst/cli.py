@@ -295,12 +295,16 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
                      schema: Optional[Path] = typer.Option(
                          None, help="providers schema -json file (default: the shipped AWS schema that "
                                     "required_providers picks; see `verifirst schema list`)"),
-                     as_json: bool = typer.Option(False, "--json")):
-    """validate -> plan -> OPA on a Terraform config; prints stage, backend, errors, feedback."""
+                     as_json: bool = typer.Option(False, "--json"),
+                     gates: Optional[str] = typer.Option(
+                         None, help="comma list of validate,plan,opa,checkov (default: validate,plan,opa; "
+                                    "checkov adds the scanner gate)")):
+    """validate -> plan -> OPA (-> checkov) on a Terraform config; prints stage, backend, errors, feedback."""
     try:
         from .verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
 
-        raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json))
+        raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json,
+                                              gates=gates.split(",") if gates else None))
     except VerifirstError as e:
         _fail(e)
 
