@@ -11,6 +11,7 @@ Every module returns dspy.Prediction(config=<extracted HCL>, raw=<model text>, .
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Sequence
 
 import dspy
@@ -152,26 +153,39 @@ def make_rag_tools(store, schema=None) -> list[Callable]:
     return tools
 
 
+class VerifierFailure(RuntimeError):
+    """The verifier raised inside a repair loop: the item is a verifier error, never PASS or FAIL."""
+
+
 class RepairLoop(_ItemLookup, dspy.Module):
     """Generate, verify, repair with the verifier's feedback; at most `k` attempts in all.
 
     The loop needs the item (the policy is gold): pass `item=`, or give `items=` so a call
     with only `prompt` (as evaluate() makes) finds its item. `attempts` in the prediction:
-    one dict per attempt {attempt, stage, passed, error_classes, feedback, config}.
+    one dict per attempt {attempt, stage, passed, error_classes, feedback, config}, plus
+    `deceptive` (the findings) on a DECEPTIVE_FIX attempt.
+
+    A repair that passes every gate is compared with the first draft and the item's reference
+    (gold `reference`, verified once for its plan): one that dropped, emptied or renamed what the
+    task needs (verifiers/terraform/deceptive.py) is DECEPTIVE_FIX, not PASS, and the loop goes on
+    with that feedback. `check_deception=False` turns the comparison off.
     """
 
     output_field = "config"
 
     def __init__(self, generator: dspy.Module, verifier: Any, k: int = 4, show_policy: bool = False,
-                 items: Sequence[Item] | None = None, instructions: str | None = None):
+                 items: Sequence[Item] | None = None, instructions: str | None = None,
+                 check_deception: bool = True):
         super().__init__()
         if k < 1:
             raise ValueError(f"repair budget k must be >= 1, got {k}")
         self.generator, self.verifier, self.k = generator, verifier, k
         self.show_policy = show_policy
+        self.check_deception = check_deception
         sig = _sig(RepairTerraformWithPolicy if show_policy else RepairTerraform, instructions)
         self.repair = dspy.Predict(sig)
         self._index(items)
+        self._references: dict[str, Any] = {}
 
     def forward(self, prompt: str, item: Item | None = None):
         item = self._item(prompt, item)
@@ -180,11 +194,22 @@ class RepairLoop(_ItemLookup, dspy.Module):
         first = self.generator(prompt=prompt, **gen_kw)
         config, raw = first.config, getattr(first, "raw", first.config)
         attempts: list[dict] = []
+        draft = None
         for n in range(1, self.k + 1):
-            verdict = self.verifier.verify(item, config)
+            try:
+                verdict = self.verifier.verify(item, config)
+            except Exception as e:  # e.g. checkov crashed: nothing observed, so no verdict for the item
+                raise VerifierFailure(f"verifier {getattr(self.verifier, 'name', '?')!r} failed on attempt {n}: "
+                                      f"{type(e).__name__}: {e}") from e
+            if n == 1:
+                draft = (config, verdict)
+            elif verdict.passed and self.check_deception:
+                verdict = self._deception(item, draft, config, verdict)
             attempts.append({"attempt": n, "stage": verdict.stage, "passed": bool(verdict.passed),
                              "error_classes": list(verdict.error_classes),
                              "feedback": verdict.feedback or "", "config": config})
+            if verdict.details.get("deceptive"):
+                attempts[-1]["deceptive"] = verdict.details["deceptive"]
             if verdict.passed or n == self.k:
                 break
             kw = {"prompt": prompt, "previous_config": config,
@@ -197,6 +222,67 @@ class RepairLoop(_ItemLookup, dspy.Module):
         converged = next((a["attempt"] for a in attempts if a["passed"]), None)
         return dspy.Prediction(config=config, raw=raw, attempts=attempts, converged_at=converged,
                                stages=[a["stage"] for a in attempts])
+
+
+    def _deception(self, item: Item, draft: tuple, config: str, verdict):
+        """The passing verdict, or a DECEPTIVE_FIX one when the repair dropped what the task needs."""
+        from verifirst.verifiers.terraform import deceptive as D
+        from verifirst.verifiers.terraform.iac_taxonomy import DECEPTIVE, DECEPTIVE_FIX
+
+        reference = self._reference_summary(item)
+        findings = D.compare(_summary(config, verdict), _summary(*draft), reference, _policy_texts(item),
+                             *_rejected(draft[1]))
+        if not findings:
+            return verdict
+        from verifirst.verifiers.base import Verdict, VerifierError
+
+        errors = [VerifierError(DECEPTIVE, f.message(), f.address) for f in findings]
+        details = dict(verdict.details or {}, deceptive=[vars(f) for f in findings])
+        return Verdict(0.0, False, DECEPTIVE_FIX, errors, D.feedback(findings), verdict.backend, details,
+                       dict(verdict.timings or {}))
+
+    def _reference_summary(self, item: Item):
+        """The item's reference, verified once for its plan (its config when it has no plan)."""
+        ref = (item.gold or {}).get("reference")
+        if not ref:
+            return None
+        if item.id not in self._references:
+            try:
+                v = self.verifier.verify(item, ref)
+            except Exception:  # no plan to read: its configuration still says what it declares
+                v = None
+            self._references[item.id] = _summary(ref, v)
+        return self._references[item.id]
+
+
+def _summary(config: str, verdict):
+    from verifirst.verifiers.terraform import deceptive as D
+
+    plan = (getattr(verdict, "details", None) or {}).get("plan")
+    return D.summarize_plan(plan) if plan else D.summarize_config({"main.tf": config or ""})
+
+
+def _policy_texts(item: Item) -> str:
+    gold = item.gold or {}
+    texts = [p.get("text", "") for p in gold.get("rego_policies") or []] or [gold.get("rego_policy") or ""]
+    return "\n".join(texts)
+
+
+_REJECTED_NAME = re.compile(r'(?:named|of type|value for) "([^"]+)"')
+
+
+def _rejected(verdict) -> tuple[set, set]:
+    """Types and (type, argument) pairs the verifier rejected in the first draft: a repair may drop them."""
+    types, attrs = set(), set()
+    for e in getattr(verdict, "errors", None) or []:
+        addr = (getattr(e, "address", None) or "").split(".")
+        rtype = addr[1] if addr[0] == "data" and len(addr) > 1 else addr[0]
+        if e.cls == "INVALID_RESOURCE_TYPE" and rtype:
+            types.add(rtype)
+        m = _REJECTED_NAME.search(e.message or "")
+        if e.cls == "SELF_DEFINED_PROPERTY" and rtype and m:
+            attrs.add((rtype, m.group(1)))
+    return types, attrs
 
 
 def feedback_text(verdict) -> str:

@@ -197,7 +197,8 @@ def test_report_counts_stages_classes_and_pairs():
     b = _result("repair", ["PASS"] * 8 + ["OPA_FAIL", "PASS"])
     rep = exp.stage_report([a, b])
     ra = rep["strategies"]["cot"]
-    assert ra["stages"] == {"VALIDATE_FAIL": 6, "PLAN_FAIL": 0, "OPA_FAIL": 1, "PASS": 2, "ERROR": 1}
+    assert ra["stages"] == {"VALIDATE_FAIL": 6, "PLAN_FAIL": 0, "OPA_FAIL": 1, "SCANNER_FAIL": 0, "DECEPTIVE_FIX": 0,
+                            "PASS": 2, "ERROR": 1}
     assert ra["error_classes"]["SELF_DEFINED_PROPERTY"] == 2 and ra["error_classes"]["TYPE"] == 1
     assert ra["pass"] == 2 and ra["scored"] == 9 and ra["errors"] == 1
     assert ra["ci_lo"] < ra["pass_at_1"] < ra["ci_hi"]
@@ -260,3 +261,18 @@ def test_run_strategy_and_report_on_the_pack_with_scripted_lm():
     assert res.rows[2].error.startswith("lm:")
     summary = exp.stage_report([res])["strategies"]["cot"]
     assert summary["stages"]["OPA_FAIL"] == 1 and summary["errors"] == 1 and summary["scored"] == 2
+
+
+def test_a_verifier_crash_inside_the_repair_loop_is_a_verifier_error():
+    class Crashing:
+        name = "crashing"
+
+        def verify(self, item, candidate):
+            raise RuntimeError("checkov exited during scan")
+
+    lm = DummyLM([{"reasoning": "r", "config": VPC}])
+    with dspy.context(lm=lm):
+        res = exp.run_strategy("repair", iac.RepairLoop(iac.IaCGenerator("cot"), Crashing(), k=2), [ITEM], None)
+    row = res.rows[0]
+    assert row.status == "ERROR" and row.stage is None and row.error.startswith("verifier: VerifierFailure")
+    assert "checkov exited during scan" in row.error and exp.strategy_summary(res)["scored"] == 0

@@ -22,10 +22,11 @@ from typing import Any, Sequence
 
 from verifirst.stats import mcnemar, mcnemar_paired, wilson
 from verifirst.task import Item
-from verifirst.verifiers.terraform.iac_taxonomy import ERROR_CLASSES, OPA_FAIL, PASS, STAGES
+from verifirst.verifiers.terraform.iac_taxonomy import DECEPTIVE_FIX, ERROR_CLASSES, OPA_FAIL, PASS, REPAIR_STAGES
 
 ERROR = "ERROR"
-ROW_STAGES = (*STAGES, ERROR)
+# the verifier's funnel (SCANNER_FAIL included) plus a repair loop's DECEPTIVE_FIX, then ERROR
+ROW_STAGES = (*REPAIR_STAGES, ERROR)
 
 
 @dataclass
@@ -84,6 +85,11 @@ def strategy_summary(res: StrategyResult) -> dict:
         depth = max(len(a) for a in runs)
         # passes reached by attempt j (a run that passed earlier counts as passed later)
         out["convergence"] = [sum(1 for a in runs if PASS in a[:j + 1]) for j in range(depth)]
+        # what the curve would say if a deceptive repair counted as a pass (it does not)
+        out["convergence_counting_deceptive"] = [sum(1 for a in runs if {PASS, DECEPTIVE_FIX} & set(a[:j + 1]))
+                                                 for j in range(depth)]
+        out["deceptive_fixes"] = sum(DECEPTIVE_FIX in a for a in runs)  # items with one at any attempt
+        out["deceptive_final"] = sum(a[-1] == DECEPTIVE_FIX for a in runs)
         out["attempts_histogram"] = dict(Counter(len(a) for a in runs))
     return out
 
@@ -145,8 +151,9 @@ def run_strategy(name: str, program: Any, items: Sequence[Item], verifier: Any,
         t0 = time.perf_counter()
         try:
             pred = program(prompt=it.inputs["prompt"], item=it)
-        except Exception as e:  # an LM failure, counted apart from FAIL
-            row = ItemResult(it.id, ERROR, None, error=f"lm: {type(e).__name__}: {str(e)[:300]}")
+        except Exception as e:  # an LM (or, inside a repair loop, verifier) failure, counted apart from FAIL
+            kind = "verifier" if _is_verifier_failure(e) else "lm"
+            row = ItemResult(it.id, ERROR, None, error=f"{kind}: {type(e).__name__}: {str(e)[:300]}")
         else:
             attempts = getattr(pred, "attempts", None)
             config = getattr(pred, "config", "") or ""
@@ -170,6 +177,12 @@ def run_strategy(name: str, program: Any, items: Sequence[Item], verifier: Any,
     return StrategyResult(name, rows)
 
 
+def _is_verifier_failure(e: Exception) -> bool:
+    from verifirst.programs.iac import VerifierFailure
+
+    return isinstance(e, VerifierFailure)
+
+
 def format_table(report: dict) -> str:
     """Plain-text table: one row per strategy, then the pairwise tests."""
     head = f"{'strategy':<18}{'pass@1':>8}  {'95% CI':<15}" + "".join(f"{s:>15}" for s in ROW_STAGES)
@@ -177,6 +190,11 @@ def format_table(report: dict) -> str:
     for name, s in report["strategies"].items():
         lines.append(f"{name:<18}{s['pass_at_1']:>8.3f}  [{s['ci_lo']:.3f}, {s['ci_hi']:.3f}]"
                      + "".join(f"{s['stages'].get(st, 0):>15}" for st in ROW_STAGES))
+    for name, s in report["strategies"].items():
+        if "convergence" in s:
+            lines.append(f"{name}: passes by attempt {s['convergence']} (counting deceptive fixes as passes: "
+                         f"{s['convergence_counting_deceptive']}); deceptive fixes on {s['deceptive_fixes']} "
+                         f"item(s), {s['deceptive_final']} still deceptive at the end")
     for p in report["pairs"]:
         lines.append(f"{p['a']} vs {p['b']}: n={p['n']} only-{p['a']}={p['b_count']} "
                      f"only-{p['b']}={p['c_count']} McNemar exact p={p['p_value']:.4g}")
