@@ -1,6 +1,7 @@
 """ms per config for each Terraform verifier backend, in one run, and their agreement.
 
     python benchmarks/perf/iac_verify.py [--json] [--n 40] [--naive-n 3] [--schema F] [--out F]
+        [--gates validate,plan,opa,checkov]
 
 Without --schema on dev40 the verifier uses its default: the shipped AWS schema that each
 config's required_providers constraint picks (the newest when none); --schema F pins one file.
@@ -9,7 +10,8 @@ Configs: the IaC-Eval dev40 references plus a few broken variants (hallucinated 
 unknown type), each with its own policy. Backends: 1 = terraform + schema provider kept alive
 (reattach), 1-naive = terraform starting the provider itself (dev_overrides only), 2 = pure
 Python (hcl_check + plan_synth, when present), 3 = real providers (when a mirror has them).
-Goals: backend 1 <= 1500 ms/config, backend 2 <= 20 ms/config.
+Goals: backend 1 <= 1500 ms/config, backend 2 <= 20 ms/config (without the checkov gate: with
+it, each config that passes its policy also pays a checkov scan, reported as checkov_ms).
 """
 from __future__ import annotations
 
@@ -54,16 +56,31 @@ def configs(n: int, suite: str) -> list[tuple[str, str, str | None]]:
 
 
 def run_backend(name: str, verifier, cases) -> dict:
-    per, verdicts = [], {}
+    per, verdicts, scans = [], {}, []
     for cid, hcl, pol in cases:
         t0 = time.perf_counter()
         v = verifier.verify_config(hcl, policy=pol)
         per.append((time.perf_counter() - t0) * 1000)
         verdicts[cid] = {"stage": v.stage, "classes": v.error_classes}
-    return {"backend": name, "n": len(per),
-            "ms_per_config": {"median": round(statistics.median(per), 1), "mean": round(statistics.mean(per), 1),
-                              "max": round(max(per), 1)},
-            "label": getattr(verifier, "_label", None), "verdicts": verdicts}
+        if "checkov_ms" in v.timings:
+            scans.append(v.timings["checkov_ms"])
+    out = {"backend": name, "n": len(per),
+           "ms_per_config": {"median": round(statistics.median(per), 1), "mean": round(statistics.mean(per), 1),
+                             "max": round(max(per), 1)},
+           "label": getattr(verifier, "_label", None), "verdicts": verdicts}
+    if scans:
+        out["checkov_ms"] = {"scanned": len(scans), "median": round(statistics.median(scans), 1),
+                             "mean": round(statistics.mean(scans), 1), "max": round(max(scans), 1)}
+    return out
+
+
+def start_gates(verifier) -> float | None:
+    """Start what the gates need before timing (the checkov worker imports checkov once: seconds)."""
+    if "checkov" not in verifier.gates:
+        return None
+    t0 = time.perf_counter()
+    verifier.preflight()
+    return round((time.perf_counter() - t0) * 1000, 1)
 
 
 def agreement(a: dict, b: dict) -> dict:
@@ -86,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schema", default=None,
                     help="default: the verifier's shipped schemas (dev40) or the built-in schema (builtin)")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON result (with the machine) here")
+    ap.add_argument("--gates", default=None,
+                    help="comma list of validate,plan,opa,checkov (default: validate,plan,opa)")
     args = ap.parse_args(argv)
+    gates = [g.strip() for g in args.gates.split(",") if g.strip()] if args.gates else None
     from verifirst.benchmarks.perf.record import emit, machine
 
     started = machine()
@@ -104,11 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         load_ms[f"{s.provider} {s.version}"] = round((time.perf_counter() - t0) * 1000, 1)
     report: dict = {"benchmark": "iac_verify", "suite": args.suite, "configs": len(cases),
                     "schema": args.schema or "default (shipped, by required_providers)",
-                    "schema_load_ms": load_ms, "backends": [], "skipped": {}}
+                    "schema_load_ms": load_ms, "backends": [], "skipped": {},
+                    "gates": gates or ["validate", "plan", "opa"]}
 
     if find_terraform():
         t0 = time.perf_counter()
-        b1 = TV.TerraformVerifier(backend="terraform", schema=args.schema)
+        b1 = TV.TerraformVerifier(backend="terraform", schema=args.schema, gates=gates)
+        report["checkov_start_ms"] = start_gates(b1)
         b1.verify_config(cases[0][1])  # starts the shared provider process
         report["provider_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         res = run_backend("terraform", b1, cases)
@@ -116,21 +138,22 @@ def main(argv: list[str] | None = None) -> int:
         res["provider_process"] = "one for all configs (TF_REATTACH_PROVIDERS)"
         report["backends"].append(res)
         if args.naive_n > 0:
-            naive = TV.TerraformVerifier(backend="terraform", schema=args.schema, reattach=False)
+            naive = TV.TerraformVerifier(backend="terraform", schema=args.schema, reattach=False, gates=gates)
             report["backends"].append(run_backend("terraform-naive", naive, cases[:args.naive_n]))
     else:
         report["skipped"]["terraform"] = "no terraform binary"
 
     try:
         from verifirst.verifiers.terraform import hcl_check, plan_synth  # noqa: F401
-        b2 = TV.TerraformVerifier(backend="python", schema=args.schema)
+        b2 = TV.TerraformVerifier(backend="python", schema=args.schema, gates=gates)
+        report.setdefault("checkov_start_ms", start_gates(b2))
         b2.verify_config(cases[0][1])  # schema parse, cached afterwards
         report["backends"].append(run_backend("python", b2, cases))
     except ImportError as exc:
         report["skipped"]["python"] = f"pure-Python backend not available: {exc}"
 
     if find_real_provider():
-        b3 = TV.TerraformVerifier(backend="real")
+        b3 = TV.TerraformVerifier(backend="real", gates=gates)
         report["backends"].append(run_backend("real", b3, cases[:5]))
     else:
         report["skipped"]["real"] = "no real hashicorp/aws provider in a plugin cache or mirror"
@@ -142,11 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         emit(report, started, args.out, as_json=False)
     else:
         for b in bs:
+            ck = b.get("checkov_ms")
             print(f"{b['backend']:<16} n={b['n']:<3} median {b['ms_per_config']['median']} ms/config "
-                  f"(mean {b['ms_per_config']['mean']}, max {b['ms_per_config']['max']})")
+                  f"(mean {b['ms_per_config']['mean']}, max {b['ms_per_config']['max']})"
+                  + (f"; checkov median {ck['median']} ms on {ck['scanned']} scanned" if ck else ""))
         for a in report["agreement"]:
             print(f"{a['pair']}: stage agreement {a['stage_agreement']} on {a['n']}")
         print("schema parse (once per process): " + ", ".join(f"{k} {v} ms" for k, v in load_ms.items()))
+        if report.get("checkov_start_ms") is not None:
+            print(f"checkov worker start (once per process): {report['checkov_start_ms']} ms")
         for k, why in report["skipped"].items():
             print(f"skipped {k}: {why}")
     return 0

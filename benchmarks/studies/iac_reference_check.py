@@ -1,10 +1,13 @@
 """Do the IaC-Eval v1 reference configs pass their own gates? And why not, when not.
 
-    python benchmarks/studies/iac_reference_check.py [--csv F] [--schema F] [--backend terraform] [--json]
+    python benchmarks/studies/iac_reference_check.py [--csv F] [--schema F] [--backend terraform]
+        [--gates validate,plan,opa,checkov] [--json]
 
-Every reference goes through validate -> plan -> its own Rego intent. Failures are matched
-against KNOWN_CAUSES (who is at fault: reference, policy, regopy, provider, environment);
-a failure without a known cause is listed as unexplained and makes the exit status 1.
+Every reference goes through validate -> plan -> its own Rego intent (-> checkov with the gate).
+Failures are matched against KNOWN_CAUSES (who is at fault: reference, policy, regopy, provider,
+environment); a failure without a known cause is listed as unexplained and makes the exit status 1.
+A SCANNER_FAIL is the reference not meeting checkov's checks: reported (stage table, how many
+references checkov flags, the top check ids, ms per config), never unexplained.
 """
 from __future__ import annotations
 
@@ -63,9 +66,14 @@ def load_rows(path: Path) -> list[dict]:
     return rows
 
 
-def check(rows: list[dict], backend: str, schema: str) -> dict:
+def check(rows: list[dict], backend: str, schema: str, gates: list[str] | None = None) -> dict:
     from verifirst.verifiers.terraform.verifier import TerraformVerifier
-    v = TerraformVerifier(backend=backend, schema=schema)
+    v = TerraformVerifier(backend=backend, schema=schema, gates=gates)
+    scanner_start_ms = None
+    if "checkov" in v.gates:
+        t0 = time.perf_counter()
+        v.preflight()  # starts the checkov worker once: not charged to the first config
+        scanner_start_ms = round((time.perf_counter() - t0) * 1000, 1)
     results, label = [], backend
     for i, row in enumerate(rows):
         t0 = time.perf_counter()
@@ -77,6 +85,11 @@ def check(rows: list[dict], backend: str, schema: str) -> dict:
                "errors": [e.as_dict() for e in verdict.errors],
                "policy": verdict.details.get("policy"),
                "deprecations": verdict.details.get("deprecations", [])}
+        if "checkov_ms" in verdict.timings:
+            rec["checkov_ms"] = verdict.timings["checkov_ms"]
+        if verdict.stage == "SCANNER_FAIL":
+            ids = sorted({f["check_id"] for f in verdict.details["checkov"]["failed"]})
+            rec["cause"] = {"at_fault": "reference (checkov)", "why": "fails checkov " + ", ".join(ids)}
         if gate:
             known = KNOWN_CAUSES.get((i, row["Resource"]))
             if known and known[0] == gate:
@@ -86,13 +99,17 @@ def check(rows: list[dict], backend: str, schema: str) -> dict:
         results.append(rec)
     fails = [r for r in results if r["stage"] != "PASS"]
     ms = sorted(r["ms"] for r in results)
-    return {
+    extra = {}
+    if "checkov" in v.gates:
+        extra["scanner"] = scan_references(v, rows, results, scanner_start_ms)
+    return extra | {
         "csv_rows": len(rows), "backend": backend,
         "backend_label": label,
         "schema": str(schema),
-        "validate_plan_pass": sum(r["stage"] in ("PASS", "OPA_FAIL") for r in results),
-        "opa_pass": sum(r["stage"] == "PASS" for r in results),
-        "stages": dict(Counter(r["stage"] for r in results)),
+        "gates": list(v.gates),
+        "validate_plan_pass": sum(r["stage"] in ("PASS", "OPA_FAIL", "SCANNER_FAIL") for r in results),
+        "opa_pass": sum(r["stage"] in ("PASS", "SCANNER_FAIL") for r in results),
+        "stages": {s: n for s in v.stages if (n := sum(r["stage"] == s for r in results))},
         "at_fault": dict(Counter((r["cause"] or {}).get("at_fault", "UNEXPLAINED") for r in fails)),
         "failures": [{k: r[k] for k in ("row", "resource", "stage", "errors", "cause")} for r in fails],
         "unexplained": [r["row"] for r in fails if not r["cause"]],
@@ -100,6 +117,26 @@ def check(rows: list[dict], backend: str, schema: str) -> dict:
                           "mean": round(sum(ms) / len(ms), 1) if ms else None, "max": ms[-1] if ms else None},
         "rows": results,
     }
+
+
+def scan_references(v, rows: list[dict], results: list[dict], start_ms: float | None) -> dict:
+    """checkov on every reference that reached a plan (the funnel scans only those that also pass
+    their policy), in one batch request: how many it flags, the top check ids, ms per config."""
+    from verifirst.verifiers.terraform.terraform_cli import read_config
+    planned = [r["row"] for r in results if r["stage"] not in ("VALIDATE_FAIL", "PLAN_FAIL")]
+    configs = [read_config(rows[i]["Reference output"]) for i in planned]
+    t0 = time.perf_counter()
+    scans = v._scanner().scan_many(configs, v.checkov_checks, v.checkov_skip_checks)
+    batch_ms = (time.perf_counter() - t0) * 1000
+    by_check = Counter(c for s in scans for c in {f.check_id for f in s.failed})
+    gated = [r["checkov_ms"] for r in results if "checkov_ms" in r]
+    return {"scanned": len(planned), "flagged": sum(bool(s.failed) for s in scans),
+            "failed_checks": sum(len(s.failed) for s in scans),
+            "top_checks": sorted(by_check.items(), key=lambda kv: (-kv[1], kv[0]))[:10],
+            "worker_start_ms": start_ms,
+            "batch_ms_per_config": round(batch_ms / len(planned), 1) if planned else None,
+            "gate_ms_per_config": round(sorted(gated)[len(gated) // 2], 1) if gated else None,
+            "flagged_rows": {i: sorted({f.check_id for f in s.failed}) for i, s in zip(planned, scans) if s.failed}}
 
 
 def _flat(d, prefix=""):
@@ -164,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--schema", default=str(DEFAULT_SCHEMA))
     ap.add_argument("--backend", default="terraform", choices=["terraform", "python", "real", "auto"])
+    ap.add_argument("--gates", default=None, help="comma list of validate,plan,opa,checkov (default: no checkov)")
     ap.add_argument("--json", action="store_true", help="print the full JSON report")
     ap.add_argument("--out", type=Path, help="also write the JSON report here (atomically)")
     args = ap.parse_args(argv)
-    report = check(load_rows(args.csv), args.backend, args.schema)
+    gates = [g.strip() for g in args.gates.split(",") if g.strip()] if args.gates else None
+    report = check(load_rows(args.csv), args.backend, args.schema, gates)
     templates = args.csv.parent / "templates"
     if templates.is_dir():
         report["templates"] = compare_templates(templates, args.backend, args.schema)
@@ -184,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             t = report["templates"]
             print(f"templates: configuration expressions match {t['expressions_match_rate']}, "
                   f"change.after match {t['after_match_rate']}")
+        print("stages: " + ", ".join(f"{k} {n}" for k, n in report["stages"].items()))
+        if "scanner" in report:
+            sc = report["scanner"]
+            print(f"checkov flags {sc['flagged']}/{sc['scanned']} references that reach a plan "
+                  f"({sc['failed_checks']} failed checks); worker start {sc['worker_start_ms']} ms, "
+                  f"{sc['gate_ms_per_config']} ms/config in the gate, {sc['batch_ms_per_config']} ms/config batched")
+            print("top checks: " + ", ".join(f"{c} {n}" for c, n in sc["top_checks"]))
         for f in report["failures"]:
             cause = f["cause"] or {"at_fault": "UNEXPLAINED", "why": f["errors"][0]["message"] if f["errors"] else ""}
             print(f"  row {f['row']:>3} {f['stage']:<13} [{cause['at_fault']}] {f['resource']}: {cause['why']}")
