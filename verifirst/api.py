@@ -191,7 +191,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              threshold: float | None = None, optimizer_options: dict | None = None, seed: int = 0,
              threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
              max_error_rate: float | None = None, progress: bool | None = False,
-             eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None) -> Result:
+             eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
+             executor: Any = None) -> Result:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -224,6 +225,9 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         eval_splits: the splits scored before and after.
         stratify: an item -> label callable to stratify the split on.
         adapter: the DSPy adapter for `models` (default: verifirst's JSON adapter).
+        executor: where verifier calls run, in evaluations and the optimizer's metric:
+            vf.Threads() (default, this process) or vf.Ray(address=..., num_workers=...), whose
+            workers each build the verifier once; the program's LM calls stay in this process.
     """
     import dspy
 
@@ -282,7 +286,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         with scope:
             res = driver.optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=threads,
                                   splits=eval_splits, progress=progress, max_error_rate=max_error_rate,
-                                  ledger=TestLedger(workdir / LEDGER_FILE), callback=callback)
+                                  ledger=TestLedger(workdir / LEDGER_FILE), callback=callback, executor=executor)
         report = res.report
         report.update({"experiment": name, "suite": suite.name, "metric": scorer.name, "run_dir": str(run_dir),
                        "run_id": run_id, "wall_s": round(time.time() - t0, 2), "models": specs,
@@ -349,6 +353,7 @@ def load_config(path: str | Path, *, models: Any = None, offline: bool = False) 
             "budget": Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"),
                              max_iters=o.get("max_iters"), num_threads=ex["threads"]),
             "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
+            "executor": experiment.make_executor(exp),
             "tracking": MLflow(uri=None if offline else tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
                                traces=tr.get("traces", True)) if tr["enabled"] else None}
 

@@ -168,7 +168,7 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int = 1,
              tracker: Any = None, splits: Sequence[str] = SPLITS, progress: bool | None = None,
              max_error_rate: float | None = None, ledger: TestLedger | None = None,
-             callback: RunCallback | None = None) -> OptimizationResult:
+             callback: RunCallback | None = None, executor: Any = None) -> OptimizationResult:
     """Guard -> score every split -> engine on train + val -> score again -> paired comparisons.
 
     Args:
@@ -186,7 +186,27 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
         max_error_rate: LM error rate that stops an evaluation.
         ledger: the test-reuse ledger; default WORKDIR/test_ledger.jsonl of the run directory.
         callback: what the driver tells about the run (instead of `tracker`).
+        executor: where verifier calls run, for evaluations and the engine's metric alike
+            (vf.Threads, the default, or vf.Ray); closed when the run ends.
     """
+    if executor is None:
+        return _optimize(program, scorer, items, manifest, engine, budget, ctx, threads=threads, tracker=tracker,
+                         splits=splits, progress=progress, max_error_rate=max_error_rate, ledger=ledger,
+                         callback=callback)
+    try:
+        if not isinstance(scorer, Metric):
+            scorer = Metric(scorer)
+        return _optimize(program, executor.metric(scorer), items, manifest, engine, budget, ctx,
+                         threads=executor.concurrency(threads), tracker=tracker, splits=splits, progress=progress,
+                         max_error_rate=max_error_rate, ledger=ledger, callback=callback)
+    finally:
+        executor.close()
+
+
+def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: SplitManifest,
+              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int, tracker: Any,
+              splits: Sequence[str], progress: bool | None, max_error_rate: float | None,
+              ledger: TestLedger | None, callback: RunCallback | None) -> OptimizationResult:
     if callback is None:
         callback = TrackerCallback(tracker) if tracker is not None else RunCallback()
     if not isinstance(scorer, Metric):

@@ -4,7 +4,9 @@ LM failures (after bounded retries) and verifier crashes are ERROR rows (error_k
 "verifier"), counted apart from FAIL and never scored. A verdict that nothing observable could
 decide is an INCONCLUSIVE row: kept (a checkpoint does not retry it), left out of pass rates.
 A retry asks the LM afresh (another cache entry): a malformed answer in the disk cache would
-otherwise come back on every retry and every rerun. Rows are appended to an optional JSONL checkpoint, so a killed evaluation resumes where it was.
+otherwise come back on every retry and every rerun. Rows are appended to an optional JSONL
+checkpoint, by this process as results arrive (whatever the executor), so a killed evaluation
+resumes where it was and loses at most the items in flight.
 """
 from __future__ import annotations
 
@@ -193,8 +195,17 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
              max_error_rate: float | None = None,
              min_items_for_rate: int = 10, checkpoint: str | Path | None = None,
              progress: bool | None = None, desc: str | None = None,
-             on_row: Callable[[Item, Row], None] | None = None) -> EvalResult:
-    """Evaluate `program` on `items`; test splits pass the held-out guard first."""
+             on_row: Callable[[Item, Row], None] | None = None, executor: Any = None) -> EvalResult:
+    """Evaluate `program` on `items`; test splits pass the held-out guard first.
+
+    Args:
+        executor: where verifier calls run (vf.Threads, the default, or vf.Ray); the program runs
+            in this process's threads either way, `threads` of them, or as many as the Ray workers.
+            The caller closes it.
+    """
+    if executor is not None:
+        scorer = executor.metric(scorer)
+        threads = executor.concurrency(threads)
     if split == "test" and manifest is not None:
         manifest.check_test([it.id for it in items])
     ckpt = Path(checkpoint) if checkpoint else None

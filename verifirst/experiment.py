@@ -88,6 +88,21 @@ def build_verifier(exp: Experiment, models: Models):
                           expected="options the verifier accepts (see `verifirst components`)") from None
 
 
+def make_executor(exp: Experiment):
+    """Where the verifier runs: [experiment] executor ("thread" | "ray"), ray_address, threads (under
+    Ray, the number of workers, each building the [verifier] by name once).
+
+    Args:
+        exp: the experiment.
+    """
+    from .executor import VerifierSpec, from_config
+
+    ex, v = exp.experiment, exp.verifier
+    # a verifier handed the judge LM is shipped as built (a worker has no LM to hand it)
+    spec = None if exp.models.get("judge") else VerifierSpec(v["name"], dict(v.get("options") or {}))
+    return from_config(ex["executor"], ex.get("ray_address"), ex["threads"], spec)
+
+
 def config_digest(exp: Experiment) -> str:
     return hashlib.sha256(json.dumps(exp.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -201,6 +216,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                             task_lm=models.task, seed=ex["seed"])
         t0 = time.time()
         result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
+                          executor=make_executor(exp),
                           callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
