@@ -1,5 +1,6 @@
-"""The judge-calibration anchor a user would otherwise pick: MLflow `make_judge` + `Judge.align()`
-with MLflow's SIMBA optimizer, trained on our train split and scored on our test items.
+"""The judge-calibration anchors a user would otherwise pick: MLflow `make_judge` + `Judge.align()`
+with each of MLflow's aligners (SIMBA, GEPA, MemAlign; whichever the installed MLflow has),
+trained on our train split and scored on our test items.
 
 Mapping of our outcome Items onto what `align()` consumes (mlflow/genai/judges/optimizers/
 dspy_utils.py `trace_to_dspy_example`): one MLflow trace per train item, whose root span's
@@ -9,8 +10,13 @@ Test items are scored by calling the judge with the same rendering, so train and
 have one format. The anchor never sees a test item before scoring (the manifest's guard).
 
 Facts of the installed MLflow (3.17) that shape this anchor and its report:
-- align() needs >= 10 labelled traces; SIMBA has no validation split (train only) and its
-  metric is exact-match agreement, not π.
+- SIMBA and GEPA align() need >= 10 labelled traces (MemAlign has no minimum); none has a
+  validation split (train only; GEPA's valset defaults to its trainset) and their metric is
+  exact-match agreement, not π. GEPA's budget defaults to 4 metric calls per trace and its
+  reflection LM is the optimizer's model.
+- MemAlign returns a memory-augmented judge (distilled guidelines + retrieved examples) and
+  needs an embedding model; with the local endpoint the offline MiniLM serves it in process
+  (LiteLLM provider `verifirst_embed`), as the endpoint serves chat only.
 - The aligned judge is rebuilt with `make_judge(name, instructions, model, type)`: base_url and
   inference_params are dropped, so endpoint and temperature must come from the environment
   (OPENAI_API_BASE) and the server's default. SIMBA's per-candidate temperature=1.0 LM copies
@@ -183,7 +189,7 @@ def score_judge(judge, items: Sequence[Item], view_fields: Sequence[str],
 
 @dataclass
 class AnchorResult:
-    verdicts: dict[str, dict[str, str | None]]  # "mlflow_unaligned" / "mlflow_simba" -> id -> verdict
+    verdicts: dict[str, dict[str, str | None]]  # "mlflow_unaligned" / "mlflow_<aligner>" -> id -> verdict
     errors: dict[str, dict[str, str]]
     instructions: dict[str, str]
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -193,6 +199,106 @@ class AnchorResult:
                 "metadata": self.metadata}
 
 
+# -- MLflow's aligners -------------------------------------------------------------------
+ALIGNERS = ("simba", "gepa", "memalign")
+_OPTIMIZER_CLASS = {"simba": "SIMBAAlignmentOptimizer", "gepa": "GEPAAlignmentOptimizer",
+                    "memalign": "MemAlignOptimizer"}
+EMBED_PROVIDER = "verifirst_embed"  # an in-process LiteLLM provider: MemAlign's embeddings offline
+
+
+def verdict_key(aligner: str) -> str:
+    """The verdict key of an aligner's judge in AnchorResult (`mlflow_simba`, ...)."""
+    return f"mlflow_{aligner}"
+
+
+def parse_aligners(spec: str | Sequence[str]) -> list[str]:
+    """"all", "simba,gepa" or a list -> aligner names in a fixed order; unknown names are input errors.
+
+    Args:
+        spec: the aligner names, comma-separated or as a sequence; "all" names every one.
+    """
+    names = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
+    if "all" in names:
+        return list(ALIGNERS)
+    unknown = [n for n in names if n not in ALIGNERS]
+    if unknown or not names:
+        raise InputError(f"unknown aligner(s) {unknown or names}", field="aligners",
+                         expected="simba, gepa, memalign or all")
+    return [a for a in ALIGNERS if a in names]
+
+
+def available_aligners() -> dict[str, str | None]:
+    """Per aligner: None when the installed MLflow has it, else why it is missing."""
+    import mlflow
+
+    try:
+        import mlflow.genai.judges.optimizers as opts
+    except Exception as e:  # an MLflow without judge optimizers at all
+        return {a: f"mlflow {mlflow.__version__} has no judge optimizers ({type(e).__name__})" for a in ALIGNERS}
+    return {a: None if hasattr(opts, _OPTIMIZER_CLASS[a])
+            else f"mlflow {mlflow.__version__} has no {_OPTIMIZER_CLASS[a]}" for a in ALIGNERS}
+
+
+def _min_traces(aligner: str, batch_size: int | None) -> int:
+    if aligner == "simba":
+        return max(MIN_TRACES, batch_size or 0)
+    return MIN_TRACES if aligner == "gepa" else 1  # MemAlign has no minimum
+
+
+_EMBEDDER: dict[str, Any] = {}
+
+
+def _embedding_uri(fn) -> str:
+    """Register `fn(texts) -> vectors` as LiteLLM provider `verifirst_embed` (once per process); its URI."""
+    import litellm
+    from litellm.llms.custom_llm import CustomLLM
+
+    _EMBEDDER["fn"] = fn
+    if not any(p.get("provider") == EMBED_PROVIDER for p in litellm.custom_provider_map):
+        class _Embeddings(CustomLLM):
+            def embedding(self, model, input, model_response, print_verbose, logging_obj, optional_params,
+                          api_key=None, api_base=None, timeout=None, litellm_params=None):
+                vectors = _EMBEDDER["fn"]([str(x) for x in input])
+                model_response.data = [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
+                                       for i, v in enumerate(vectors)]
+                model_response.model = model
+                return model_response
+
+        litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                       {"provider": EMBED_PROVIDER, "custom_handler": _Embeddings()}]
+        litellm.utils.custom_llm_setup()
+    return f"{EMBED_PROVIDER}:/minilm"
+
+
+def _minilm(texts: list[str]) -> list[list[float]]:
+    from verifirst.retrieval.embedder import embed
+
+    return embed(texts).tolist()
+
+
+def _make_optimizer(aligner: str, model: str, *, batch_size, seed, num_threads, simba_kwargs, gepa_kwargs,
+                    gepa_max_metric_calls, memalign_kwargs, embedding_model) -> tuple[Any, dict]:
+    from mlflow.genai.judges import optimizers as opts
+
+    if aligner == "simba":
+        kwargs = dict(simba_kwargs or {})
+        kwargs.setdefault("num_threads", num_threads)
+        opt = opts.SIMBAAlignmentOptimizer(model=model, batch_size=batch_size, seed=seed, simba_kwargs=kwargs)
+        return opt, {"bsize": opt._get_batch_size(), "seed": seed,
+                     **{k: v for k, v in kwargs.items() if isinstance(v, (int, float, str))}}
+    if aligner == "gepa":
+        kwargs = dict(gepa_kwargs or {})
+        kwargs.setdefault("num_threads", num_threads)
+        kwargs.setdefault("seed", seed)
+        opt = opts.GEPAAlignmentOptimizer(model=model, max_metric_calls=gepa_max_metric_calls, gepa_kwargs=kwargs)
+        return opt, {"max_metric_calls": gepa_max_metric_calls or "4 x traces (MLflow default)",
+                     **{k: v for k, v in kwargs.items() if isinstance(v, (int, float, str))}}
+    kwargs = dict(memalign_kwargs or {})
+    opt = opts.MemAlignOptimizer(reflection_lm=model, embedding_model=embedding_model, **kwargs)
+    return opt, {"embedding_model": embedding_model or "MLflow default",
+                 **{k: v for k, v in kwargs.items() if isinstance(v, (int, float, str))}}
+
+
 def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_fields: Sequence[str] | None = None,
                  instructions: str = DEFAULT_INSTRUCTIONS, model_uri: str | None = None, *, manifest=None,
                  engine=None, optimizer_model_uri: str | None = None, simba_kwargs: dict | None = None,
@@ -200,14 +306,24 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                  workdir: str | Path | None = None, experiment: str = "verifirst-judge-anchor",
                  align_temperature: float | None = 1.0, test_temperature: float | None = 0.0,
                  judge_name: str = JUDGE_NAME, label_key: str = "label", num_threads: int = 1,
-                 score_unaligned: bool = True, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> AnchorResult:
-    """Run MLflow's make_judge (+ align() with SIMBA) on train, score both judges on test.
+                 score_unaligned: bool = True, max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                 aligners: Sequence[str] | str = ("simba",), gepa_kwargs: dict | None = None,
+                 gepa_max_metric_calls: int | None = None, memalign_kwargs: dict | None = None,
+                 embedding_model: str | None = None, embedder=None) -> AnchorResult:
+    """Run MLflow's make_judge (+ align() with each aligner named) on train, score every judge on test.
 
     model_uri None serves `engine` (default: the embedded SmolLM2) on 127.0.0.1 and uses
     "openai:/smollm2"; any other MLflow model URI is used as is (its provider's environment).
     max_tokens: the served model's budget when a request names none (aligned judges can't).
     `manifest` (a SplitManifest) admits train ids to the optimizer and checks test ids.
+    aligners: any of "simba", "gepa", "memalign" (or "all"); each aligned judge's verdicts are
+    under `mlflow_<aligner>`. One the installed MLflow lacks, or too few train traces for, is
+    reported in metadata["skipped_aligners"] with the reason; one that fails in
+    metadata["aligners"][name]["error"] (and in metadata["align_error"]).
+    embedding_model: MemAlign's embedding model URI; with the local endpoint and none given,
+    `embedder(texts) -> vectors` (default: the offline MiniLM) serves it in process.
     """
+    names = parse_aligners(aligners)
     train_items, test_items = list(train_items), list(test_items)
     if not test_items:
         raise InputError("no test items to score", field="test_items", expected="the held-out split")
@@ -222,9 +338,12 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
     for it in train_items:
         _label(it, label_key)
     meta: dict[str, Any] = {"framework": "mlflow", "n_train": len(train_items), "n_test": len(test_items),
-                            "view_fields": view_fields, "judge_name": judge_name, "optimizer": "SIMBA",
+                            "view_fields": view_fields, "judge_name": judge_name,
+                            "optimizer": "+".join(_OPTIMIZER_CLASS[a].replace("AlignmentOptimizer", "")
+                                                  .replace("Optimizer", "") for a in names),
                             "align_metric": "exact-match agreement (MLflow agreement_metric)",
-                            "align_uses_validation": False}
+                            "align_uses_validation": False, "aligners_requested": names,
+                            "aligners": {}, "skipped_aligners": {}}
     with contextlib.ExitStack() as stack:
         counter = None
         if model_uri is None:
@@ -245,6 +364,8 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
             # server defaults, used only where a request names none (MLflow's judges never do)
             meta["served_defaults"] = {"align_temperature": align_temperature,
                                        "test_temperature": test_temperature, "max_tokens": max_tokens}
+            if "memalign" in names and embedding_model is None:
+                embedding_model = _embedding_uri(embedder or _minilm)
         if "MLFLOW_MODEL_CATALOG_URI" not in os.environ:
             # else every judge process first tries to download MLflow's model catalog (~7 s offline)
             stack.enter_context(_env(MLFLOW_MODEL_CATALOG_URI=""))
@@ -275,40 +396,65 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                 base, test_items, view_fields, num_threads)
             meta["unaligned_test_s"] = round(time.perf_counter() - t0, 2)
 
-        if len(train_items) < max(MIN_TRACES, batch_size or 0):
-            meta["align_error"] = (f"MLflow's SIMBA aligner needs at least {max(MIN_TRACES, batch_size or 0)} "
-                                   f"labelled train traces, got {len(train_items)}")
+        missing = available_aligners()
+        runnable = []
+        for a in names:
+            need = _min_traces(a, batch_size if a == "simba" else None)
+            if missing[a]:
+                meta["skipped_aligners"][a] = missing[a]
+            elif len(train_items) < need:
+                meta["skipped_aligners"][a] = (f"MLflow's {a.upper() if a != 'memalign' else 'MemAlign'} aligner "
+                                               f"needs at least {need} labelled train traces, got {len(train_items)}")
+            else:
+                runnable.append(a)
+        for a, why in meta["skipped_aligners"].items():
+            meta["aligners"][a] = {"status": "skipped", "reason": why}
+        if not runnable:
+            if meta["skipped_aligners"]:
+                meta["align_error"] = "; ".join(meta["skipped_aligners"].values())
             return _finish(out, counter)
-        from mlflow.genai.judges.optimizers import SIMBAAlignmentOptimizer
 
-        kwargs = dict(simba_kwargs or {})
-        kwargs.setdefault("num_threads", num_threads)
-        opt = SIMBAAlignmentOptimizer(model=optimizer_model_uri or model_uri, batch_size=batch_size,
-                                      seed=seed, simba_kwargs=kwargs)
-        meta["simba"] = {"bsize": opt._get_batch_size(), "seed": seed, **{k: v for k, v in kwargs.items()
-                                                                       if isinstance(v, (int, float, str))}}
+        errors = []
         with _mlflow_at(tracking_uri, experiment) as exp_id:
             meta["experiment_id"] = exp_id
             phase("traces", None)
             traces = log_outcome_traces(train_items, view_fields, judge_name, label_key)
             meta["train_trace_ids"] = [t.info.trace_id for t in traces]
-            phase("align", align_temperature)
-            t0 = time.perf_counter()
-            try:
-                aligned = base.align(traces, optimizer=opt)
-            except Exception as e:
-                meta["align_error"] = f"{type(e).__name__}: {str(e)[:500]}"
-                aligned = None
-            meta["align_s"] = round(time.perf_counter() - t0, 2)
-        if aligned is not None:
-            out.instructions["mlflow_simba"] = aligned.instructions
-            meta["aligned_changed"] = aligned.instructions != base.instructions
-            meta["aligned_demos"] = aligned.instructions.count("\nExample ") + aligned.instructions.startswith("Example ")
-            phase("test_aligned", test_temperature)
-            t0 = time.perf_counter()
-            out.verdicts["mlflow_simba"], out.errors["mlflow_simba"] = score_judge(
-                aligned, test_items, view_fields, num_threads)
-            meta["aligned_test_s"] = round(time.perf_counter() - t0, 2)
+            for a in runnable:
+                opt, settings = _make_optimizer(
+                    a, optimizer_model_uri or model_uri, batch_size=batch_size, seed=seed, num_threads=num_threads,
+                    simba_kwargs=simba_kwargs, gepa_kwargs=gepa_kwargs, gepa_max_metric_calls=gepa_max_metric_calls,
+                    memalign_kwargs=memalign_kwargs, embedding_model=embedding_model)
+                row: dict[str, Any] = {"status": "aligned", "settings": settings}
+                meta["aligners"][a] = row
+                phase("align" if a == "simba" else f"align_{a}", align_temperature)
+                t0 = time.perf_counter()
+                try:
+                    aligned = base.align(traces, optimizer=opt)
+                except Exception as e:
+                    row.update(status="error", error=f"{type(e).__name__}: {str(e)[:500]}")
+                    errors.append(f"{a}: {row['error']}")
+                    aligned = None
+                row["align_s"] = round(time.perf_counter() - t0, 2)
+                if aligned is None:
+                    continue
+                key = verdict_key(a)
+                out.instructions[key] = aligned.instructions
+                row["changed"] = aligned.instructions != base.instructions
+                phase("test_aligned" if a == "simba" else f"test_{a}", test_temperature)
+                t0 = time.perf_counter()
+                out.verdicts[key], out.errors[key] = score_judge(aligned, test_items, view_fields, num_threads)
+                row["test_s"] = round(time.perf_counter() - t0, 2)
+        if errors or meta["skipped_aligners"]:
+            meta["align_error"] = "; ".join(errors + list(meta["skipped_aligners"].values()))
+        simba = meta["aligners"].get("simba", {})
+        if "settings" in simba:  # the keys of the SIMBA-only anchor, kept for its readers
+            meta["simba"], meta["align_s"] = simba["settings"], simba["align_s"]
+            if "changed" in simba:
+                meta["aligned_changed"] = simba["changed"]
+                ins = out.instructions["mlflow_simba"]
+                meta["aligned_demos"] = ins.count("\nExample ") + ins.startswith("Example ")
+                meta["aligned_test_s"] = simba["test_s"]
         return _finish(out, counter)
 
 

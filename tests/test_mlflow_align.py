@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
@@ -21,7 +22,9 @@ RULE = "RULE: FAIL when the code contains BUG."
 
 class RuleFollowingEngine:
     """Answers MLflow's judge prompt by the rules present in it (FAIL on BUG only once RULE is
-    in the prompt, else PASS) and SIMBA's OfferFeedback prompt with RULE as advice. At
+    in the prompt, else PASS); SIMBA's OfferFeedback prompt with RULE as advice, GEPA's
+    reflection with the current instructions plus RULE, MemAlign's distillation with RULE as
+    the one guideline. At
     temperature > 0 a verdict flips now and then, the sampling variance SIMBA needs."""
 
     supports_response_schema = True
@@ -45,6 +48,13 @@ class RuleFollowingEngine:
             text = json.dumps(adv) if req.config.response_format else (
                 f"[[ ## discussion ## ]]\n{adv['discussion']}\n\n[[ ## module_advice ## ]]\n"
                 f"{json.dumps(adv['module_advice'])}\n\n[[ ## completed ## ]]")
+        elif "distill a list of guidelines" in user:  # MemAlign's semantic memory
+            text = json.dumps({"guidelines": [{"guideline_text": RULE, "source_trace_ids": [0]}]})
+        elif "`new_instruction`" in system:  # GEPA's reflection (DSPy ProposeInstruction)
+            current = re.search(r"\[\[ ## current_instruction ## \]\]\n(.*?)\n\n\[\[ ## ", user, re.S).group(1)
+            ans = {"new_instruction": f"{current}\n{RULE}"}
+            text = json.dumps(ans) if req.config.response_format else (
+                f"[[ ## new_instruction ## ]]\n{ans['new_instruction']}\n\n[[ ## completed ## ]]")
         elif self.judge_text is not None:
             text = self.judge_text
         else:
@@ -117,24 +127,6 @@ def test_unparseable_judge_answer_is_an_error_not_a_fail(tmp_path):
     assert set(res.errors["mlflow_unaligned"]) == {"te0", "te1"}
 
 
-@pytest.mark.integration
-def test_align_with_simba_end_to_end_learns_the_rule_from_train_only(tmp_path):
-    train, test = outcome_items(12, "tr"), outcome_items(6, "te")
-    m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.67, 0.0, 0.33))
-    eng = RuleFollowingEngine()
-    res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path,
-                       simba_kwargs={"max_steps": 2, "num_candidates": 3, "max_demos": 2})
-    assert "align_error" not in res.metadata, res.metadata.get("align_error")
-    assert RULE in res.instructions["mlflow_simba"] and RULE not in res.instructions["mlflow_unaligned"]
-    labels = {it.id: it.gold["label"] for it in test}
-    assert res.verdicts["mlflow_simba"] == labels
-    assert set(res.verdicts["mlflow_unaligned"].values()) == {"PASS"}
-    assert res.metadata["lm_calls"]["align"] > 0 and len(res.metadata["train_trace_ids"]) == 12
-    assert m.seen == {it.id for it in train}
-    # test views reach the model only when scored: once per judge per item, never in alignment
-    assert sum("task te" in p for p in eng.prompts) == 2 * len(test)
-
-
 def test_compare_judges_pairs_on_one_item_set():
     from verifirst.benchmarks.studies.judge_anchor import compare_judges
 
@@ -193,3 +185,70 @@ def test_benchmark_reuses_a_calibrate_report_on_the_same_split(tmp_path):
     assert set(rep["test"]["comparisons"]) == {"calibrated_vs_mlflow_unaligned"}
     assert rep["test"]["judges"]["calibrated"]["pi"] == pytest.approx(1.0)
     assert set(rep["test_verdicts"]["mlflow_unaligned"]) == set(truth)
+
+
+def hashed_words(texts: list[str]) -> list[list[float]]:
+    """A bag-of-words embedding (MemAlign's episodic memory only needs vectors to rank)."""
+    import hashlib
+
+    out = []
+    for t in texts:
+        v = [0.0] * 64
+        for w in t.split():
+            v[int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+        out.append(v)
+    return out
+
+
+def test_aligners_are_parsed_and_detected(monkeypatch):
+    import mlflow.genai.judges.optimizers as opts
+
+    from verifirst.optimizers.mlflow_align import available_aligners, parse_aligners
+
+    assert parse_aligners("all") == ["simba", "gepa", "memalign"]
+    assert parse_aligners("memalign, simba") == ["simba", "memalign"]
+    with pytest.raises(InputError, match="unknown aligner"):
+        parse_aligners("simba,dpo")
+    assert available_aligners() == {"simba": None, "gepa": None, "memalign": None}
+    monkeypatch.delattr(opts, "GEPAAlignmentOptimizer")
+    assert "no GEPAAlignmentOptimizer" in available_aligners()["gepa"]
+
+
+def test_missing_aligners_and_too_few_traces_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    import mlflow.genai.judges.optimizers as opts
+
+    monkeypatch.delattr(opts, "GEPAAlignmentOptimizer")
+    res = align_anchor(outcome_items(4, "tr"), outcome_items(2, "te"), engine=RuleFollowingEngine(),
+                       workdir=tmp_path, aligners=("simba", "gepa"))
+    skipped = res.metadata["skipped_aligners"]
+    assert "at least 10" in skipped["simba"] and "no GEPAAlignmentOptimizer" in skipped["gepa"]
+    assert res.metadata["aligners"]["gepa"] == {"status": "skipped", "reason": skipped["gepa"]}
+    assert set(res.verdicts) == {"mlflow_unaligned"} and "train_trace_ids" not in res.metadata
+
+
+@pytest.mark.integration
+def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path):
+    """SIMBA, GEPA and MemAlign on the same train traces; each judge scored once on the same test items."""
+    train, test = outcome_items(12, "tr"), outcome_items(6, "te")
+    m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.67, 0.0, 0.33))
+    eng = RuleFollowingEngine()
+    res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path, aligners="all", num_threads=4,
+                       instructions="Review the code change before it is accepted.",
+                       simba_kwargs={"max_steps": 2, "num_candidates": 3, "max_demos": 2},
+                       gepa_max_metric_calls=24, embedder=hashed_words)
+    rows = res.metadata["aligners"]
+    assert res.metadata["skipped_aligners"] == {} and "align_error" not in res.metadata, rows
+    assert {rows[a]["status"] for a in rows} == {"aligned"}
+    labels = {it.id: it.gold["label"] for it in test}
+    assert set(res.verdicts["mlflow_unaligned"].values()) == {"PASS"}
+    assert RULE not in res.instructions["mlflow_unaligned"]
+    for key in ("mlflow_simba", "mlflow_gepa", "mlflow_memalign"):
+        assert RULE in res.instructions[key], key
+        assert res.verdicts[key] == labels, key
+    assert "{{ inputs }}" in res.instructions["mlflow_gepa"]
+    calls = res.metadata["lm_calls"]
+    assert calls["align"] > 0 and calls["align_gepa"] > 0  # judge calls (reflection answers may be cached)
+    assert len(res.metadata["train_trace_ids"]) == 12 and m.seen == {it.id for it in train}
+    assert res.metadata["simba"]["max_steps"] == 2 and res.metadata["aligned_changed"]  # SIMBA-era keys kept
+    # test views reach the model only when scored: once per judge per item, never in alignment
+    assert sum("task te" in p for p in eng.prompts) == 4 * len(test)
