@@ -90,8 +90,9 @@ class ProposeEdits(dspy.Signature):
 
 class ApplyEdits(dspy.Signature):
     """Rewrite the judge prompt so it includes every edit below (add the rules, remove or replace the
-    targets), keeping its other instructions and any rubric check lines `- [w=N] name: ...`. The result
-    must be at most `length_cap` characters. Return only the new prompt."""
+    targets), keeping its other instructions, any rubric check lines `- [w=N] name: ...` and every
+    template variable `{{ name }}` exactly as written. The result must be at most `length_cap`
+    characters. Return only the new prompt."""
 
     judge_prompt: str = dspy.InputField()
     edits: str = dspy.InputField()
@@ -254,10 +255,13 @@ class EditApplier(dspy.Module):
             rnd.errors.append(f"apply: {type(e).__name__}: {e}")
             return None
 
-    def _problems(self, text: str | None, edits, cap, needs_checks: bool) -> list[str]:
+    def _problems(self, text: str | None, edits, cap, needs_checks: bool, variables: Sequence[str] = ()) -> list[str]:
         if not text:
             return ["empty rewrite"]
         probs = missing_from(text, edits)
+        from verifirst.judge_prompt import missing_variables
+
+        probs += [f"template variable {{{{ {v} }}}} was lost" for v in missing_variables(text, variables)]
         if len(text) > cap:
             probs.append(f"too long: {len(text)} chars > cap {cap}")
         if needs_checks:
@@ -268,14 +272,16 @@ class EditApplier(dspy.Module):
         return probs
 
     def forward(self, prompt: str, edits: Sequence[Edit], cap: int, rnd: EditRound,
-                needs_checks: bool = False) -> str:
+                needs_checks: bool = False, variables: Sequence[str] = ()) -> str:
+        """The prompt with `edits` applied under `cap` chars, keeping rubric checks and the
+        template `variables` (an LM rewrite, one re-ask, then deterministic application)."""
         edits = list(edits)
         text = self._ask(prompt, edits, cap, "", rnd)
-        probs = self._problems(text, edits, cap, needs_checks)
+        probs = self._problems(text, edits, cap, needs_checks, variables)
         if probs:
             rnd.applier_problems.extend(probs)
             text = self._ask(prompt, edits, cap, "Fix these problems: " + "; ".join(probs), rnd)
-            probs = self._problems(text, edits, cap, needs_checks)
+            probs = self._problems(text, edits, cap, needs_checks, variables)
             rnd.applier = "lm-retry"
         if not probs:
             rnd.prompt_chars = len(text)
@@ -286,7 +292,7 @@ class EditApplier(dspy.Module):
         while units:
             flat = [e for u in units for e in u]
             text = apply_deterministic(prompt, flat)
-            if not self._problems(text, flat, cap, needs_checks):
+            if not self._problems(text, flat, cap, needs_checks, variables):
                 rnd.kept = [e.to_dict() for e in flat]
                 rnd.prompt_chars = len(text)
                 return text

@@ -35,7 +35,7 @@ from verifirst.task import ITEM_ID, Item
 from verifirst.verdicts import FAIL, PASS, normalize_label
 
 from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
-from ._teacher import InformedTeacher, TeacherDecision, abstention_stats, run_teacher
+from ._teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
 from .base import Budget, EngineContext, EngineResult
 
 STATE_FILE = "autorefine_state.json"
@@ -116,14 +116,17 @@ class CalibrationResult:
     initial_prompt: str = ""
     initial_threshold: float | None = None  # train-chosen threshold of the starting prompt
     default_threshold: float | None = None
+    review_queue: list[dict] = field(default_factory=list)
+    noise: dict | None = None
 
     def summary(self) -> dict:
         return {"selected_iteration": self.selected_iteration, "stop_reason": self.stop_reason,
                 "threshold": self.threshold, "initial_threshold": self.initial_threshold,
                 "iterations": [{k: v for k, v in it.items() if k not in ("disagreements", "train_run",
-                                                                          "val_run")}
+                                                                          "val_run", "val_repeat_verdicts")}
                                for it in self.iterations],
-                "teacher": self.teacher_stats, "calibrated_prompt": self.prompt}
+                "teacher": self.teacher_stats, "calibrated_prompt": self.prompt,
+                "review_queue": self.review_queue, "noise": self.noise}
 
 
 def _fingerprint(judge, train: Sequence[Item], val: Sequence[Item], use_teacher: bool) -> str:
@@ -162,8 +165,43 @@ class _Checkpoint:
 
 
 # -- the loop ------------------------------------------------------------------------------
+def _sampling_lm(judge_lm, temperature: float, rollout: int):
+    """The judge LM sampling at `temperature`, its answers cached apart per repeat (rollout id)."""
+    lm = judge_lm if judge_lm is not None else dspy.settings.lm
+    return lm.copy(temperature=temperature, rollout_id=rollout)
+
+
+def repeat_stats(labels: dict[str, str], runs: Sequence[dict[str, str | None]]) -> dict:
+    """π over K repeated judge runs (mean, sd, min, max) and each item's flip rate.
+
+    An item's flip rate is the share of its verdicts that differ from its most frequent verdict
+    (0: the judge always answers the same; LM errors are left out of the item's verdicts).
+
+    Args:
+        labels: item id -> PASS/FAIL.
+        runs: one {item id: verdict or None} per repeat.
+    """
+    pis = [agreement(labels, r)["pi"] for r in runs]
+    got = [p for p in pis if p is not None]
+    mean = sum(got) / len(got) if got else None
+    sd = (sum((p - mean) ** 2 for p in got) / (len(got) - 1)) ** 0.5 if len(got) > 1 else 0.0
+    flips, majority = {}, {}
+    for i in labels:
+        vs = [r.get(i) for r in runs if r.get(i) is not None]
+        if not vs:
+            continue
+        top = max((PASS, FAIL), key=lambda v: (vs.count(v), v == labels[i]))
+        majority[i] = top
+        flips[i] = round(sum(v != top for v in vs) / len(vs), 4)
+    return {"repeats": len(runs), "pi": pis, "pi_mean": mean, "pi_sd": sd,
+            "pi_min": min(got) if got else None, "pi_max": max(got) if got else None,
+            "flip_rate": flips, "mean_flip_rate": sum(flips.values()) / len(flips) if flips else None,
+            "items_flipping": sum(1 for v in flips.values() if v > 0), "majority": majority}
+
+
 def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_items: Sequence[Item],
-              items_by_id: dict, judge_lm, num_threads: int, default_threshold: float | None) -> dict:
+              items_by_id: dict, judge_lm, num_threads: int, default_threshold: float | None,
+              repeats: int = 1, temperature: float = 0.7) -> dict:
     cand = judge.copy_with_prompt(prompt)
     train_run = run_judge(cand, [items_by_id[i] for i in train_ids], judge_lm, num_threads)
     _guard_errors([v["error"] for v in train_run.values() if v["error"]], len(train_run), "judge")
@@ -176,17 +214,56 @@ def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_
     vv = verdicts_at(val_run, threshold)
     tr, va = agreement(train_labels, tv), agreement(val_labels, vv)
     disagreements = [i for i in train_ids if tv.get(i) is not None and tv[i] != train_labels[i]]
-    return {"prompt": prompt, "threshold": threshold, "train_pi": tr["pi"], "train_n": tr["n"],
-            "train_errors": tr["errors"], "val_pi": va["pi"], "val_n": va["n"], "val_errors": va["errors"],
-            "n_disagreements": len(disagreements), "disagreements": disagreements,
-            "prompt_chars": len(prompt), "train_run": train_run, "val_run": val_run}
+    out = {"prompt": prompt, "threshold": threshold, "train_pi": tr["pi"], "train_n": tr["n"],
+           "train_errors": tr["errors"], "val_pi": va["pi"], "val_n": va["n"], "val_errors": va["errors"],
+           "n_disagreements": len(disagreements), "disagreements": disagreements,
+           "prompt_chars": len(prompt), "train_run": train_run, "val_run": val_run}
+    if repeats > 1:
+        # the judge's own noise on validation: K sampled runs; the edit must beat it to be kept
+        runs = [verdicts_at(run_judge(cand, val_items, _sampling_lm(judge_lm, temperature, r), num_threads),
+                            threshold) for r in range(1, repeats + 1)]
+        stats = repeat_stats(val_labels, runs)
+        out.update({"val_repeat_verdicts": runs, "val_pi_first": va["pi"], "val_pi": stats["pi_mean"],
+                    "val_noise": {k: v for k, v in stats.items() if k != "majority"}})
+    return out
 
 
-def _select(iterations: list[dict]) -> dict:
-    """Best validation pi; ties go to the earlier (shorter-lived) prompt."""
-    def key(it):
-        return (it["val_pi"] if it["val_pi"] is not None else -2.0, -it["iteration"])
-    return max(iterations, key=key)
+def _select(iterations: list[dict], val_labels: dict[str, str] | None = None) -> dict:
+    """Best validation π; ties go to the earlier (shorter-lived) prompt.
+
+    With repeated runs (`val_noise`), a later prompt replaces the current best only when its mean
+    validation π is higher by more than the repeat noise (the larger of the two π sds over repeats)
+    or the paired bootstrap interval of Δπ (majority verdicts, same items) excludes zero; each
+    iteration records whether it was accepted.
+    """
+    def pi(it):
+        return it["val_pi"] if it["val_pi"] is not None else -2.0
+
+    best = iterations[0]
+    for it in iterations[1:]:
+        if it.get("val_noise") and best.get("val_noise") and val_labels:
+            delta = pi(it) - pi(best)
+            noise = max(it["val_noise"]["pi_sd"], best["val_noise"]["pi_sd"])
+            ci = _paired_majority_ci(val_labels, best, it)
+            it["acceptance"] = {"delta": delta, "noise": noise, "paired_ci95": ci,
+                                "against_iteration": best["iteration"],
+                                "accepted": delta > noise or (ci is not None and ci[0] > 0)}
+            if it["acceptance"]["accepted"]:
+                best = it
+        elif pi(it) > pi(best):
+            best = it
+    return best
+
+
+def _paired_majority_ci(labels: dict[str, str], a: dict, b: dict) -> list[float] | None:
+    ma = repeat_stats(labels, a["val_repeat_verdicts"])["majority"]
+    mb = repeat_stats(labels, b["val_repeat_verdicts"])["majority"]
+    ids = [i for i in labels if i in ma and i in mb]
+    if len(ids) < 2:
+        return None
+    boot = paired_bootstrap(_pi_metric, [ma[i] for i in ids], [mb[i] for i in ids], [labels[i] for i in ids],
+                            n=1000, seed=0)
+    return [boot.lo, boot.hi]
 
 
 def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], teacher_lm=None,
@@ -194,10 +271,16 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
               length_cap: int = DEFAULT_LENGTH_CAP, *, judge_lm=None, run_dir: str | Path | None = None,
               use_teacher: bool = True, teacher: InformedTeacher | None = None, batch_size: int = 6,
               num_threads: int = 1, meta_fields: Sequence[str] | None = None,
-              log_metrics: Callable[[dict, int], None] | None = None) -> CalibrationResult:
+              log_metrics: Callable[[dict, int], None] | None = None, repeats: int = 1,
+              temperature: float = 0.7) -> CalibrationResult:
     """Run the AutoRefine loop; returns the selected prompt (and threshold for rubric judges).
 
     `use_teacher=False` calibrates on the labels directly (trustworthy labels, S2 §III).
+    `repeats` > 1 also runs the judge that many times per validation item at `temperature`: the
+    result reports π's spread and each item's flip rate, and an edit is kept only when validation π
+    improves by more than that noise (or its paired interval excludes zero).
+    The result's review_queue lists the train/validation items the final judge still gets wrong and
+    the teacher's abstentions, with the judge's reasoning beside the teacher's justification.
     """
     if not hasattr(judge, "prompt") or not hasattr(judge, "copy_with_prompt"):
         raise TypeError("calibrate needs a judge with a settable `prompt` and `copy_with_prompt`")
@@ -211,8 +294,10 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
         if it.gold.get("label") not in (PASS, FAIL):
             raise InputError(f"item {it.id} has label {it.gold.get('label')!r}", field="label",
                              expected="PASS or FAIL")
-    ck = _Checkpoint(Path(run_dir) if run_dir else None, _fingerprint(judge, train_items, val_items,
-                                                                        use_teacher))
+    fp = _fingerprint(judge, train_items, val_items, use_teacher)
+    if repeats > 1:  # a repeated-run calibration is another calibration (its checkpoint holds the repeats)
+        fp = hashlib.sha256(f"{fp}|repeats={repeats}|t={temperature}".encode()).hexdigest()[:16]
+    ck = _Checkpoint(Path(run_dir) if run_dir else None, fp)
     st = ck.state
     log = log_metrics or (lambda m, s: None)
     items_by_id = {it.id: it for it in list(train_items) + list(val_items)}
@@ -254,7 +339,7 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
 
     if not iters:
         e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                       num_threads, default_threshold)
+                       num_threads, default_threshold, repeats, temperature)
         record({"iteration": 0, **e0, "edits": None})
 
     while not st["done"]:
@@ -280,8 +365,8 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
             rnd.proposed = [e.to_dict() for e in proposed]
             rnd.kept = [e.to_dict() for e in kept]
             rnd.dropped_unbalanced = [e.to_dict() for e in dropped]
-            new_prompt = (applier(cur["prompt"], kept, length_cap, rnd,
-                                  needs_checks=isinstance(judge, RubricJudge)) if kept else cur["prompt"])
+            new_prompt = (applier(cur["prompt"], kept, length_cap, rnd, needs_checks=isinstance(judge, RubricJudge),
+                                  variables=getattr(judge, "template_variables", ())) if kept else cur["prompt"])
             if not kept:
                 rnd.applier = "unchanged"
         entry = {"iteration": cur["iteration"] + 1, "edits": rnd.to_dict()}
@@ -292,18 +377,76 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
             ck.save()
             break
         ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                       num_threads, default_threshold)
+                       num_threads, default_threshold, repeats, temperature)
         record({**entry, **ev})
 
-    best = _select(iters)
+    val_labels = {it.id: it.gold["label"] for it in val_items}
+    best = _select(iters, val_labels)
     calibrated = judge.copy_with_prompt(best["prompt"])
     if isinstance(calibrated, RubricJudge) and best["threshold"] is not None:
         calibrated.threshold = best["threshold"]
+    if st.get("review_queue") is None:  # once per calibration: a finished run resumed calls nothing
+        st["review_queue"] = review_queue(best, decisions, train_labels, val_labels, items_by_id,
+                                          [it for it in train_items if decisions[it.id].decision == SKIP],
+                                          calibrated, judge_lm, num_threads)
+        ck.save()
+    queue = st["review_queue"]
+    noise = None
+    if repeats > 1:
+        noise = {"repeats": repeats, "temperature": temperature,
+                 "initial": iters[0].get("val_noise"), "selected": best.get("val_noise"),
+                 "acceptance": [{"iteration": it["iteration"], **it["acceptance"]}
+                                for it in iters if it.get("acceptance")]}
     return CalibrationResult(prompt=best["prompt"], threshold=best["threshold"],
                              selected_iteration=best["iteration"], iterations=iters, teacher=decisions,
                              teacher_stats=tstats, stop_reason=st["stop_reason"], judge=calibrated,
                              initial_prompt=iters[0]["prompt"], initial_threshold=iters[0]["threshold"],
-                             default_threshold=default_threshold)
+                             default_threshold=default_threshold, review_queue=queue, noise=noise)
+
+
+def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels: dict[str, str],
+                 val_labels: dict[str, str], items_by_id: dict[str, Item], abstained: Sequence[Item], judge,
+                 judge_lm, num_threads: int = 1) -> list[dict]:
+    """What a human should look at: disagreements the loop could not fix and the teacher's abstentions.
+
+    Train and validation only (the test split stays held out). A train disagreement is against the
+    label the loop calibrated on (the teacher's); each row carries the recorded label, the final
+    judge's verdict and reasoning and the teacher's decision and justification. Abstained items were
+    never judged by the loop: the final judge is run on them once here.
+
+    Args:
+        best: the selected iteration (its train/validation runs and threshold).
+        decisions: the teacher's decisions by train item id.
+        train_labels: the calibration label of each kept train item.
+        val_labels: the recorded label of each validation item.
+        items_by_id: every train and validation item.
+        abstained: the train items the teacher set aside.
+        judge: the calibrated judge.
+        judge_lm: the judge's LM.
+        num_threads: judge threads.
+    """
+    rows = []
+
+    def row(iid: str, split: str, reason: str, run: dict, verdict) -> dict:
+        d = decisions.get(iid)
+        it = items_by_id[iid]
+        return {"id": iid, "split": split, "reason": reason, "label": it.gold["label"],
+                "calibration_label": train_labels.get(iid) if split == "train" else it.gold["label"],
+                "verdict": verdict, "judge_reasoning": run.get("reasoning") or "", "judge_error": run.get("error"),
+                "teacher_decision": d.decision if d else None,
+                "teacher_justification": d.justification if d else None, "view": dict(it.inputs)}
+
+    th = best.get("threshold")
+    for split, labels, run in (("train", train_labels, best["train_run"]), ("val", val_labels, best["val_run"])):
+        verdicts = verdicts_at(run, th)
+        for iid, lab in labels.items():
+            if verdicts.get(iid) is not None and verdicts[iid] != lab:
+                rows.append(row(iid, split, "disagreement", run[iid], verdicts[iid]))
+    if abstained:
+        run = run_judge(judge, abstained, judge_lm, num_threads)
+        verdicts = verdicts_at(run, th)
+        rows += [row(it.id, "train", "teacher_abstained", run[it.id], verdicts.get(it.id)) for it in abstained]
+    return rows
 
 
 # -- held-out report -----------------------------------------------------------------------
@@ -376,7 +519,8 @@ def judge_report(program, before: dict, after: dict, items: Sequence[Item], mani
         n_boot: bootstrap resamples.
     """
     by_id = {it.id: it for it in items}
-    loop = {k: v for k, v in details.items() if k not in ("teacher_decisions", "teacher_used", "teacher", "metric")}
+    loop = {k: v for k, v in details.items()
+            if k not in ("teacher_decisions", "teacher_used", "teacher", "metric", "review_queue")}
     kind = getattr(program, "kind", "passfail")
     rubric = isinstance(program, RubricJudge)
     base_names = ["uncalibrated_default_threshold", "uncalibrated_train_threshold"] if rubric else ["uncalibrated"]
@@ -411,6 +555,7 @@ def judge_report(program, before: dict, after: dict, items: Sequence[Item], mani
         "warnings": _warnings(judge_lm, teacher_lm, test_report) + _degenerate_splits(
             {k: v for k, v in (("test", test_labels), ("validation", val_labels)) if v}),
         "test_verdicts": verdicts_by_split.get("test", {}),
+        "review_queue": list(details.get("review_queue") or []),
         # what decides between prompts (e.g. the registry's champion): the selected prompt on validation
         "validation": {"pi": agreement(val_labels, val_verdicts)["pi"] if val_verdicts else None,
                        "n_items": len(val_labels), "labels": val_labels, "verdicts": {"calibrated": val_verdicts}},
@@ -437,12 +582,15 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
                     judge_lm=None, max_iters: int = 5, run_dir: str | Path = "runs/calibrate", *,
                     prompt: str | None = None, target_pi: float = DEFAULT_TARGET_PI,
                     length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
-                    batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None) -> dict:
+                    batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None,
+                    view: str | None = None, repeats: int = 1, temperature: float = 0.7) -> dict:
     """The calibration experiment through the one driver, without tracking: its report dict.
 
     The same composition as `verifirst calibrate` (verifirst.calibrate.run_experiment): judge
     program, label verifier, AutoRefine engine; the report is the driver's plus `judge`.
     Writes report.json, calibrated_prompt.txt, the loop checkpoint and the evaluations into run_dir.
+    `view` maps record fields to the prompt's template variables; `repeats` > 1 runs the judge that
+    many times per validation item (see `calibrate`).
     """
     from verifirst.calibrate import run_experiment
 
@@ -450,7 +598,8 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
                          proposer_lm=proposer_lm, max_iters=max_iters, run_dir=Path(run_dir),
                          threads=num_threads, n_boot=n_boot, log_metrics=log_metrics,
                          engine_options={"target_pi": target_pi, "length_cap": length_cap,
-                                         "use_teacher": use_teacher, "batch_size": batch_size})
+                                         "use_teacher": use_teacher, "batch_size": batch_size,
+                                         "repeats": repeats, "temperature": temperature}, view=view)
     atomic.write_json(Path(run_dir) / "report.json", res.report)
     return res.report
 
@@ -505,6 +654,8 @@ class AutoRefineEngine:
     length_cap: int = DEFAULT_LENGTH_CAP
     use_teacher: bool = True
     batch_size: int = 6
+    repeats: int = 1
+    temperature: float = 0.7
     extra: dict = field(default_factory=dict)
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
@@ -514,7 +665,7 @@ class AutoRefineEngine:
                         max_iters=5 if budget.max_iters is None else budget.max_iters, target_pi=self.target_pi,
                         length_cap=self.length_cap, run_dir=ctx.run_dir, use_teacher=self.use_teacher,
                         batch_size=self.batch_size, num_threads=budget.num_threads,
-                        log_metrics=ctx.log_metrics)
+                        log_metrics=ctx.log_metrics, repeats=self.repeats, temperature=self.temperature)
         history = [{k: it.get(k) for k in ("iteration", "train_pi", "val_pi", "n_disagreements",
                                            "prompt_chars", "threshold")} for it in res.iterations]
         details = {**res.summary(), "teacher_used": self.use_teacher,

@@ -15,6 +15,7 @@ from typing import Literal, Sequence
 
 import dspy
 
+from verifirst.judge_prompt import bind_view, missing_variables, parse_view, render, template_variables
 from verifirst.verdicts import FAIL, PASS, normalize_label
 
 DEFAULT_PASSFAIL_PROMPT = (
@@ -219,9 +220,105 @@ class RubricJudge(_PromptedJudge):
         return new
 
 
-def make_judge(kind: str, view_fields: Sequence[str], prompt: str | None = None, **kw):
+# A template judge's own instructions: what to do with the rendered template (which holds the user's prompt).
+TEMPLATE_INSTRUCTIONS = (
+    "The request below is a code reviewer's instructions with the material under review filled in. "
+    "Follow its instructions exactly: explain your reasoning, then give the verdict it asks for.")
+
+
+class _TemplateJudgeMixin:
+    """A judge whose prompt is the user's template: each call renders it with the record's fields.
+
+    `prompt` is the template (variables kept as `{{ name }}`); the DSPy predictor reads one input,
+    the rendered `request`. An edit that drops a template variable is refused.
+    """
+
+    def _init_template(self, template: str, binding: dict[str, list[str]]) -> None:
+        self.template = str(template)
+        self.binding = {v: list(fs) for v, fs in binding.items()}
+        self.template_variables = list(self.binding)
+        self.view_fields = sorted({f for fs in self.binding.values() for f in fs})
+
+    @property
+    def prompt(self) -> str:
+        return self.template
+
+    @prompt.setter
+    def prompt(self, text: str) -> None:
+        lost = missing_variables(str(text), self.template_variables)
+        if lost:
+            raise ValueError(f"the new prompt lost template variable(s) {lost}")
+        self.template = str(text)
+
+    def render(self, view: dict) -> str:
+        return render(self.template, self.binding, view)
+
+    def _call(self, view: dict):
+        missing = [f for f in self.view_fields if f not in view]
+        if missing:
+            raise ValueError(f"view lacks field(s) {missing}; judge reads {self.view_fields}")
+        try:
+            return self.predict(request=self.render(view))
+        except JudgeError:
+            raise
+        except Exception as e:  # adapter parse failures, provider errors
+            raise JudgeError(f"{type(e).__name__}: {e}") from e
+
+    def dump_state(self, json_mode=True):
+        # the template is the prompt: a saved judge keeps it and its field binding
+        return {**super().dump_state(json_mode=json_mode), "template": self.template, "binding": self.binding}
+
+    def load_state(self, state, **kwargs):
+        super().load_state(state, **kwargs)
+        if "binding" in state:
+            self._init_template(state.get("template", self.template), state["binding"])
+        return self
+
+
+class TemplatePassFailJudge(_TemplateJudgeMixin, PassFailJudge):
+    """The user's pass/fail template, rendered per record -> reasoning, verdict."""
+
+    def __init__(self, template: str, binding: dict[str, list[str]]):
+        PassFailJudge.__init__(self, ["request"], TEMPLATE_INSTRUCTIONS)
+        self._init_template(template, binding)
+
+
+class TemplateRubricJudge(_TemplateJudgeMixin, RubricJudge):
+    """The user's rubric template (check lines `- [w=N] name: ...`), rendered per record."""
+
+    def __init__(self, template: str, binding: dict[str, list[str]], threshold: float = 0.5):
+        RubricJudge.__init__(self, ["request"], TEMPLATE_INSTRUCTIONS, threshold)
+        self._init_template(template, binding)
+
+
+def make_judge(kind: str, view_fields: Sequence[str], prompt: str | None = None, view=None, **kw):
+    """A judge program by kind; a prompt with `{{ variable }}` slots becomes a template judge.
+
+    Args:
+        kind: "passfail" or "rubric".
+        view_fields: the record fields available to the judge.
+        prompt: the starting prompt (default: the kind's default prompt).
+        view: the --view spec mapping record fields to template variables ("title,diff" or
+            "diff=patch"); for a prompt without variables, the fields the judge reads.
+        kw: RubricJudge options (threshold).
+    """
+    if kind not in ("passfail", "rubric"):
+        raise ValueError(f"unknown judge kind {kind!r}; one of passfail, rubric")
+    if prompt and template_variables(prompt):
+        binding = bind_view(prompt, view, view_fields)
+        if kind == "passfail":
+            return TemplatePassFailJudge(prompt, binding)
+        return TemplateRubricJudge(prompt, binding, **kw)
+    if view:
+        have = set(view_fields)
+        fields = [f for f, _ in parse_view(view)]
+        unknown = [f for f in fields if f not in have]
+        if unknown:
+            from verifirst.errors import InputError
+
+            raise InputError(f"--view names field(s) {unknown} the records do not have", field="--view",
+                             expected="one of: " + ", ".join(sorted(have)))
+        view_fields = fields
     if kind == "passfail":
         return PassFailJudge(view_fields, prompt or DEFAULT_PASSFAIL_PROMPT)
-    if kind == "rubric":
-        return RubricJudge(view_fields, prompt or DEFAULT_RUBRIC_PROMPT, **kw)
-    raise ValueError(f"unknown judge kind {kind!r}; one of passfail, rubric")
+    return RubricJudge(view_fields, prompt or DEFAULT_RUBRIC_PROMPT, **kw)

@@ -372,7 +372,8 @@ def test_resume_after_interrupt_loses_at_most_one_iteration(world, tmp_path):
     res = calibrate(PassFailJudge(["code", "task"]), train, val, lm2, lm2, judge_lm=lm2, batch_size=100, run_dir=tmp_path)
     assert not [c for c in lm2.calls if c[0] == "teacher"]  # teacher pass not redone
     judged = sum(1 for r, _ in lm2.calls if r == "judge")
-    assert judged == (len(full.iterations) - 2) * per_eval  # only the lost iteration onward
+    abstained = sum(d.decision == "SKIP" for d in full.teacher.values())  # judged once for the review queue
+    assert judged == (len(full.iterations) - 2) * per_eval + abstained  # only the lost iteration onward
     assert res.prompt == full.prompt and res.selected_iteration == full.selected_iteration
     # a third call finds the run complete and calls nothing
     lm3 = RuleFollowingLM()

@@ -58,7 +58,9 @@ def test_calibrate_with_mlflow_anchor_compares_on_the_same_test_items(tmp_path):
                              max_iters=1, anchor=True, anchor_engine=RuleFollowingEngine(), echo=lambda m: None)
     cmp = rep["anchor"]["comparison"]
     assert cmp["n_scored"] > 0 and cmp["n_scored"] <= len(rep["judge"]["test_verdicts"]["calibrated"])
-    assert set(cmp["comparisons"]) == {"calibrated_vs_mlflow_simba", "calibrated_vs_mlflow_unaligned"}
+    assert set(cmp["comparisons"]) == {"calibrated_vs_mlflow_simba", "calibrated_vs_mlflow_unaligned",
+                                       "calibrated_vs_uncalibrated"}
+    assert cmp["judges"]["uncalibrated"]["n"] == cmp["n_scored"], "the uncalibrated judge is a row of the table"
 
 
 def _champion_version(rep):

@@ -14,10 +14,11 @@ MLflow make_judge + align() anchor on the same split.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ from . import atomic, registry
 from .driver import OptimizationResult, TrackerCallback, optimize
 from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
+from .judge_prompt import template_variables
 from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
 from .metric import Metric
@@ -38,6 +40,8 @@ from .task import Suite
 from .tracking import Tracker
 
 CHAMPION = "champion"
+ALIGNERS = ("simba", "gepa", "memalign")  # MLflow's Judge.align() optimizers the anchor can run
+REVIEW_QUEUE_FILE = "review_queue.jsonl"
 
 
 def _part(name: str) -> Callable:
@@ -97,9 +101,13 @@ def _val_pi(y: list, pred: list) -> float:
 
 
 def promote(tracker: Tracker, name: str, version: int, report: dict,
-            rescore: Callable[[str, float | None], dict[str, str | None]] | None = None) -> dict:
-    """Move `champion` to this version only if its validation π beats the current champion's on
-    the same validation items, paired; test π is reported and never decides.
+            rescore: Callable[[str, float | None], dict[str, str | None]] | None = None,
+            alias: str = CHAMPION) -> dict:
+    """Move `alias` (default `champion`) to this version only if its validation π beats the alias's
+    current version's on the same validation items, paired; test π is reported and never decides.
+
+    A current version calibrated on another split is not comparable (its prompt may have been chosen
+    on this run's validation items); one that names no split (written by hand) is re-scored.
 
     Args:
         tracker: the run's Tracker (its MLflow client holds the registry).
@@ -109,6 +117,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
             verdicts, test).
         rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
             this run's judge LM on this run's validation items; it scores the current champion.
+        alias: the alias to move.
 
     Returns:
         {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
@@ -119,42 +128,42 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
     labels = val.get("labels") or {}
     mine = (val.get("verdicts") or {}).get("calibrated") or {}
     out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": _test_pi(report),
-                           "val_pi": val.get("pi")}
+                           "val_pi": val.get("pi"), "alias": alias}
     try:
-        cur = client.get_prompt_version_by_alias(name, CHAMPION)
+        cur = client.get_prompt_version_by_alias(name, alias)
     except Exception:
         cur = None
     if not labels or not any(v is not None for v in mine.values()):
         return {**out, "reason": "no validation verdicts to decide on (test π never decides)"}
     if cur is None:
-        client.set_prompt_alias(name, CHAMPION, version)
-        return {**out, "moved": True, "reason": f"first champion (validation π {_fmt(val.get('pi'))}; "
+        client.set_prompt_alias(name, alias, version)
+        return {**out, "moved": True, "reason": f"first {alias} (validation π {_fmt(val.get('pi'))}; "
                                                  f"decided on validation)"}
     if int(cur.version) == int(version):
-        return {**out, "reason": f"v{version} is already the champion (decided on validation)"}
+        return {**out, "reason": f"v{version} is already the {alias} (decided on validation)"}
     tags = dict(getattr(cur, "tags", {}) or {})
-    if tags.get("split_digest") != report["split_digest"]:
-        return {**out, "reason": f"champion v{cur.version} was calibrated on another split "
+    if tags.get("split_digest") not in (None, "", report["split_digest"]):
+        return {**out, "reason": f"{alias} v{cur.version} was calibrated on another split "
                                  f"({tags.get('split_digest')}): its validation items are not this run's; "
                                  f"not comparable (decided on validation)"}
     if rescore is None:
-        return {**out, "reason": "the champion cannot be re-scored on this run's validation items"}
+        return {**out, "reason": f"the {alias} cannot be re-scored on this run's validation items"}
     th = tags.get("threshold")
     theirs = rescore(cur.template, None if th in (None, "", "None") else float(th))
     ids = [i for i in labels if mine.get(i) is not None and theirs.get(i) is not None]
     if not ids:
-        return {**out, "reason": f"champion v{cur.version} got no validation verdict (LM errors)"}
+        return {**out, "reason": f"{alias} v{cur.version} got no validation verdict (LM errors)"}
     y = [labels[i] for i in ids]
     a, b = [theirs[i] for i in ids], [mine[i] for i in ids]
     boot = paired_bootstrap(_val_pi, a, b, y, n=2000, seed=0)
     pm, pt = _val_pi(y, b), _val_pi(y, a)
     out.update({"val_pi": pm, "champion_val_pi": pt, "paired_n": len(ids), "excluded": len(labels) - len(ids),
                 "val_pi_delta_ci95": [boot.lo, boot.hi], "champion_version": int(cur.version)})
-    cmp = (f"validation π {pm:.3f} vs champion v{cur.version} {pt:.3f} on the same {len(ids)} validation "
+    cmp = (f"validation π {pm:.3f} vs {alias} v{cur.version} {pt:.3f} on the same {len(ids)} validation "
            f"items (Δ {boot.delta:+.3f}, 95% paired bootstrap [{boot.lo:+.3f}, {boot.hi:+.3f}]); "
            f"decided on validation, test π reported only")
     if pm > pt:
-        client.set_prompt_alias(name, CHAMPION, version)
+        client.set_prompt_alias(name, alias, version)
         return {**out, "moved": True, "reason": f"beats: {cmp}"}
     return {**out, "reason": f"does not beat: {cmp}"}
 
@@ -172,7 +181,8 @@ def run_experiment(suite: Suite, manifest: SplitManifest, judge: str = "passfail
                    judge_lm=None, teacher_lm=None, proposer_lm=None, max_iters: int = 5,
                    run_dir: Path, threads: int = 1, callback=None, ledger: TestLedger | None = None,
                    engine_options: dict | None = None, n_boot: int = 2000, progress: bool | None = False,
-                   log_metrics: Callable[[dict, int], None] | None = None, adapter=None) -> OptimizationResult:
+                   log_metrics: Callable[[dict, int], None] | None = None, adapter=None,
+                   view: str | None = None) -> OptimizationResult:
     """The calibration experiment through the one driver; report["judge"] holds the judge statistics.
 
     Args:
@@ -193,9 +203,11 @@ def run_experiment(suite: Suite, manifest: SplitManifest, judge: str = "passfail
         progress: show progress bars.
         log_metrics: also told each loop iteration's metrics.
         adapter: the DSPy adapter for the judge (default: the configured one).
+        view: which record fields the judge reads, or fill the prompt's `{{ variables }}`
+            ("title,diff" or "diff=patch,title=title"; see verifirst.judge_prompt).
     """
     run_dir = Path(run_dir)
-    program = _part("make-judge")(judge, sorted(suite.items[0].inputs), prompt)
+    program = make_judge_program(judge, suite, prompt, view)
     scorer = Metric(registry.component("verifier", "label")(), "verdict")
     engine = resolve_engine("autorefine", engine_options)
     ctx = EngineContext(run_dir=run_dir, reflection_lm=proposer_lm, teacher_lm=teacher_lm, task_lm=judge_lm,
@@ -212,6 +224,21 @@ def run_experiment(suite: Suite, manifest: SplitManifest, judge: str = "passfail
     prompt_text = res.report["judge"].get("calibrated_prompt") or getattr(res.program, "prompt", "")
     atomic.write_text(run_dir / "calibrated_prompt.txt", str(prompt_text) + "\n")
     return res
+
+
+def make_judge_program(judge: str, suite: Suite, prompt: str | None, view: str | None = None):
+    """The judge program on this suite's record fields (a prompt with variables: a template judge).
+
+    Args:
+        judge: the judge kind.
+        suite: the records (their fields fill the view or the template's variables).
+        prompt: the starting prompt, or None for the kind's default.
+        view: the --view spec, or None.
+    """
+    fields = sorted(suite.items[0].inputs)
+    if view is None:
+        return _part("make-judge")(judge, fields, prompt)
+    return _part("make-judge")(judge, fields, prompt, view=view)
 
 
 @dataclass
@@ -236,18 +263,104 @@ def calibrate_outcomes(outcomes: Path, *args: Any, **kwargs: Any) -> dict:
     return calibrate_run(outcomes, *args, **kwargs).report
 
 
-def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local", teacher: str | None = None,
+@dataclass
+class StartPrompt:
+    """The user's starting prompt: its text and the registry name its calibrated version goes under."""
+
+    text: str
+    name: str
+    source: str
+    version: int | None = None  # the registry version started from
+    alias: str | None = None
+    tags: dict = field(default_factory=dict)
+
+
+def _registry_client(workdir: Path, tracking_uri: str | None):
+    import mlflow
+
+    uri = tracking_uri or Tracker(workdir, enabled=False).uri
+    return mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def resolve_start_prompt(spec: str, workdir: Path, tracking_uri: str | None = None,
+                         name: str | None = None) -> StartPrompt:
+    """The `--prompt` value read: a file (registered under `name` or its stem) or a registry URI.
+
+    Args:
+        spec: a file path, prompts:/NAME/VERSION or prompts:/NAME@ALIAS.
+        workdir: the workdir (its local MLflow store when no tracking URI is given).
+        tracking_uri: the MLflow tracking URI holding the prompt registry.
+        name: the registry name for a file's calibrated versions (default: the file's stem).
+    """
+    p = Path(spec)
+    if p.exists():
+        text = p.read_text().strip()
+        if not text:
+            raise InputError("the prompt file is empty", path=str(p), expected="a judge prompt")
+        return StartPrompt(text, name or re.sub(r"[^A-Za-z0-9_.-]+", "-", p.stem), spec)
+    m = re.fullmatch(r"prompts:/([^/@]+)(?:/(\d+)|@([^/@]+))", spec.strip())
+    if not m:
+        raise InputError(f"{spec!r} is not a file nor a registry URI", field="--prompt",
+                         expected="a path, prompts:/NAME/VERSION or prompts:/NAME@ALIAS")
+    pname, version, alias = m.groups()
+    client = _registry_client(Path(workdir), tracking_uri)
+    try:
+        pv = client.get_prompt_version_by_alias(pname, alias) if alias else client.get_prompt_version(pname, version)
+    except Exception as e:  # MLflow raises for an unknown prompt, version or alias
+        pv, why = None, str(e).splitlines()[0][:200]
+    else:
+        why = "not found"
+    if pv is None:
+        what = f"alias {alias!r}" if alias else f"version {version}"
+        raise InputError(f"prompt {pname!r} has no {what} in the registry ({why})", field="--prompt",
+                         expected="an existing prompt version or alias: " + _known_versions(client, pname))
+    return StartPrompt(pv.template if isinstance(pv.template, str) else json.dumps(pv.template), pname, spec,
+                       int(pv.version), alias, dict(getattr(pv, "tags", {}) or {}))
+
+
+def _known_versions(client, name: str) -> str:
+    try:
+        versions = sorted(int(v.version) for v in client.search_prompt_versions(name))
+        aliases = sorted({a for v in client.search_prompt_versions(name) for a in (getattr(v, "aliases", None) or [])})
+    except Exception:
+        return f"no prompt named {name!r} here"
+    return f"versions {versions or 'none'}" + (f", aliases {aliases}" if aliases else "")
+
+
+def parse_anchor(anchor: Any) -> list[str]:
+    """`--anchor` as a list of MLflow aligners: "simba", "gepa", "memalign", a comma list, or "all".
+
+    Args:
+        anchor: False/None (no anchor), True (SIMBA), a string or a sequence of names.
+    """
+    if anchor in (None, False, "", "none"):
+        return []
+    if anchor is True:
+        return ["simba"]
+    names = [a.strip().lower() for a in (anchor.split(",") if isinstance(anchor, str) else anchor) if a.strip()]
+    if "all" in names:
+        return list(ALIGNERS)
+    bad = [a for a in names if a not in ALIGNERS]
+    if bad:
+        raise InputError(f"unknown aligner(s) {bad}", field="--anchor", expected="simba, gepa, memalign, a comma list or all")
+    return list(dict.fromkeys(names))
+
+
+def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "local", teacher: str | None = None,
                   proposer: str | None = None, max_iters: int = 5, splits: Any = "0.5,0.25,0.25",
                   workdir: Path = Path(".verifirst"), limit: int | None = None,
                   snippets: int | None = None, seed: int = 0,
                   tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
                   run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
-                  anchor: bool = False, anchor_engine=None, echo=print, prompt: str | None = None,
-                  tracking: bool = True, experiment: str = "verifirst-calibrate") -> CalibrationRun:
+                  anchor: Any = False, anchor_engine=None, echo=print, prompt: str | None = None,
+                  tracking: bool = True, experiment: str = "verifirst-calibrate", *,
+                  prompt_source: str | None = None, view: str | None = None, name: str | None = None,
+                  promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
+                  repeats: int = 1, temperature: float = 0.7) -> CalibrationRun:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
-        outcomes: the outcomes file (.jsonl/.csv, or ICE-Score grades).
+        outcomes: the outcomes file (.jsonl/.csv, or ICE-Score grades); None with from_mlflow.
         judge: "passfail" or "rubric".
         model: the judge model spec (teacher and proposer default to it).
         teacher: the informed teacher's model spec.
@@ -264,18 +377,50 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
         run_dir: the run directory; an unfinished one resumes.
         models: {"judge", "teacher", "reflection"} LMs instead of the model specs (tests, the API).
         trace: also trace every judge/teacher call in MLflow (slow on a sqlite store).
-        anchor: also run MLflow make_judge + align(SIMBA) on the same split and compare.
+        anchor: MLflow make_judge + align() anchors on the same split: True (SIMBA), "simba", "gepa",
+            "memalign", a comma list or "all".
         anchor_engine: the anchor's engine (tests pass a scripted one).
         echo: where progress lines go.
-        prompt: the starting judge prompt (default: the kind's default).
+        prompt: the starting judge prompt's text (default: the kind's default).
         tracking: False runs without MLflow (no prompt registry, no champion).
         experiment: the MLflow experiment name.
+        prompt_source: the user's prompt: a file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS; its
+            calibrated version is registered under the same name (a file: `name` or its stem).
+        view: record fields the judge reads or that fill the prompt's variables ("title,diff" or
+            "diff=patch,title=title").
+        name: the registry name for a prompt file's calibrated versions.
+        promote_alias: move this alias to the new version if validation π beats its current one
+            (a user's prompt moves no alias without it).
+        from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`.
+        label: the assessment (feedback or expectation) name holding a trace's label.
+        repeats: judge runs per validation item in the loop (temperature > 0 when above 1); an edit
+            is kept only when validation π improves by more than the repeat noise.
+        temperature: the judge's temperature for repeated runs.
     """
     workdir = Path(workdir)
-    suite = load_outcome_suite(outcomes, limit, snippets)
+    aligners = parse_anchor(anchor)
+    if repeats < 1:
+        raise InputError(f"--repeats {repeats} is below 1", field="--repeats", expected="an integer >= 1")
+    trace_stats: dict | None = None
+    if from_mlflow:
+        from .mlflow_records import load_trace_suite
+
+        suite, trace_stats = load_trace_suite(from_mlflow, tracking_uri or Tracker(workdir, enabled=False).uri,
+                                              label=label, limit=limit)
+        source = f"mlflow:{from_mlflow}"
+    elif outcomes is None:
+        raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
+    else:
+        suite, source = load_outcome_suite(outcomes, limit, snippets), str(outcomes)
+    start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
+    if start is not None:
+        prompt = start.text
+    if view is None and prompt and not template_variables(prompt) and suite.meta.get("default_view"):
+        view = ",".join(suite.meta["default_view"])
+    make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
-                           source=str(outcomes))
+                           source=source)
     check_verifiers([registry.component("verifier", "label")()])  # before any model loads or any LM call
     if models is None:
         judge_lm = make_lm(model, role="judge")
@@ -288,22 +433,28 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
     tracker = Tracker(workdir, uri=tracking_uri, experiment=experiment, offline=offline, autolog=trace,
                       enabled=tracking)
     ledger = TestLedger(workdir / LEDGER_FILE)  # the workdir's, even for a given run dir
+    if trace_stats is not None:
+        echo(f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
+             f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
     echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
          f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
     specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
              "proposer": _spec(proposer_lm, proposer or teacher or model)}
     run_id = tracker.start(f"calibrate-{judge}", params={
         "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits),
-        "split_digest": manifest.digest, "outcomes": str(outcomes)},
+        "split_digest": manifest.digest, "outcomes": source, "prompt": prompt_source or "", "view": view or "",
+        "repeats": repeats},
         tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",
               "verifirst.suite": suite.name, "verifirst.run_dir": str(run_dir)})
     status = "FAILED"
     usage_before, t0 = USAGE.total(), time.time()
+    options = {"repeats": repeats, "temperature": temperature} if repeats > 1 else None
     try:
         res = run_experiment(suite, manifest, judge, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
                              proposer_lm=proposer_lm, max_iters=max_iters, run_dir=run_dir, threads=threads,
                              callback=TrackerCallback(tracker) if tracker.enabled else None, ledger=ledger,
-                             log_metrics=lambda m, step: _progress(echo, m, step), adapter=FastJSONAdapter())
+                             log_metrics=lambda m, step: _progress(echo, m, step), adapter=FastJSONAdapter(),
+                             view=view, engine_options=options)
         rep = res.report
         used = USAGE.total()
         rep.update({"experiment": f"calibrate-{judge}", "suite": suite.name, "run_dir": str(run_dir),
@@ -312,34 +463,49 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
                     "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
                                        for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
                                                  "completion_tokens")}})
+        if trace_stats is not None:
+            rep["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
+        if start is not None:
+            rep["start_prompt"] = {"source": start.source, "name": start.name, "version": start.version,
+                                   "alias": start.alias, "view": view}
         from .experiment import tracking_failures
 
         rep["tracking_failures"] = tracking_failures(tracker, res)
         judged = judge_section(rep)
-        if anchor:
-            echo("anchor: MLflow make_judge + Judge.align(SIMBA) on the same train split ...")
-            rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine)
+        rep["review_queue"] = export_review_queue(judged.get("review_queue") or [], run_dir, tracker,
+                                                  experiment, run_id, echo)
+        if aligners:
+            echo(f"anchor: MLflow make_judge + Judge.align({', '.join(a.upper() for a in aligners)}) on the same "
+                 f"train split ...")
+            rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine, aligners=aligners)
             rep["test_reuse"] = _record_anchor(ledger, rep, run_dir)
-        for name, j in judged.get("test", {}).get("judges", {}).items():
-            tracker.log_metrics({f"test_{name}_pi": j["pi"], f"test_{name}_fail_recall": j["fail_recall"],
-                                 f"test_{name}_fail_precision": j["fail_precision"],
-                                 f"test_{name}_pass_recall": j["pass_recall"]})
+        for jname, j in judged.get("test", {}).get("judges", {}).items():
+            tracker.log_metrics({f"test_{jname}_pi": j["pi"], f"test_{jname}_fail_recall": j["fail_recall"],
+                                 f"test_{jname}_fail_precision": j["fail_precision"],
+                                 f"test_{jname}_pass_recall": j["pass_recall"]})
         t = judged.get("teacher", {})
         tracker.log_metrics({f"teacher_{k}": v for k, v in t.items() if isinstance(v, (int, float))})
         if tracker.enabled:
-            pname = f"verifirst-{judge}-judge"
+            pname = start.name if start else f"verifirst-{judge}-judge"
             uri = tracker.register_prompt(pname, judged["calibrated_prompt"], tags={
                 "split_digest": manifest.digest, "test_pi": f"{_test_pi(rep) or float('nan'):.6f}",
                 "val_pi": f"{_val_pi_of(rep):.6f}",
-                "run_id": run_id or "", "judge": judge, "threshold": str(judged.get("calibrated_threshold"))},
+                "run_id": run_id or "", "judge": judge, "threshold": str(judged.get("calibrated_threshold")),
+                **({"calibrated_from": start.source, "view": view or ""} if start else {})},
                 message=f"AutoRefine, {max_iters} max iterations, run {run_id}")
             rep["prompt_uri"] = uri
             val_items = manifest.select(suite.items, "val")
 
             def rescore(text: str, threshold: float | None) -> dict:
-                return _score_prompt(judge, judged["view_fields"], text, threshold, val_items, judge_lm, threads)
+                return _score_prompt(judge, sorted(suite.items[0].inputs), text, threshold, val_items, judge_lm,
+                                     threads, view)
 
-            rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore)
+            alias = promote_alias if start else (promote_alias or CHAMPION)
+            if alias:
+                rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias)
+            else:
+                rep["champion"] = {"moved": False, "alias": None, "decided_on": "validation",
+                                   "reason": "no alias moves without --promote ALIAS"}
         from .report import write_reports
 
         for path in write_reports(rep, run_dir):
@@ -348,7 +514,7 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
             from .html_report import log_plots
 
             log_plots(tracker, rep, run_dir)
-        for f in ("calibrated_prompt.txt", "split_manifest.json"):
+        for f in ("calibrated_prompt.txt", "split_manifest.json", REVIEW_QUEUE_FILE):
             if (run_dir / f).exists():
                 tracker.log_artifact(run_dir / f, "report")
         status = "FINISHED"
@@ -358,6 +524,41 @@ def calibrate_run(outcomes: Path, judge: str = "passfail", model: str = "local",
         raise
     finally:
         tracker.finish(status)
+
+
+def export_review_queue(rows: list[dict], run_dir: Path, tracker: Tracker, experiment: str, run_id: str | None,
+                        echo=print) -> dict:
+    """The items a human should look at: `review_queue.jsonl` in the run dir and, when tracking, traces
+    in the experiment `<experiment>-review` merged into an evaluation dataset (a labeling session
+    loads it; labels added there come back with `--from-mlflow <experiment>-review --label label`).
+
+    Args:
+        rows: the judge section's review_queue rows (train/validation only: test stays held out).
+        run_dir: the run directory.
+        tracker: the run's Tracker.
+        experiment: the calibration's MLflow experiment name.
+        run_id: the MLflow run id (names the dataset).
+        echo: where the summary line goes.
+    """
+    path = Path(run_dir) / REVIEW_QUEUE_FILE
+    atomic.write_text(path, "".join(json.dumps(r, default=str) + "\n" for r in rows))
+    reasons: dict[str, int] = {}
+    for r in rows:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    out: dict[str, Any] = {"file": str(path), "n": len(rows), "by_reason": reasons}
+    if tracker.enabled and rows:
+        from .mlflow_records import export_review_queue as to_mlflow
+
+        try:
+            out["mlflow"] = to_mlflow(rows, tracker.uri, f"{experiment}-review",
+                                      f"{experiment}-review-{(run_id or 'run')[:8]}", run_id)
+        except Exception as e:  # the queue file stands; the MLflow copy failing is reported, not fatal
+            tracker.note_failure("review queue export", e)
+            out["mlflow_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    echo(f"review queue: {len(rows)} item(s) {reasons or ''} -> {path}"
+         + (f"; MLflow dataset {out['mlflow']['dataset']} in experiment {out['mlflow']['experiment']}"
+            if out.get("mlflow") else ""))
+    return out
 
 
 def _spec(lm, given: str | None) -> str | None:
@@ -378,11 +579,12 @@ def _val_pi_of(rep: dict) -> float:
 
 
 def _score_prompt(judge: str, fields: list[str], text: str, threshold: float | None, items, judge_lm,
-                  threads: int) -> dict[str, str | None]:
+                  threads: int, view: str | None = None) -> dict[str, str | None]:
     """Verdicts of one judge prompt on these items with this LM (None where the LM failed)."""
     run_judge, verdicts_at, make_judge = _part("run-judge"), _part("verdicts-at"), _part("make-judge")
+    program = make_judge(judge, fields, text) if view is None else make_judge(judge, fields, text, view=view)
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
-        return verdicts_at(run_judge(make_judge(judge, fields, text), items, judge_lm, threads), threshold)
+        return verdicts_at(run_judge(program, items, judge_lm, threads), threshold)
 
 
 def mlflow_model_uri(spec: str) -> str | None:
@@ -395,17 +597,42 @@ def mlflow_model_uri(spec: str) -> str | None:
     return f"{provider}:/{name}"
 
 
-def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, engine=None) -> dict:
-    """The baseline a user would otherwise pick, on the same train split and test items."""
+def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, engine=None,
+               aligners: list[str] | None = None) -> dict:
+    """The baselines a user would otherwise pick, on the same train split and test items: one table
+    with the uncalibrated judge, AutoRefine (calibrated) and MLflow's align() per aligner, each
+    compared with AutoRefine (paired Δπ interval, exact McNemar).
+
+    Args:
+        suite: the records.
+        manifest: the split manifest (train to align on, test to score).
+        rep: the calibration report (its judge section's test verdicts).
+        model: the judge model spec.
+        workdir: the workdir (the anchor's MLflow store goes under it).
+        engine: the anchor's engine (tests pass a scripted one).
+        aligners: MLflow aligners to run ("simba", "gepa", "memalign"; default SIMBA).
+    """
+    import inspect
+
     compare_judges, align_anchor = _part("compare-judges"), _part("align-anchor")
     train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
     judged = judge_section(rep)
+    aligners = list(aligners or ["simba"])
+    kw: dict[str, Any] = {}
+    if aligners != ["simba"]:
+        if "aligners" not in inspect.signature(align_anchor).parameters:
+            raise InputError(f"the installed anchor runs SIMBA only; asked for {aligners}", field="--anchor",
+                             expected="simba")
+        kw["aligners"] = aligners
     res = align_anchor(train, test, judged.get("view_fields"), model_uri=mlflow_model_uri(model),
-                       manifest=manifest, workdir=Path(workdir) / "anchor", engine=engine)
+                       manifest=manifest, workdir=Path(workdir) / "anchor", engine=engine, **kw)
     labels = {it.id: it.gold["label"] for it in test}
-    verdicts = {"calibrated": judged["test_verdicts"]["calibrated"], **res.verdicts}
-    cmp = compare_judges(labels, verdicts, "calibrated", sorted(res.verdicts))
-    return {"comparison": cmp, "metadata": res.metadata, "instructions": res.instructions,
+    mine = judged["test_verdicts"]
+    base = "uncalibrated" if "uncalibrated" in mine else "uncalibrated_train_threshold"
+    verdicts = {"calibrated": mine["calibrated"], **({"uncalibrated": mine[base]} if base in mine else {}),
+                **res.verdicts}
+    cmp = compare_judges(labels, verdicts, "calibrated", sorted(set(verdicts) - {"calibrated"}))
+    return {"comparison": cmp, "metadata": res.metadata, "instructions": res.instructions, "aligners": aligners,
             "errors": {k: len(v) for k, v in res.errors.items()}}
 
 
@@ -417,44 +644,101 @@ def print_calibration(rep: dict, echo=print) -> None:
 
     con = Console(width=None if sys.stdout.isatty() else 140)
     print_report(rep, con)
-    for name, c in (rep.get("anchor") or {}).get("comparison", {}).get("comparisons", {}).items():
-        con.print(f"anchor {name}: {json.dumps(c, default=str)[:300]}", markup=False)
+    if rep.get("from_mlflow"):
+        f = rep["from_mlflow"]
+        con.print(f"records from MLflow experiment {f['experiment']}: {f['n_labelled']} of {f['n_traces']} traces "
+                  f"labelled {f['label']!r}; skipped {f['skipped_unlabelled']} unlabelled, "
+                  f"{f['skipped_unreadable']} unreadable", markup=False)
+    _print_noise(judge_section(rep).get("loop", {}).get("noise"), con)
+    if rep.get("anchor"):
+        _print_anchor(rep["anchor"], con)
+    q = rep.get("review_queue") or {}
+    if q:
+        where = (f"; MLflow dataset {q['mlflow']['dataset']} (experiment {q['mlflow']['experiment']}): label "
+                 f"its traces, then --from-mlflow {q['mlflow']['experiment']} --label label") if q.get("mlflow") else ""
+        con.print(f"review queue: {q['n']} item(s) {q.get('by_reason') or ''} in {q['file']}{where}",
+                  soft_wrap=True, markup=False)
     if rep.get("prompt_uri"):
         ch = rep.get("champion", {})
         con.print(f"calibrated prompt: {rep['run_dir']}/calibrated_prompt.txt, registered as {rep['prompt_uri']}",
                   soft_wrap=True)
-        con.print(f"champion {'moved' if ch.get('moved') else 'kept'} (decided on {ch.get('decided_on')}): "
+        who = ch.get("alias") or "alias"
+        con.print(f"{who} {'moved' if ch.get('moved') else 'kept'} (decided on {ch.get('decided_on')}): "
                   f"{ch.get('reason')}", soft_wrap=True, markup=False)
     if rep.get("run_id"):
         con.print(f"MLflow run {rep.get('run_id')} in {rep.get('tracking_uri')}")
 
 
-def load_prompt_text(spec: str, workdir: Path) -> tuple[str, dict]:
-    """A prompt from a file path or the registry (prompts:/name/version or prompts:/name@alias)."""
-    p = Path(spec)
-    if p.exists():
-        return p.read_text().strip(), {}
-    if not spec.startswith("prompts:/"):
-        raise InputError("not a file nor a registry URI", field="--prompt",
-                         expected="a path, prompts:/NAME/VERSION or prompts:/NAME@champion")
-    tr = Tracker(workdir)
-    import mlflow
+def _print_noise(noise: dict | None, con) -> None:
+    """The judge's repeat noise on validation: π spread and flip rates, start vs selected prompt."""
+    if not noise:
+        return
+    for which in ("initial", "selected"):
+        n = noise.get(which) or {}
+        if n.get("pi_mean") is None:
+            continue
+        flips = sorted(((v, k) for k, v in (n.get("flip_rate") or {}).items() if v > 0), reverse=True)[:5]
+        con.print(f"judge noise ({which} prompt, {noise['repeats']} runs at temperature {noise['temperature']}): "
+                  f"validation π mean {n['pi_mean']:.3f} sd {n['pi_sd']:.3f} [min {n['pi_min']:.3f}, max "
+                  f"{n['pi_max']:.3f}]; {n['items_flipping']} item(s) flip, mean flip rate "
+                  f"{(n.get('mean_flip_rate') or 0):.3f}" + (f"; most: {', '.join(f'{k} {v:.2f}' for v, k in flips)}"
+                                                              if flips else ""), markup=False, soft_wrap=True)
+    for a in noise.get("acceptance") or []:
+        ci = a.get("paired_ci95")
+        con.print(f"  iteration {a['iteration']} vs {a['against_iteration']}: Δπ {a['delta']:+.3f}, noise "
+                  f"{a['noise']:.3f}" + (f", paired 95% [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+                  + f" -> {'accepted' if a['accepted'] else 'rejected (within noise)'}", markup=False)
 
-    mlflow.set_tracking_uri(tr.uri)
-    mlflow.set_registry_uri(tr.uri)
-    pv = mlflow.genai.load_prompt(spec)
-    return pv.template, dict(getattr(pv, "tags", {}) or {})
+
+def _print_anchor(anchor: dict, con) -> None:
+    """One table on the test split: uncalibrated, AutoRefine and each MLflow aligner, paired against AutoRefine."""
+    from rich.table import Table
+
+    cmp = anchor.get("comparison") or {}
+    t = Table(title=f"anchor: {cmp.get('n_scored')} of {cmp.get('n_items')} test items scored by every judge "
+                    f"(LM errors left out: {cmp.get('excluded_lm_errors')})")
+    for col in ("judge", "π", "accuracy", "FAIL recall", "PASS recall", "Δπ AutoRefine − judge [95% CI]",
+                "McNemar exact p"):
+        t.add_column(col)
+    for name, m in (cmp.get("judges") or {}).items():
+        c = (cmp.get("comparisons") or {}).get(f"calibrated_vs_{name}")
+        label = "AutoRefine (calibrated)" if name == "calibrated" else name
+        t.add_row(label, f"{m['pi']:+.3f}", f"{m['accuracy']:.3f}", _fmt(m.get("fail_recall")),
+                  _fmt(m.get("pass_recall")),
+                  "" if c is None else f"{c['pi_delta']:+.3f} [{c['pi_ci95'][0]:+.3f}, {c['pi_ci95'][1]:+.3f}]",
+                  "" if c is None else f"{c['mcnemar_exact']['p_value']:.3g}")
+    con.print(t)
+    if anchor.get("metadata", {}).get("align_error"):
+        con.print(f"anchor align error: {anchor['metadata']['align_error']}", markup=False)
+
+
+def load_prompt_text(spec: str, workdir: Path, tracking_uri: str | None = None) -> tuple[str, dict]:
+    """A prompt from a file path or the registry (prompts:/name/version or prompts:/name@alias)."""
+    start = resolve_start_prompt(spec, workdir, tracking_uri)
+    return start.text, start.tags
 
 
 def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: str = "local",
-                workdir: Path = Path(".verifirst"), threshold: float | None = None) -> list[dict[str, Any]]:
-    run_judge, verdicts_at, make_judge = _part("run-judge"), _part("verdicts-at"), _part("make-judge")
+                workdir: Path = Path(".verifirst"), threshold: float | None = None, view: str | None = None,
+                tracking_uri: str | None = None) -> list[dict[str, Any]]:
+    """`verifirst judge`: a (registered) prompt applied to records, one verdict row per record.
+
+    Args:
+        prompt: a prompt file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS.
+        input_path: the records (.jsonl/.csv; label optional).
+        judge: the judge kind.
+        model: the judge model spec.
+        workdir: cache and the local MLflow store.
+        threshold: rubric threshold (default: the registered one).
+        view: the --view spec (default: the view the prompt was calibrated with, if registered).
+        tracking_uri: the MLflow tracking URI holding the registry.
+    """
+    run_judge, verdicts_at = _part("run-judge"), _part("verdicts-at")
     load_outcomes = registry.component("suite", "outcomes")
-    text, tags = load_prompt_text(prompt, workdir)
+    text, tags = load_prompt_text(prompt, workdir, tracking_uri)
     suite = load_outcomes(input_path, require_label=False) if _accepts_unlabelled(load_outcomes) \
         else load_outcomes(input_path)
-    fields = sorted(suite.items[0].inputs)
-    j = make_judge(judge, fields, text)
+    j = make_judge_program(judge, suite, text, view or tags.get("view") or None)
     lm = make_lm(model, role="judge")
     configure_cache(Path(workdir) / "cache")
     with dspy.context(lm=lm, adapter=FastJSONAdapter()):
@@ -473,7 +757,7 @@ def _accepts_unlabelled(load_outcomes: Callable) -> bool:
 
 def cli_calibrate(**kw) -> int:
     as_json = kw.pop("as_json", False)
-    rep = calibrate_outcomes(echo=(lambda m: None) if as_json else print, **kw)
+    rep = calibrate_outcomes(kw.pop("outcomes", None), echo=(lambda m: None) if as_json else print, **kw)
     if as_json:
         print(json.dumps(rep, indent=2, default=str))
     else:

@@ -360,8 +360,24 @@ def schema_list(as_json: bool = typer.Option(False, "--json")):
 
 
 @app.command()
-def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl or .csv (id, label, view fields)"),
+def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome records: .jsonl or .csv (id, label, view "
+                                                                "fields); or use --from-mlflow"),
               judge: str = typer.Option("passfail", help="passfail | rubric"),
+              prompt: Optional[str] = typer.Option(None, help="your judge prompt: a file, prompts:/NAME@ALIAS or "
+                                                              "prompts:/NAME/VERSION ({{ variable }} slots allowed)"),
+              view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables: "
+                                                            "title,diff (same names) or diff=patch (FIELD=VARIABLE)"),
+              name: Optional[str] = typer.Option(None, help="registry name for a prompt file's calibrated versions "
+                                                            "(default: the file's stem)"),
+              promote: Optional[str] = typer.Option(None, "--promote", metavar="ALIAS",
+                                                    help="move ALIAS to the new version if its validation π beats "
+                                                         "the alias's current version (never on test)"),
+              from_mlflow: Optional[str] = typer.Option(None, "--from-mlflow", metavar="EXPERIMENT",
+                                                        help="read records from this experiment's labelled traces"),
+              label: str = typer.Option("label", help="--from-mlflow: the assessment (feedback or expectation) "
+                                                      "holding the label"),
+              repeats: int = typer.Option(1, help="judge runs per validation item (temperature > 0 above 1): "
+                                                  "π spread, flip rates; edits must beat that noise"),
               model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
               teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
               proposer: Optional[str] = typer.Option(None, help="model proposing prompt edits (default: teacher)"),
@@ -374,13 +390,16 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
               seed: int = typer.Option(0), threads: int = typer.Option(1),
               tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
               trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
-              anchor: bool = typer.Option(False, help="also run MLflow make_judge + align(SIMBA) and compare"),
+              anchor: Optional[str] = typer.Option(None, metavar="ALIGNERS",
+                                                   help="also run MLflow make_judge + align() on the same split and "
+                                                        "compare: simba, gepa, memalign, a comma list or all "
+                                                        "(the flag takes a value)"),
               as_json: bool = typer.Option(False, "--json")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
-    Example: verifirst calibrate --outcomes outcomes.jsonl --judge passfail --teacher openai/gpt-4o
+    Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
     Prints the held-out report (π with paired bootstrap CI vs the uncalibrated judge, FAIL/PASS
-    recall, McNemar) and registers the prompt in MLflow's prompt registry.
+    recall, McNemar), writes the review queue and registers the prompt in MLflow's prompt registry.
     """
     try:
         from .calibrate import cli_calibrate
@@ -388,8 +407,10 @@ def calibrate(outcomes: Path = typer.Option(..., help="outcome records: .jsonl o
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
                                        proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
                                        run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
-                                       tracking_uri=tracking_uri, offline=offline, trace=trace, anchor=anchor,
-                                       as_json=as_json))
+                                       tracking_uri=tracking_uri, offline=offline, trace=trace,
+                                       anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
+                                       name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
+                                       repeats=repeats))
     except VerifirstError as e:
         _fail(e)
 
@@ -408,7 +429,10 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
               input: Path = typer.Option(..., "--input", help="records to judge (.jsonl/.csv; label optional)"),
               kind: str = typer.Option("passfail", help="passfail | rubric"),
               model: str = typer.Option("local"), workdir: Path = typer.Option(DEMO_DIR),
-              threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)")):
+              threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)"),
+              view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables (default: the "
+                                                            "view it was calibrated with)"),
+              tracking_uri: Optional[str] = typer.Option(None)):
     """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
 
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
@@ -416,7 +440,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     try:
         from .calibrate import apply_judge
 
-        rows = apply_judge(prompt, input, kind, model, workdir, threshold)
+        rows = apply_judge(prompt, input, kind, model, workdir, threshold, view=view, tracking_uri=tracking_uri)
         for row in rows:
             typer.echo(json.dumps(row, default=str))
         typer.echo(_judge_summary(rows), err=True)
