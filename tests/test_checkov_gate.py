@@ -166,3 +166,34 @@ def test_checkov_that_is_not_a_python_script_runs_as_a_command(tmp_path):
     assert verdict.stage == T.SCANNER_FAIL
     assert sorted(e.message.split(":")[0] for e in verdict.errors) == sorted(CHECKS)
     assert os.path.basename(verdict.details["checkov"]["failed"][0]["file"]) == "main.tf"
+
+
+def test_gate_runs_through_verifirst_run_and_its_stage_reaches_the_report(tmp_path, monkeypatch):
+    import json
+    from pathlib import Path
+
+    from verifirst import config, experiment
+    from verifirst.lm import Models
+    from verifirst.testing import json_answer, scripted_lm
+
+    root = Path(__file__).resolve().parents[1]
+    tasks = root / "examples" / "iac_tasks" / "tasks"
+
+    def answer(messages):  # each task's own reference: both meet the task and org policies
+        ref = "job-queue" if "SQS queue" in json.dumps(messages) else "log-bucket"
+        return json_answer(reasoning="short", config=(tasks / ref / "reference.tf").read_text())
+
+    monkeypatch.chdir(root)  # the example's paths are relative to the repository root
+    exp = config.load(root / "examples" / "iac_tasks.toml")
+    exp.sections["experiment"]["workdir"] = str(tmp_path / "wd")
+    exp.sections["verifier"]["options"].update(backend="python", gates=ALL_GATES, checkov_checks=["CKV_AWS_18"])
+    exp.sections["tracking"]["enabled"] = False
+    models = Models(task=scripted_lm(answer, name="ckv-task"),
+                    reflection=scripted_lm(lambda m: json_answer(new_instruction="Log bucket access."),
+                                           role="reflection", name="ckv-refl"))
+    rep = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None).report
+    assert rep["stage_order"] == list(T.STAGES)
+    stages = {k: n for s in rep["splits"].values() for k, n in s["before"]["stages"].items() if n}
+    assert stages == {T.SCANNER_FAIL: 1, T.PASS: 1}  # the bucket lacks access logging (CKV_AWS_18)
+    rows = [ln for f in (tmp_path / "run").rglob("*.jsonl") for ln in f.read_text().splitlines()]
+    assert any("CKV_AWS_18" in ln for ln in rows), "the check id reaches the feedback"
