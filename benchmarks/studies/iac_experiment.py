@@ -6,7 +6,7 @@ rego_transition(before, after) -> the full stage transition matrix of the policy
 diagnostic, with an exact McNemar on OPA failures resolved vs introduced.
 
     python -m verifirst.benchmarks.studies.iac_experiment --model local --strategies cot,repair \
-        [--rego-injection] [--limit N] [--out report.json]
+        [--rego-injection] [--gates validate,plan,opa,checkov] [--limit N] [--out report.json]
 runs them on the built-in pack with the terraform verifier.
 """
 from __future__ import annotations
@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", default="cot,repair", help=f"comma list of {', '.join(STRATEGIES)}")
     ap.add_argument("--k", type=int, default=4, help="repair budget (attempts in all)")
     ap.add_argument("--backend", default="auto", help="terraform verifier backend")
+    ap.add_argument("--gates", default=None, help="comma list of validate,plan,opa,checkov (default: no checkov)")
     ap.add_argument("--store", default=None, help="ChromaDB directory for react-* (default: a temp dir)")
     ap.add_argument("--rego-injection", action="store_true",
                     help="also run repair with the policy shown and report the OPA transition")
@@ -233,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     from verifirst.verifiers.terraform.verifier import TerraformVerifier
 
     items = load_pack().items[: args.limit]
-    verifier = TerraformVerifier(backend=args.backend, schema=str(SCHEMA_PATH))
+    gates = [g.strip() for g in args.gates.split(",") if g.strip()] if args.gates else None
+    verifier = TerraformVerifier(backend=args.backend, schema=str(SCHEMA_PATH), gates=gates)
+    verifier.preflight()  # a missing toolchain (terraform, checkov) stops here, before any LM call
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     store = toolbox = None
     if any(n.startswith("react") or n == "repair-rag" for n in names):

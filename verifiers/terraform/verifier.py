@@ -1,4 +1,8 @@
-"""TerraformVerifier: validate -> plan -> policy, one Verdict, three backends behind one interface.
+"""TerraformVerifier: validate -> plan -> policy (-> checkov), one Verdict, three backends behind one interface.
+
+Gates (option `gates`): validate and plan always run; "opa" applies the item's and the
+organisation's Rego (default on); "checkov" adds the scanner gate (verifiers/terraform/checkov.py,
+stage SCANNER_FAIL) after the policy (default off).
 
 - "terraform": real terraform + the schema-serving provider (verifiers/terraform/tf_provider.py), no init;
 - "python":    python-hcl2 checks + a synthesized plan (verifiers/terraform/hcl_check.py, plan_synth.py);
@@ -468,7 +472,8 @@ def verify_config(hcl_text_or_dir: Any, policy=None, backend: str = "auto",
     v = _DEFAULT_VERIFIERS.get(key)
     if v is None:
         v = TerraformVerifier(backend=backend, schema=schema, gates=gates)
-        v.preflight()  # a missing checkov is an input error before anything runs
+        if "checkov" in v.gates:
+            v.preflight()  # a missing checkov is an input error (exit 2) before anything runs
         _DEFAULT_VERIFIERS[key] = v
     return v.verify_config(hcl_text_or_dir, policy=policy)
 
