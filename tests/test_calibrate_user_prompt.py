@@ -54,6 +54,10 @@ class TemplateRuleLM(RuleFollowingLM):
             return {"reasoning": f"matches FAIL rule `{fails[0]}`", "verdict": "FAIL"}
         return {"reasoning": "no rule in the request applies", "verdict": "PASS"}
 
+    def _teacher(self, instr: str, f: dict) -> dict:
+        # records read from traces carry the code as the trace's outputs
+        return super()._teacher(instr, {"code": f.get("outputs", ""), **f})
+
     def _applier(self, instr: str, f: dict) -> dict:
         out = super()._applier(instr, f)
         if self.drop_variables:  # a careless rewrite: the code slot is gone

@@ -96,7 +96,7 @@ def trace_label(trace, name: str) -> tuple[str | None, str | None]:
 def _traces(client, experiment_id: str) -> list:
     out, token = [], None
     while True:
-        page = client.search_traces(experiment_ids=[experiment_id], max_results=PAGE, page_token=token)
+        page = client.search_traces(locations=[experiment_id], max_results=PAGE, page_token=token)
         out.extend(page)
         token = getattr(page, "token", None)
         if not token:
