@@ -139,7 +139,7 @@ def aligned_run(tmp_path_factory):
             artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "autorefine_align")]
             report_json = json.loads(open(client.download_artifacts(
                 run.info.run_id, "autorefine_align/report.json", str(tmp))).read())
-            yield {"judge": judge, "aligned": aligned, "aligner": aligner, "run": logged, "artifacts": artifacts,
+            yield {"store": f"sqlite:///{tmp / 'mlflow.db'}", "judge": judge, "aligned": aligned, "aligner": aligner, "run": logged, "artifacts": artifacts,
                    "report_json": report_json, "rows": rows, "traces": traces, "recorder": rec, "url": url,
                    "roles": roles, "tmp": tmp}
     finally:
@@ -201,12 +201,12 @@ def test_aligned_judge_scores_in_mlflow_evaluate(aligned_run):
     assert values == ["FAIL", "PASS"]
 
 
-def test_traces_without_labels_are_an_input_error(tmp_path):
+def test_traces_without_labels_are_an_input_error(aligned_run):
     from mlflow.genai.judges import make_judge
 
     import verifirst
 
-    with _mlflow_at(f"sqlite:///{tmp_path / 'm.db'}", "aligner-bad"):
+    with _mlflow_at(aligned_run["store"], "aligner-bad"):
         traces = log_labelled_traces(world(3), "safety", label_name="other_judge")
     judge = make_judge(name="safety", instructions=INSTRUCTIONS, model=MODEL)
     with pytest.raises(InputError, match="human PASS/FAIL assessment named 'safety'"):

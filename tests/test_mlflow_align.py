@@ -80,7 +80,13 @@ def test_instructions_get_the_inputs_variable_once():
     assert render_view({"task": "t", "code": "c", "x": 1}, ["task", "code"]) == "task:\nt\n\ncode:\nc"
 
 
-def test_traces_map_to_what_align_consumes(tmp_path):
+@pytest.fixture(scope="module")
+def store_uri(tmp_path_factory) -> str:
+    """One sqlite tracking store for the module (creating one runs MLflow's migrations, ~5-10 s)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('anchor-store') / 'mlflow.db'}"
+
+
+def test_traces_map_to_what_align_consumes(store_uri):
     """MLflow's own converter reads our traces back as labelled examples with the view."""
     import mlflow
     from mlflow.genai.judges import make_judge
@@ -88,7 +94,7 @@ def test_traces_map_to_what_align_consumes(tmp_path):
 
     before = mlflow.get_tracking_uri()
     items = outcome_items(2, "tr")
-    with _mlflow_at(f"sqlite:///{tmp_path / 'm.db'}", "anchor-test"):
+    with _mlflow_at(store_uri, "anchor-test"):
         traces = log_outcome_traces(items, ["task", "code"])
     assert mlflow.get_tracking_uri() == before
     judge = make_judge(name=JUDGE_NAME, instructions=judge_instructions("Judge."), model="openai:/x")
@@ -227,7 +233,7 @@ def test_missing_aligners_and_too_few_traces_are_skipped_with_the_reason(tmp_pat
 
 
 @pytest.mark.integration
-def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path):
+def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path, store_uri):
     """SIMBA, GEPA and MemAlign on the same train traces; each judge scored once on the same test items."""
     train, test = outcome_items(12, "tr"), outcome_items(6, "te")
     m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.67, 0.0, 0.33))
@@ -235,7 +241,8 @@ def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path):
     res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path, aligners="all", num_threads=4,
                        instructions="Review the code change before it is accepted.",
                        simba_kwargs={"max_steps": 2, "num_candidates": 3, "max_demos": 2},
-                       gepa_max_metric_calls=24, embedder=hashed_words)
+                       gepa_max_metric_calls=24, embedder=hashed_words, tracking_uri=store_uri,
+                       experiment="every-aligner")
     rows = res.metadata["aligners"]
     assert res.metadata["skipped_aligners"] == {} and "align_error" not in res.metadata, rows
     assert {rows[a]["status"] for a in rows} == {"aligned"}
@@ -252,3 +259,56 @@ def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path):
     assert res.metadata["simba"]["max_steps"] == 2 and res.metadata["aligned_changed"]  # SIMBA-era keys kept
     # test views reach the model only when scored: once per judge per item, never in alignment
     assert sum("task te" in p for p in eng.prompts) == 4 * len(test)
+
+
+def test_anchor_table_compares_every_judge_with_autorefine_on_one_item_set():
+    from verifirst.benchmarks.studies.judge_anchor import anchor_table, format_table
+
+    labels = {f"i{k}": ("FAIL" if k % 2 == 0 else "PASS") for k in range(20)}
+    verdicts = {"calibrated": dict(labels), "uncalibrated": {i: "PASS" for i in labels},
+                "mlflow_unaligned": {i: "PASS" for i in labels},
+                "mlflow_gepa": {i: (v if i != "i0" else "PASS") for i, v in labels.items()}}
+    verdicts["mlflow_gepa"]["i3"] = None  # an LM error: the item leaves every row
+    meta = {"aligners": {"simba": {"status": "skipped", "reason": "needs at least 10 labelled train traces"},
+                         "gepa": {"status": "aligned"},
+                         "memalign": {"status": "error", "error": "MlflowException: no embeddings"}}}
+    t = anchor_table(labels, verdicts, meta, n_boot=300)
+    assert t["n_scored"] == 19 and t["excluded_lm_errors"]["mlflow_gepa"] == 1
+    rows = {r["judge"]: r for r in t["rows"]}
+    assert [r["judge"] for r in t["rows"]] == ["uncalibrated", "calibrated", "mlflow_unaligned", "mlflow_gepa",
+                                               "mlflow_simba", "mlflow_memalign"]
+    assert rows["calibrated"]["pi"] == pytest.approx(1.0) and "pi_delta_vs_ours" not in rows["calibrated"]
+    assert rows["uncalibrated"]["pi_ci95"][1] <= 0.0 < rows["uncalibrated"]["pi_delta_ci95"][0]
+    assert (rows["uncalibrated"]["ours_right_only"], rows["uncalibrated"]["judge_right_only"]) == (10, 0)
+    assert rows["uncalibrated"]["mcnemar_p"] < 0.01
+    g = rows["mlflow_gepa"]
+    assert (g["ours_right_only"], g["judge_right_only"]) == (1, 0) and g["mcnemar_p"] == pytest.approx(1.0)
+    assert rows["mlflow_simba"]["status"] == "skipped" and "at least 10" in rows["mlflow_simba"]["reason"]
+    assert rows["mlflow_memalign"]["status"] == "error"
+    text = format_table(t)
+    for name in ("uncalibrated", "AutoRefine", "MLflow make_judge", "MLflow align GEPA", "MLflow align SIMBA",
+                 "MLflow align MemAlign", "McNemar"):
+        assert name in text, name
+    assert len(text.splitlines()) == 2 + 6
+
+
+def test_benchmark_table_with_all_aligners_on_a_calibrate_report(tmp_path, store_uri):
+    from verifirst.benchmarks.studies.judge_anchor import load_suite_and_splits, run_judge_anchor
+
+    path = _outcomes_file(tmp_path, 12)
+    with pytest.raises(InputError, match="unknown aligner"):
+        run_judge_anchor(str(path), problems=None, aligners="simba,dpo", workdir=tmp_path / "w")
+    suite, m = load_suite_and_splits(str(path), None, None, "0.5,0.25,0.25", 0)
+    truth = {it.id: it.gold["label"] for it in m.select(suite.items, "test")}
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"split_digest": m.digest, "test_verdicts": {
+        "calibrated": truth, "uncalibrated": {i: "PASS" for i in truth}}}))
+    rep = run_judge_anchor(str(path), problems=None, report=str(report), engine=RuleFollowingEngine(),
+                           workdir=tmp_path / "w", n_boot=200, aligners="all",
+                           anchor_options={"embedder": hashed_words, "tracking_uri": store_uri,
+                                           "experiment": "table-all"})
+    rows = {r["judge"]: r for r in rep["table"]["rows"]}
+    assert rows["mlflow_simba"]["status"] == rows["mlflow_gepa"]["status"] == "skipped"  # 6 train traces
+    assert rows["mlflow_memalign"]["status"] == "scored" and "mcnemar_p" in rows["mlflow_memalign"]
+    assert set(rep["test"]["comparisons"]) == {"calibrated_vs_mlflow_unaligned", "calibrated_vs_mlflow_memalign"}
+    assert any("gepa skipped" in w for w in rep["warnings"])
