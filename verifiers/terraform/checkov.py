@@ -158,7 +158,7 @@ class CheckovScanner:
         self.start_ms = round((time.perf_counter() - t0) * 1000, 1)
 
     def _stderr_tail(self) -> str:
-        if self._stderr is None:
+        if self._stderr is None or self._stderr.closed:
             return ""
         self._stderr.seek(0)
         return self._stderr.read().decode("utf-8", "replace")[-1500:].strip()
@@ -193,7 +193,9 @@ class CheckovScanner:
             for f in (self._proc.stdin, self._proc.stdout):
                 if f:
                     f.close()
-        self._proc, self._buf = None, b""
+        if self._stderr is not None:
+            self._stderr.close()
+        self._proc, self._buf, self._stderr = None, b"", None
 
     def close(self) -> None:
         """Stop the worker process."""
