@@ -169,6 +169,20 @@ def demo(f: Field) -> tuple[str, str]:
             f"{f('lm_errors')} errors{tail})")
 
 
+def scale(f: Field) -> tuple[str, str]:
+    parts = []
+    for v, what in (("bash", "bash (FEH)"), ("terraform", "terraform")):
+        threads = ", ".join(f"{_n(r['items_per_s'], 1)} at {r['threads']}" for r in f(f"{v}.threads"))
+        ray = ", ".join(f"{_n(r['items_per_s'], 1)} at {r['workers']} ({_n(r['efficiency'], 2)})" for r in f(f"{v}.ray"))
+        parts.append(f"{what} items/s: threads {threads}; Ray workers {ray}")
+    ov = f("overhead")
+    parts.append(f"Ray per-task overhead {_n(ov['ray_per_task_overhead_ms'], 2)} ms against a thread "
+                 f"({_n(ov['ray_ms_per_item'], 2)} vs {_n(ov['thread_ms_per_item'], 2)} ms per exact-match item); "
+                 f"local cluster start {_n(f('local_cluster_start_s'), 1)} s")
+    return (f"scale-out, no LM: {f('bash.items')} bash-pack golds, {f('terraform.items')} IaC references "
+            "(pure Python); Ray efficiency per worker in parentheses", "; ".join(parts))
+
+
 @dataclass(frozen=True)
 class Row:
     name: str  # results file stem
@@ -185,6 +199,7 @@ ROWS = (
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
     Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),
     Row("demo", "python benchmarks/perf/demo.py", demo),
+    Row("scale", "python benchmarks/perf/scale.py --json", scale),
 )
 
 
