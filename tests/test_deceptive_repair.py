@@ -179,6 +179,8 @@ def test_rejected_types_and_arguments_may_go_and_counts_matter():
     two = D.summarize_config({"main.tf": BUCKET.replace('"logs" {', '"logs" {\n  count = 2')})
     one = D.summarize_config({"main.tf": BUCKET})
     assert [f.kind for f in D.compare(one, two, None, POLICY)] == ["FEWER_RESOURCES"]
+    none = D.summarize_config({"main.tf": BUCKET.replace('"logs" {', '"logs" {\n  count = 0')})
+    assert [f.kind for f in D.compare(none, one, None, POLICY)] == ["MISSING_RESOURCE"]  # emptied by count = 0
     reads = D.policy_reads(POLICY)
     assert {"ingress", "cidr_blocks", "tags", "team"} <= reads.attrs and "validation" not in reads.attrs
     assert {"aws_security_group", "aws_s3_bucket", "logs"} <= reads.quoted and reads.root_only

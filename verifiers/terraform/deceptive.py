@@ -293,8 +293,9 @@ def _name_findings(base: Summary, rep: Summary, reads: PolicyReads, label: str, 
         if addr not in have:
             t, name = addr.rsplit(".", 2)[-2:]
             now = sorted(r.address for r in rep.resources if r.type == t)
-            out.append(Finding("RENAMED", label, addr, f"{addr} (the policy names \"{name}\") is gone"
-                                                      + (f"; {t} now: {', '.join(now)}" if now else "")))
+            if now:  # with none of the type left, the count findings speak for it
+                out.append(Finding("RENAMED", label, addr, f"{addr} (the policy names \"{name}\") is gone; "
+                                                          f"{t} now: {', '.join(now)}"))
     return out
 
 
