@@ -223,15 +223,14 @@ class RepairLoop(_ItemLookup, dspy.Module):
         return dspy.Prediction(config=config, raw=raw, attempts=attempts, converged_at=converged,
                                stages=[a["stage"] for a in attempts])
 
-
     def _deception(self, item: Item, draft: tuple, config: str, verdict):
         """The passing verdict, or a DECEPTIVE_FIX one when the repair dropped what the task needs."""
         from verifirst.verifiers.terraform import deceptive as D
         from verifirst.verifiers.terraform.iac_taxonomy import DECEPTIVE, DECEPTIVE_FIX
 
         reference = self._reference_summary(item)
-        findings = D.compare(_summary(config, verdict), _summary(*draft), reference, _policy_texts(item),
-                             *_rejected(draft[1]))
+        findings = D.compare(_summary(config, verdict), _summary(*draft), reference,
+                             _policy_texts(item, self.verifier), *_rejected(draft[1]))
         if not findings:
             return verdict
         from verifirst.verifiers.base import Verdict, VerifierError
@@ -262,9 +261,13 @@ def _summary(config: str, verdict):
     return D.summarize_plan(plan) if plan else D.summarize_config({"main.tf": config or ""})
 
 
-def _policy_texts(item: Item) -> str:
+def _policy_texts(item: Item, verifier: Any = None) -> str:
+    """The Rego the item is judged by: its own policies and the verifier's organisation set
+    (whose deny rules a deleted resource satisfies as well)."""
     gold = item.gold or {}
     texts = [p.get("text", "") for p in gold.get("rego_policies") or []] or [gold.get("rego_policy") or ""]
+    org = getattr(verifier, "policy_set", None)
+    texts += [getattr(p, "text", "") for p in getattr(org, "policies", None) or []]
     return "\n".join(texts)
 
 
