@@ -156,3 +156,43 @@ def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
     assert {"program.json", "report.json", "report.md", "split_manifest.json"} <= saved
     with pytest.raises(InputError, match="unknown role"):
         vf.calibrate(src, models={"judges": lm}, workdir=tmp_path / "wd2")
+
+
+def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_judge(tmp_path, monkeypatch, capsys):
+    import types
+
+    import verifirst.calibrate as cal
+    from test_autorefine import make_world
+    from verifirst.errors import InputError
+    from verifirst.splits import make_splits
+
+    assert cal.parse_anchor("all") == ["simba", "gepa", "memalign"] and cal.parse_anchor(True) == ["simba"]
+    assert cal.parse_anchor("gepa, simba") == ["gepa", "simba"] and cal.parse_anchor(False) == []
+    with pytest.raises(InputError, match="unknown aligner"):
+        cal.parse_anchor("simba,dspy")
+    suite = make_world(n_groups=8, seed=1)
+    manifest = make_splits(suite.items, group="group", seed=1)
+    test = manifest.select(suite.items, "test")
+    truth = {it.id: it.gold["label"] for it in test}
+    flip = {k: ("PASS" if v == "FAIL" else "FAIL") for k, v in truth.items()}
+    seen = {}
+
+    def fake_align(train, test_items, view_fields, aligners=("simba",), **kw):
+        seen.update(aligners=list(aligners), n_train=len(train))
+        return types.SimpleNamespace(verdicts={f"mlflow_{a}": dict(truth) for a in aligners}, errors={},
+                                     instructions={}, metadata={})
+
+    real_part = cal._part
+    monkeypatch.setattr(cal, "_part", lambda name: fake_align if name == "align-anchor" else real_part(name))
+    rep = {"judge": {"view_fields": ["code", "task"],
+                     "test_verdicts": {"calibrated": dict(truth), "uncalibrated": flip}}}
+    out = cal.run_anchor(suite, manifest, rep, "local", tmp_path, aligners=["simba", "gepa"])
+    assert seen == {"aligners": ["simba", "gepa"], "n_train": len(manifest.train)}
+    cmp = out["comparison"]
+    assert set(cmp["judges"]) == {"calibrated", "uncalibrated", "mlflow_simba", "mlflow_gepa"}
+    assert set(cmp["comparisons"]) == {"calibrated_vs_uncalibrated", "calibrated_vs_mlflow_simba",
+                                       "calibrated_vs_mlflow_gepa"}
+    assert cmp["comparisons"]["calibrated_vs_uncalibrated"]["pi_delta"] > 0
+    cal.print_calibration({"anchor": out, "splits": {}, "details": {}})
+    printed = capsys.readouterr().out
+    assert "AutoRefine (calibrated)" in printed and "uncalibrated" in printed and "mlflow_gepa" in printed
