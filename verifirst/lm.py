@@ -263,7 +263,7 @@ def make_routed_lm(endpoints: list, *, role: str = "task", temperature: float | 
         endpoints: model strings or dicts (model, api_base, api_key, weight, fallback; router settings
             routing, num_retries, allowed_fails, cooldown_s, timeout_s; temperature, max_tokens).
         role: the role the calls are counted under, in total and per endpoint.
-        num_retries: Router retries when no endpoint gives num_retries (default 2).
+        num_retries: Router retries when no endpoint gives num_retries (None: 3).
     """
     from dataclasses import replace
 

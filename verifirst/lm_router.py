@@ -36,7 +36,7 @@ class Endpoint:
 @dataclass(frozen=True)
 class RouterSettings:
     routing: str = "simple-shuffle"
-    num_retries: int = 2
+    num_retries: int = 3  # as for a single endpoint (make_lm's default)
     allowed_fails: int = 1  # failures before an endpoint cools down
     cooldown_s: float = 30.0
     timeout_s: float | None = None
@@ -129,6 +129,9 @@ _LOGGER: list = []
 def _install_failure_logger() -> None:
     """One process-wide LiteLLM callback that counts failed attempts of our deployments."""
     import litellm
+
+    if _LOGGER and _LOGGER[0] in litellm.callbacks:  # the common case, on every call
+        return
     from litellm.integrations.custom_logger import CustomLogger
 
     from .lm import USAGE
@@ -216,6 +219,7 @@ class RouterEngine:
         from .lm import USAGE
 
         validate_request(request)
+        _install_failure_logger()  # again: another library may have replaced litellm.callbacks
         data = request_kwargs(request, "chat")
         data.pop("model", None)
         if request.config.top_k is not None:

@@ -244,6 +244,8 @@ class Tracker:
         def hook(item, row) -> None:
             import mlflow
 
+            if not self._autolog:  # no call is traced: the thread's last trace is another run's
+                return
             tid = mlflow.get_last_active_trace_id(thread_local=True)
             if tid:
                 pending.append((tid, item.id, row))
