@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -250,3 +251,22 @@ def test_a_killed_worker_is_retried_and_one_that_keeps_dying_is_a_verifier_error
     ckpts = [json.loads(line) for f in (tmp_path / "ray" / "eval").glob("before_*.jsonl")
              for line in f.read_text().splitlines()]
     assert sorted(r["id"] for r in ckpts) == sorted(b)  # written by the driver as rows arrived
+
+
+def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_path):
+    from verifirst.errors import ConfigError
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "exp.toml"
+    path.write_text(
+        f'[experiment]\nname = "r"\nworkdir = "{tmp_path / "wd"}"\nexecutor = "ray"\nray_address = "127.0.0.1:{port}"\n'
+        '[suite]\nname = "bash-builtin"\nlimit = 4\n[program]\nname = "bash-generator"\n'
+        '[verifier]\nname = "exact"\n[tracking]\nenabled = false\n')
+    t0 = time.time()
+    with pytest.raises(ConfigError) as e:  # the CLI prints it and exits 2
+        experiment.run(config.load(path), progress=False, models=models(), echo=lambda m: None)
+    assert f"{path}:5 [experiment.ray_address]" in str(e.value) and "no Ray cluster answers" in str(e.value)
+    assert time.time() - t0 < 30  # not Ray's own minutes-long wait for a cluster
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["exp.toml"]  # nothing written

@@ -209,6 +209,32 @@ class RemoteVerifier:
         return getattr(self.local, name)
 
 
+def _reachable(address: str, timeout_s: float = 5.0, source: str | None = None, line: int | None = None) -> None:
+    """A host:port (or ray://host:port) address must accept a connection now: Ray itself would wait
+    minutes for a cluster that is not there. 'auto' is left to Ray.
+
+    Args:
+        address: the Ray address.
+        timeout_s: how long to wait for the connection.
+        source: the experiment file that names the address (for the error).
+        line: its line there.
+    """
+    import socket
+
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    if address == "auto" or ":" not in hostport:
+        return
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"no Ray cluster answers at {address}: {type(e).__name__}: {e}",
+                          path=source, line=line, field="experiment.ray_address",
+                          expected="the address of a running cluster (`ray start --head` prints it), 'auto', "
+                                   "or empty for a local cluster") from None
+
+
 class Ray:
     """Verifier calls as Ray actor tasks, one verifier built per worker.
 
@@ -259,6 +285,16 @@ class Ray:
             return max(1, int(self._ray.cluster_resources().get("CPU", 1) // self.num_cpus_per_worker))
         return os.cpu_count() or 1
 
+    def preflight(self, source: str | None = None, line: int | None = None) -> None:
+        """Refuse now, before anything is written, a cluster address that nothing answers at.
+
+        Args:
+            source: the experiment file naming the address, for the error.
+            line: the line of `ray_address` there.
+        """
+        if self.address:
+            _reachable(self.address, source=source, line=line)
+
     def concurrency(self, threads: int) -> int:
         if self.num_workers is None and self.address:
             self.connect()  # the pool's size is the cluster's
@@ -270,6 +306,7 @@ class Ray:
         if not isinstance(metric, Metric) or not metric.is_verifier or isinstance(metric.metric, RemoteVerifier):
             return metric  # a plain metric function runs where it is called
         local = metric.metric
+        self._pool(local)  # now: an unreachable cluster or an unshippable verifier stops the run before any item
         remote = RemoteVerifier(local, lambda: self._pool(local))
         return Metric(remote, metric.output_field, threshold=metric.threshold, name=metric.name)
 
@@ -294,6 +331,7 @@ class Ray:
                 kw.update(num_cpus=max(1, int(self.workers * self.num_cpus_per_worker + 0.999)),
                           include_dashboard=False, _temp_dir=tmp)
             else:
+                _reachable(self.address)
                 kw["address"] = self.address
             try:
                 ray.init(**kw)

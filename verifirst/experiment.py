@@ -100,7 +100,17 @@ def make_executor(exp: Experiment):
     ex, v = exp.experiment, exp.verifier
     # a verifier handed the judge LM is shipped as built (a worker has no LM to hand it)
     spec = None if exp.models.get("judge") else VerifierSpec(v["name"], dict(v.get("options") or {}))
-    return from_config(ex["executor"], ex.get("ray_address"), ex["threads"], spec)
+    executor = from_config(ex["executor"], ex.get("ray_address"), ex["threads"], spec)
+    check = getattr(executor, "preflight", None)
+    if check is not None:  # an address nothing answers at stops the run before anything is written
+        src = str(exp.path) if exp.path else None
+        line = None
+        if exp.path and Path(exp.path).is_file():
+            from .config import _line_of
+
+            line = _line_of(Path(exp.path).read_text(encoding="utf-8"), "experiment", "ray_address")
+        check(source=src, line=line)
+    return executor
 
 
 def config_digest(exp: Experiment) -> str:
@@ -171,6 +181,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                               path=str(state), field="config_digest",
                               expected="the same experiment file to resume, or a fresh --run-dir")
     # Everything that can refuse the run comes before anything is written.
+    executor = make_executor(exp)  # a Ray address nothing answers at refuses the run here
     tr = exp.tracking
     tracker = Tracker(workdir, uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
                       enabled=tr["enabled"], offline=offline, autolog=tr.get("traces", True))
@@ -216,7 +227,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                             task_lm=models.task, seed=ex["seed"])
         t0 = time.time()
         result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
-                          executor=make_executor(exp),
+                          executor=executor,
                           callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
