@@ -80,7 +80,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
 	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/studies/feh_quality.py --json
 	$(BIN)/python $(PERF)/demo.py --out $(RESULTS)/demo.json
-	$(BIN)/python $(PERF)/scale.py --out $(RESULTS)/scale.json
+	$(BIN)/pip install -q -e ".[iac,retrieval,scale]" && $(BIN)/python $(PERF)/scale.py --out $(RESULTS)/scale.json
 	$(BIN)/python $(PERF)/readme_table.py --write README.md --summary
 
 clean:

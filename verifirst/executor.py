@@ -320,8 +320,11 @@ class Ray:
             return self._ray
         for k, v in QUIET_ENV.items():
             os.environ.setdefault(k, v)
-        import ray
-
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("the Ray executor needs Ray, which is not installed", field="experiment.executor",
+                              expected="pip install -e '.[scale]' (or executor = \"thread\")") from None
         if not ray.is_initialized():
             kw: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR", "ignore_reinit_error": True}
             if self.address is None:
