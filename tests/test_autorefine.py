@@ -653,3 +653,18 @@ def test_an_edit_within_the_repeat_noise_is_not_accepted():
     assert _select([it(0, 0.70, 0.01, [one_wrong] * 3), clear], labels)["iteration"] == 1
     # without repeats the higher validation π wins, as before
     assert _select([{"iteration": 0, "val_pi": 0.70}, {"iteration": 1, "val_pi": 0.75}])["iteration"] == 1
+
+
+def test_repeats_reach_the_loop_through_the_driver_and_the_report_prints_them(tmp_path, capsys):
+    from verifirst.calibrate import print_calibration
+
+    suite = make_world(n_groups=6, seed=2)
+    manifest = make_splits(suite.items, group="group", seed=1)
+    lm = NoisyJudgeLM()
+    rep = run_calibration(suite, manifest, teacher_lm=lm, proposer_lm=lm, judge_lm=lm, max_iters=1,
+                          run_dir=tmp_path / "run", repeats=3, temperature=0.9, batch_size=100)
+    noise = rep["judge"]["loop"]["noise"]
+    assert noise["repeats"] == 3 and noise["temperature"] == 0.9 and len(noise["initial"]["pi"]) == 3
+    assert set(noise["initial"]["flip_rate"]) == {it.id for it in manifest.select(suite.items, "val")}
+    print_calibration(rep)
+    assert "judge noise (initial prompt, 3 runs at temperature 0.9)" in capsys.readouterr().out

@@ -236,3 +236,16 @@ def test_cli_calibrates_the_example_prompt_on_the_embedded_model(tmp_path):
     report = json.loads((run_dir / "report.json").read_text())
     assert template_variables(report["judge"]["calibrated_prompt"]) == ["title", "diff", "test_plan"]
     assert (run_dir / "review_queue.jsonl").exists()
+
+
+def test_verifirst_judge_applies_the_registered_template_with_its_view(file_run, records, monkeypatch):
+    import verifirst.calibrate as cal
+
+    root, src, _ = records
+    rep, _ = file_run
+    lm = TemplateRuleLM()
+    monkeypatch.setattr(cal, "make_lm", lambda *a, **k: lm)
+    rows = cal.apply_judge(rep["prompt_uri"], src, workdir=root / "wd")  # the view comes from the version's tags
+    assert len(rows) == 40 and all(r["verdict"] in ("PASS", "FAIL") for r in rows)
+    requests = [f["request"] for role, f in lm.calls if role == "judge"]
+    assert len(requests) == 40 and all("FAIL if the code contains" in r and "def f" in r for r in requests)
