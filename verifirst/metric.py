@@ -10,6 +10,10 @@ items, memoises verdicts and counts the items it could not judge.
 
 No verdict without an observation: a plain metric returning None is INCONCLUSIVE; one that
 raises is a verifier ERROR in evaluation; neither is PASS or FAIL.
+
+Under an executor other than threads (`vf.Ray`) the driver hands evaluation and the optimizer a
+Metric whose verifier is the executor's proxy (`executor.metric(metric)`): every verify call,
+GEPA's threaded metric calls included, then runs on the executor's workers.
 """
 from __future__ import annotations
 
