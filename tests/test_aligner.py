@@ -222,3 +222,79 @@ def test_a_rewrite_that_drops_a_template_variable_gets_it_back():
     assert keep_template_variables("Judge {{ inputs }} and {{outputs}}.", ["inputs", "outputs"]).endswith(".")
     fixed = keep_template_variables("Judge the code strictly.", ["inputs", "outputs"])
     assert fixed.endswith("Inputs for assessment: {{ inputs }}, {{ outputs }}")
+
+
+@pytest.mark.integration
+def test_embedded_model_through_the_local_endpoint_aligns_and_evaluates(tmp_path, aligned_run):
+    """The judge on the embedded SmolLM2 over HTTP ("openai:/smollm2", as after `verifirst serve`),
+    the teacher on it in process ("local": typed outputs under its JSON grammar); the aligned
+    judge then scores the held-out traces in mlflow.genai.evaluate. max_iters=0 keeps it to the
+    teacher pass, the loop's scoring, the held-out report and evaluate (~12 model calls): a
+    rewrite round on this model costs minutes on 2 cores, and the scripted tests pin the loop."""
+    import time
+    import typing
+
+    import mlflow
+    from mlflow.genai.judges import make_judge
+
+    import verifirst
+    from verifirst.lm import local_engine
+    from verifirst.local_server import serve_local
+
+    url, stop = serve_local(local_engine(), default_max_tokens=160)
+    try:
+        with _env(OPENAI_API_BASE=url, OPENAI_API_KEY="local-no-key", MLFLOW_MODEL_CATALOG_URI=""), \
+                _mlflow_at(aligned_run["store"], "aligner-embedded"):
+            judge = make_judge(name="safety", instructions=INSTRUCTIONS, model=MODEL,
+                               feedback_value_type=typing.Literal["PASS", "FAIL"])
+            traces = log_labelled_traces(world(6), "safety")
+            aligner = verifirst.AutoRefineAligner(teacher="local", proposer="local", max_iters=0, n_boot=200)
+            t0 = time.perf_counter()
+            with mlflow.start_run() as run:
+                aligned = judge.align(traces, optimizer=aligner)
+            align_s = time.perf_counter() - t0
+            rep = aligner.last_report
+            test = [t for t in traces if t.info.trace_id in set(rep["split"]["test_ids"])]
+            t0 = time.perf_counter()
+            res = mlflow.genai.evaluate(data=test, scorers=[aligned])
+            eval_s = time.perf_counter() - t0
+            metrics = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
+    finally:
+        stop()
+    print(f"\nembedded align {align_s:.1f} s ({rep['split']['sizes']}), evaluate {eval_s:.1f} s on {len(test)} traces; "
+          f"teacher {rep['teacher']}; held-out {rep['held_out']['n_scored']} scored")
+    assert (aligned.name, aligned.model) == (judge.name, judge.model)
+    assert "{{ inputs }}" in aligned.instructions and "{{ outputs }}" in aligned.instructions
+    ho = rep["held_out"]
+    assert ho["n_items"] == len(test) == rep["split"]["sizes"]["test"]
+    assert ho["n_scored"] + ho["excluded_lm_errors"] == ho["n_items"]  # an LM error is counted, never scored
+    assert metrics["autorefine.test_n_scored"] == ho["n_scored"]
+    assert len(res.result_df) == len(test)
+    values = [v for v in res.result_df["safety/value"] if v is not None and v == v]
+    assert all(str(v) in ("PASS", "FAIL") for v in values)
+
+
+def test_readme_snippets_call_the_public_api_as_it_is():
+    """The README's "Inside MLflow and DSPy" snippets compile, and every keyword they pass exists."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import verifirst
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    section = text.split("### Inside MLflow and DSPy", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    assert "judge.align(traces, optimizer=verifirst.AutoRefineAligner(" in blocks[0]  # as aligned_run calls it
+    seen = set()
+    for code in blocks:
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("AutoRefineAligner", "AutoRefine", "compile"):
+                target = {"AutoRefineAligner": verifirst.AutoRefineAligner, "AutoRefine": verifirst.AutoRefine,
+                          "compile": verifirst.AutoRefine.compile}[node.func.attr]
+                params = inspect.signature(target).parameters
+                assert all(k.arg in params for k in node.keywords), (node.func.attr, [k.arg for k in node.keywords])
+                seen.add(node.func.attr)
+    assert seen == {"AutoRefineAligner", "AutoRefine", "compile"}
