@@ -270,3 +270,39 @@ def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_pa
     assert f"{path}:5 [experiment.ray_address]" in str(e.value) and "no Ray cluster answers" in str(e.value)
     assert time.time() - t0 < 30  # not Ray's own minutes-long wait for a cluster
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["exp.toml"]  # nothing written
+
+
+def test_a_driver_stopped_mid_run_resumes_from_its_checkpoint_losing_only_items_in_flight(tmp_path, cluster):
+    from verifirst.data import to_suite
+    from verifirst.evaluate import evaluate
+    from verifirst.metric import Metric
+
+    items = to_suite(qa_records(), inputs=["question"]).items
+    calls, seen = [], []
+
+    def program(question):  # no LM: even questions answered right
+        calls.append(question)
+        return {"answer": "42" if int(question.split()[-1]) % 2 == 0 else "41"}
+
+    def stop_at_the_sixth(item, row):  # the driver is interrupted as the sixth result arrives
+        seen.append(item.id)
+        if len(seen) == 6:
+            raise KeyboardInterrupt
+
+    ckpt = tmp_path / "ckpt.jsonl"
+    scorer = Metric(ExactMatch("answer"), "answer")
+    ray_ex = vf.Ray(address=cluster, num_workers=2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(program, items, scorer, split="train", threads=2, checkpoint=ckpt, on_row=stop_at_the_sixth,
+                     executor=ray_ex)
+        kept = [json.loads(line)["id"] for line in ckpt.read_text().splitlines()]
+        assert len(seen) - len(kept) <= 2 * 2  # lost: at most the items in flight (threads x 2 queued)
+        calls.clear()
+        res = evaluate(program, items, scorer, split="train", threads=2, checkpoint=ckpt, executor=ray_ex)
+    finally:
+        ray_ex.close()
+    assert len(calls) == len(items) - len(kept)  # the resumed run redid only what the checkpoint lacked
+    ref = evaluate(program, items, scorer, split="train")
+    assert [(r.id, r.status, r.score, r.feedback) for r in res.rows] == \
+           [(r.id, r.status, r.score, r.feedback) for r in ref.rows]
