@@ -9,6 +9,7 @@ LiteLLM runs synchronously, before the Router retries).
 """
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from dataclasses import dataclass, replace
@@ -186,8 +187,8 @@ class RouterEngine:
                 params["api_base"] = ep.api_base
             if ep.api_key:
                 params["api_key"] = ep.api_key
-            elif ep.api_base and ep.model.startswith(("openai/", "hosted_vllm/")):
-                params["api_key"] = "unused"  # self-hosted OpenAI-compatible servers take any key
+            elif ep.api_base and not os.environ.get(f"{ep.model.split('/', 1)[0].upper()}_API_KEY"):
+                params["api_key"] = "unused"  # a self-hosted OpenAI-compatible server takes any key
             if ep.weight:
                 params["weight"] = ep.weight
             if self.settings.timeout_s:
