@@ -81,7 +81,7 @@ def _models(lm):
 def records(tmp_path_factory):
     root = tmp_path_factory.mktemp("user-prompt")
     src = root / "outcomes.jsonl"
-    write_outcomes(src)
+    write_outcomes(src, n_groups=6)  # 24 records: small and still learnable
     prompt = root / "team_judge.md"
     prompt.write_text(USER_PROMPT + "\n")
     return root, src, prompt
@@ -246,6 +246,6 @@ def test_verifirst_judge_applies_the_registered_template_with_its_view(file_run,
     lm = TemplateRuleLM()
     monkeypatch.setattr(cal, "make_lm", lambda *a, **k: lm)
     rows = cal.apply_judge(rep["prompt_uri"], src, workdir=root / "wd")  # the view comes from the version's tags
-    assert len(rows) == 40 and all(r["verdict"] in ("PASS", "FAIL") for r in rows)
+    assert len(rows) == 24 and all(r["verdict"] in ("PASS", "FAIL") for r in rows)
     requests = [f["request"] for role, f in lm.calls if role == "judge"]
-    assert len(requests) == 40 and all("FAIL if the code contains" in r and "def f" in r for r in requests)
+    assert len(requests) == 24 and all("FAIL if the code contains" in r and "def f" in r for r in requests)

@@ -19,7 +19,7 @@ from verifirst.mlflow_records import load_trace_suite
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("queue")
     src = root / "outcomes.jsonl"
-    suite = write_outcomes(src)
+    suite = write_outcomes(src, n_groups=8)  # 32 records: small, with opaque failures in train to queue
     lm = RuleFollowingLM()
     with pytest.MonkeyPatch.context() as mp:
         import verifirst.html_report
