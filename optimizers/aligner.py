@@ -21,14 +21,13 @@ import time
 from typing import Any, Sequence
 
 import dspy
+from mlflow.genai.judges.base import AlignmentOptimizer, Judge
 
 from verifirst.errors import InputError
 from verifirst.programs.judges import JudgeError
 from verifirst.splits import make_splits
 from verifirst.task import Item
-from verifirst.verdicts import FAIL, PASS, normalize_label
-
-from mlflow.genai.judges.base import AlignmentOptimizer, Judge  # noqa: E402  (mlflow is a dependency)
+from verifirst.verdicts import normalize_label
 
 VIEW_VARIABLES = ("inputs", "outputs", "expectations")  # template variables the loop can fill from a trace
 ARTIFACT_DIR = "autorefine_align"
@@ -161,8 +160,9 @@ class AutoRefineAligner(AlignmentOptimizer):
 
     Args:
         teacher: the informed teacher's LM (dspy.LM, MLflow URI like "openai:/gpt-4o", or a
-            verifirst spec like "local"); default the judge's model. None with use_teacher=False
-            calibrates on the labels directly.
+            verifirst spec like "local"); default the judge's model. For the embedded model pass
+            "local" (in process, typed outputs under its grammar): over HTTP it has no grammar and
+            its teacher answers mostly fail to parse.
         proposer: the LM proposing and applying prompt edits; default the judge's model.
         max_iters: loop iterations at most.
         target_pi: stop when train π reaches it.
@@ -194,9 +194,8 @@ class AutoRefineAligner(AlignmentOptimizer):
             judge: an MLflow make_judge judge with {{ inputs }}/{{ outputs }}/{{ expectations }}.
             traces: traces carrying a HUMAN assessment named like the judge (the label).
         """
-        from verifirst.optimizers.autorefine import calibrate, held_out_report, run_judge
-
         from verifirst.lm import FastJSONAdapter
+        from verifirst.optimizers.autorefine import calibrate, held_out_report, run_judge
 
         t0 = time.perf_counter()
         variables = _variables(judge)
