@@ -229,26 +229,32 @@ TEMPLATE_INSTRUCTIONS = (
 class _TemplateJudgeMixin:
     """A judge whose prompt is the user's template: each call renders it with the record's fields.
 
-    `prompt` is the template (variables kept as `{{ name }}`); the DSPy predictor reads one input,
-    the rendered `request`. An edit that drops a template variable is refused.
+    The predictor's signature instructions hold the template (variables kept as `{{ name }}`), so
+    saving, hashing and diffing the program, and any optimizer that edits instructions, see the
+    user's prompt. Each call sends the rendered template as the `request` input under short fixed
+    instructions (the template is sent once, filled in). An edit that drops a variable is refused.
     """
 
     def _init_template(self, template: str, binding: dict[str, list[str]]) -> None:
-        self.template = str(template)
         self.binding = {v: list(fs) for v, fs in binding.items()}
         self.template_variables = list(self.binding)
         self.view_fields = sorted({f for fs in self.binding.values() for f in fs})
+        self.predict.signature = self.predict.signature.with_instructions(str(template))
+
+    @property
+    def template(self) -> str:
+        return self.predict.signature.instructions
 
     @property
     def prompt(self) -> str:
-        return self.template
+        return self.predict.signature.instructions
 
     @prompt.setter
     def prompt(self, text: str) -> None:
         lost = missing_variables(str(text), self.template_variables)
         if lost:
             raise ValueError(f"the new prompt lost template variable(s) {lost}")
-        self.template = str(text)
+        self.predict.signature = self.predict.signature.with_instructions(str(text))
 
     def render(self, view: dict) -> str:
         return render(self.template, self.binding, view)
@@ -258,20 +264,21 @@ class _TemplateJudgeMixin:
         if missing:
             raise ValueError(f"view lacks field(s) {missing}; judge reads {self.view_fields}")
         try:
-            return self.predict(request=self.render(view))
+            call_signature = self.predict.signature.with_instructions(TEMPLATE_INSTRUCTIONS)
+            return self.predict(signature=call_signature, request=self.render(view))
         except JudgeError:
             raise
         except Exception as e:  # adapter parse failures, provider errors
             raise JudgeError(f"{type(e).__name__}: {e}") from e
 
     def dump_state(self, json_mode=True):
-        # the template is the prompt: a saved judge keeps it and its field binding
-        return {**super().dump_state(json_mode=json_mode), "template": self.template, "binding": self.binding}
+        # the template is in the signature's instructions; a saved judge also keeps its field binding
+        return {**super().dump_state(json_mode=json_mode), "binding": self.binding}
 
     def load_state(self, state, **kwargs):
         super().load_state(state, **kwargs)
         if "binding" in state:
-            self._init_template(state.get("template", self.template), state["binding"])
+            self._init_template(self.template, state["binding"])
         return self
 
 
@@ -279,7 +286,7 @@ class TemplatePassFailJudge(_TemplateJudgeMixin, PassFailJudge):
     """The user's pass/fail template, rendered per record -> reasoning, verdict."""
 
     def __init__(self, template: str, binding: dict[str, list[str]]):
-        PassFailJudge.__init__(self, ["request"], TEMPLATE_INSTRUCTIONS)
+        PassFailJudge.__init__(self, ["request"], template)
         self._init_template(template, binding)
 
 
@@ -287,7 +294,7 @@ class TemplateRubricJudge(_TemplateJudgeMixin, RubricJudge):
     """The user's rubric template (check lines `- [w=N] name: ...`), rendered per record."""
 
     def __init__(self, template: str, binding: dict[str, list[str]], threshold: float = 0.5):
-        RubricJudge.__init__(self, ["request"], TEMPLATE_INSTRUCTIONS, threshold)
+        RubricJudge.__init__(self, ["request"], template, threshold)
         self._init_template(template, binding)
 
 

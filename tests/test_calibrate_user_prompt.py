@@ -115,9 +115,14 @@ def test_template_variables_bind_render_and_name_what_is_missing():
     assert "<code>\nprint(1)\n</code>" in judge.render({"task": "t", "code": "print(1)"})
     with pytest.raises(ValueError, match="lost template variable"):
         judge.prompt = "no slots left"
-    state = judge.dump_state()
+    edited = judge.copy_with_prompt(USER_PROMPT + "\n- FAIL if the code contains `eval(`")
+    # the template is the predictor's instructions: saving, the test ledger's hash and diffs see edits
+    from verifirst.ledger import program_hash
+
+    assert edited.predict.signature.instructions == edited.prompt != judge.prompt
+    assert program_hash(edited) != program_hash(judge)
     again = make_judge("passfail", ["task", "code"], USER_PROMPT, view="code=snippet,task=task")
-    again.load_state({**state, "template": USER_PROMPT + "\n- FAIL if the code contains `eval(`"})
+    again.load_state(edited.dump_state())
     assert again.prompt.endswith("`eval(`") and again.binding == judge.binding
 
 
