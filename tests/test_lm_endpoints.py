@@ -190,7 +190,10 @@ def test_bad_endpoint_list_names_the_field(models, field):
 def test_bad_endpoint_list_in_a_file_is_exit_2_and_writes_nothing(tmp_path):
     exp = _experiment(tmp_path / "exp.toml", tmp_path / "wd",
                       [{"model": "openai/m", "api_base": "http://127.0.0.1:9/v1", "routing": "fastest"}])
-    config.load(exp)  # the file itself parses; the endpoint list is refused when the models are built
+    line = next(n for n, text in enumerate(exp.read_text().splitlines(), 1) if text.startswith("task = ["))
+    with pytest.raises(ConfigError) as e:
+        config.load(exp)
+    assert e.value.field == "models.task.routing" and e.value.line == line and e.value.path == str(exp)
     r = CliRunner().invoke(app, ["run", str(exp), "--run-dir", str(tmp_path / "run")])
-    assert r.exit_code == 2 and "models.task.routing" in r.output
+    assert r.exit_code == 2 and f"{exp}:{line} [models.task.routing]: unknown routing 'fastest'" in " ".join(r.output.split())
     assert not (tmp_path / "run").exists() and not (tmp_path / "wd").exists()

@@ -160,6 +160,14 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
             except ConfigError as e:
                 raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
                                   field=where) from None
+        if isinstance(spec, list):  # keys, router settings and their agreement across endpoints
+            from .lm_router import parse_endpoints
+
+            try:
+                parse_endpoints(role, spec)
+            except ConfigError as e:
+                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
+                                  field=e.field) from None
     if sections["experiment"]["executor"] not in ("thread", "ray"):
         raise ConfigError(f"unknown executor {sections['experiment']['executor']!r}", path=src,
                           line=_line_of(text, "experiment", "executor"), field="experiment.executor",
