@@ -11,13 +11,13 @@ Every module returns dspy.Prediction(config=<extracted HCL>, raw=<model text>, .
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Sequence
 
 import dspy
 
 from verifirst.programs._iac_extract import extract_hcl
 from verifirst.task import Item
+from verifirst.verifiers.terraform.repaired import RepairedConfig, judge_repair
 
 BASE_INSTRUCTIONS = (
     "Write a complete Terraform configuration (HCL) for the AWS infrastructure the request "
@@ -168,7 +168,9 @@ class RepairLoop(_ItemLookup, dspy.Module):
     A repair that passes every gate is compared with the first draft and the item's reference
     (gold `reference`, verified once for its plan): one that dropped, emptied or renamed what the
     task needs (verifiers/terraform/deceptive.py) is DECEPTIVE_FIX, not PASS, and the loop goes on
-    with that feedback. `check_deception=False` turns the comparison off.
+    with that feedback. `check_deception=False` turns the comparison off here. The prediction's
+    `config` is a RepairedConfig carrying the first draft (after a repair), so the verifier that
+    scores the run compares them itself (verifiers/terraform/repaired.py).
     """
 
     output_field = "config"
@@ -185,7 +187,7 @@ class RepairLoop(_ItemLookup, dspy.Module):
         sig = _sig(RepairTerraformWithPolicy if show_policy else RepairTerraform, instructions)
         self.repair = dspy.Predict(sig)
         self._index(items)
-        self._references: dict[str, Any] = {}
+        self._references: dict[tuple, Any] = {}  # (item id, reference) -> its summary
 
     def forward(self, prompt: str, item: Item | None = None):
         item = self._item(prompt, item)
@@ -204,7 +206,7 @@ class RepairLoop(_ItemLookup, dspy.Module):
             if n == 1:
                 draft = (config, verdict)
             elif verdict.passed and self.check_deception:
-                verdict = self._deception(item, draft, config, verdict)
+                verdict = judge_repair(self.verifier, item, config, verdict, *draft, self._references)
             attempts.append({"attempt": n, "stage": verdict.stage, "passed": bool(verdict.passed),
                              "error_classes": list(verdict.error_classes),
                              "feedback": verdict.feedback or "", "config": config})
@@ -220,72 +222,10 @@ class RepairLoop(_ItemLookup, dspy.Module):
             raw = fixed.config or ""
             config = extract_hcl(raw) or config  # no code in the answer: keep the last config
         converged = next((a["attempt"] for a in attempts if a["passed"]), None)
-        return dspy.Prediction(config=config, raw=raw, attempts=attempts, converged_at=converged,
+        # the draft travels with the final config, so the run's verifier judges the repair itself
+        final = RepairedConfig(config or "", draft[0] if len(attempts) > 1 else None)
+        return dspy.Prediction(config=final, raw=raw, attempts=attempts, converged_at=converged,
                                stages=[a["stage"] for a in attempts])
-
-    def _deception(self, item: Item, draft: tuple, config: str, verdict):
-        """The passing verdict, or a DECEPTIVE_FIX one when the repair dropped what the task needs."""
-        from verifirst.verifiers.terraform import deceptive as D
-        from verifirst.verifiers.terraform.iac_taxonomy import DECEPTIVE, DECEPTIVE_FIX
-
-        reference = self._reference_summary(item)
-        findings = D.compare(_summary(config, verdict), _summary(*draft), reference,
-                             _policy_texts(item, self.verifier), *_rejected(draft[1]))
-        if not findings:
-            return verdict
-        from verifirst.verifiers.base import Verdict, VerifierError
-
-        errors = [VerifierError(DECEPTIVE, f.message(), f.address) for f in findings]
-        details = dict(verdict.details or {}, deceptive=[vars(f) for f in findings])
-        return Verdict(0.0, False, DECEPTIVE_FIX, errors, D.feedback(findings), verdict.backend, details,
-                       dict(verdict.timings or {}))
-
-    def _reference_summary(self, item: Item):
-        """The item's reference, verified once for its plan (its config when it has no plan)."""
-        ref = (item.gold or {}).get("reference")
-        if not ref:
-            return None
-        if item.id not in self._references:
-            try:
-                v = self.verifier.verify(item, ref)
-            except Exception:  # no plan to read: its configuration still says what it declares
-                v = None
-            self._references[item.id] = _summary(ref, v)
-        return self._references[item.id]
-
-
-def _summary(config: str, verdict):
-    from verifirst.verifiers.terraform import deceptive as D
-
-    plan = (getattr(verdict, "details", None) or {}).get("plan")
-    return D.summarize_plan(plan) if plan else D.summarize_config({"main.tf": config or ""})
-
-
-def _policy_texts(item: Item, verifier: Any = None) -> str:
-    """The Rego the item is judged by: its own policies and the verifier's organisation set
-    (whose deny rules a deleted resource satisfies as well)."""
-    gold = item.gold or {}
-    texts = [p.get("text", "") for p in gold.get("rego_policies") or []] or [gold.get("rego_policy") or ""]
-    org = getattr(verifier, "policy_set", None)
-    texts += [getattr(p, "text", "") for p in getattr(org, "policies", None) or []]
-    return "\n".join(texts)
-
-
-_REJECTED_NAME = re.compile(r'(?:named|of type|value for) "([^"]+)"')
-
-
-def _rejected(verdict) -> tuple[set, set]:
-    """Types and (type, argument) pairs the verifier rejected in the first draft: a repair may drop them."""
-    types, attrs = set(), set()
-    for e in getattr(verdict, "errors", None) or []:
-        addr = (getattr(e, "address", None) or "").split(".")
-        rtype = addr[1] if addr[0] == "data" and len(addr) > 1 else addr[0]
-        if e.cls == "INVALID_RESOURCE_TYPE" and rtype:
-            types.add(rtype)
-        m = _REJECTED_NAME.search(e.message or "")
-        if e.cls == "SELF_DEFINED_PROPERTY" and rtype and m:
-            attrs.add((rtype, m.group(1)))
-    return types, attrs
 
 
 def feedback_text(verdict) -> str:

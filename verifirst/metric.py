@@ -207,7 +207,9 @@ class OptimizerMetric:
         item = self._item(gold)
         cand = self.base.candidate(pred)
         # a plain metric may read the trace (bootstrapping) or the predictor (GEPA): key on both
-        key = (item.id, repr(cand)) if self.base.is_verifier else (item.id, repr(cand), trace is None, pred_name)
+        # a candidate may carry more than its text for the verifier (a repair's first draft: `draft`)
+        key = ((item.id, repr(cand), repr(getattr(cand, "draft", None))) if self.base.is_verifier
+               else (item.id, repr(cand), trace is None, pred_name))
         with self._lock:
             self.calls += 1
             hit = self._memo.get(key)

@@ -89,7 +89,9 @@ def close_runners() -> None:
 
 
 class TerraformVerifier:
-    """`verify(item, candidate_hcl)`; the policy comes from item.gold["rego_policy"] or `policy`."""
+    """`verify(item, candidate_hcl)`; the policy comes from item.gold["rego_policy"] or `policy`.
+    A candidate carrying its first draft (`.draft`, a repair loop's RepairedConfig) that passes
+    is also checked for a deceptive repair (option check_deception)."""
 
     name = "terraform"
     stages = T.STAGES  # funnel order, recorded in reports so their stage tables follow it
@@ -100,12 +102,17 @@ class TerraformVerifier:
                  reattach: bool = True, policy_dir: str | os.PathLike | None = None,
                  gates: Sequence[str] | None = None, checkov: str | None = None,
                  checkov_checks: Sequence[str] | None = None, checkov_skip_checks: Sequence[str] | None = None,
-                 checkov_timeout_s: float = 120.0):
+                 checkov_timeout_s: float = 120.0, check_deception: bool = True):
         """Args (besides the backend's): gates: which gates run, from GATES (default validate, plan,
         opa; "checkov" adds the scanner after the policy); checkov: the checkov executable
         (default: VERIFIRST_CHECKOV, PATH, then .tools/checkov); checkov_checks /
-        checkov_skip_checks: check ids to run only / to leave out; checkov_timeout_s: per scan."""
+        checkov_skip_checks: check ids to run only / to leave out; checkov_timeout_s: per scan;
+        check_deception: a passing candidate that carries its first draft (a repair loop's
+        RepairedConfig) is compared with the draft and the item's reference, DECEPTIVE_FIX when
+        the repair dropped what the task needs."""
         self.gates = _gates(gates)
+        self.check_deception = bool(check_deception)
+        self._reference_summaries: dict[tuple, Any] = {}  # (item id, reference) -> its summary
         # A run without the scanner declares the funnel without its stage, so its tables stay as they were.
         self.stages = T.STAGES if "checkov" in self.gates else tuple(s for s in T.STAGES if s != T.SCANNER_FAIL)
         self.checkov_option = str(checkov) if checkov else None
@@ -217,7 +224,20 @@ class TerraformVerifier:
             config = ""
         v = self.verify_config(config, policy=pols or self.policy, extra_files=gold.get("files"))
         v.details["item_id"] = item.id
+        draft = getattr(candidate, "draft", None)
+        if v.passed and draft is not None and self.check_deception:
+            v = self._judge_repair(item, config, v, draft)
         return v
+
+    def _judge_repair(self, item: Item, config: str, verdict: Verdict, draft: str) -> Verdict:
+        """A passing repair judged against its first draft (verified here) and the item's reference."""
+        from verifirst.verifiers.terraform.repaired import judge_repair
+
+        t0 = time.perf_counter()
+        out = judge_repair(self, item, config, verdict, draft, self.verify(item, str(draft)),
+                           self._reference_summaries)
+        out.timings["deception_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        return out
 
     def verify_config(self, config: Any, policy=None, extra_files: dict | None = None) -> Verdict:
         """One configuration through validate -> plan -> policies.
