@@ -1,8 +1,9 @@
 """A team's MLflow: one `mlflow server` on a PostgreSQL store, started from the Debian packages.
 
-The same commands are in the README ("A team's MLflow on PostgreSQL"); `recipe()` renders them and
-the tests run exactly these. PostgreSQL refuses to run as root, so as root the cluster is created
-and run by an unprivileged user (`nobody` by default) that owns the data directory.
+The same commands are in the README ("A team's MLflow on PostgreSQL"): `recipe()` renders them from
+the builders the tests run (a throwaway cluster adds only the no-fsync options). PostgreSQL refuses
+to run as root, so as root the cluster is created and run by an unprivileged user (`nobody` by
+default) that owns the data directory.
 
     from verifirst.team_server import start_postgres, start_mlflow
     pg = start_postgres()                  # throwaway cluster on 127.0.0.1, a free port
