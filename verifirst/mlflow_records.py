@@ -58,7 +58,11 @@ def _as_text(value: Any) -> str:
 
 
 def trace_view(trace) -> dict[str, str]:
-    """The judge's view of one trace: `inputs`, `outputs` and the keys of dict inputs/outputs."""
+    """The judge's view of one trace: `inputs`, `outputs` and the keys of dict inputs/outputs.
+
+    Args:
+        trace: an mlflow Trace (its root span's inputs and outputs are read).
+    """
     root = _root(trace)
     ins = getattr(root, "inputs", None) if root is not None else None
     outs = getattr(root, "outputs", None) if root is not None else None
@@ -75,7 +79,12 @@ def trace_view(trace) -> dict[str, str]:
 
 
 def trace_label(trace, name: str) -> tuple[str | None, str | None]:
-    """(PASS/FAIL, the raw value) of the trace's assessment `name`; a human one wins, then the latest."""
+    """(PASS/FAIL, the raw value) of the trace's assessment `name`; a human one wins, then the latest.
+
+    Args:
+        trace: an mlflow Trace.
+        name: the assessment (feedback or expectation) name; (None, None) when the trace has none.
+    """
     found = [a for a in (getattr(trace.info, "assessments", None) or [])
              if a.name == name and getattr(a, "valid", True) is not False]
     if not found:
