@@ -230,7 +230,7 @@ def test_cli_calibrates_the_example_prompt_on_the_embedded_model(tmp_path):
     """The journey on the real embedded model, tiny: examples/judge_prompt.md on examples/outcomes.jsonl."""
     t0 = time.perf_counter()
     res = CliRunner().invoke(app, ["calibrate", "--outcomes", "examples/outcomes.jsonl", "--prompt",
-                                   "examples/judge_prompt.md", "--view", "title,diff,test_plan", "--limit", "12",
+                                   "examples/judge_prompt.md", "--view", "title,diff,test_plan", "--limit", "8",
                                    "--max-iters", "1", "--workdir", str(tmp_path / "wd")])
     wall = time.perf_counter() - t0
     print(res.output)

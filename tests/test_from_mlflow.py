@@ -94,3 +94,12 @@ def test_no_labelled_traces_is_bad_input_naming_it(store, tmp_path):
     assert not (tmp_path / "wd" / "runs").exists()
     client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
     assert not list(client.search_prompts()), "nothing registered"
+
+
+def test_a_prompt_without_variables_reads_the_trace_fields_once(store, tmp_path):
+    root, uri, items = store
+    lm = TemplateRuleLM()
+    rep = calibrate_outcomes(None, from_mlflow="prod-app", label="correct", tracking_uri=uri, tracking=False,
+                             workdir=tmp_path / "wd", max_iters=0, echo=lambda m: None,
+                             models={"judge": lm, "teacher": lm, "reflection": lm})
+    assert rep["judge"]["view_fields"] == ["outputs", "task"], "dict inputs by key, the string output as is"

@@ -415,7 +415,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
     if start is not None:
         prompt = start.text
-    if view is None and prompt and not template_variables(prompt) and suite.meta.get("default_view"):
+    if view is None and not template_variables(prompt or "") and suite.meta.get("default_view"):
+        # traces: the judge reads the keys of their inputs/outputs, not the same text twice as JSON
         view = ",".join(suite.meta["default_view"])
     make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,

@@ -78,6 +78,24 @@ def trace_view(trace) -> dict[str, str]:
     return view
 
 
+def default_view(trace) -> list[str]:
+    """The fields a judge without template variables reads: each key of dict inputs/outputs, else
+    `inputs` / `outputs` themselves (so no text reaches the judge twice).
+
+    Args:
+        trace: an mlflow Trace.
+    """
+    root = _root(trace)
+    out: list[str] = []
+    for name in ("inputs", "outputs"):
+        part = getattr(root, name, None) if root is not None else None
+        if isinstance(part, dict) and part:
+            out += [str(k) for k in part]
+        elif part is not None:
+            out.append(name)
+    return out
+
+
 def trace_label(trace, name: str) -> tuple[str | None, str | None]:
     """(PASS/FAIL, the raw value) of the trace's assessment `name`; a human one wins, then the latest.
 
@@ -146,7 +164,7 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
             continue
         iid = tags.get(ITEM_ID_TAG) or t.info.trace_id
         items.append(Item(str(iid), view, {"label": lab}, group=tags.get(GROUP_TAG),
-                          meta={"trace_id": t.info.trace_id}))
+                          meta={"trace_id": t.info.trace_id, "view": default_view(t)}))
     stats = {"n_traces": len(traces), "n_labelled": len(items), "skipped_unlabelled": unlabelled,
              "skipped_unreadable": unreadable, "unreadable_values": raw_bad[:5]}
     if not items:
@@ -159,9 +177,8 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
     for it in items:  # one view for every record (a field a trace lacks is empty)
         for k in fields:
             it.inputs.setdefault(k, "")
-    dict_keys = [k for k in fields if k not in ("inputs", "outputs")]
     suite = Suite(f"mlflow:{experiment}", items, f"labelled traces of {experiment}",
-                  meta={"default_view": dict_keys or [k for k in ("inputs", "outputs") if k in fields]})
+                  meta={"default_view": sorted(set().union(*(it.meta.pop("view") for it in items)))})
     return suite, stats
 
 
