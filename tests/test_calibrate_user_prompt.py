@@ -254,3 +254,23 @@ def test_verifirst_judge_applies_the_registered_template_with_its_view(file_run,
     assert len(rows) == 24 and all(r["verdict"] in ("PASS", "FAIL") for r in rows)
     requests = [f["request"] for role, f in lm.calls if role == "judge"]
     assert len(requests) == 24 and all("FAIL if the code contains" in r and "def f" in r for r in requests)
+
+
+def test_the_python_api_calibrates_the_users_template_like_the_cli(records, tmp_path):
+    """vf.calibrate(prompt=..., view=...) is the CLI's --prompt/--view: the template's variables
+    are filled from the mapped fields and survive calibration."""
+    import verifirst as vf
+
+    root, src, prompt = records
+    lm = TemplateRuleLM()
+    res = vf.calibrate(src, models=_models(lm), max_iters=2, workdir=tmp_path / "wd", prompt=str(prompt),
+                       view="code=snippet,task=task")
+    judged = res.report["judge"]
+    assert judged["initial_prompt"] == USER_PROMPT and judged["view_fields"] == ["code", "task"]
+    assert template_variables(judged["calibrated_prompt"]) == ["task", "snippet"]
+    assert "FAIL if the code contains `eval(`" in judged["calibrated_prompt"]
+    requests = [f["request"] for role, f in lm.calls if role == "judge"]
+    assert requests and not any("{{" in r for r in requests)
+    with pytest.raises(InputError, match="test_plan"):
+        vf.calibrate(src, models=_models(TemplateRuleLM()), workdir=tmp_path / "wd2", prompt=str(prompt),
+                     view="code=snippet,task=task,code=test_plan")

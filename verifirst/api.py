@@ -411,10 +411,13 @@ def _calibration_models(models: Any) -> dict:
     return {"judge": lms.judge, "teacher": lms.teacher, "reflection": lms.reflection}
 
 
-def calibrate(outcomes: str | Path, judge: str = "passfail", *, models: Any = None, max_iters: int = 5,
+def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: Any = None, max_iters: int = 5,
               splits: Any = (0.5, 0.25, 0.25), run_dir: str | Path | None = None, tracking: MLflow | None = None,
               kind: str = "passfail", workdir: str | Path | None = None, seed: int = 0, threads: int = 1,
-              limit: int | None = None, anchor: bool = False, echo: Any = None) -> Result:
+              limit: int | None = None, anchor: bool | str = False, echo: Any = None,
+              prompt: str | None = None, view: str | None = None, name: str | None = None,
+              promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
+              repeats: int = 1) -> Result:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -442,8 +445,19 @@ def calibrate(outcomes: str | Path, judge: str = "passfail", *, models: Any = No
         seed: the split seed.
         threads: evaluation and loop threads.
         limit: use the first N records.
-        anchor: also run MLflow make_judge + align() on the same split and compare (needs tracking's store).
+        anchor: also run MLflow make_judge + align() on the same split and compare: True (SIMBA),
+            or aligners as "simba", "gepa", "memalign", a comma list or "all".
         echo: a callable for progress lines (default: none).
+        prompt: your judge template with {{ variables }}: a file, prompts:/NAME/VERSION or
+            prompts:/NAME@ALIAS (as `verifirst calibrate --prompt`); the calibrated version is
+            registered under the same name (a file: `name` or its stem).
+        view: which record fields fill the template's variables: "title,diff" or "diff=patch,...".
+        name: the registry name for a file prompt.
+        promote: move this alias to the calibrated version, only on validation evidence.
+        from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`,
+            labelled by the human assessment or expectation named `label`.
+        label: the assessment name that carries the label (with from_mlflow).
+        repeats: judge runs per validation item; an edit must beat the repeat noise.
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
@@ -451,14 +465,16 @@ def calibrate(outcomes: str | Path, judge: str = "passfail", *, models: Any = No
     """
     from .calibrate import calibrate_run
 
-    kind, prompt = _judge_prompt(str(judge), kind)
+    kind, judge_text = _judge_prompt(str(judge), kind)
     lms = _calibration_models(models)
-    out = calibrate_run(Path(outcomes), kind, max_iters=max_iters, splits=splits,
+    out = calibrate_run(Path(outcomes) if outcomes is not None else None, kind, max_iters=max_iters, splits=splits,
                         workdir=Path(workdir or DEFAULT_WORKDIR), limit=limit, seed=seed, threads=threads,
                         run_dir=Path(run_dir) if run_dir else None, models=lms, anchor=anchor,
-                        echo=echo or (lambda line: None), prompt=prompt, tracking=tracking is not None,
+                        echo=echo or (lambda line: None), prompt=judge_text, tracking=tracking is not None,
                         tracking_uri=tracking.uri if tracking else None,
                         trace=bool(tracking and tracking.traces),
-                        experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"))
+                        experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"),
+                        prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
+                        label=label, repeats=repeats)
     res = out.result
     return Result(res.program, res.report, out.manifest, out.run_dir, res.before, res.after)
