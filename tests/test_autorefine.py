@@ -53,6 +53,17 @@ class _Engine:
                         finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
 
 
+def rule_verdict(rules: str, code: str, none_applies: str) -> dict:
+    """The scripted judge: the first PASS rule in `rules` the code matches, else the first FAIL rule, else PASS."""
+    passes = [t for t in PASS_RULE.findall(rules) if t in code]
+    fails = [t for t in FAIL_RULE.findall(rules) if t in code]
+    if passes:
+        return {"reasoning": f"matches PASS rule `{passes[0]}`", "verdict": "PASS"}
+    if fails:
+        return {"reasoning": f"matches FAIL rule `{fails[0]}`", "verdict": "FAIL"}
+    return {"reasoning": none_applies, "verdict": "PASS"}
+
+
 class RuleFollowingLM(dspy.LM):
     """A deterministic LM whose answers depend on the rules in the prompt it receives."""
 
@@ -99,14 +110,7 @@ class RuleFollowingLM(dspy.LM):
 
     # -- roles --
     def _judge(self, instr: str, f: dict) -> dict:
-        code = f.get("code", "")
-        passes = [t for t in PASS_RULE.findall(instr) if t in code]
-        fails = [t for t in FAIL_RULE.findall(instr) if t in code]
-        if passes:
-            return {"reasoning": f"matches PASS rule `{passes[0]}`", "verdict": "PASS"}
-        if fails:
-            return {"reasoning": f"matches FAIL rule `{fails[0]}`", "verdict": "FAIL"}
-        return {"reasoning": "no rule in my instructions applies", "verdict": "PASS"}
+        return rule_verdict(instr, f.get("code", ""), "no rule in my instructions applies")
 
     def _rubric(self, instr: str, f: dict) -> dict:
         code, scores = f.get("code", ""), {}

@@ -11,7 +11,7 @@ import mlflow
 import pytest
 from typer.testing import CliRunner
 
-from test_autorefine import FAIL_RULE, PASS_RULE, RuleFollowingLM
+from test_autorefine import RuleFollowingLM, rule_verdict
 from test_calibrate import write_outcomes
 from verifirst.calibrate import calibrate_outcomes, print_calibration
 from verifirst.cli import app
@@ -45,14 +45,7 @@ class TemplateRuleLM(RuleFollowingLM):
         req = f["request"]
         m = CODE_RE.search(req)
         code = m.group(1) if m else ""
-        rules = CODE_RE.sub("", req)
-        passes = [t for t in PASS_RULE.findall(rules) if t in code]
-        fails = [t for t in FAIL_RULE.findall(rules) if t in code]
-        if passes:
-            return {"reasoning": f"matches PASS rule `{passes[0]}`", "verdict": "PASS"}
-        if fails:
-            return {"reasoning": f"matches FAIL rule `{fails[0]}`", "verdict": "FAIL"}
-        return {"reasoning": "no rule in the request applies", "verdict": "PASS"}
+        return rule_verdict(CODE_RE.sub("", req), code, "no rule in the request applies")
 
     def _teacher(self, instr: str, f: dict) -> dict:
         # records read from traces carry the code as the trace's outputs
