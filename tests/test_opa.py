@@ -103,3 +103,21 @@ def test_opa_binary_agrees_with_regopy():
         a = Policy(text, engine="opa").evaluate(PLAN)
         b = Policy(text, engine="regopy").evaluate(PLAN)
         assert a.passed == b.passed
+
+
+def test_a_kept_interpreter_sees_each_plan_anew_in_every_thread_and_pickles_without_it():
+    """A policy keeps one interpreter per thread (a fresh one costs milliseconds per query): no
+    input lingers from one plan to the next, threads do not share one, and a pickled policy
+    (shipped to a Ray worker) rebuilds its own."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    p = Policy(V0)
+    other = {"configuration": {"root_module": {"resources": []}}}
+    assert [p.evaluate(x).passed for x in (PLAN, other, PLAN, other)] == [True, False, True, False]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: p.evaluate(PLAN if i % 2 else other).passed, range(40)))
+    assert got == [bool(i % 2) for i in range(40)]
+    assert len(p._interpreters) >= 2  # the pool's threads built their own
+    q = pickle.loads(pickle.dumps(p))
+    assert "_interpreters" not in q.__dict__ and q.evaluate(PLAN).passed and not q.evaluate(other).passed

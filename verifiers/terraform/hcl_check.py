@@ -62,7 +62,11 @@ def analyze(files: dict, schema=None, variables: dict | None = None,
 
 def check(files: dict, schema=None, variables: dict | None = None, base_dir: str | None = None):
     """-> (stage, [VerifierError], [warning str]). files: {filename: HCL text}."""
-    a = analyze(files, schema, variables, base_dir)
+    return check_analysis(analyze(files, schema, variables, base_dir))
+
+
+def check_analysis(a: Analysis):
+    """check() on an analysis already made (the verifier hands the same one to synthesize_plan)."""
     if a.syntax:
         return T.VALIDATE_FAIL, [VerifierError(T.SYNTAX, f"{e.summary} (on {e.filename} line "
                                                f"{e.line})", None) for e in a.syntax], []

@@ -25,8 +25,10 @@ class PlanSynthesisError(ValueError):
 
 
 def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
-                    base_dir: str | None = None, terraform_version: str = TERRAFORM_VERSION) -> dict:
-    a = analyze(files, schema, variables, base_dir)
+                    base_dir: str | None = None, terraform_version: str = TERRAFORM_VERSION,
+                    analysis=None) -> dict:
+    """The plan JSON; `analysis` (hcl_check.analyze of the same files) saves parsing them again."""
+    a = analysis if analysis is not None else analyze(files, schema, variables, base_dir)
     if a.syntax:
         raise PlanSynthesisError(a.syntax)
     ev, m = a.ev, a.module

@@ -336,12 +336,13 @@ class TerraformVerifier:
         schema = load_schema(schema_path)
         t0 = time.perf_counter()
         variables = tfvars_values(files)
-        stage, errors, warnings = hcl_check.check(files, schema, variables)
+        analysis = hcl_check.analyze(files, schema, variables)  # parsed once, for the check and the plan
+        stage, errors, warnings = hcl_check.check_analysis(analysis)
         timings = {"check_ms": round((time.perf_counter() - t0) * 1000, 2)}
         plan = None
         if stage == T.PASS:
             t0 = time.perf_counter()
-            plan = plan_synth.synthesize_plan(files, schema, variables)
+            plan = plan_synth.synthesize_plan(files, schema, variables, analysis=analysis)
             timings["synth_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         warns = [w if isinstance(w, str) else getattr(w, "message", str(w)) for w in (warnings or [])]
         details = {"backend_label": f"python-hcl2 + schema ({Path(schema_path).name})",
