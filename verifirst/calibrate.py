@@ -460,7 +460,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         used = USAGE.total()
         rep.update({"experiment": f"calibrate-{judge}", "suite": suite.name, "run_dir": str(run_dir),
                     "run_id": run_id, "tracking_uri": tracker.uri, "wall_s": round(time.time() - t0, 2),
-                    "models": specs, "usage": USAGE.as_dict(),
+                    "models": specs, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
                     "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
                                        for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
                                                  "completion_tokens")}})
