@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
+
+from verifirst.atomic import publish_dir
 
 HOSTNAME = "verifirst"
 
@@ -118,10 +119,8 @@ def _fingerprint(host_etc: Path) -> str:
 def build_etc(parent: Path, host_etc: Path = Path("/etc")) -> Path:
     """Create (once, atomically) <parent>/etc-<fingerprint> readable by everyone; return it."""
     dest = parent / f"etc-{_fingerprint(host_etc)}"
-    if dest.is_dir():
-        return dest
-    tmp = Path(tempfile.mkdtemp(prefix=".etc.", dir=parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         for name in _COPY:
             src = host_etc / name
             if not (src.exists() or src.is_symlink()) or name in _WRITTEN or name in _LINKS:
@@ -151,10 +150,5 @@ def build_etc(parent: Path, host_etc: Path = Path("/etc")) -> Path:
                 p = os.path.join(root, f)
                 if not os.path.islink(p):
                     os.chmod(p, 0o644 | (os.stat(p).st_mode & 0o111))
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, dest)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not dest.is_dir():
-            raise
-    return dest
+
+    return publish_dir(dest, fill, prefix=".etc.")

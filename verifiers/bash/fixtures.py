@@ -17,14 +17,13 @@ import importlib.util
 import io
 import json
 import os
-import shutil
 import tarfile
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from verifirst.atomic import publish_dir
 from verifirst.errors import InputError
 
 # Mount points and usr-merge links every fixture root carries; the sandbox binds over them
@@ -558,16 +557,4 @@ def materialize(name: str | Fixture) -> Path:
     """The fixture written once under the cache, keyed by its content hash; returns its root."""
     fx = resolve(name)
     dest = cache_root() / f"{fx.name}-{fx.content_hash[:16]}"
-    if dest.is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{fx.name}.", dir=dest.parent))
-    try:
-        write_tree(fx, tmp)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, dest)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not dest.is_dir():
-            raise
-    return dest
+    return publish_dir(dest, lambda tmp: write_tree(fx, tmp), prefix=f".{fx.name}.")
