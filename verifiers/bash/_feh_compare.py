@@ -189,11 +189,21 @@ def _jacc(a: set, b: set) -> float:
 
 
 def add_cosines(f: PairFeatures, g: RunView, c: RunView, gold_cmd: str, cand_cmd: str, embed: EmbedFn) -> PairFeatures:
-    """Fill cos_out (observed output, first EMBED_CHARS) and cos_cmd (command text) in one batch."""
-    texts = [observed(g)[:EMBED_CHARS] or " ", observed(c)[:EMBED_CHARS] or " ", gold_cmd, cand_cmd]
-    v = embed(texts)
-    f.cos_out = float(v[0] @ v[1]) if not f.no_output else None
-    f.cos_cmd = float(v[2] @ v[3])
+    """Fill cos_out (observed output, first EMBED_CHARS) and cos_cmd (command text) in one batch.
+
+    Equal texts have cosine 1 without embedding them (long identical outputs cost most of a
+    pair's time otherwise); `embed` is not called at all when every pair is equal.
+    """
+    pairs = {"cmd": (gold_cmd, cand_cmd)}
+    if not f.no_output:
+        pairs["out"] = (observed(g)[:EMBED_CHARS] or " ", observed(c)[:EMBED_CHARS] or " ")
+    todo = [k for k, (a, b) in pairs.items() if a != b]
+    v = embed([t for k in todo for t in pairs[k]]) if todo else None
+    cos = {k: 1.0 for k in pairs}
+    for i, k in enumerate(todo):
+        cos[k] = float(v[2 * i] @ v[2 * i + 1])
+    f.cos_out = cos.get("out")
+    f.cos_cmd = cos["cmd"]
     return f
 
 

@@ -25,6 +25,8 @@ RunPair = Callable[[str, str, str], tuple[Any, Any]]
 LLM_MODES = ("off", "confirm", "arbiter")
 EXIT_INCONCLUSIVE = 3  # `verify bash`: 0 equivalent, 1 not, 2 bad input, 3 the runs cannot decide
 ARBITER_BRANCHES = ("no_output_cmd", "output_cosine")
+# Rules whose outcome depends on cosines (decided with them unset, they fall to these).
+SIMILARITY_RULES = ("no_output_cmd", "output_cosine", "output_overlap")
 
 
 def _default_sandbox(timeout_s: float | None = None, unsafe_local: bool = False):
@@ -193,10 +195,12 @@ class FehVerifier:
         g, c = RunView.of(gold_run), RunView.of(cand_run)
         f = feats or features(g, c)
         f.same_command = gold_cmd.strip() == cand_cmd.strip()
-        if f.cos_cmd is None:
-            add_cosines(f, g, c, gold_cmd, cand_cmd, self.embed)
         params = params or self.params
         d = decide(f, params)
+        if f.cos_cmd is None and d.rule in SIMILARITY_RULES:
+            # only a similarity rule reads cosines: the embedder loads (seconds, cold) just for them
+            add_cosines(f, g, c, gold_cmd, cand_cmd, self.embed)
+            d = decide(f, params)
         t_cmp = time.perf_counter() - t0
         llm_info = self._llm_stage(task, gold_cmd, cand_cmd, g, c, d, params)
         text = feedback(task, gold_cmd, cand_cmd, g, c, f, d)

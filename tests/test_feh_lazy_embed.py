@@ -1,0 +1,65 @@
+"""FEH embeds only what a similarity rule reads: equal texts never, decided pairs not at all."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from verifirst.verifiers.bash._feh_compare import RunView, add_cosines, features
+from verifirst.verifiers.bash.feh import FehVerifier
+
+LONG = "\n".join(f"line {i}: " + "x" * 60 for i in range(200))
+
+
+def recording_embed(calls: list):
+    def embed(texts):
+        calls.append(list(texts))
+        v = np.zeros((len(texts), 4), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v[i, hash(t) % 4] = 1.0
+        return v
+    return embed
+
+
+def refuse_embed(texts):
+    pytest.fail(f"embedded {len(texts)} texts for a pair decided without similarity")
+
+
+def test_identical_long_outputs_are_not_embedded():
+    calls: list = []
+    g = RunView(stdout=LONG, exit_code=1)
+    c = RunView(stdout=LONG, exit_code=2)
+    f = features(g, c)
+    add_cosines(f, g, c, "cmd-a", "cmd-b", recording_embed(calls))
+    assert calls == [["cmd-a", "cmd-b"]]  # the outputs were equal: cosine 1 without the model
+    assert f.cos_out == 1.0
+
+
+def test_nothing_embedded_when_every_text_is_equal():
+    g = RunView(stdout="same", exit_code=1)
+    f = features(g, g)
+    add_cosines(f, g, g, "echo same", "echo same", refuse_embed)
+    assert (f.cos_out, f.cos_cmd) == (1.0, 1.0)
+
+
+def test_different_texts_are_embedded_in_one_batch():
+    calls: list = []
+    g, c = RunView(stdout="alpha"), RunView(stdout="beta")
+    f = features(g, c)
+    add_cosines(f, g, c, "echo alpha", "echo beta", recording_embed(calls))
+    assert calls == [["echo alpha", "echo beta", "alpha", "beta"]]
+
+
+def test_exactly_equal_runs_never_load_the_embedder():
+    v = FehVerifier(embed=refuse_embed)
+    run = {"stdout": LONG, "exit_code": 0}
+    verdict = v.compare("print lines", "cat f", "sed -n p f", run, dict(run))
+    assert verdict.passed is True and verdict.details["rule"] == "identical"
+    assert verdict.details["features"]["cos_out"] is None  # never needed, never computed
+
+
+def test_similarity_rules_still_get_cosines():
+    calls: list = []
+    v = FehVerifier(embed=recording_embed(calls))
+    verdict = v.compare("t", "echo alpha", "echo beta", {"stdout": "alpha"}, {"stdout": "beta"})
+    assert calls and verdict.details["rule"] in ("output_cosine", "output_overlap")
+    assert verdict.details["features"]["cos_out"] is not None
