@@ -230,6 +230,8 @@ def from_verifier(items: Iterable[Item], verifier, candidate_key: str, *,
     out = []
     for n, it in enumerate(items, start=1):
         verdict = verifier.verify(it, it.inputs[candidate_key])
+        if verdict.passed is None:  # INCONCLUSIVE or ERROR: no label either way
+            continue
         fields = list(view_fields) if view_fields else list(it.inputs)
         view = {k: str(it.inputs[k]) for k in fields}
         meta = dict(it.meta, verifier=getattr(verifier, "name", type(verifier).__name__),

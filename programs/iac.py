@@ -207,7 +207,7 @@ class RepairLoop(_ItemLookup, dspy.Module):
                 draft = (config, verdict)
             elif verdict.passed and self.check_deception:
                 verdict = judge_repair(self.verifier, item, config, verdict, *draft, self._references)
-            attempts.append({"attempt": n, "stage": verdict.stage, "passed": bool(verdict.passed),
+            attempts.append({"attempt": n, "stage": verdict.stage, "passed": verdict.passed,
                              "error_classes": list(verdict.error_classes),
                              "feedback": verdict.feedback or "", "config": config})
             if verdict.details.get("deceptive"):

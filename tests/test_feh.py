@@ -71,7 +71,7 @@ def test_gold_without_observable_effect_is_inconclusive_with_reason():
     # the issue: a quiet reference matched any quiet candidate
     v = cmp(run(), run(), gold="cd /testbed/dir1", cand="export LANG=C")
     assert v.inconclusive and "no observable effect" in v.inconclusive
-    assert v.stage == "INCONCLUSIVE" and not v.passed and v.score == 0.0 and v.errors == []
+    assert v.stage == "INCONCLUSIVE" and v.passed is None and v.score == 0.0 and v.errors == []
     assert v.feedback.startswith("INCONCLUSIVE: the reference command has no observable effect")
     assert v.details["inconclusive"] == v.inconclusive and v.as_dict()["inconclusive"] == v.inconclusive
     assert cmp(run(), run(), gold="cd /testbed", cand="cd  /testbed").inconclusive  # text alike, not same
@@ -92,9 +92,12 @@ def test_both_failing_differently_is_inconclusive_same_failure_decided():
     assert v.inconclusive and "both commands fail" in v.inconclusive and v.stage == "INCONCLUSIVE"
     other_exit = cmp(run("", "ls: cannot access 'x': No such file", 2), run("", "cat: x: No such file", 1))
     assert other_exit.inconclusive and not other_exit.passed
-    # the same error is an observation: decided, either way
-    same = cmp(g, run("", "bash: line 1: cal: command not found\n", 127), gold="cal", cand="cal -3")
-    assert same.passed and same.inconclusive is None and same.details["rule"] == "identical"
+    # the same failure is no observation either (issue 24): inconclusive unless failure is expected
+    same_err = run("", "bash: line 1: cal: command not found\n", 127)
+    same = cmp(g, same_err, gold="cal", cand="cal -3")
+    assert same.inconclusive and "the same way" in same.inconclusive and same.passed is None
+    expected = V.compare("t", "cal", "cal -3", g, same_err, expect_failure=True)
+    assert expected.passed and expected.inconclusive is None and expected.details["rule"] == "identical"
     printed = cmp(run("a\n", "err", 1), run("b\n", "err", 1))
     assert printed.inconclusive is None and not printed.passed
     assert not cmp(g, run("", "cal: not found", 127), v=NO_INCONCLUSIVE).inconclusive
@@ -250,7 +253,7 @@ def test_verify_runs_pair_in_item_fixture_with_prerequisite():
     assert fixture == "nl2sh-fs2" and gold == with_prerequisite("ls | wc -l", "touch a b c")
     assert cand.startswith("(\ntouch a b c\n) >/dev/null 2>&1\n") and cand.endswith("find . -type f | wc -l")
     empty = v.verify(item, "   ")
-    assert not empty.passed and empty.stage == "EMPTY" and len(calls) == 1
+    assert not empty.passed and empty.stage == "EMPTY" and len(calls) == 2  # the pair, then the setup alone
     with pytest.raises(InputError, match="no command"):
         v.verify(item, {"text": "ls"})
     m = feh_metric(v)
@@ -309,7 +312,7 @@ def test_verify_bash_json_carries_inconclusive_and_exit_3(monkeypatch, capsys):
     rc = feh.cli_verify_bash("true", ":", fixture="empty", as_json=True, unsafe_local=True)
     out = json.loads(capsys.readouterr().out)
     assert rc == feh.EXIT_INCONCLUSIVE == 3
-    assert out["equivalent"] is False and "no observable effect" in out["inconclusive"]
+    assert out["equivalent"] is None and "no observable effect" in out["inconclusive"]
     assert out["stage"] == "INCONCLUSIVE" and out["lm_failures"] == 0
     assert feh.cli_verify_bash("echo hi", "echo hi", fixture="empty", as_json=True, unsafe_local=True) == 0
     assert json.loads(capsys.readouterr().out)["inconclusive"] is None
@@ -543,3 +546,132 @@ def test_judge_validation_takes_no_ground_truth_from_an_inconclusive_verdict():
     passed, why = verify_truth(v, item, "export X=1")
     assert passed is None and why.startswith("inconclusive: the reference command has no observable effect")
     assert verify_truth(v, item, "cd /testbed") == (True, None)
+
+
+# ---- issue 24: prerequisites, setup effects, usage lines, three-state verdicts ---------------
+
+def test_prerequisite_without_commands_runs_as_nothing():
+    from verifirst.verifiers.bash.feh import has_commands
+
+    for pre in ("#!/bin/bash\n\n", "# only a comment\n", "  \n\t\n", "#!/bin/sh\n  # indented\n"):
+        assert not has_commands(pre)
+        assert with_prerequisite("echo 12345 | rev", pre) == "echo 12345 | rev"
+    assert has_commands("#!/bin/bash\nmkdir d\n")
+    assert with_prerequisite("ls d", "#!/bin/bash\nmkdir d\n").startswith("(\n#!/bin/bash\nmkdir d\n\n) >/dev/null 2>&1\n")
+
+
+def test_setup_effect_is_not_the_commands_effect():
+    # the prerequisite creates dir/a and dir/b; the gold only counts, the candidate does nothing:
+    # the setup's files must not make them 'the same file-system effect'
+    made = [F("/dir", "", "dir"), F("/dir/a"), F("/dir/b")]
+    calls = []
+
+    def fake_pair(gold, cand, fixture):
+        calls.append((gold, cand))
+        if gold == cand:  # the setup alone
+            return run("", fs=made), run("", fs=made)
+        return run("2\n", fs=made), run("d41d8cd98f00b204e9800998ecf8427e  -\n", fs=made)
+
+    v = FehVerifier("nl2sh", run_pair=fake_pair, embed=bag_embed)
+    item = Item("s", {"task": "count files"}, {"command": "find dir -type f | wc -l", "fixture": "empty",
+                                                "prerequisite": "mkdir dir; touch dir/a dir/b"})
+    r = v.verify(item, "echo -n | md5sum")
+    assert r.passed is False and r.details["rule"] != "fs_effect", r.details["rule"]
+    assert r.details["gold"]["fs_diff"] == [] and r.details["candidate"]["fs_diff"] == []
+    assert calls[1][0] == calls[1][1] and len(calls) == 2
+    v.verify(item, "ls dir | wc -l")
+    assert len(calls) == 3  # the setup's effect is run once per fixture and prerequisite
+
+
+def test_relative_to_setup_keeps_changes_and_deletions_of_setup_files():
+    from verifirst.verifiers.bash.feh import relative_to_setup
+
+    setup = (("added", "/d", "dir", "0755", ""), ("added", "/d/a", "file", "0644", "aa"))
+    deleted_a = RunView.of(run(fs=[F("/d", "", "dir")]))
+    deleted_a = RunView(fs=(("added", "/d", "dir", "0755", ""),))
+    out = relative_to_setup(deleted_a, setup, "empty")
+    assert out.fs == (("deleted", "/d/a", "file", "0644", "aa"),)
+    changed = RunView(fs=setup[:1] + (("added", "/d/a", "file", "0644", "bb"), ("added", "/d/n", "file", "0644", "cc")))
+    assert relative_to_setup(changed, setup, "empty").fs == (("added", "/d/n", "file", "0644", "cc"),
+                                                             ("modified", "/d/a", "file", "0644", "bb"))
+    # a fixture file the setup deleted and the command restored is a change of the command
+    restored = relative_to_setup(RunView(fs=()), (("deleted", "/root/.bashrc", "file", "0644", "x"),), "empty")
+    assert [e[:2] for e in restored.fs] == [("added", "/root/.bashrc")]
+
+
+def test_usage_lines_never_pass_a_similarity_rule():
+    twin = run("Usage: bash <limit>  (prints twin primes up to limit)\n", exit_code=1)
+    fib = run("Usage: bash <count>  (prints Fibonacci numbers)\n", exit_code=1)
+    loose = FehVerifier(FehParams(overlap_threshold=0.5, out_threshold=0.5, inconclusive=False), embed=const_embed)
+    r = cmp(twin, fib, v=loose)
+    assert r.passed is False and r.details["rule"] != "output_overlap"
+    # with INCONCLUSIVE on (the default): both runs show only a usage line, nothing decides
+    assert cmp(twin, fib, v=FehVerifier("nl2sh", embed=const_embed)).inconclusive
+    assert cmp(twin, twin, v=FehVerifier("nl2sh", embed=const_embed)).inconclusive  # the same usage line too
+    # a usage line printed with exit 0 against real output is no match either
+    ok_usage = run("usage: fib N\n")
+    assert cmp(run("0\n1\n1\n2\n"), ok_usage, v=FehVerifier("nl2sh", embed=const_embed)).passed is False
+    # real output that merely mentions usage is output
+    assert cmp(run("disk usage: 42%\n"), run("disk usage: 42%\n")).passed
+
+
+def test_identical_failure_is_inconclusive_unless_the_task_expects_failure():
+    err = "gpasswd: group 'slackers' does not exist in /etc/group\n"
+    calls = []
+
+    def fake_pair(gold, cand, fixture):
+        calls.append(gold)
+        return run("", err, 3), run("", err, 3)
+
+    v = FehVerifier("nl2sh", run_pair=fake_pair, embed=bag_embed)
+    item = Item("g", {"task": "remove the password"}, {"command": "gpasswd -r slackers", "fixture": "empty"})
+    r = v.verify(item, "gpasswd -R slackers")
+    assert r.inconclusive and r.passed is None and r.stage == "INCONCLUSIVE"
+    fails = Item("g2", item.inputs, {**item.gold, "expect_failure": True})
+    assert v.verify(fails, "gpasswd -R slackers").passed is True
+
+
+def test_verdict_passed_is_none_for_inconclusive_and_error():
+    from verifirst.verifiers.base import Verdict
+
+    u = Verdict.undecided("nothing seen")
+    assert u.passed is None and not u.decided and u.stage == "INCONCLUSIVE"
+    e = Verdict.error("the check timed out")
+    assert e.passed is None and e.stage == "ERROR" and e.error_classes == ["ERROR"]
+    assert Verdict(0.0, False, "ERROR").passed is None  # a stage that is no verdict never rejects
+    assert Verdict(0.0, False, "OUTPUT").passed is False and Verdict(1.0, True).decided
+
+
+class _ThreeStates:
+    """PASS for `ok`, no verdict (ERROR) for `broken`, INCONCLUSIVE for anything else."""
+
+    name = "three-states"
+
+    def verify(self, item, candidate):
+        from verifirst.verifiers.base import Verdict
+
+        if candidate == "ok":
+            return Verdict(1.0, True)
+        if candidate == "broken":
+            return Verdict.error("the check timed out")
+        return Verdict.undecided("nothing observable")
+
+
+def test_consumers_keep_no_verdict_apart_from_rejection():
+    from verifirst.evaluate import Scorer, evaluate
+    from verifirst.optimizers import VerifierMetric
+    from verifirst.task import ERROR, INCONCLUSIVE, PASS
+
+    items = [Item(f"i{k}", {"task": "t"}, {"command": "x"}) for k in range(3)]
+    m = VerifierMetric(_ThreeStates(), "command", items)
+    _, _, v = m.verdict(items[0].example(), dspy.Prediction(command="maybe"))
+    assert v.passed is None and v.inconclusive  # the optimizer's metric: never a correct rejection
+    assert m(items[0].example(), dspy.Prediction(command="maybe")) == 0.0 and m.inconclusive == 1
+
+    outs = {"i0": "ok", "i1": "broken", "i2": "maybe"}
+    res = evaluate(lambda **kw: dspy.Prediction(command=outs[kw["task"]]),
+                   [Item(i, {"task": i}, {"command": "x"}) for i in outs],
+                   Scorer(_ThreeStates(), "command"), split="val", progress=False, retries=0)
+    by = res.by_id()
+    assert [by[i].status for i in ("i0", "i1", "i2")] == [PASS, ERROR, INCONCLUSIVE]
+    assert by["i1"].error_kind == "verifier" and res.summary()["pass_rate"] == 1.0

@@ -265,6 +265,9 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                        error_classes=list(getattr(v, "error_classes", [])),
                        feedback=_with_reason(v.feedback or "", v.inconclusive)[:2000],
                        output=cand, wall_s=time.perf_counter() - t0, attempts=attempts)
+        if getattr(v, "passed", False) is None:  # a verdict that is no verdict (stage ERROR): never a FAIL
+            return Row(item.id, split, ERROR, None, stage=v.stage, output=cand, error=(v.feedback or v.stage)[:300],
+                       error_kind="verifier", wall_s=time.perf_counter() - t0, attempts=attempts)
         return Row(item.id, split, PASS if v.passed else FAIL, float(v.score), stage=v.stage,
                    error_classes=list(getattr(v, "error_classes", [])), feedback=(v.feedback or "")[:2000],
                    output=cand, wall_s=time.perf_counter() - t0, attempts=attempts)

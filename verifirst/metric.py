@@ -34,7 +34,7 @@ class Judgement:
     """A verdict from a plain metric: the fields evaluation and optimizers read."""
 
     score: float
-    passed: bool
+    passed: bool | None  # None: no verdict (INCONCLUSIVE or ERROR)
     stage: str = PASS
     feedback: str = ""
     inconclusive: str | None = None
@@ -42,7 +42,7 @@ class Judgement:
 
 
 def _undecided(reason: str, feedback: str = "") -> Judgement:
-    return Judgement(0.0, False, INCONCLUSIVE, feedback or f"inconclusive: {reason}", inconclusive=reason)
+    return Judgement(0.0, None, INCONCLUSIVE, feedback or f"inconclusive: {reason}", inconclusive=reason)
 
 
 def _positional_arity(fn: Callable) -> int:
@@ -194,7 +194,7 @@ class OptimizerMetric:
             why = reason or "the verifier gave no score"
             fb = v.feedback or f"inconclusive: {why}"
             if dataclasses.is_dataclass(v):
-                return dataclasses.replace(v, score=0.0, passed=False, feedback=fb, inconclusive=why)
+                return dataclasses.replace(v, score=0.0, passed=None, feedback=fb, inconclusive=why)
             return _undecided(why, fb)
         return v
 
@@ -227,9 +227,9 @@ class OptimizerMetric:
         if pred_name is None:
             # a teleprompter keeps a bootstrapped demo only on a truthy answer: PASS decides it
             if trace is not None and not self.base.is_verifier:
-                return bool(v.passed)
+                return v.passed is True
             return float(v.score)
-        feedback = v.feedback or ("passed" if v.passed else f"failed at {v.stage}")
+        feedback = v.feedback or ("passed" if v.passed is True else f"failed at {v.stage}")
         if hasattr(self.verifier, "explain") and v.stage != VERIFIER_ERROR and not getattr(v, "inconclusive", None):
             feedback = self.verifier.explain(item, cand, v) or feedback
         return dspy.Prediction(score=float(v.score), feedback=feedback)

@@ -138,7 +138,7 @@ def gold_report(limit: int | None, timeout_s: float) -> dict:
         v = feh.compare(t["query"], t["gold"], t["gold"], a, b)
         if getattr(v, "inconclusive", None):  # nothing observable decided: neither equal nor unequal
             feh_undecided.append({"id": t["id"], "gold": t["gold"], "reason": v.inconclusive})
-        elif not v.passed:
+        elif v.passed is False:
             feh_unequal.append({"id": t["id"], "gold": t["gold"], "rule": v.details.get("rule"),
                                 "differences": v.details.get("differences")})
         if a.exit_code != 0 or a.timed_out:

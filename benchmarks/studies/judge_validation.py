@@ -47,8 +47,8 @@ def verify_truth(verifier: Any, item: Item, command: str) -> tuple[bool | None, 
         v = verifier.verify(item, command)
     except Exception as e:  # a broken verifier run is not a FAIL of the candidate
         return None, f"{type(e).__name__}: {e}"
-    if getattr(v, "inconclusive", None):  # nothing observed: no ground truth either way
-        return None, f"inconclusive: {v.inconclusive}"
+    if getattr(v, "inconclusive", None) or v.passed is None:  # nothing observed: no ground truth either way
+        return None, f"inconclusive: {v.inconclusive}" if v.inconclusive else f"no verdict: {v.stage}"
     return bool(v.passed), None
 
 

@@ -109,6 +109,9 @@ class PairFeatures:
     cos_cmd: float | None = None
     past_cap_differs: bool = False  # kept outputs alike, full streams not (a run hit the output cap)
     same_command: bool = False  # the two command texts are the same (blanks at the ends aside)
+    gold_no_result: bool = False  # the reference showed only a failure or a usage line (no_result())
+    cand_no_result: bool = False
+    expect_failure: bool = False  # the task says failing is the expected outcome
 
     @property
     def status_match(self) -> bool:
@@ -126,6 +129,23 @@ class PairFeatures:
     @property
     def cand_quiet(self) -> bool:
         return self.ok_cand and self.out_cand_empty and self.fs_cand_empty
+
+
+# A usage or help-hint line: what a script prints when run without the arguments it needs.
+_USAGE = re.compile(r"^\s*(usage|syntax)\s*:|^\s*try '.*--help'", re.IGNORECASE)
+
+
+def no_result(r: RunView) -> bool:
+    """The run shows only a failure or a usage line: no stdout beyond usage lines, no file change,
+    and it failed or printed a usage line. Such text is no evidence about the task."""
+    if r.fs:
+        return False
+    out = [line for line in norm_out(r.stdout).split("\n") if line.strip()]
+    if any(not _USAGE.match(line) for line in out):
+        return False
+    if out or not r.ok:
+        return True
+    return any(_USAGE.match(line) for line in norm_out(r.stderr).split("\n"))
 
 
 def observed(r: RunView) -> str:
@@ -164,6 +184,7 @@ def features(g: RunView, c: RunView, gold_cmd: str | None = None, cand_cmd: str 
         fs_paths_equal={e[:2] for e in g.fs} == {e[:2] for e in c.fs},
         out_gold_empty=not observed(g), out_cand_empty=not observed(c),
         line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c,
+        gold_no_result=no_result(g), cand_no_result=no_result(c),
         token_overlap=_overlap(tg := _tokens(observed(g)), tc := _tokens(observed(c))),
         min_tokens=min(len(tg), len(tc)))
 
@@ -247,6 +268,9 @@ QUIET_REASON = ("the reference command has no observable effect in this fixture 
                 "no file-system change) and neither has the candidate: running them cannot tell them apart")
 FAILED_REASON = ("both commands fail in this fixture, with different errors: the fixture cannot run the "
                  "reference, so running them shows nothing about the task")
+SAME_FAILURE_REASON = ("both commands fail in this fixture the same way (or print only the same usage line): "
+                       "the fixture cannot run the reference, so the shared failure shows nothing about the "
+                       "task; mark the task `expect_failure` if failing is the expected outcome")
 
 
 def undecidable(f: PairFeatures) -> str | None:
@@ -254,7 +278,8 @@ def undecidable(f: PairFeatures) -> str | None:
 
     A quiet reference against a candidate that did something (printed, changed files, failed) is
     decided: that difference was observed. The same command text is decided too (one program,
-    one fixture), and so are two failures with the same error.
+    one fixture). Two runs that show only a failure or a usage line (no_result()) are not, the
+    same failure included, unless the task expects failure.
 
     Args:
         f: the pair's features.
@@ -263,8 +288,9 @@ def undecidable(f: PairFeatures) -> str | None:
         return None
     if f.gold_quiet and f.cand_quiet:
         return QUIET_REASON
-    if not f.ok_gold and not f.ok_cand and not f.stderr_equal:
-        return FAILED_REASON
+    if f.gold_no_result and f.cand_no_result and not f.expect_failure:
+        same = f.stdout_equal and f.stderr_equal and f.exit_equal
+        return SAME_FAILURE_REASON if same else FAILED_REASON
     return None
 
 
@@ -303,6 +329,9 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
     if f.out_gold_empty != f.out_cand_empty:
         # one printed, the other did not: no similarity of an empty text to output is evidence
         return Decision(False, 0.0, "output_presence", "OUTPUT", diffs)
+    if f.gold_no_result or f.cand_no_result:
+        # usage and error lines share words across unrelated scripts: no similarity rule decides on them
+        return Decision(False, 0.0, "usage_error", "OUTPUT", diffs)
     s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
     if s >= p.out_threshold:
         return Decision(True, s, "output_cosine", "PASS", diffs)

@@ -58,11 +58,63 @@ def candidate_command(candidate: Any) -> str:
     return str(v)
 
 
+def has_commands(script: str | None) -> bool:
+    """Whether a script holds anything to run: a line that is neither blank nor a comment
+    (a shebang is a comment)."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in (script or "").splitlines())
+
+
 def with_prerequisite(command: str, prerequisite: str | None) -> str:
-    """Run a test's setup first, quietly, in a subshell so its output never counts."""
-    if not prerequisite or not prerequisite.strip():
+    """Run a test's setup first, quietly, in a subshell so its output never counts.
+
+    A setup with no commands (only a shebang, comments, blank lines) runs as nothing: an empty
+    subshell `( )` is a bash syntax error that would fail gold and candidate alike.
+
+    Args:
+        command: the command under test.
+        prerequisite: the setup script, or None.
+    """
+    if not has_commands(prerequisite):
         return command
     return f"(\n{prerequisite}\n) >/dev/null 2>&1\n{command}"
+
+
+def _fixture_records(fixture: Any) -> dict[str, tuple]:
+    """path -> (type, mode, sha256) of a fixture's entries, as the sandbox's diff writes them."""
+    from verifirst.verifiers.bash import fixtures
+
+    return {"/" + e.path: (e.kind, f"{e.mode:04o}", e.sha256 or "") for e in fixtures.resolve(fixture).entries}
+
+
+def relative_to_setup(run: RunView, setup_fs: tuple, fixture: Any) -> RunView:
+    """The run's file-system effect against the state after setup, not against the fixture.
+
+    The run executed setup + command; `setup_fs` is what the setup alone changed. A path the
+    setup left as the command left it is no effect of the command; one the setup created and
+    the command deleted is a deletion.
+
+    Args:
+        run: the run of setup + command.
+        setup_fs: the fs entries (change, path, type, mode, sha256) of the setup run alone.
+        fixture: the fixture both ran in (its entries stand for paths neither diff names).
+    """
+    if not setup_fs:
+        return run
+    orig = _fixture_records(fixture)
+
+    def state(entries: tuple) -> dict[str, tuple | None]:
+        return {e[1]: (None if e[0] == "deleted" else tuple(e[2:5])) for e in entries}
+
+    s, d = state(setup_fs), state(run.fs)
+    out = []
+    for path in sorted(s.keys() | d.keys()):
+        before = s[path] if path in s else orig.get(path)
+        after = d[path] if path in d else orig.get(path)
+        if before == after:
+            continue
+        change = "added" if before is None else "deleted" if after is None else "modified"
+        out.append((change, path, *(after if after is not None else before)))
+    return replace(run, fs=tuple(sorted(out)))
 
 
 HARNESS_SLOT = "{command}"
@@ -110,6 +162,7 @@ class FehVerifier:
         self._sandbox_kw = {"timeout_s": timeout_s, "unsafe_local": bool(unsafe_local)}
         self.lm_failures = 0
         self._lock = threading.Lock()
+        self._setup_fs: dict[tuple, tuple] = {}
 
     def preflight(self) -> None:
         """Build the sandbox now (bwrap found and probed, unless unsafe_local), so a host that
@@ -167,15 +220,33 @@ class FehVerifier:
         t0 = time.perf_counter()
         g, c = self.run_pair(with_prerequisite(with_harness(gold_cmd, harness), pre),
                              with_prerequisite(with_harness(cand_cmd, harness), pre), fixture)
+        if has_commands(pre):
+            setup_fs = self.setup_effect(pre, fixture)
+            g, c = relative_to_setup(RunView.of(g), setup_fs, fixture), relative_to_setup(RunView.of(c), setup_fs, fixture)
         t_run = time.perf_counter() - t0
         exact = item.gold.get("match") == "exact"
-        v = self.compare(task, gold_cmd, cand_cmd, g, c, params=exact_output(self.params) if exact else None)
+        v = self.compare(task, gold_cmd, cand_cmd, g, c, params=exact_output(self.params) if exact else None,
+                         expect_failure=bool(item.gold.get("expect_failure")))
         v.timings["run_s"] = t_run
         v.details["fixture"] = fixture
         return v
 
+    def setup_effect(self, prerequisite: str, fixture: Any) -> tuple:
+        """What the prerequisite alone changes in the fixture (fs entries), run once per
+        (fixture, prerequisite) and kept."""
+        key = (fixture if isinstance(fixture, str) else fixture.content_hash, prerequisite)
+        with self._lock:
+            hit = self._setup_fs.get(key)
+        if hit is None:
+            setup = with_prerequisite("true", prerequisite)
+            hit = RunView.of(self.run_pair(setup, setup, fixture)[0]).fs
+            with self._lock:
+                self._setup_fs[key] = hit
+        return hit
+
     def compare(self, task: str | None, gold_cmd: str, cand_cmd: str, gold_run: Any, cand_run: Any,
-                feats: PairFeatures | None = None, params: FehParams | None = None) -> Verdict:
+                feats: PairFeatures | None = None, params: FehParams | None = None,
+                expect_failure: bool = False) -> Verdict:
         """The verdict for two finished runs (RunResult, dict or RunView).
 
         Args:
@@ -186,6 +257,8 @@ class FehVerifier:
             cand_run: the candidate's run.
             feats: precomputed features (a benchmark's cache); computed here when None.
             params: rule parameters for this pair (default: the verifier's).
+            expect_failure: the task says failing is the expected outcome (the same failure of
+                both runs then passes; otherwise it is INCONCLUSIVE).
 
         Returns:
             PASS / a failing stage, or Verdict.undecided (stage INCONCLUSIVE, `inconclusive` the
@@ -195,6 +268,7 @@ class FehVerifier:
         g, c = RunView.of(gold_run), RunView.of(cand_run)
         f = feats or features(g, c)
         f.same_command = gold_cmd.strip() == cand_cmd.strip()
+        f.expect_failure = bool(expect_failure)
         params = params or self.params
         d = decide(f, params)
         if f.cos_cmd is None and d.rule in SIMILARITY_RULES:
@@ -289,12 +363,13 @@ def feh_metric(verifier: FehVerifier | None = None):
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
         import dspy
 
-        extra = {k: getattr(gold, k) for k in ("prerequisite", "harness", "match")
+        extra = {k: getattr(gold, k) for k in ("prerequisite", "harness", "match", "expect_failure")
                  if getattr(gold, k, None)}
         item = Item(id=str(getattr(gold, "item_id", "item")), inputs={"task": getattr(gold, "task", "")},
                     gold={"command": gold.command, "fixture": getattr(gold, "fixture", "empty"), **extra})
         verdict = v.verify(item, pred)
-        return dspy.Prediction(score=1.0 if verdict.passed else 0.0, feedback=verdict.feedback)
+        # DSPy needs a number: an undecided verdict scores 0.0 and its feedback says it decided nothing
+        return dspy.Prediction(score=1.0 if verdict.passed is True else 0.0, feedback=verdict.feedback)
 
     return metric
 
