@@ -117,3 +117,65 @@ def test_custom_fixture_and_bad_paths():
         fixtures.custom("unit-bad", {"rel/path": "x"})
     with pytest.raises(InputError, match="built in"):
         fixtures.custom("nl2sh-fs1", {})
+
+
+# ---- issue 24: fixtures from a task directory -------------------------------------------
+
+def _task_dir(tmp_path):
+    d = tmp_path / "task"
+    (d / "home/test/uploads").mkdir(parents=True)
+    (d / "home/test/downloads").mkdir()
+    (d / "home/test/uploads/file1.dat").write_text("one\n")
+    run = d / "home/test/run.sh"
+    run.write_text("#!/bin/bash\necho ran\n")
+    run.chmod(0o755)
+    (d / "home/test/downloads/link1.dat").symlink_to("../uploads/file1.dat")
+    (d / "prompt").write_text("the task\n")
+    return d
+
+
+def test_custom_keeps_modes_executables_and_symlinks(tmp_path):
+    fx = fixtures.custom("t-modes", {"/app/run.sh": {"content": "#!/bin/sh\necho hi\n", "mode": 0o755},
+                                     "/app/data.txt": "x\n", "/app/link": {"symlink": "data.txt"},
+                                     "/app/private/": {"dir": True, "mode": 0o700}})
+    e = _files(fx)
+    assert e["/app/run.sh"].mode == 0o755 and e["/app/data.txt"].mode == 0o644
+    assert e["/app/link"].kind == "symlink" and e["/app/link"].data == b"data.txt"
+    assert e["/app/private"].mode == 0o700
+    root = tmp_path / "root"
+    root.mkdir()
+    fixtures.write_tree(fx, root)
+    assert os.access(root / "app/run.sh", os.X_OK) and os.readlink(root / "app/link") == "data.txt"
+    with pytest.raises(InputError, match="points above the fixture root"):
+        fixtures.custom("t-bad", {"/app/l": {"symlink": "../../../etc/shadow"}})
+    with pytest.raises(InputError, match="under the symlink"):
+        fixtures.custom("t-bad2", {"/app/l": {"symlink": "/tmp"}, "/app/l/x": "escape"})
+    with pytest.raises(InputError, match="mode"):
+        fixtures.custom("t-bad3", {"/app/x": {"content": "", "mode": "755"}})
+
+
+def test_from_dir_reads_a_task_directory(tmp_path):
+    d = _task_dir(tmp_path)
+    fx = fixtures.from_dir("t-task", d, "/", exclude=("prompt",))
+    e = _files(fx)
+    assert "/prompt" not in e and e["/home/test/run.sh"].mode == 0o755
+    assert e["/home/test/downloads/link1.dat"].kind == "symlink"
+    assert e["/home/test/downloads/link1.dat"].data == b"../uploads/file1.dat"
+    assert e["/home/test/uploads/file1.dat"].data == b"one\n" and "/root/.bashrc" in e  # on the base
+    at_app = _files(fixtures.from_dir("t-task-app", d / "home/test", "/app"))
+    assert at_app["/app/run.sh"].mode == 0o755 and "/app/uploads/file1.dat" in at_app
+    assert fixtures.from_dir("t-task", d, "/", exclude=("prompt",)).content_hash == fx.content_hash
+
+
+def test_from_dir_refuses_links_out_of_the_task(tmp_path):
+    d = _task_dir(tmp_path)
+    (d / "home/test/evil").symlink_to("../../../outside")
+    with pytest.raises(InputError, match="outside the task directory") as e:
+        fixtures.read_task_dir(d)
+    assert "home/test/evil" in str(e.value)
+    (d / "home/test/evil").unlink()
+    (d / "home/test/abs").symlink_to("/etc/passwd")
+    with pytest.raises(InputError, match="outside the task directory"):
+        fixtures.read_task_dir(d)
+    with pytest.raises(InputError, match="not found"):
+        fixtures.read_task_dir(tmp_path / "nope")

@@ -17,6 +17,8 @@ import importlib.util
 import io
 import json
 import os
+import posixpath
+import stat
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -491,21 +493,28 @@ def build(name: str) -> Fixture:
     return fx
 
 
-def custom(name: str, files: dict[str, str | bytes], env: dict[str, str] | None = None,
+def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] | None = None,
            base: str = "empty") -> Fixture:
-    """Register a fixture: `base` plus `files` ({"/path": content}; a path ending in / is a directory)."""
+    """Register a fixture: `base` plus `files`.
+
+    Args:
+        name: a new fixture name.
+        files: {"/path": content}; a path ending in / is a directory. A content may also be a
+            dict: {"content": ..., "mode": 0o755} (a file with its mode), {"symlink": target}
+            or {"dir": True, "mode": 0o700}. A symlink may not point above the fixture root,
+            and no path may lie under a symlink (writing it would follow the link).
+        env: environment variables added to the base fixture's.
+        base: the fixture to start from.
+    """
     if not name or name in _BUILDERS:
         raise InputError(f"fixture name {name!r} is empty or built in", field="fixture", expected="a new name")
     t = _Tree()
     for e in build(base).entries:
         t.items[e.path] = e
-    for path, content in files.items():
+    for path, content in sorted(files.items()):
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise InputError(f"fixture path {path!r} must be absolute without '..'", field="files")
-        if path.endswith("/"):
-            t.dir(path)
-        else:
-            t.file(path, content)
+        _add(t, path, content, where=f"files[{path!r}]")
     fx = Fixture(name, t.entries(), dict(build(base).env, **(env or {})), f"{base} + {len(files)} files")
     _CACHE[name] = fx
     return fx
@@ -558,3 +567,131 @@ def materialize(name: str | Fixture) -> Path:
     fx = resolve(name)
     dest = cache_root() / f"{fx.name}-{fx.content_hash[:16]}"
     return publish_dir(dest, lambda tmp: write_tree(fx, tmp), prefix=f".{fx.name}.")
+
+
+# ---- fixtures from a task directory --------------------------------------------------------
+
+TASK_DIR_LIMIT = 64 << 20  # bytes of file content a task directory may bring into a fixture
+
+
+def _escapes(rel: str, target: str) -> bool:
+    """Whether a relative link at `rel` (relative to a root) resolves above that root."""
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+    return joined == ".." or joined.startswith("../")
+
+
+def _add(t: _Tree, path: str, content: str | bytes | dict, where: str) -> None:
+    """One `custom()` entry into the tree; `where` names it in errors."""
+    rel = path.strip("/")
+    parts = rel.split("/")
+    for k in range(1, len(parts)):
+        above = t.items.get("/".join(parts[:k]))
+        if above is not None and above.kind == "symlink":
+            raise InputError(f"{path} lies under the symlink /{above.path}: writing it would follow the link",
+                             field=where, expected="paths under directories, not under symlinks")
+    if not isinstance(content, dict):
+        if path.endswith("/"):
+            t.dir(rel)
+        else:
+            t.file(rel, content)
+        return
+    mode = content.get("mode", 0o755 if content.get("dir") else 0o644)
+    if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+        raise InputError(f"bad mode {mode!r}", field=f"{where}.mode", expected="an integer 0..0o7777, e.g. 0o755")
+    if "symlink" in content:
+        target = str(content["symlink"])
+        if not target or _escapes(rel, target):
+            raise InputError(f"symlink {path} -> {target!r} points above the fixture root",
+                             field=f"{where}.symlink", expected="a target inside the fixture")
+        if any(k.startswith(rel + "/") for k in t.items):
+            raise InputError(f"symlink {path} would hide the entries under it", field=where,
+                             expected="a path with nothing under it")
+        t.symlink(rel, target)
+    elif content.get("dir"):
+        t.dir(rel, mode)
+    elif "content" in content:
+        data = content["content"]
+        if not isinstance(data, (str, bytes)):
+            raise InputError(f"content of {path} is {type(data).__name__}", field=f"{where}.content",
+                             expected="text or bytes")
+        t.file(rel, data, mode)
+    else:
+        raise InputError(f"entry {path} says neither content, symlink nor dir", field=where,
+                         expected='{"content": ..., "mode": 0o755}, {"symlink": "target"} or {"dir": true}')
+
+
+def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = ()) -> dict[str, dict]:
+    """A task directory as custom() entries: files with their modes, directories, and symlinks.
+
+    Symlinks are kept as links (never followed); one that is absolute or points above `src`
+    is refused, as is anything that is not a file, directory or symlink.
+
+    Args:
+        src: the directory to read.
+        exclude: relative paths (as "a/b") left out, with everything under them.
+
+    Returns:
+        {"rel/path": {"content": bytes, "mode": int} | {"symlink": target} | {"dir": True, "mode": int}}.
+
+    Raises:
+        InputError: naming the offending path.
+    """
+    root = Path(src)
+    if not root.is_dir():
+        raise InputError("task directory not found", path=str(root), expected="a directory")
+    out: dict[str, dict] = {}
+    total = 0
+    stack = [(root, "")]
+    while stack:
+        d, rel = stack.pop()
+        with os.scandir(d) as it:
+            ents = sorted(it, key=lambda e: e.name)
+        for ent in ents:
+            r = f"{rel}/{ent.name}" if rel else ent.name
+            if r in exclude:
+                continue
+            st = ent.stat(follow_symlinks=False)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(ent.path)
+                if os.path.isabs(target) or _escapes(r, target):
+                    raise InputError(f"symlink points outside the task directory ({target!r})", path=ent.path,
+                                     expected="a relative link to something inside the task directory")
+                out[r] = {"symlink": target}
+            elif stat.S_ISDIR(st.st_mode):
+                out[r] = {"dir": True, "mode": mode}
+                stack.append((Path(ent.path), r))
+            elif stat.S_ISREG(st.st_mode):
+                total += st.st_size
+                if total > TASK_DIR_LIMIT:
+                    raise InputError(f"task directory holds more than {TASK_DIR_LIMIT >> 20} MiB", path=ent.path)
+                out[r] = {"content": Path(ent.path).read_bytes(), "mode": mode}
+            else:
+                raise InputError("not a file, directory or symlink", path=ent.path,
+                                 expected="regular files, directories and symlinks")
+    return out
+
+
+def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = "empty",
+             env: dict[str, str] | None = None, exclude: tuple[str, ...] = (),
+             extra: dict[str, str | bytes | dict] | None = None) -> Fixture:
+    """Register a fixture: `base` plus the task directory `src` placed at `dest` (modes,
+    executables and symlinks kept; see read_task_dir) plus `extra` entries as in custom().
+
+    Args:
+        name: a new fixture name.
+        src: the task directory.
+        dest: where its contents go in the fixture ("/app", "/home").
+        base: the fixture to start from.
+        env: environment variables added to the base's.
+        exclude: relative paths of `src` left out (the task's prompt, its gold script).
+        extra: more entries, {"/abs/path": content} as custom() takes them.
+    """
+    prefix = "/" + dest.strip("/")
+    files: dict[str, str | bytes | dict] = {}
+    if prefix != "/":
+        files[prefix + "/"] = {"dir": True, "mode": 0o755}
+    for rel, spec in read_task_dir(src, exclude).items():
+        files[(prefix.rstrip("/") + "/" + rel)] = spec
+    files.update(extra or {})
+    return custom(name, files, env=env, base=base)
