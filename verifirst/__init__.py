@@ -1,7 +1,8 @@
 """verifirst: optimize generator and judge prompts against verifiers and workflow outcomes.
 
 The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `calibrate`,
-`Budget`, `MLflow`, `Metric`, `Suite`, `Item`. Also `make_lm`, `make_models`, `make_splits`,
+`Budget`, `MLflow`, `Metric`, `Suite`, `Item`; `mlflow_scorer` and `dspy_metric` put a verifier
+into MLflow or DSPy outside any run. Also `make_lm`, `make_models`, `make_splits`,
 `SplitManifest`, `stats`, `Tracker`, `run_experiment`. Heavy modules (dspy, mlflow) load on
 first use.
 
@@ -37,6 +38,8 @@ _LAZY = {
     "EngineResult": ("verifirst.engine", "EngineResult"),
     "TeleprompterEngine": ("verifirst.engine", "TeleprompterEngine"),
     "Metric": ("verifirst.metric", "Metric"),
+    "mlflow_scorer": ("verifirst.scorers", "mlflow_scorer"),
+    "dspy_metric": ("verifirst.scorers", "dspy_metric"),
     "RunCallback": ("verifirst.driver", "RunCallback"),
     "make_models": ("verifirst.lm", "make_models"),
     "Tracker": ("verifirst.tracking", "Tracker"),

@@ -155,7 +155,15 @@ class OptimizerMetric:
         self.base = metric
         self.verifier = metric.metric
         self.output_field = metric.output_field
+        if not isinstance(items, dict) and not all(isinstance(it, Item) for it in items):
+            from .data import to_suite  # dspy.Examples or records, with ids as vf.optimize gives them
+
+            recs = list(items)
+            given = [r.get(ITEM_ID) if hasattr(r, "get") else None for r in recs]
+            items = [it if i is None else dataclasses.replace(it, id=str(i))
+                     for it, i in zip(to_suite(recs, name="items").items, given)]
         self.items = items if isinstance(items, dict) else {it.id: it for it in items}
+        self._by_content: dict[str, list[str]] | None = None
         self.manifest = manifest
         self._memo: dict[tuple, Any] = {}
         self._lock = threading.Lock()
@@ -166,8 +174,11 @@ class OptimizerMetric:
     def _item(self, gold) -> Item:
         iid = gold.get(ITEM_ID) if hasattr(gold, "get") else getattr(gold, ITEM_ID, None)
         if iid is None:
-            raise LeakageError(f"the metric was handed an example without {ITEM_ID}: cannot prove it "
-                               f"is not a held-out item")
+            iid = self._id_by_content(gold)
+        if iid is None:
+            raise LeakageError(f"the metric was handed an example without {ITEM_ID} whose content is not one "
+                               f"of the {len(self.items)} train and validation items it was built with: "
+                               f"cannot prove it is not a held-out item")
         if self.manifest is not None:
             self.manifest.touch(iid, who="the optimizer's metric")  # raises on a test id
         if iid not in self.items:
@@ -197,6 +208,21 @@ class OptimizerMetric:
                 return dataclasses.replace(v, score=0.0, passed=None, feedback=fb, inconclusive=why)
             return _undecided(why, fb)
         return v
+
+    def _id_by_content(self, gold) -> str | None:
+        """The id of the one allowed item with this plain example's content (safe: it is that item)."""
+        from .data import content_id
+
+        if not hasattr(gold, "toDict"):
+            return None
+        if self._by_content is None:
+            index: dict[str, list[str]] = {}
+            for it in self.items.values():
+                index.setdefault(content_id({**it.inputs, **it.gold}), []).append(it.id)
+            self._by_content = index
+        rec = {k: v for k, v in gold.toDict().items() if k not in (ITEM_ID, "id", "group")}
+        ids = self._by_content.get(content_id(rec), [])
+        return ids[0] if len(ids) == 1 else None
 
     def counts(self) -> dict:
         """Calls and the items it could not judge, for the run report."""
