@@ -236,11 +236,11 @@ def _id(x):
 class GEPAEngine:
     name = "gepa"
 
-    def __init__(self, reflection_minibatch_size: int = 3, use_merge: bool = False, seed: int = 0,
+    def __init__(self, reflection_minibatch_size: int = 3, use_merge: bool = False, seed: int | None = None,
                  **gepa_options: Any):
         self.reflection_minibatch_size = reflection_minibatch_size
         self.use_merge = use_merge
-        self.seed = seed
+        self.seed = seed  # None: the run's seed (vf.optimize(seed=...))
         self.gepa_options = gepa_options
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
@@ -253,7 +253,8 @@ class GEPAEngine:
         rec = _Recorder(ctx, len(valset), log_dir / "verifirst_history.json", capture)
         opts = dict(self.gepa_options)
         strategy = opts.pop("candidate_selection_strategy", "pareto")
-        draws = _Resumable(log_dir, self.seed, self.reflection_minibatch_size, strategy)
+        seed = ctx.seed if self.seed is None else self.seed
+        draws = _Resumable(log_dir, seed, self.reflection_minibatch_size, strategy)
         rec.metric_calls = draws.metric_calls
         budget_kw: dict[str, Any] = {}
         if budget.max_metric_calls:
@@ -264,7 +265,7 @@ class GEPAEngine:
         opt = dspy.GEPA(metric=metric, reflection_lm=ctx.reflection_lm, num_threads=budget.num_threads,
                         reflection_minibatch_size=None, use_merge=self.use_merge,
                         candidate_selection_strategy=draws.selector,
-                        track_stats=True, log_dir=str(log_dir), seed=self.seed, warn_on_score_mismatch=False,
+                        track_stats=True, log_dir=str(log_dir), seed=seed, warn_on_score_mismatch=False,
                         gepa_kwargs={"use_cloudpickle": True, "callbacks": [rec, draws],
                                      "batch_sampler": draws.sampler}, **budget_kw, **opts)
         with dspy.context(callbacks=[*(dspy.settings.get("callbacks") or []), capture]):

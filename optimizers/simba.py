@@ -14,6 +14,8 @@ from typing import Any
 
 import dspy
 
+from verifirst.engine import compile_arguments
+
 from .base import Budget, EngineContext, EngineResult
 
 
@@ -26,6 +28,14 @@ class SIMBAEngine:
         self.max_demos = max_demos
         self.options = options
 
+    def compile_arguments(self, ctx: EngineContext) -> dict[str, Any]:
+        """dspy.SIMBA.compile's arguments besides student and trainset: the run's seed, ctx.compile_kwargs.
+
+        Args:
+            ctx: the run context.
+        """
+        return compile_arguments(dspy.SIMBA.compile, "SIMBA", ctx)
+
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         bsize = self.bsize or min(8, len(trainset))
         if len(trainset) < bsize:
@@ -34,7 +44,7 @@ class SIMBAEngine:
         opt = dspy.SIMBA(metric=metric, bsize=bsize, num_candidates=self.num_candidates, max_steps=steps,
                          max_demos=self.max_demos, num_threads=budget.num_threads,
                          prompt_model=ctx.reflection_lm, **self.options)
-        best = opt.compile(program, trainset=trainset, seed=ctx.seed)
+        best = opt.compile(program, trainset=trainset, **self.compile_arguments(ctx))
         history: list[dict] = []
         for step, log in sorted((getattr(best, "trial_logs", {}) or {}).items()):
             row = {"step": int(step)}

@@ -49,6 +49,11 @@ class ModuleJudge:
         if predictor_name not in preds:
             raise InputError(f"no predictor {predictor_name!r} in the student", field="predictor_name",
                              expected="one of " + ", ".join(sorted(preds)))
+        outputs = {f for p in preds.values() for f in p.signature.output_fields}
+        if verdict_field not in outputs:  # refused now: the loop would learn it only after its first LM calls
+            raise InputError(f"the student has no output {verdict_field!r} to read a verdict from; its outputs are "
+                             f"{sorted(outputs)}", field="verdict_field",
+                             expected="a student with a PASS/FAIL output, or verdict_field= naming it")
         self.module, self.predictor_name, self.verdict_field = module, predictor_name, verdict_field
         self.view_fields = list(view_fields or preds[predictor_name].signature.input_fields)
 
@@ -148,11 +153,20 @@ class AutoRefine(Teleprompter):
         Args:
             student: the DSPy judge module (left unchanged).
             trainset: labelled dspy.Examples the loop learns from.
-            teacher: unused (DSPy's teacher program); the teacher LM is given to the constructor.
+            teacher: refused: AutoRefine's teacher is an LM, given to the constructor
+                (AutoRefine(teacher=lm)), not a teacher program.
             valset: labelled dspy.Examples that select the prompt; default a seeded share of trainset.
+            kwargs: refused: AutoRefine's options go to the constructor.
         """
         from verifirst.optimizers.autorefine import calibrate
 
+        if teacher is not None:  # DSPy's teacher program has no role here: say so rather than ignore it
+            raise InputError(f"AutoRefine.compile got a teacher program ({type(teacher).__name__}); AutoRefine's "
+                             f"informed teacher is an LM", field="teacher",
+                             expected="AutoRefine(teacher=lm).compile(student, trainset=...) without teacher=")
+        if kwargs:
+            raise InputError(f"AutoRefine.compile takes no argument {sorted(kwargs)[0]!r}", field="compile",
+                             expected="student, trainset, valset; options go to AutoRefine(...)")
         judge, wrapped = self._judge_of(student)
         train = examples_to_items(list(trainset or []), judge.view_fields, self.label_key, "trainset")
         if valset:

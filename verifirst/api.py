@@ -192,7 +192,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
              max_error_rate: float | None = None, progress: bool | None = False,
              eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
-             executor: Any = None) -> Result:
+             executor: Any = None, compile_kwargs: dict | None = None) -> Result:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -228,6 +228,9 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         executor: where verifier calls run, in evaluations and the optimizer's metric:
             vf.Threads() (default, this process) or vf.Ray(address=..., num_workers=...), whose
             workers each build the verifier once; the program's LM calls stay in this process.
+        compile_kwargs: more arguments for a dspy.Teleprompter's (or SIMBA's) compile, e.g.
+            {"minibatch_size": 20} for MIPROv2 or {"eval_kwargs": {...}} for COPRO; `seed` goes
+            there too, where compile takes one, unless compile_kwargs sets it.
     """
     import dspy
 
@@ -262,7 +265,12 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     budget = budget or Budget(num_threads=threads)
     reflection = lms.reflection if lms is not None else task_lm
     ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
-                        task_lm=task_lm, seed=seed)
+                        task_lm=task_lm, seed=seed, compile_kwargs=dict(compile_kwargs or {}))
+    if compile_kwargs and not hasattr(engine, "compile_arguments"):
+        raise InputError(f"optimizer {getattr(engine, 'name', None)!r} takes no compile_kwargs", field="compile_kwargs",
+                         expected="a dspy.Teleprompter or SIMBA, or no compile_kwargs")
+    if hasattr(engine, "compile_arguments"):  # bad compile arguments, a missing package: refused before any LM call
+        engine.compile_arguments(ctx)
     opt_name = getattr(engine, "name", "none")
     digest = _run_digest(program, manifest, scorer, opt_name, eval_splits)
     _check_resume(run_dir, digest)

@@ -54,6 +54,7 @@ class EngineContext:
     log_metrics: Callable[[dict, int], None] = lambda metrics, step: None
     log_artifact: Callable[[Path], None] = lambda path: None
     seed: int = 0
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)  # extra arguments to a teleprompter's compile
 
 
 class Engine(Protocol):
@@ -68,7 +69,8 @@ class TeleprompterEngine:
 
     It is handed train and validation examples only. While it compiles, its metric is the run's
     metric (one metric path: every item it scores is recorded in the split manifest and a test
-    item is refused as leakage); its own metric is put back afterwards.
+    item is refused as leakage); its own metric is put back afterwards. compile also gets the
+    run's seed (where it takes one) and the run's compile_kwargs.
     """
 
     def __init__(self, teleprompter: Any, name: str | None = None):
@@ -83,8 +85,18 @@ class TeleprompterEngine:
         params = inspect.signature(self.teleprompter.compile).parameters
         return "valset" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
+    def compile_arguments(self, ctx: EngineContext) -> dict[str, Any]:
+        """compile's extra arguments for this run (seed, ctx.compile_kwargs); refuses bad ones.
+
+        Args:
+            ctx: the run context.
+        """
+        tp = self.teleprompter
+        return compile_arguments(tp.compile, self.name, ctx, OPTIONAL_PACKAGES.get(type(tp).__name__, ()))
+
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         tp = self.teleprompter
+        kwargs = self.compile_arguments(ctx)
         # dspy.GEPA keeps its metric as metric_fn, the others as metric
         attrs = [a for a in ("metric", "metric_fn") if hasattr(tp, a)]
         own = {a: getattr(tp, a) for a in attrs}
@@ -92,14 +104,63 @@ class TeleprompterEngine:
             setattr(tp, a, metric)
         try:
             if self.accepts_valset():
-                best = tp.compile(program, trainset=trainset, valset=valset)
-            else:
-                best = tp.compile(program, trainset=trainset)
+                kwargs["valset"] = valset
+            best = tp.compile(program, trainset=trainset, **kwargs)
+        except ModuleNotFoundError as e:
+            raise missing_dependency(self.name, e.name) from None
         finally:
             for a, v in own.items():
                 setattr(tp, a, v)
         return EngineResult(best, [], {"teleprompter": type(tp).__name__,
                                        "valset_passed": self.accepts_valset()})
+
+
+# optional packages some DSPy optimizers import inside compile, and the extra that installs them
+OPTIONAL_PACKAGES = {"MIPROv2": ("optuna",)}
+EXTRA_OF = {"optuna": "mipro"}
+
+
+def missing_dependency(optimizer: str, module: str | None) -> Exception:
+    """The error for an optimizer whose optional package is not installed, naming the extra."""
+    from .errors import InputError
+
+    extra = EXTRA_OF.get(module or "")
+    fix = f"pip install 'verifirst[{extra}]'" if extra else f"pip install {module}"
+    return InputError(f"optimizer {optimizer} needs the Python package {module!r}, which is not installed",
+                      field="optimizer", expected=fix)
+
+
+def compile_arguments(compile_fn: Callable, name: str, ctx: EngineContext,
+                      packages: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a teleprompter's compile gets besides student, trainset and valset: the run's seed
+    (where compile takes one) and ctx.compile_kwargs, checked against compile's signature; the
+    optional packages compile imports are checked too (vf.optimize calls this before any LM call).
+
+    Args:
+        compile_fn: the teleprompter's compile.
+        name: the optimizer's name in errors.
+        ctx: the run context (seed, compile_kwargs).
+        packages: modules compile imports that an extra provides.
+    """
+    import importlib.util
+
+    from .errors import InputError
+
+    for module in packages:
+        if importlib.util.find_spec(module) is None:
+            raise missing_dependency(name, module)
+    params = inspect.signature(compile_fn).parameters
+    open_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    given = dict(ctx.compile_kwargs or {})
+    for key in given:
+        if key in ("student", "trainset", "valset"):
+            raise InputError(f"compile_kwargs sets {key!r}, which the run passes itself", field=f"compile_kwargs.{key}",
+                             expected="other compile arguments; the data comes from the split")
+        if key not in params and not open_kw:
+            takes = sorted(k for k in params if k not in ("self", "student", "trainset", "valset"))
+            raise InputError(f"{name}.compile takes no argument {key!r}", field=f"compile_kwargs.{key}",
+                             expected="one of " + (", ".join(takes) or "nothing else"))
+    return {**({"seed": ctx.seed} if "seed" in params else {}), **given}
 
 
 def is_teleprompter(obj: Any) -> bool:

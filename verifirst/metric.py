@@ -81,6 +81,7 @@ class Metric:
                              expected="the name of the program's output (or a program with `output_field`)")
         self.output_field = output_field
         self.threshold = 1.0 if threshold is None else float(threshold)
+        self.threshold_given = threshold is not None  # else bootstrapping keeps DSPy's rule (truthy value)
         self.name = name or getattr(metric, "name", None) or getattr(metric, "__name__", type(metric).__name__)
         self._arity = 0 if self.is_verifier else _positional_arity(metric)
 
@@ -251,8 +252,10 @@ class OptimizerMetric:
 
         item, cand, v = self.verdict(gold, pred, trace, pred_name, pred_trace)
         if pred_name is None:
-            # a teleprompter keeps a bootstrapped demo only on a truthy answer: PASS decides it
-            if trace is not None and not self.base.is_verifier:
+            # a teleprompter keeps a bootstrapped demo on a truthy answer. A verifier's verdict and a
+            # given threshold decide by PASS (partial credit is no pass); a plain metric without a
+            # threshold is its own, as in DSPy (0.8 keeps the demo)
+            if trace is not None and (self.base.is_verifier or self.base.threshold_given):
                 return v.passed is True
             return float(v.score)
         feedback = v.feedback or ("passed" if v.passed is True else f"failed at {v.stage}")
