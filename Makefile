@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Tools the peer harnesses' Ubuntu images have, so gold commands run alike in our sandbox,
 # plus chromium for the MLflow UI browser test. Installed only when run as root.
-APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron dnsutils \
+APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron dnsutils sudo \
   iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
   chromium postgresql
 

@@ -267,7 +267,77 @@ def test_scratch_is_removed_after_each_run(sb):
     base, _ = _scratch_base()
     marker = "/testbed/scratch-marker-91357"
     sb.run(f"touch {marker}", "nl2sh-fs5")
-    leftovers = [p for p in os.listdir(base) if p.startswith("run-")
-                 and os.path.exists(os.path.join(base, p, "fs", marker.lstrip("/")))]
+    leftovers = [p for p in os.listdir(base) if p.startswith("run-") and any(
+                 os.path.exists(os.path.join(base, p, top, marker.lstrip("/"))) for top in ("fs", "up"))]
     assert leftovers == []
     assert stat.S_IMODE(os.stat(base).st_mode) in (0o711, 0o700)
+
+
+# Every kind of change an overlay upper records (copy-up, whiteout, opaque directory, a file
+# where a directory was, hard links, modes) must diff exactly as a fresh copy does.
+OVERLAY_CASES = [
+    "touch /testbed/new.txt; rm /testbed/hello.c; echo more >> /testbed/textfile7.txt",
+    "rm -r /testbed/dir1; mkdir /testbed/dir1; echo x > /testbed/dir1/only.txt",
+    "rm -r /testbed/dir2 && echo flat > /testbed/dir2",
+    "rm /testbed/hello.c && mkdir /testbed/hello.c && touch /testbed/hello.c/inner",
+    "mv /testbed/dir3 /testbed/dir9; chmod 700 /testbed/dir1/subdir1; ln /testbed/hello.c /testbed/hard",
+    "cat /testbed/textfile7.txt > /dev/null; chmod 644 /testbed/textfile7.txt; touch /testbed/recent.txt; "
+    "echo -n > /tmp/marker",
+    "rm -rf /testbed/* /testbed/.[!.]*; rm -rf /root /var/log; ln -s /nowhere /var/log",
+]
+
+
+@pytest.mark.parametrize("command", OVERLAY_CASES)
+def test_overlay_diff_equals_copy_diff(command):
+    over, copy = Sandbox(overlay=True), Sandbox(overlay=False)
+    if not over.overlay:
+        pytest.skip(f"this bwrap or kernel has no overlay: {over.backend}")
+    a, b = over.run(command, "nl2sh-fs1"), copy.run(command, "nl2sh-fs1")
+    assert (a.exit_code, a.stdout, a.stderr) == (b.exit_code, b.stdout, b.stderr)
+    assert a.fs_diff.key() == b.fs_diff.key() and not a.fs_diff.empty
+    assert over.backend.endswith("overlay") and not copy.backend.endswith("overlay")
+    if "marker" in command:  # copied up, unchanged: no change at all
+        assert [e["path"] for e in a.fs_diff.added] == ["/tmp/marker"] and not a.fs_diff.modified
+
+
+def test_overlay_lower_is_never_written(sb):
+    if not sb.overlay:
+        pytest.skip("no overlay here")
+    from verifirst.verifiers.bash import _sandbox_fs
+    gold, cand = sb.run_pair("rm -rf /testbed; echo x > /root/.bashrc", "cat /root/.bashrc | wc -l; ls / | wc -l",
+                             "nl2sh-fs1")
+    assert gold.exit_code == 0 and cand.stdout.split()[0] != "1"
+    lower = _sandbox_fs._LOWERS[(fixtures.build("nl2sh-fs1").content_hash, _ids_for_test(),
+                                 str(_scratch_for_test()))]
+    assert os.path.isdir(os.path.join(lower, "testbed"))
+    assert sb.run("ls /testbed | wc -l", "nl2sh-fs1").stdout == sb.run("ls /testbed | wc -l", "nl2sh-fs1").stdout != "0\n"
+
+
+def _ids_for_test():
+    from verifirst.verifiers.bash.sandbox import _ids
+    return _ids()
+
+
+def _scratch_for_test():
+    from verifirst.verifiers.bash.sandbox import _scratch_base
+    return _scratch_base()[0]
+
+
+def test_limits_are_set_without_trace(sb):
+    """The limits arrive through BASH_ENV on an inherited pipe: in force, and invisible to the command."""
+    r = sb.run('ulimit -Hu; ulimit -Hn; ulimit -Hv; ulimit -c; echo "[$BASH_ENV] $#"; ls /proc/self/fd | wc -l; '
+               "ulimit -n 100000; echo raise=$?; bash -c 'echo \"child [$BASH_ENV]\"; ulimit -Hu'")
+    lines = r.stdout.splitlines()
+    assert lines[:4] == [str(sb.limits["nproc"]), str(sb.limits["nofile"]), str(sb.limits["as_bytes"] >> 10), "0"]
+    assert lines[4] == "[] 0"  # no BASH_ENV left, no positional arguments
+    assert lines[5] == "4"  # 0, 1, 2 and the directory ls reads: no pipe left open
+    assert lines[6] == "raise=1" and lines[7:] == ["child []", str(sb.limits["nproc"])]
+
+
+def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
+    from verifirst.verifiers.bash import sandbox as sandbox_mod
+    monkeypatch.setattr(_bwrap, "limits_script", lambda limits, fd: b"unset BASH_ENV\n")
+    monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
+                                                 if not (isinstance(k, tuple) and k[0] == "probe")})
+    with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):
+        Sandbox(nofile=300)

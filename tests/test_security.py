@@ -79,6 +79,25 @@ def _attacks(port: int, host_pid: int) -> list[dict]:
                                           "stat -c %a /tmp/suid-id; grep NoNewPrivs /proc/self/status"},
         {"name": "host_secrets", "command": f"cat /root/vf-canary-{t}/secret.txt; ls -a /root; cat /etc/shadow; "
                                            f"env | grep -c VF_SECRET; echo done"},
+        # sysadmin mode: root with a writable /etc of its own, sudo and su, 65536 ids as host root
+        {"name": "admin_host_etc", "fixture": "sysadmin", "timeout": 10.0,
+         "command": f"echo pwned > /etc/vf-{t}; echo 'vf{t}:x:0:0::/:/bin/sh' >> /etc/passwd; useradd -m vfu{t}; "
+                    f"sudo sh -c 'echo pwned > /etc/vf-sudo-{t}'; mount -o remount,rw /usr; touch /usr/vf-{t}; "
+                    f"echo pwned > /sys/kernel/vf-{t}; echo done"},
+        {"name": "admin_shadow", "fixture": "sysadmin",
+         "command": f"cat /etc/shadow /etc/gshadow; cat /root/vf-canary-{t}/secret.txt; sudo cat /proc/1/root/etc/shadow;"
+                    f" echo done"},
+        {"name": "admin_network", "fixture": "sysadmin",
+         "command": f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; sudo curl -s -m 1 http://127.0.0.1:{port}/ "
+                    f"&& echo curl-ok; su ubuntu -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo su-connected; echo done"},
+        {"name": "admin_userns", "fixture": "sysadmin",
+         "command": "unshare -U true; echo rc=$?; unshare -Urm true; echo rc=$?; sudo unshare -m true; echo rc=$?; "
+                    "echo 1000 > /proc/sys/user/max_user_namespaces; cat /proc/sys/user/max_user_namespaces"},
+        # after the loop only builtins run (forks may be refused): wait on a fifo, count /proc entries
+        {"name": "admin_fork_many_uids", "fixture": "sysadmin", "timeout": 8.0,
+         "command": "mkfifo /tmp/f; exec 5<>/tmp/f; for i in $(seq 1 40); do setpriv --reuid=$((2000+i)) "
+                    "--regid=$((2000+i)) --clear-groups bash -c 'for j in $(seq 20); do sleep 30 & done; wait' "
+                    "2>/dev/null & done; read -t 3 -u 5; p=(/proc/[0-9]*); echo ${#p[@]}; kill -9 -1"},
     ]
 
 
@@ -311,6 +330,62 @@ def test_setuid_bits_do_not_survive(battery):
                 except OSError:
                     pass
         assert not [p for p in leftovers if p.endswith("suid-id")]
+
+
+def test_sysadmin_cannot_write_the_host_etc(battery):
+    _, res = battery
+    r = res["admin_host_etc"]
+    assert r["stdout"].endswith("done\n")
+    assert _host_has_no_stray_files() == [] and not os.path.lexists(f"/etc/vf-sudo-{TOKEN}")
+    with open("/etc/passwd") as fh:
+        host_passwd = fh.read()
+    assert f"vf{TOKEN}" not in host_passwd and f"vfu{TOKEN}" not in host_passwd
+    changed = {e["path"] for e in r["added"]}
+    assert f"/etc/vf-{TOKEN}" in changed  # the write landed in the run's own /etc, which the diff shows
+    assert f"/usr/vf-{TOKEN}" not in changed
+
+
+def test_sysadmin_cannot_read_host_shadow(battery, host):
+    _, res = battery
+    r = res["admin_shadow"]
+    assert r["stdout"].endswith("done\n")
+    fields = {line.split(":")[1] for line in r["stdout"].splitlines()[:-1] if line.count(":") >= 3}
+    assert fields and fields <= {"*", "!"}  # locked placeholders, never the host's entries
+    try:
+        with open("/etc/shadow") as fh:
+            host_hashes = {f[1] for f in (line.split(":") for line in fh) if len(f) > 1 and len(f[1]) > 2}
+    except OSError:
+        host_hashes = set()
+    assert not any(h in r["stdout"] for h in host_hashes)
+    assert f"secret-{TOKEN}" not in r["stdout"] + r["stderr"]
+
+
+def test_sysadmin_has_no_network(battery, host):
+    _, res = battery
+    r = res["admin_network"]
+    assert r["stdout"].endswith("done\n")
+    assert not {"connected", "curl-ok", "su-connected"} & set(r["stdout"].split())
+    assert host["listener"].accepted == 0
+
+
+def test_sysadmin_cannot_nest_user_namespaces(battery):
+    mode, res = battery
+    lines = res["admin_userns"]["stdout"].split()
+    if mode == "root":  # our namespace has max_user_namespaces 0 (unprivileged: bwrap's --disable-userns, if it has it)
+        assert lines[:3] == ["rc=1", "rc=1", "rc=1"] and lines[-1] == "0"
+    assert lines[2] == "rc=1"  # never a new mount namespace with CAP_SYS_ADMIN
+
+
+def test_sysadmin_process_cap_holds_across_uids(battery):
+    mode, res = battery
+    r = res["admin_fork_many_uids"]
+    assert r["wall_ms"] < 10_000
+    assert int(r["stdout"].split()[0]) <= 260, r  # 40 uids x 21 processes asked; nproc 256 for the namespace
+    if mode == "root":
+        deadline = time.time() + 3
+        while _procs_of_uid(TEST_UID) and time.time() < deadline:
+            time.sleep(0.05)
+        assert _procs_of_uid(TEST_UID) == []
 
 
 def test_host_secrets_absent(battery, host):

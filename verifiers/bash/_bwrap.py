@@ -1,10 +1,11 @@
 """bubblewrap: find a binary the sandbox uid can run, build the argv, explain failures.
 
 Isolation: every namespace unshared (no network but loopback, own PID space whose init dies
-with us), read-only /usr, /sys and curated /etc, the scratch copy of the fixture as /,
-NO_NEW_PRIVS (bwrap sets it), a Docker-like capability set without CAP_SYS_ADMIN (so no
-remount), and rlimits set inside by prlimit. As host root we run bwrap as an unprivileged
-uid so RLIMIT_NPROC holds (the kernel exempts real root); inside, that uid is mapped to 0.
+with us), read-only /usr, /sys and curated /etc, the fixture as / (an overlay on a prepared
+copy, or a fresh copy), NO_NEW_PRIVS (bwrap sets it), a Docker-like capability set without
+CAP_SYS_ADMIN (so no remount), and rlimits set by the sandbox's bash before the command
+(limits_script). As host root we run bwrap as an unprivileged uid so RLIMIT_NPROC holds (the
+kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
 That uid must reach the binary and its libraries: see _bwrap_access for the private copy.
 """
 from __future__ import annotations
@@ -48,6 +49,10 @@ class Bwrap:
     @property
     def has_disable_userns(self) -> bool:
         return self.version >= (0, 8, 99)
+
+    @property
+    def has_overlay(self) -> bool:
+        return self.version >= (0, 10, 0)
 
 
 @functools.cache
@@ -215,22 +220,109 @@ def host_binds() -> list[str]:
     return args
 
 
-def argv(bw: Bwrap, root: str, etc: str, command: str, *, env: dict[str, str], limits: dict[str, int],
-         hostname: str) -> list[str]:
-    """The full argv: bwrap options, then prlimit, then `bash -c COMMAND` (one argv element)."""
-    a = [bw.path, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--clearenv",
-         "--uid", "0", "--gid", "0", "--hostname", hostname]
-    if bw.has_disable_userns:
-        a.append("--disable-userns")
-    a += ["--bind", root, "/", "--ro-bind", "/usr", "/usr", *host_binds(), "--ro-bind", etc, "/etc",
-          "--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--chdir", "/",
-          "--cap-drop", "ALL"]
+def limits_script(limits: dict[str, int], fd: int) -> bytes:
+    """What bash runs first (BASH_ENV=/dev/fd/FD): set the hard and soft limits, forget itself.
+
+    Setting them in the sandbox's own bash spares a prlimit exec per run; the command cannot
+    raise them afterwards (no CAP_SYS_RESOURCE inside), and sees no BASH_ENV and no extra fd.
+
+    Args:
+        limits: nproc, as_bytes, cpu_s, fsize_bytes, nofile.
+        fd: the descriptor number the script arrives on.
+    """
+    return (f"ulimit -u {limits['nproc']} -v {limits['as_bytes'] >> 10} -t {limits['cpu_s']} "
+            f"-f {limits['fsize_bytes'] >> 10} -n {limits['nofile']} -c 0 || "
+            "{ echo 'verifirst: the sandbox could not set its resource limits' >&2; exit 125; }\n"
+            f"unset BASH_ENV\nexec {fd}<&-\n").encode()
+
+
+def limits_fd(limits: dict[str, int], ids: tuple[int, int] | None) -> int:
+    """A pipe's read end holding limits_script() (the caller passes it on and closes it).
+
+    Args:
+        limits: as for limits_script().
+        ids: the ids the sandbox runs as: bash reopens the pipe through /dev/fd, so they must own it.
+    """
+    r, w = os.pipe()
+    try:
+        if ids:
+            os.fchown(r, *ids)
+        os.write(w, limits_script(limits, r))  # a few hundred bytes: never blocks on the pipe buffer
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return r
+
+
+ADMIN_IDS = 65536  # ids 0..65535 inside, so useradd, chown and su to new users work
+
+
+def admin_userns(ids: tuple[int, int], nproc: int) -> int:
+    """An open fd of a fresh user namespace for one sysadmin run: ids 0..65535 inside map to
+    ids[0].. outside (root writes the maps, so setgroups stays allowed for sudo and su), nested
+    user namespaces are disabled inside, and every process in it, whatever its uid, counts
+    against `nproc` (the kernel caps a namespace at its creator's RLIMIT_NPROC).
+
+    Args:
+        ids: the unprivileged (uid, gid) the namespace belongs to; we must be root.
+        nproc: the process cap for the whole namespace.
+    """
+    stage2 = "echo 0 > /proc/sys/user/max_user_namespaces && echo ok && read _"
+    helper, _ = as_user(["/usr/bin/prlimit", f"--nproc={nproc}", "--", "unshare", "--user", "--",
+                         "/bin/sh", "-c", f"echo u && read _ && exec /bin/sh -c '{stage2}'"], ids)
+    p = subprocess.Popen(helper, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         close_fds=True)
+    try:
+        if p.stdout.readline() != b"u\n":
+            raise SandboxUnavailable(f"cannot create a user namespace for sysadmin mode: "
+                                     f"{p.stderr.read(400).decode(errors='replace').strip()}")
+        for name, outer in (("uid_map", ids[0]), ("gid_map", ids[1])):
+            with open(f"/proc/{p.pid}/{name}", "w") as fh:
+                fh.write(f"0 {outer} {ADMIN_IDS}\n")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()  # the second sh starts as root of the namespace, with its capabilities
+        if p.stdout.readline() != b"ok\n":
+            raise SandboxUnavailable("cannot disable nested user namespaces for sysadmin mode: "
+                                     f"{p.stderr.read(400).decode(errors='replace').strip()}")
+        return os.open(f"/proc/{p.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        p.kill()
+        p.wait()
+        for s in (p.stdin, p.stdout, p.stderr):
+            s.close()
+
+
+def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
+         limits_fd: int, lower: str | None = None, work: str | None = None,
+         userns_fd: int | None = None) -> list[str]:
+    """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
+
+    Args:
+        bw: the bwrap binary.
+        root: the run's root: a copy of the fixture, or the overlay's upper directory.
+        etc: the read-only curated /etc; None when the root carries its own (sysadmin mode).
+        command: the command, passed on unchanged.
+        env: the command's environment.
+        hostname: the sandbox's host name.
+        limits_fd: the fd of limits_script(), inherited by bwrap.
+        lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
+        userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
+    """
+    if userns_fd is not None:
+        a = [bw.path, "--userns", str(userns_fd), "--assert-userns-disabled", "--unshare-ipc",
+             "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    else:
+        a = [bw.path, "--unshare-all", "--unshare-user"] + (["--disable-userns"] if bw.has_disable_userns else [])
+    a += ["--die-with-parent", "--new-session", "--clearenv", "--uid", "0", "--gid", "0", "--hostname", hostname]
+    a += ["--overlay-src", lower, "--overlay", root, work, "/"] if lower else ["--bind", root, "/"]
+    a += ["--ro-bind", "/usr", "/usr", *host_binds()]
+    if etc:
+        a += ["--ro-bind", etc, "/etc"]
+    a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--chdir", "/", "--cap-drop", "ALL"]
     for cap in CAPS:
         a += ["--cap-add", cap]
-    for k, v in env.items():
+    for k, v in {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}.items():
         a += ["--setenv", k, v]
-    a += ["--", "/usr/bin/prlimit",
-          f"--nproc={limits['nproc']}", f"--as={limits['as_bytes']}", f"--cpu={limits['cpu_s']}",
-          f"--fsize={limits['fsize_bytes']}", f"--nofile={limits['nofile']}", "--core=0",
-          "--", "/bin/bash", "-c", command]
-    return a
+    return a + ["--", "/bin/bash", "-c", command]

@@ -152,3 +152,111 @@ def build_etc(parent: Path, host_etc: Path = Path("/etc")) -> Path:
                     os.chmod(p, 0o644 | (os.stat(p).st_mode & 0o111))
 
     return publish_dir(dest, fill, prefix=".etc.")
+
+
+# ---- sysadmin mode: a writable /etc that is part of the run's root (see sandbox.py) -------------
+
+# What user and package administration reads besides the curated files (no secrets in any).
+_ADMIN_COPY = ("pam.d", "security", "default", "sudo.conf", "sudo_logsrvd.conf", "adduser.conf",
+               "deluser.conf", "subuid", "subgid", "pam.conf", "sudoers.d")
+_ADMIN_NEVER = ("security/opasswd",)
+SHADOW_DAY = 19844  # 2024-05-01, the fixtures' image date, as days since the epoch
+SUDOERS = ("Defaults\tenv_reset\nDefaults\tmail_badpass\n"
+           'Defaults\tsecure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n'
+           "root\tALL=(ALL:ALL) ALL\n%sudo\tALL=(ALL:ALL) NOPASSWD: ALL\n@includedir /etc/sudoers.d\n")
+
+
+def _table(text: str, width: int) -> dict[str, list[str]]:
+    """name -> fields of a passwd/group file; malformed and NIS (+/-) lines dropped."""
+    rows = {}
+    for line in text.splitlines():
+        f = line.split(":")
+        if len(f) == width and f[0] and not f[0].startswith(("+", "-", "#")) and f[2].isdigit():
+            rows.setdefault(f[0], f)
+    return rows
+
+
+def _merged(host_etc: Path, name: str, curated: str, width: int) -> dict[str, list[str]]:
+    """The host's entries (password field forced to `x`), then the container's it lacks."""
+    try:
+        host = _table((host_etc / name).read_text(errors="replace"), width)
+    except OSError:
+        host = {}
+    for f in host.values():
+        f[1] = "x"
+    for k, f in _table(curated, width).items():
+        host.setdefault(k, f)
+    return host
+
+
+def account_files(host_etc: Path = Path("/etc")) -> dict[str, tuple[str, int]]:
+    """passwd, group, shadow, gshadow for sysadmin mode: {name: (text, mode)}.
+
+    Entries come from the host's passwd/group (names, ids, members: no secrets there) plus the
+    container's standard ones; shadow and gshadow are written here with locked placeholders
+    (`*` for system ids, `!` for users), never read from the host.
+
+    Args:
+        host_etc: the host's /etc.
+    """
+    users = _merged(host_etc, "passwd", _PASSWD, 7)
+    groups = _merged(host_etc, "group", _GROUP, 4)
+
+    def lock(n: str) -> str:
+        return "!" if 1000 <= int(n) < 65534 else "*"
+
+    return {
+        "passwd": ("".join(":".join(f) + "\n" for f in users.values()), 0o644),
+        "group": ("".join(":".join(f) + "\n" for f in groups.values()), 0o644),
+        "shadow": ("".join(f"{u}:{lock(f[2])}:{SHADOW_DAY}:0:99999:7:::\n" for u, f in users.items()), 0o640),
+        "gshadow": ("".join(f"{g}:{lock(f[2])}::{f[3]}\n" for g, f in groups.items()), 0o640),
+    }
+
+
+def _entries_from(src: Path, rel: str, out: list) -> None:
+    """Host file or tree `src` as fixture entries under `rel` (symlinks kept, unreadable skipped)."""
+    from verifirst.verifiers.bash.fixtures import Entry
+
+    try:
+        st = os.lstat(src)
+    except OSError:
+        return
+    mtime = int(st.st_mtime)
+    if os.path.islink(src):
+        out.append(Entry(rel, "symlink", 0o777, os.fsencode(os.readlink(src)), mtime))
+    elif src.is_dir():
+        out.append(Entry(rel, "dir", 0o755, b"", mtime))
+        for name in sorted(os.listdir(src)):
+            _entries_from(src / name, f"{rel}/{name}", out)
+    elif src.is_file():
+        try:
+            data = src.read_bytes()
+        except OSError:
+            return
+        out.append(Entry(rel, "file", 0o644 | (st.st_mode & 0o111), data, mtime))
+
+
+def sysadmin_entries(host_etc: Path = Path("/etc")) -> list:
+    """The sysadmin /etc as fixture entries under `etc/`: the curated files, the account files,
+    sudoers, PAM and the tools' defaults. Written into each run's root, so it is per run,
+    writable, and part of the file-system diff.
+
+    Args:
+        host_etc: the host's /etc.
+    """
+    from verifirst.verifiers.bash.fixtures import Entry
+
+    out: list = []
+    for name in _COPY + _ADMIN_COPY:
+        if name not in _WRITTEN and name not in _LINKS:
+            _entries_from(host_etc / name, f"etc/{name}", out)
+    texts = {name: (text, 0o644) for name, text in _WRITTEN.items()}
+    texts.update(account_files(host_etc))
+    texts["sudoers"] = (SUDOERS, 0o440)
+    for name, (text, mode) in texts.items():
+        out.append(Entry(f"etc/{name}", "file", mode, text.encode()))
+    for name, target in _LINKS.items():
+        out.append(Entry(f"etc/{name}", "symlink", 0o777, target.encode()))
+    never = tuple(f"etc/{n}" for n in _NEVER if n not in ("shadow", "gshadow", "sudoers")) + tuple(
+        f"etc/{n}" for n in _ADMIN_NEVER)
+    return [e for e in out if not any(e.path == n or e.path.startswith(n + "/") for n in never)]

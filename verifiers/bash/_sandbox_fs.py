@@ -3,6 +3,9 @@
 The walk uses directory file descriptors, so hostile trees (deep nesting, odd names, symlinks
 pointing out) are read without following links or building over-long paths; it stops at a
 depth and entry budget and says so.
+
+With an overlay root, only the upper directory is walked: whiteouts and opaque directories
+say what the run removed from the prepared lower copy, and merged() rebuilds the view.
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
+import threading
 from dataclasses import dataclass, field
 
-from verifirst.verifiers.bash.fixtures import MOUNT_POINTS, Fixture
+from verifirst.verifiers.bash.fixtures import MOUNT_POINTS, Fixture, write_tree
 
 MAX_DEPTH = 128
 MAX_ENTRIES = 50_000
@@ -24,6 +29,8 @@ _KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink
           (stat.S_ISBLK, "blockdev"))
 
 Record = tuple[str, int, "str | None"]  # kind, permission bits incl. setuid/sticky, digest
+WHITEOUT = "whiteout"  # an overlay upper's mark of a removed lower entry
+_OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 
 
 def kind_of(mode: int) -> str:
@@ -37,19 +44,42 @@ def kind_of(mode: int) -> str:
 class Snapshot:
     records: dict[str, Record] = field(default_factory=dict)
     truncated: bool = False
+    opaque: set[str] = field(default_factory=set)  # overlay upper: directories hiding the lower's
 
 
 _FIXTURE_SNAPSHOTS: dict[str, Snapshot] = {}
 
 
-def fixture_snapshot(fx: Fixture) -> Snapshot:
-    key = fx.content_hash
+def skipped(sysadmin: bool) -> tuple[str, ...]:
+    """Top-level names the diff never looks inside: the mount points, less /etc in sysadmin mode."""
+    return tuple(m for m in MOUNT_POINTS if not (sysadmin and m == "etc"))
+
+
+def fixture_snapshot(fx: Fixture, skip: tuple[str, ...] = MOUNT_POINTS) -> Snapshot:
+    key = f"{fx.content_hash}:{','.join(skip)}"
     snap = _FIXTURE_SNAPSHOTS.get(key)
     if snap is None:
         snap = Snapshot({"/" + e.path: (e.kind, e.mode, e.sha256) for e in fx.entries
-                         if e.path.split("/")[0] not in MOUNT_POINTS})
+                         if e.path.split("/")[0] not in skip})
         _FIXTURE_SNAPSHOTS[key] = snap
     return snap
+
+
+def _opaque(name: str, dir_fd: int) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        for attr in _OPAQUE:
+            try:
+                if os.getxattr(fd, attr) == b"y":
+                    return True
+            except OSError:
+                continue
+        return False
+    finally:
+        os.close(fd)
 
 
 def _hash_file(name: str, dir_fd: int, budget: list[int]) -> str | None:
@@ -74,8 +104,15 @@ def _hash_file(name: str, dir_fd: int, budget: list[int]) -> str | None:
     return h.hexdigest()
 
 
-def snapshot(root: str) -> Snapshot:
-    """Walk `root` (a sandbox's /, its processes all dead) without following symlinks."""
+def snapshot(root: str, skip: tuple[str, ...] = MOUNT_POINTS, upper: bool = False) -> Snapshot:
+    """Walk `root` (a sandbox's /, its processes all dead) without following symlinks.
+
+    Args:
+        root: the directory to walk.
+        skip: top-level names not walked (mount points).
+        upper: `root` is an overlay upper directory: record whiteouts (kind WHITEOUT) and the
+            opaque directories (in `opaque`).
+    """
     snap = Snapshot()
     budget = [MAX_HASH_BYTES]
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -94,7 +131,7 @@ def snapshot(root: str) -> Snapshot:
                     entries = sorted(it, key=lambda d: d.name)
                 subdirs = []
                 for ent in entries:
-                    if depth == 0 and ent.name in MOUNT_POINTS:
+                    if depth == 0 and ent.name in skip:
                         continue
                     if len(snap.records) >= MAX_ENTRIES:
                         snap.truncated = True
@@ -106,6 +143,10 @@ def snapshot(root: str) -> Snapshot:
                         continue
                     kind = kind_of(st.st_mode)
                     digest = None
+                    if upper and kind == "chardev" and st.st_rdev == 0:
+                        kind = WHITEOUT
+                    elif upper and kind == "dir" and _opaque(ent.name, fd):
+                        snap.opaque.add(path)
                     if kind == "file":
                         digest = _hash_file(ent.name, fd, budget)
                     elif kind == "symlink":
@@ -127,6 +168,75 @@ def snapshot(root: str) -> Snapshot:
     finally:
         os.close(top)
     return snap
+
+
+def merged(lower: Snapshot, upper: Snapshot) -> Snapshot:
+    """The overlay's view after a run: the lower snapshot with the upper's entries laid over it.
+
+    A whiteout removes the lower entry and all below it; a non-directory or an opaque directory
+    hides everything the lower had below it. Entries copied up unchanged compare equal.
+
+    Args:
+        lower: the prepared copy's snapshot (the fixture's).
+        upper: snapshot(upper_dir, upper=True).
+    """
+    recs = dict(lower.records)
+
+    def drop_below(p: str) -> None:
+        for k in [k for k in recs if k.startswith(p + "/")]:
+            del recs[k]
+
+    for p in sorted(upper.records):  # a parent sorts before its children
+        rec = upper.records[p]
+        if rec[0] == WHITEOUT:
+            recs.pop(p, None)
+            drop_below(p)
+            continue
+        if rec[0] != "dir" or p in upper.opaque:
+            drop_below(p)
+        recs[p] = rec
+    return Snapshot(recs, lower.truncated or upper.truncated)
+
+
+_LOWERS: dict[tuple, str] = {}
+_LOWERS_LOCK = threading.Lock()
+
+
+def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
+    """The fixture written once per process under `parent`, owned by `owner`: the read-only lower
+    layer of every overlay run on it. Removed at exit (remove_lowers).
+
+    Args:
+        fx: the fixture (its entries and build-time mtimes).
+        parent: the scratch base.
+        owner: the ids the sandbox runs as (None: ours).
+    """
+    key = (fx.content_hash, owner, parent)
+    with _LOWERS_LOCK:
+        if key in _LOWERS and os.path.isdir(_LOWERS[key]):
+            return _LOWERS[key]
+        top = tempfile.mkdtemp(prefix="lower-", dir=parent)
+        root = os.path.join(top, "fs")
+        try:
+            os.mkdir(root)
+            write_tree(fx, root, owner=owner)
+            for d in (root, top):
+                if owner:
+                    os.chown(d, *owner)
+            os.chmod(root, 0o755)
+        except BaseException:
+            remove_tree(top)
+            raise
+        _LOWERS[key] = root
+        return root
+
+
+def remove_lowers() -> None:
+    """Delete this process's lower layers (atexit)."""
+    with _LOWERS_LOCK:
+        for root in _LOWERS.values():
+            remove_tree(os.path.dirname(root))
+        _LOWERS.clear()
 
 
 def _as_dict(path: str, rec: Record) -> dict:
@@ -162,7 +272,8 @@ def remove_known(run_dir: str, root: str, snap: Snapshot) -> None:
             else:
                 os.unlink(root + path)
         for m in MOUNT_POINTS:
-            os.rmdir(os.path.join(root, m))
+            if "/" + m not in snap.records:  # sysadmin mode diffs /etc: removed with the rest
+                os.rmdir(os.path.join(root, m))
         os.rmdir(root)
         os.rmdir(run_dir)
     except OSError:
@@ -171,6 +282,9 @@ def remove_known(run_dir: str, root: str, snap: Snapshot) -> None:
 
 def remove_tree(path: str) -> None:
     """Delete a scratch tree whatever the sandbox did to it (chmod 000, deep nesting)."""
+    work = os.path.join(path, "wk", "work")  # overlayfs leaves its work dir mode 000
+    if os.path.isdir(work) and not os.path.islink(work):
+        os.chmod(work, 0o700)
     try:
         shutil.rmtree(path)
         return

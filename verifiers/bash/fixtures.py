@@ -64,6 +64,7 @@ class Fixture:
     entries: list[Entry]
     env: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    sysadmin: bool = False  # the sandbox's sysadmin mode: writable /etc, shadow, sudo/su (sandbox.py)
 
     @property
     def content_hash(self) -> str:
@@ -79,6 +80,8 @@ class Fixture:
             h.update(f"{e.path}\0{e.kind}\0{e.mode:o}\0{mt}\0".encode())
             h.update(hashlib.sha256(e.data).digest())
         h.update(json.dumps(self.env, sort_keys=True).encode())
+        if self.sysadmin:
+            h.update(b"\0sysadmin")
         return h.hexdigest()
 
 
@@ -472,7 +475,10 @@ _BUILDERS: dict[str, tuple[Callable[[], list[Entry]], dict[str, str], str]] = {
     "intercode-fs2": (lambda: _make(lambda t: _fs2(t, False)), {}, "InterCode-Bash fs_2: /system"),
     "intercode-fs3": (lambda: _make(lambda t: _fs3(t, False)), {}, "InterCode-Bash fs_3: /workspace, /backup"),
     "intercode-fs4": (lambda: _make(None), {}, "InterCode-Bash fs_4: empty"),
+    "sysadmin": (lambda: _make(None), {}, "container skeleton, sysadmin mode: writable /etc with "
+                 "passwd/group/shadow/gshadow, sudo and su (useradd, gpasswd, passwd -l)"),
 }
+SYSADMIN = ("sysadmin",)  # built-in fixtures that run in the sandbox's sysadmin mode
 NAMES = tuple(_BUILDERS)
 _CACHE: dict[str, Fixture] = {}
 
@@ -488,7 +494,7 @@ def build(name: str) -> Fixture:
     if name not in _BUILDERS:
         raise InputError(f"unknown fixture {name!r}", field="fixture", expected=", ".join(names()))
     body, env, desc = _BUILDERS[name]
-    fx = Fixture(name, body(), dict(env), desc)
+    fx = Fixture(name, body(), dict(env), desc, sysadmin=name in SYSADMIN)
     _CACHE[name] = fx
     return fx
 
@@ -515,7 +521,8 @@ def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] 
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise InputError(f"fixture path {path!r} must be absolute without '..'", field="files")
         _add(t, path, content, where=f"files[{path!r}]")
-    fx = Fixture(name, t.entries(), dict(build(base).env, **(env or {})), f"{base} + {len(files)} files")
+    fx = Fixture(name, t.entries(), dict(build(base).env, **(env or {})), f"{base} + {len(files)} files",
+                 sysadmin=build(base).sysadmin)
     _CACHE[name] = fx
     return fx
 

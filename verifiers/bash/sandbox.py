@@ -5,11 +5,20 @@
     gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
 
 The command reaches `bash -c` as one argv element, exactly as written (no re-splitting).
-Each run gets its own 0700 scratch directory on a size-capped tmpfs; the diff of that tree
-against the fixture (type, mode, sha256) is the run's file-system effect.
+Each run gets its own 0700 scratch directory on a size-capped tmpfs. With a bwrap that has
+`--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written once per
+process and whose upper layer is the run's scratch directory, so a run copies nothing and the
+diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
+the diff against the fixture (type, mode, sha256) is the run's file-system effect.
+
+Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
+carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM),
+so useradd, gpasswd, passwd, sudo and su work and /etc changes are part of the diff; as root,
+the run gets a user namespace of 65536 ids (admin_userns). Network and limits are unchanged.
 """
 from __future__ import annotations
 
+import atexit
 import errno
 import hashlib
 import json
@@ -26,7 +35,7 @@ from pathlib import Path
 from verifirst.errors import InputError
 from verifirst.verifiers.bash import _bwrap, _sandbox_fs, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
-from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc
+from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, sysadmin_entries
 
 __all__ = ["Sandbox", "RunResult", "FsDiff", "SandboxUnavailable", "run_pair", "default_sandbox",
            "cli_run_bash"]
@@ -139,6 +148,27 @@ def _ids() -> tuple[int, int] | None:
     return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
 
 
+_ADMIN_TREES: dict[str, fixtures.Fixture] = {}
+
+
+def run_tree(fx: fixtures.Fixture) -> fixtures.Fixture:
+    """What a run's root holds: the fixture, plus the sysadmin /etc when the fixture asks for it."""
+    if not getattr(fx, "sysadmin", False):
+        return fx
+    with _LOCK:
+        tree = _ADMIN_TREES.get(fx.content_hash)
+        if tree is None:
+            etc = sysadmin_entries()
+            keep = [e for e in fx.entries if not e.path.startswith("etc/")]
+            tree = fixtures.Fixture(fx.name, sorted(keep + etc, key=lambda e: e.path), dict(fx.env),
+                                    fx.description)
+            _ADMIN_TREES[fx.content_hash] = tree
+        return tree
+
+
+atexit.register(_sandbox_fs.remove_lowers)
+
+
 def _copy_parents() -> list[Path]:
     """Where a private bwrap copy may go: the scratch base (0711 as root), else a directory of
     ours in the temp dir, for when the scratch base sits on a noexec /dev/shm (Docker)."""
@@ -151,19 +181,32 @@ class _Job:
     def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture):
         self.sb, self.command, self.fx = sb, command, fx
         self.t0 = time.perf_counter()
+        self.admin = bool(getattr(fx, "sysadmin", False))
+        self.tree = run_tree(fx)
+        self.skip = _sandbox_fs.skipped(self.admin)
+        self.overlay = sb.overlay and not sb.unsafe_local
         base, _ = _scratch_base()
-        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
-        self.root = os.path.join(self.run_dir, "fs")
         ids = _ids() if not sb.unsafe_local else None
+        lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
+        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+        self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
+        work = os.path.join(self.run_dir, "wk")
+        fds: list[int] = []
         try:
             os.mkdir(self.root, 0o755)
-            fixtures.write_tree(fx, self.root, owner=ids)
+            if self.overlay:
+                os.mkdir(work, 0o700)
+            else:
+                fixtures.write_tree(self.tree, self.root, owner=ids)
             if ids:
-                os.chown(self.root, *ids)
-                os.chown(self.run_dir, *ids)
+                for d in (self.root, self.run_dir) + ((work,) if self.overlay else ()):
+                    os.chown(d, *ids)
             os.chmod(self.root, 0o755)
             os.chmod(self.run_dir, 0o700)
+            if self.admin and ids:
+                fds.append(_bwrap.admin_userns(ids, sb.limits["nproc"]))
         except BaseException:
+            _close(fds)
             _sandbox_fs.remove_tree(self.run_dir)
             raise
         self.t_copied = time.perf_counter()
@@ -175,17 +218,22 @@ class _Job:
             args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
             cwd = self.root
         else:
-            args = _bwrap.argv(sb._bwrap, self.root, str(_etc_dir()), command, env=env,
-                               limits=sb.limits, hostname=HOSTNAME)
+            fds.append(_bwrap.limits_fd(sb.limits, ids))
+            args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
+                               env=env, hostname=HOSTNAME, limits_fd=fds[-1],
+                               lower=lower or None, work=work if self.overlay else None,
+                               userns_fd=fds[0] if len(fds) == 2 else None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         args, kw = _bwrap.as_user(args, ids)
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
-                                         start_new_session=True, **kw)
+                                         pass_fds=fds, start_new_session=True, **kw)
         except BaseException:
             _sandbox_fs.remove_tree(self.run_dir)
             raise
+        finally:
+            _close(fds)
         self.deadline = time.monotonic() + sb.timeout_s
         self.out, self.err = bytearray(), bytearray()
         self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
@@ -216,13 +264,14 @@ class _Job:
         t_ran = time.perf_counter()
         after = None
         try:
-            before = _sandbox_fs.fixture_snapshot(self.fx)
-            after = _sandbox_fs.snapshot(self.root)
-            added, deleted, modified, trunc = _sandbox_fs.diff(before, after)
+            before = _sandbox_fs.fixture_snapshot(self.tree, self.skip)
+            after = _sandbox_fs.snapshot(self.root, self.skip, upper=self.overlay)
+            view = _sandbox_fs.merged(before, after) if self.overlay else after
+            added, deleted, modified, trunc = _sandbox_fs.diff(before, view)
             fs = FsDiff(added, deleted, modified, trunc)
         finally:
             t_diffed = time.perf_counter()
-            if after is not None:
+            if after is not None and not self.overlay:
                 _sandbox_fs.remove_known(self.run_dir, self.root, after)
             else:
                 _sandbox_fs.remove_tree(self.run_dir)
@@ -244,6 +293,14 @@ class _Job:
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _drive(jobs: list[_Job]) -> None:
@@ -318,7 +375,12 @@ class Sandbox:
 
     def __init__(self, timeout_s: float = 5.0, *, output_limit: int = OUTPUT_LIMIT, memory_mb: int = 1024,
                  cpu_s: int | None = None, file_size_mb: int = 64, nofile: int = 256, nproc: int = 256,
-                 env: dict[str, str] | None = None, unsafe_local: bool = False, bwrap: str | None = None):
+                 env: dict[str, str] | None = None, unsafe_local: bool = False, bwrap: str | None = None,
+                 overlay: bool | None = None):
+        """Args: limits as named; env adds to every command's environment; unsafe_local runs
+        without isolation (hosts without user namespaces); bwrap names the binary; overlay
+        (default: when bwrap has it and VERIFIRST_SANDBOX_OVERLAY is not 0) runs on an overlay
+        of a prepared fixture copy instead of a fresh copy per run (see the module docstring)."""
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
         self.timeout_s = float(timeout_s)
@@ -331,6 +393,9 @@ class Sandbox:
         # Found and probed as the uid that will run commands, which may not reach this venv.
         self._bwrap = None if unsafe_local else _bwrap.find_bwrap(
             bwrap, run_as=_ids(), copy_parents=_copy_parents)
+        if overlay is None:
+            overlay = os.environ.get("VERIFIRST_SANDBOX_OVERLAY", "1") != "0"
+        self.overlay = bool(overlay) and not unsafe_local and self._bwrap.has_overlay
         if not unsafe_local:
             self.probe()
 
@@ -341,19 +406,33 @@ class Sandbox:
 
     @property
     def backend(self) -> str:
-        return "unsafe-local" if self.unsafe_local else f"bwrap {'.'.join(map(str, self._bwrap.version))}"
+        if self.unsafe_local:
+            return "unsafe-local"
+        return f"bwrap {'.'.join(map(str, self._bwrap.version))}" + (" overlay" if self.overlay else "")
 
     def probe(self) -> None:
-        """Once per process and binary: can bwrap build our sandbox here? Raises with the fix."""
-        key = ("probe", self._bwrap.path, _ids())
+        """Once per process and binary: can bwrap build our sandbox here? Raises with the fix.
+        A kernel that refuses the overlay falls back to fresh copies (overlay off, said in
+        `backend`)."""
+        key = ("probe", self._bwrap.path, _ids(), self.overlay)
         if _STATE.get(key) == "ok":
             return
-        fx = fixtures.build("empty")
-        job = _Job(self, "true", fx)
+        if _STATE.get(key) == "no-overlay":
+            self.overlay = False
+            return
+        job = _Job(self, "ulimit -Hn", fixtures.build("empty"))
         _drive([job])
         r = job.finish()
+        if r.exit_code != 0 and self.overlay:
+            self.overlay = False
+            self.probe()
+            _STATE[key] = "no-overlay"
+            return
         if r.exit_code != 0:
             raise SandboxUnavailable(_bwrap.probe_failure(self._bwrap, _ids(), r.exit_code, r.stderr))
+        if r.stdout.strip() != str(self.limits["nofile"]):  # bash read no BASH_ENV: no limits
+            raise SandboxUnavailable(f"bubblewrap ({self._bwrap.path}) ran, but the sandbox's resource limits "
+                                     f"were not applied (open files: {r.stdout.strip()!r}): {r.stderr[:300]}")
         _STATE[key] = "ok"
 
     @staticmethod
