@@ -239,7 +239,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     from .ledger import LEDGER_FILE, TestLedger
     from .lm import USAGE, FastJSONAdapter
     from .metric import Metric
-    from .rundir import new_run_dir
+    from .rundir import lock_run_dir, new_run_dir
 
     # Everything that can refuse the run comes before anything is written.
     suite = to_suite(data, inputs=inputs, program=program)
@@ -261,6 +261,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
 
         check_verifiers([scorer.metric], suite.items)
     workdir = Path(workdir or DEFAULT_WORKDIR)
+    fresh = not run_dir
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
     budget = budget or Budget(num_threads=threads)
     reflection = lms.reflection if lms is not None else task_lm
@@ -275,22 +276,28 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     digest = _run_digest(program, manifest, scorer, opt_name, eval_splits)
     _check_resume(run_dir, digest)
     callback = tracking.callback(workdir, name) if isinstance(tracking, MLflow) else (tracking or RunCallback())
-    run_dir.mkdir(parents=True, exist_ok=True)
+    hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
+    try:
+        _check_resume(hold.path, digest)  # again under the lock: another run may have started it meanwhile
+    except BaseException:
+        hold.release()
+        raise
+    run_dir = ctx.run_dir = hold.path
     specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
              for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
-    run_id = callback.run_start(name, params={"split_digest": manifest.digest, "models": specs,
-                                              "suite_size": len(suite), "optimizer": opt_name,
-                                              "metric": scorer.name},
-                                tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
-                                      "verifirst.optimizer": opt_name, "verifirst.run_dir": str(run_dir)})
-    atomic.write_json(run_dir / "run_state.json", {"status": "running", "api_digest": digest})
-    usage_before = USAGE.total()
     status = "FAILED"
-    scope = contextlib.ExitStack()
-    if lms is not None:  # a context, not dspy.configure: the caller's global settings stay as they are
-        scope.enter_context(dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter()))
-    t0 = time.time()
     try:
+        run_id = callback.run_start(name, params={"split_digest": manifest.digest, "models": specs,
+                                                  "suite_size": len(suite), "optimizer": opt_name,
+                                                  "metric": scorer.name},
+                                    tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
+                                          "verifirst.optimizer": opt_name, "verifirst.run_dir": str(run_dir)})
+        atomic.write_json(run_dir / "run_state.json", {"status": "running", "api_digest": digest})
+        usage_before = USAGE.total()
+        scope = contextlib.ExitStack()
+        if lms is not None:  # a context, not dspy.configure: the caller's global settings stay as they are
+            scope.enter_context(dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter()))
+        t0 = time.time()
         with scope:
             res = driver.optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=threads,
                                   splits=eval_splits, progress=progress, max_error_rate=max_error_rate,
@@ -311,6 +318,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         raise
     finally:
         callback.run_end(status)
+        hold.release()
 
 
 def evaluate(program: Any, data: Any, metric: Any, *, splits: Sequence[str] = SPLITS,

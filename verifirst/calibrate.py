@@ -33,7 +33,7 @@ from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
 from .metric import Metric
 from .preflight import check_verifiers
-from .rundir import new_run_dir
+from .rundir import lock_run_dir, new_run_dir
 from .splits import SplitManifest, make_splits
 from .stats import paired_bootstrap, scotts_pi
 from .task import Suite
@@ -430,27 +430,30 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
     configure_cache(workdir / "cache")
+    fresh = not run_dir
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, f"calibrate-{judge}")
     tracker = Tracker(workdir, uri=tracking_uri, experiment=experiment, offline=offline, autolog=trace,
                       enabled=tracking)
     ledger = TestLedger(workdir / LEDGER_FILE)  # the workdir's, even for a given run dir
-    if trace_stats is not None:
-        echo(f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
-             f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
-    echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
-         f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
-    specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
-             "proposer": _spec(proposer_lm, proposer or teacher or model)}
-    run_id = tracker.start(f"calibrate-{judge}", params={
-        "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits),
-        "split_digest": manifest.digest, "outcomes": source, "prompt": prompt_source or "", "view": view or "",
-        "repeats": repeats},
-        tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",
-              "verifirst.suite": suite.name, "verifirst.run_dir": str(run_dir)})
+    hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
+    run_dir = hold.path
     status = "FAILED"
-    usage_before, t0 = USAGE.total(), time.time()
-    options = {"repeats": repeats, "temperature": temperature} if repeats > 1 else None
     try:
+        if trace_stats is not None:
+            echo(f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
+                 f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
+        echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
+             f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
+        specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
+                 "proposer": _spec(proposer_lm, proposer or teacher or model)}
+        run_id = tracker.start(f"calibrate-{judge}", params={
+            "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits),
+            "split_digest": manifest.digest, "outcomes": source, "prompt": prompt_source or "", "view": view or "",
+            "repeats": repeats},
+            tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",
+                  "verifirst.suite": suite.name, "verifirst.run_dir": str(run_dir)})
+        usage_before, t0 = USAGE.total(), time.time()
+        options = {"repeats": repeats, "temperature": temperature} if repeats > 1 else None
         res = run_experiment(suite, manifest, judge, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
                              proposer_lm=proposer_lm, max_iters=max_iters, run_dir=run_dir, threads=threads,
                              callback=TrackerCallback(tracker) if tracker.enabled else None, ledger=ledger,
@@ -525,6 +528,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         raise
     finally:
         tracker.finish(status)
+        hold.release()
 
 
 def export_review_queue(rows: list[dict], run_dir: Path, tracker: Tracker, experiment: str, run_id: str | None,
@@ -570,7 +574,7 @@ def _record_anchor(ledger: TestLedger, rep: dict, run_dir: Path) -> dict:
     """The anchor judge was scored on the test split too: into the ledger, and the reuse count again."""
     text = json.dumps(rep["anchor"].get("instructions"), sort_keys=True, default=str)
     ledger.record(rep["split_digest"], program_hash(text), run_dir, "anchor")
-    mine = {e["program"] for e in ledger.entries() if e["run_dir"] == str(run_dir)}  # this run's programs
+    mine = ledger.programs_of(run_dir)  # this run's programs
     return ledger.reuse(rep["split_digest"], sorted(mine))
 
 

@@ -23,7 +23,7 @@ from .ledger import LEDGER_FILE, TestLedger
 from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
 from .metric import Metric
 from .preflight import check_verifiers
-from .rundir import new_run_dir
+from .rundir import lock_run_dir, new_run_dir
 from .splits import SplitManifest, make_splits
 from .task import Suite
 from .tracking import Tracker
@@ -162,24 +162,32 @@ def tracking_failures(tracker: Tracker, result: Any) -> dict:
     return {"count": count, "first": next((f for f in firsts if f), None)}
 
 
+def _resumes(run_dir: Path, exp: Experiment) -> bool:
+    """Whether run_dir holds an unfinished or finished run to resume; refuses one that another
+    experiment configuration started."""
+    state = run_dir / "run_state.json"
+    if not state.exists():
+        return False
+    try:
+        old = json.loads(state.read_text()).get("config_digest")
+    except (OSError, json.JSONDecodeError):
+        old = None
+    if old != config_digest(exp):
+        raise ConfigError("this run directory belongs to another experiment configuration",
+                          path=str(state), field="config_digest",
+                          expected="the same experiment file to resume, or a fresh --run-dir")
+    return True
+
+
 def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | None = None,
         tracking_uri: str | None = None, offline: bool = False, echo=print,
         models: Models | None = None) -> RunOutput:
     """models: LMs to use instead of the file's [models] (tests pass scripted ones)."""
     ex = exp.experiment
     workdir = Path(ex["workdir"])
+    fresh = not run_dir
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, ex["name"])
-    state = run_dir / "run_state.json"
-    resumed = state.exists()
-    if resumed:  # a run directory resumes only the experiment that started it
-        try:
-            old = json.loads(state.read_text()).get("config_digest")
-        except (OSError, json.JSONDecodeError):
-            old = None
-        if old != config_digest(exp):
-            raise ConfigError("this run directory belongs to another experiment configuration",
-                              path=str(state), field="config_digest",
-                              expected="the same experiment file to resume, or a fresh --run-dir")
+    resumed = _resumes(run_dir, exp)
     # Everything that can refuse the run comes before anything is written.
     executor = make_executor(exp)  # a Ray address nothing answers at refuses the run here
     tr = exp.tracking
@@ -193,7 +201,6 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     verifier = build_verifier(exp, models)
     check_verifiers([verifier], suite.items)  # a toolchain that cannot run refuses the run before any LM call
     workdir.mkdir(parents=True, exist_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
     configure_cache(workdir / "cache")
     program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
@@ -205,23 +212,26 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     engine = resolve_engine(o["name"], o.get("options") or {}, source=str(exp.path) if exp.path else None)
     budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
                     num_threads=ex["threads"])
+    hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
+    run_dir = hold.path
     usage_before = USAGE.total()
-    atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "running",
-                                                    "config_digest": config_digest(exp)})
-    echo(f"suite {suite.name}: {len(suite)} items; splits train {len(manifest.train)} / val {len(manifest.val)} / "
-         f"test {len(manifest.test)} (digest {manifest.digest}); optimizer {o['name']}; run dir {run_dir}"
-         + (" (resuming)" if resumed else ""))
-    run_id = tracker.start(ex["name"], params={"config": exp.as_dict(), "split_digest": manifest.digest,
-                                               "models": {k: getattr(getattr(models, k), "spec", None)
-                                                          for k in ("task", "reflection", "teacher", "judge")},
-                                               "suite_size": len(suite)},
-                           tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
-                                 "verifirst.optimizer": o["name"], "verifirst.run_dir": str(run_dir)})
-    # A context, not dspy.configure: a run must not change the caller's global settings.
     scope = contextlib.ExitStack()
-    scope.enter_context(dspy.context(lm=models.task, adapter=FastJSONAdapter()))
     status = "FAILED"
     try:
+        resumed = _resumes(run_dir, exp)  # again under the lock: another run may have started it meanwhile
+        atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "running",
+                                                        "config_digest": config_digest(exp)})
+        echo(f"suite {suite.name}: {len(suite)} items; splits train {len(manifest.train)} / val "
+             f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); optimizer {o['name']}; "
+             f"run dir {run_dir}" + (" (resuming)" if resumed else ""))
+        run_id = tracker.start(ex["name"], params={"config": exp.as_dict(), "split_digest": manifest.digest,
+                                                   "models": {k: getattr(getattr(models, k), "spec", None)
+                                                              for k in ("task", "reflection", "teacher", "judge")},
+                                                   "suite_size": len(suite)},
+                               tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
+                                     "verifirst.optimizer": o["name"], "verifirst.run_dir": str(run_dir)})
+        # A context, not dspy.configure: a run must not change the caller's global settings.
+        scope.enter_context(dspy.context(lm=models.task, adapter=FastJSONAdapter()))
         tracker.log_json(exp.as_dict(), "config.json")
         ctx = EngineContext(run_dir=run_dir, reflection_lm=models.reflection, teacher_lm=models.teacher,
                             task_lm=models.task, seed=ex["seed"])
@@ -280,3 +290,4 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     finally:
         tracker.finish(status)
         scope.close()
+        hold.release()

@@ -62,7 +62,8 @@ class TestLedger:
 
     def record(self, digest: str, program: str, run_dir: str | os.PathLike, what: str = "") -> bool:
         """Append one evaluation (once per digest, program, run dir and label: a resumed run
-        scoring the same program again is not a new use of the split).
+        scoring the same program again is not a new use of the split, whether the run dir is
+        spelled relative or absolute).
 
         Args:
             digest: the split manifest digest.
@@ -73,7 +74,7 @@ class TestLedger:
         Returns:
             True when a line was appended.
         """
-        rec = {"digest": digest, "program": program, "run_dir": str(run_dir), "what": what,
+        rec = {"digest": digest, "program": program, "run_dir": os.path.abspath(run_dir), "what": what,
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         line = (json.dumps(rec, sort_keys=True) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,9 +91,19 @@ class TestLedger:
         finally:
             os.close(fd)  # releases the lock
 
+    def programs_of(self, run_dir: str | os.PathLike) -> set[str]:
+        """The programs a run directory scored on a test split.
+
+        Args:
+            run_dir: the run directory (relative or absolute).
+        """
+        mine = os.path.abspath(run_dir)
+        return {e["program"] for e in self.entries() if os.path.abspath(str(e.get("run_dir", ""))) == mine}
+
     @staticmethod
     def _same(a: dict, b: dict) -> bool:
-        return all(a.get(k) == b.get(k) for k in ("digest", "program", "run_dir", "what"))
+        return (all(a.get(k) == b.get(k) for k in ("digest", "program", "what"))
+                and os.path.abspath(str(a.get("run_dir", ""))) == os.path.abspath(str(b.get("run_dir", ""))))
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as fh:

@@ -18,6 +18,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from .errors import VerifirstError  # noqa: E402
+from .rundir import file_lock  # noqa: E402
 
 # The user's MLFLOW_TRACKING_URI as it was at start: mlflow.set_tracking_uri() rewrites the
 # variable, and a later run in this process must not inherit an earlier run's store.
@@ -26,6 +27,19 @@ _USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
 
 def default_uri(workdir: str | Path) -> str:
     return f"sqlite:///{Path(workdir).resolve() / 'mlflow.db'}"
+
+
+def store_lock(uri: str) -> contextlib.AbstractContextManager:
+    """A file lock next to a sqlite store (DB.lock): MLflow's first-use migration and get-or-create
+    of an experiment are not safe in two processes at once. Other stores: no lock.
+
+    Args:
+        uri: the tracking URI.
+    """
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    db = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    return file_lock(db.with_name(db.name + ".lock"))
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -85,14 +99,15 @@ class Tracker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         mlflow.set_tracking_uri(self.uri)
         mlflow.set_registry_uri(self.uri)
-        exp = mlflow.get_experiment_by_name(self.experiment_name)
-        if exp is None:
-            art = None
-            if self.uri.startswith("sqlite:"):
-                art = (self.workdir / "mlartifacts").resolve().as_uri()
-            self.experiment_id = mlflow.create_experiment(self.experiment_name, artifact_location=art)
-        else:
-            self.experiment_id = exp.experiment_id
+        with store_lock(self.uri):  # two first runs at once: one creates the tables and the experiment
+            exp = mlflow.get_experiment_by_name(self.experiment_name)
+            if exp is None:
+                art = None
+                if self.uri.startswith("sqlite:"):
+                    art = (self.workdir / "mlartifacts").resolve().as_uri()
+                self.experiment_id = mlflow.create_experiment(self.experiment_name, artifact_location=art)
+            else:
+                self.experiment_id = exp.experiment_id
         mlflow.set_experiment(experiment_id=self.experiment_id)
         if self._autolog:
             import mlflow.dspy
