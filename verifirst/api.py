@@ -95,6 +95,7 @@ def build_models(models: Any) -> Any:
         models: a Models, or {role: spec} with roles task, reflection, teacher, judge.
     """
     from .lm import ROLES, Models, make_models
+    from .redaction import register_secrets
 
     if models is None or isinstance(models, Models):
         return models
@@ -108,6 +109,8 @@ def build_models(models: Any) -> Any:
     if "task" not in given:
         raise InputError("no task model", field="models.task", expected="the model the program runs on")
     objs = {r: v for r, v in given.items() if _is_lm(v)}
+    for lm in objs.values():  # an LM built by the caller: its key is masked wherever it appears too
+        register_secrets(getattr(lm, "kwargs", None) or {})
     specs = {r: v for r, v in given.items() if r not in objs}
     built = make_models(specs) if specs else None
     return Models(**{r: objs.get(r) or (getattr(built, r) if built and r in specs else None) for r in ROLES})

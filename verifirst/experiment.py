@@ -23,6 +23,7 @@ from .ledger import LEDGER_FILE, TestLedger
 from .lm import USAGE, FastJSONAdapter, Models, configure_cache, make_models
 from .metric import Metric
 from .preflight import check_verifiers
+from .redaction import redact
 from .rundir import lock_run_dir, new_run_dir
 from .splits import SplitManifest, make_splits
 from .task import Suite
@@ -114,7 +115,13 @@ def make_executor(exp: Experiment):
 
 
 def config_digest(exp: Experiment) -> str:
-    return hashlib.sha256(json.dumps(exp.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """What a run directory may be resumed with: the configuration with its credentials masked, so
+    the key is never part of what is stored and a rotated key still resumes.
+
+    Args:
+        exp: the experiment.
+    """
+    return hashlib.sha256(json.dumps(redact(exp.as_dict()), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
@@ -219,7 +226,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     status = "FAILED"
     try:
         resumed = _resumes(run_dir, exp)  # again under the lock: another run may have started it meanwhile
-        atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "running",
+        atomic.write_json(run_dir / "run_state.json", {"config": redact(exp.as_dict()), "status": "running",
                                                         "config_digest": config_digest(exp)})
         echo(f"suite {suite.name}: {len(suite)} items; splits train {len(manifest.train)} / val "
              f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); optimizer {o['name']}; "
@@ -280,7 +287,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
         tracker.log_metrics({"lm_calls": u["lm_calls"], "cache_hits": u["cache_hits"], "lm_errors": u["errors"],
                              "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
                              **unscored_metrics(report)})
-        atomic.write_json(run_dir / "run_state.json", {"config": exp.as_dict(), "status": "finished",
+        atomic.write_json(run_dir / "run_state.json", {"config": redact(exp.as_dict()), "status": "finished",
                                                         "config_digest": config_digest(exp), "run_id": run_id})
         status = "FINISHED"
         return RunOutput(run_dir, report, run_id, tracker, result.program)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic, inspect_view, plots
+from .redaction import redact
 from .report import footer_lines, unscored
 
 CSS = """
@@ -318,6 +319,7 @@ def _instructions_section(rep: dict) -> str:
 
 # -- entry points ------------------------------------------------------------------------
 def render(report: dict, images: dict[str, Path], run_dir: Path | None = None) -> str:
+    report = redact(report)  # credentials never reach the page
     title = escape(f"{report.get('experiment', 'verifirst')} report")
     body = "".join([_header(report), _splits_section(report), _before_after_section(report),
                     _plots_section(images), _judge_section(report), _teacher_section(report),

@@ -20,6 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 
 from .errors import ConfigError  # noqa: E402
+from .redaction import install_log_redaction, register_secrets  # noqa: E402
 
 ROLES = ("task", "reflection", "teacher", "judge")
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
@@ -233,6 +234,9 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
     """
     if role not in ROLES:
         raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
+    # known before any call: a key that leaks into an error or a log line is masked there too
+    register_secrets({"api_key": api_key, **kwargs, "endpoints": spec if isinstance(spec, list) else []})
+    install_log_redaction()
     if isinstance(spec, list):
         if api_base or api_key:
             raise ConfigError("api_base/api_key given beside an endpoint list", field=f"models.{role}",

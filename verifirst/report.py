@@ -1,14 +1,72 @@
-"""Reports of an optimization run: JSON (the record), Markdown and a terminal table."""
+"""Reports of an optimization run: JSON (the record), Markdown and a terminal table.
+
+report.json is strict JSON (browsers and jq reject NaN and Infinity): a number that is not finite
+is written as null, and beside it, in the same object, `<key>_null_reason` says why, e.g.
+`"pi": null, "pi_null_reason": "undefined (NaN): ..."`. A list holding such numbers gets its
+nulls the same way and one reason under its own key (`"ci": [null, null], "ci_null_reason": ...`).
+A reason the producer already set is kept. Credentials are masked (verifirst.redaction) in every
+report written.
+"""
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from . import atomic
+from .redaction import redact
+
+NAN_REASON = "undefined (NaN): not computable on these items, e.g. none scored or only one label class"
+INF_REASON = "infinite: a division by zero on these items"
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.1f}%" if _finite(x) else "n/a"
+
+
+def _num(x: Any, spec: str) -> str:
+    return format(x, spec) if _finite(x) else "n/a"
+
+
+def _reason(x: Any) -> str | None:
+    """Why a value cannot be written as a JSON number, or None when it can (or holds none)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return NAN_REASON if math.isnan(x) else INF_REASON
+    if isinstance(x, (list, tuple)):
+        return next((r for r in map(_reason, x) if r), None)
+    return None
+
+
+def _strict_value(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return strict_json(x)
+    if isinstance(x, (list, tuple)):
+        return [_strict_value(v) for v in x]
+    return x
+
+
+def strict_json(obj: Any) -> Any:
+    """A copy of `obj` that json.dumps(allow_nan=False) accepts: NaN and ±inf become null, and
+    `<key>_null_reason` beside each such key says why (see the module docstring).
+
+    Args:
+        obj: a report or any part of one.
+    """
+    if not isinstance(obj, dict):
+        return _strict_value(obj)
+    out: dict = {}
+    for k, v in obj.items():
+        out[k] = _strict_value(v)
+        reason = _reason(v) if isinstance(v, (float, list, tuple)) else None
+        if reason and f"{k}_null_reason" not in obj:
+            out[f"{k}_null_reason"] = reason
+    return out
 
 
 def unscored(summary: dict) -> dict[str, int]:
@@ -48,8 +106,8 @@ def split_rows(report: dict) -> list[dict]:
             "split": split, "n": b["n"],
             "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
             "after": f"{_pct(a['pass_rate'])} [{_pct(a['ci_lo'])}, {_pct(a['ci_hi'])}]",
-            "delta": f"{100 * c['delta']:+.1f} pp",
-            "mcnemar_p": f"{c['mcnemar_p']:.3g}",
+            "delta": f"{_num(100 * c['delta'] if _finite(c['delta']) else None, '+.1f')} pp",
+            "mcnemar_p": _num(c["mcnemar_p"], ".3g"),
             "discordant": f"{c['b_before_only']}/{c['c_after_only']}",
             "lm_errors": _pair(b, a, "lm"), "verifier_errors": _pair(b, a, "verifier"),
             "inconclusive": _pair(b, a, "inconclusive"),
@@ -80,6 +138,9 @@ def footer_lines(report: dict) -> list[str]:
         msg = (f"LM calls this run: {u['lm_calls']} to the model, {u['cache_hits']} from cache, "
                f"{u['errors']} calls raised at the model or provider (retried where possible); "
                f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens")
+        if "attempts" in u:  # every request sent, retries included; reports before attempts were counted lack it
+            msg += (f"; {u['attempts']} requests sent (retries included), {u['failed_attempts']} failed, "
+                    f"{u.get('unusable', 0)} replies unusable (empty, cut short or off-schema)")
         if u["lm_calls"] == 0 and u["cache_hits"] > 0:
             msg += " — every call was served from the cache (identical rerun)"
         lines.append(msg + ".")
@@ -119,8 +180,8 @@ def judge_rows(report: dict) -> list[list[str]]:
         report: a report with a `judge` section (verifirst calibrate); others have no rows.
     """
     judges = (_judge(report).get("test") or {}).get("judges") or {}
-    return [[name, f"{j['pi']:.3f}", f"{j['fail_recall']:.3f}", f"{j['fail_precision']:.3f}",
-             f"{j['pass_recall']:.3f}", f"{j['accuracy']:.3f}"] for name, j in judges.items()]
+    return [[name, *(_num(j.get(k), ".3f") for k in ("pi", "fail_recall", "fail_precision", "pass_recall",
+                                                    "accuracy"))] for name, j in judges.items()]
 
 
 def judge_lines(report: dict) -> list[str]:
@@ -134,9 +195,9 @@ def judge_lines(report: dict) -> list[str]:
         return []
     lines = []
     for name, c in ((j.get("test") or {}).get("comparisons") or {}).items():
-        lo, hi = c["pi_ci95"]
-        lines.append(f"{name}: Δπ {c['pi_delta']:+.3f} [95% paired bootstrap {lo:+.3f}, {hi:+.3f}], "
-                     f"McNemar exact p {c['mcnemar_exact']['p_value']:.3g}")
+        lo, hi = c.get("pi_ci95") or (None, None)
+        lines.append(f"{name}: Δπ {_num(c.get('pi_delta'), '+.3f')} [95% paired bootstrap {_num(lo, '+.3f')}, "
+                     f"{_num(hi, '+.3f')}], McNemar exact p {_num((c.get('mcnemar_exact') or {}).get('p_value'), '.3g')}")
     tc = j.get("teacher") or {}
     if tc.get("used"):
         lines.append(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
@@ -226,9 +287,16 @@ def markdown(report: dict) -> str:
 
 
 def write_reports(report: dict, run_dir: str | Path) -> list[Path]:
+    """report.json (strict JSON, credentials masked) and report.md in `run_dir`.
+
+    Args:
+        report: the run report (left unchanged).
+        run_dir: where the files go.
+    """
     run_dir = Path(run_dir)
-    return [atomic.write_json(run_dir / "report.json", report),
-            atomic.write_text(run_dir / "report.md", markdown(report))]
+    clean = redact(report)
+    return [atomic.write_json(run_dir / "report.json", strict_json(clean), strict=True),
+            atomic.write_text(run_dir / "report.md", markdown(clean))]
 
 
 def print_report(report: dict, console=None) -> None:

@@ -3,6 +3,8 @@
 Nested runs are created through MlflowClient with explicit ids, never the thread-local
 fluent stack, so optimizer threads cannot leave orphan runs. DSPy calls are traced with
 mlflow.dspy.autolog, and each evaluated item's trace gets the verifier verdict as feedback.
+Params, tags, JSON artifacts, prompt tags and every span lose their credentials on the way out
+(verifirst.redaction).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from .errors import VerifirstError  # noqa: E402
+from .redaction import install_log_redaction, redact, redact_text, span_processor  # noqa: E402
 from .rundir import file_lock  # noqa: E402
 
 # The user's MLFLOW_TRACKING_URI as it was at start: mlflow.set_tracking_uri() rewrites the
@@ -69,6 +72,16 @@ def _flat(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _add_span_processor(tracing) -> None:
+    """Every exported span goes through verifirst.redaction.span_processor (kept beside any
+    processor the user configured)."""
+    from mlflow.tracing.config import get_config
+
+    current = list(get_config().span_processors or [])
+    if span_processor not in current:
+        tracing.configure(span_processors=[*current, span_processor])
+
+
 class Tracker:
     """Wraps one MLflow experiment run. `enabled=False` gives a tracker that logs nothing."""
 
@@ -109,12 +122,16 @@ class Tracker:
             else:
                 self.experiment_id = exp.experiment_id
         mlflow.set_experiment(experiment_id=self.experiment_id)
+        install_log_redaction()
         if self._autolog:
             import mlflow.dspy
+            import mlflow.tracing
+
+            _add_span_processor(mlflow.tracing)
 
             mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
                                 log_compiles=False, log_evals=False, silent=True)
-        run = mlflow.start_run(run_name=run_name, tags=tags or {})
+        run = mlflow.start_run(run_name=run_name, tags=redact({k: str(v) for k, v in (tags or {}).items()}))
         self.parent_id = run.info.run_id
         if params:
             self.log_params(params)
@@ -145,7 +162,7 @@ class Tracker:
         if not self.enabled or self.parent_id is None:
             yield None
             return
-        all_tags = {"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, **(tags or {})}
+        all_tags = redact({"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, **(tags or {})})
         run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
         rid = run.info.run_id
         if params:
@@ -164,7 +181,7 @@ class Tracker:
         from mlflow.entities import Param
 
         rid = run_id or self.parent_id
-        flat = _flat(params)
+        flat = _flat(redact(params))
         items = [Param(k[:250], v[:6000]) for k, v in flat.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(rid, params=items[i:i + 100])
@@ -193,7 +210,7 @@ class Tracker:
             return
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / name
-            p.write_text(json.dumps(obj, indent=2, default=str))
+            p.write_text(json.dumps(redact(obj), indent=2, default=str))
             self.log_artifact(p, artifact_path, run_id)
 
     def log_table(self, data: dict[str, list], artifact_file: str, run_id: str | None = None) -> None:
@@ -211,7 +228,7 @@ class Tracker:
         client = self.client
         if hasattr(client, "log_table"):
             try:
-                client.log_table(rid, data=data, artifact_file=artifact_file)
+                client.log_table(rid, data=redact(data), artifact_file=artifact_file)
                 return
             except ImportError:  # log_table needs pandas
                 pass
@@ -233,8 +250,8 @@ class Tracker:
     def set_tags(self, tags: dict[str, str], run_id: str | None = None) -> None:
         if not self.enabled:
             return
-        for k, v in tags.items():
-            self.client.set_tag(run_id or self.parent_id, k, str(v))
+        for k, v in redact({k: str(v) for k, v in tags.items()}).items():
+            self.client.set_tag(run_id or self.parent_id, k, v)
 
     # -- traces ------------------------------------------------------------------------
     def note_failure(self, what: str, exc: BaseException) -> None:
@@ -247,7 +264,7 @@ class Tracker:
         with self._lock:
             self.failures += 1
             if self.first_failure is None:
-                self.first_failure = f"{what}: {type(exc).__name__}: {str(exc)[:200]}"
+                self.first_failure = redact_text(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
 
     def feedback_hook(self, run_id: str | None, split: str):
         """A per-item hook, called in the thread that ran the program, that notes that call's
@@ -285,7 +302,7 @@ class Tracker:
                 client.set_trace_tag(tid, "verifirst.item_id", item_id)
                 client.set_trace_tag(tid, "verifirst.split", hook.split)
                 mlflow.log_feedback(trace_id=tid, name="verifier_score", value=row.score,
-                                    rationale=(row.feedback or row.status)[:4000], source=src,
+                                    rationale=redact_text(row.feedback or row.status)[:4000], source=src,
                                     metadata={"stage": str(row.stage), "status": row.status,
                                               "item_id": item_id, "split": hook.split})
                 mlflow.log_feedback(trace_id=tid, name="verifier_pass", value=row.passed, source=src)
@@ -309,7 +326,8 @@ class Tracker:
         produced the same text with the same tags (run id aside) reuses the latest version."""
         if not self.enabled:
             return None
-        tags = {k: str(v) for k, v in (tags or {}).items()}
+        tags = redact({k: str(v) for k, v in (tags or {}).items()})
+        template, message = redact_text(template), redact_text(message) if message else message
         same = self._same_latest_version(name, template, tags)
         if same is not None:
             return f"prompts:/{name}/{same}"

@@ -1,0 +1,201 @@
+"""Credentials stay in memory: a run with an api_key in the experiment file and one through
+vf.optimize(models={...: {"api_key": ...}}) leave no copy of the key in any file under the workdir
+(run directory, checkpoints, cache, the MLflow sqlite store and its artifacts) nor in MLflow's
+params, tags and traces as the client returns them; the run still resumes."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from verifirst import config, experiment
+from verifirst.local_server import serve_local
+from verifirst.redaction import (REDACTED, RedactingFilter, install_log_redaction, is_credential_name, redact,
+                                 redact_text, register_secret, span_processor)
+from verifirst.testing import ScriptedEngine, json_answer
+
+KEY = "sk-verifirst-TEST-9f3a1c"
+ROTATED = "sk-verifirst-TEST-rotated-77b2"
+HEADER_TOKEN = "hdr-verifirst-TEST-4e1d0b"
+RULE = "Always answer with printf."
+
+
+def _gold() -> dict[str, str]:
+    from verifirst.benchmarks.bash_pack import load_bash_pack
+
+    return {it.inputs["task"]: it.gold["command"] for it in load_bash_pack().items}
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """An OpenAI-compatible endpoint on 127.0.0.1: gold commands for the program, a rule for GEPA."""
+    gold = _gold()
+
+    def answer(messages):
+        text = "\n".join(m["content"] for m in messages)
+        if "new_instruction" in text:
+            return json_answer(new_instruction=RULE)
+        task = next((t for t in gold if t in messages[-1]["content"]), None)
+        return json_answer(command=gold[task] if task else "echo hi")
+
+    url, stop = serve_local(ScriptedEngine(answer))
+    yield url
+    stop()
+
+
+def _toml(path: Path, workdir: Path, url: str, key: str) -> Path:
+    model = (f'{{model = "openai/scripted", api_base = "{url}", api_key = "{key}", '
+             f'extra_headers = {{Authorization = "Bearer {HEADER_TOKEN}"}}}}')
+    path.write_text(f"""
+[experiment]
+name = "secrets"
+workdir = "{workdir}"
+
+[suite]
+name = "bash-builtin"
+limit = 8
+
+[program]
+name = "bash-generator"
+
+[verifier]
+name = "exact"
+
+[splits]
+ratios = [0.5, 0.25, 0.25]
+
+[optimizer]
+name = "gepa"
+max_metric_calls = 12
+
+[models]
+task = {model}
+reflection = {model}
+""")
+    return path
+
+
+def _hits_in_files(root: Path, secrets: tuple[str, ...]) -> list[str]:
+    hits = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            hits += [f"{p}: {s}" for s in secrets if s.encode() in data]
+    return hits
+
+
+def _mlflow_dump(uri: str) -> str:
+    """Every param, tag and trace of every run and experiment in the store, as text."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    mlflow.set_tracking_uri(uri)
+    parts = []
+    for exp in client.search_experiments():
+        parts.append(json.dumps(exp.tags))
+        for run in client.search_runs([exp.experiment_id]):
+            parts.append(json.dumps({"params": run.data.params, "tags": run.data.tags}))
+        for tr in mlflow.search_traces(locations=[exp.experiment_id], return_type="list"):
+            parts.append(tr.to_json())
+    return "\n".join(parts)
+
+
+def test_experiment_file_key_is_nowhere_on_disk_nor_in_mlflow_and_the_run_resumes(tmp_path, endpoint):
+    wd = tmp_path / "wd"
+    path = _toml(tmp_path / "exp.toml", wd, endpoint, KEY)
+    exp = config.load(path)
+    assert exp.models["task"]["api_key"] == KEY  # the key is used, in memory
+    out = experiment.run(exp, wd / "run", progress=False, offline=True, echo=lambda m: None)
+    assert out.report["usage_this_run"]["lm_calls"] > 0, "the endpoint was called with the key"
+    assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
+    dump = _mlflow_dump(out.tracker.uri)
+    assert KEY not in dump and HEADER_TOKEN not in dump
+    assert '"spanType": "LLM"' in dump or "LLM" in dump, "LM calls were traced"
+    params = mlflow.MlflowClient(tracking_uri=out.tracker.uri).get_run(out.run_id).data.params
+    assert params["config.models.task.api_key"] == REDACTED
+    assert params["config.models.task.extra_headers.Authorization"] == REDACTED
+    assert params["config.models.task.model"] == "openai/scripted"  # only the credentials go
+    state = json.loads((wd / "run" / "run_state.json").read_text())
+    assert state["config"]["models"]["task"]["api_key"] == REDACTED and state["status"] == "finished"
+
+    # resume: the key comes from the file (here a rotated one), never from disk
+    rotated = config.load(_toml(tmp_path / "exp2.toml", wd, endpoint, ROTATED))
+    again = experiment.run(rotated, wd / "run", progress=False, offline=True, echo=lambda m: None)
+    assert again.report["split_digest"] == out.report["split_digest"]
+    assert not _hits_in_files(wd, (KEY, ROTATED, HEADER_TOKEN))
+
+
+def test_api_models_key_is_nowhere_on_disk_nor_in_mlflow(tmp_path, endpoint):
+    import verifirst as vf
+    from verifirst.benchmarks.bash_pack import load_bash_pack
+    from verifirst.programs.bash import BashGenerator
+    from verifirst.verifiers.exact import ExactMatch
+
+    suite = load_bash_pack()
+    data = [{"id": it.id, "task": it.inputs["task"], "command": it.gold["command"]} for it in suite.items[:8]]
+    spec = {"model": "openai/scripted", "api_base": endpoint, "api_key": KEY, "cache": False,
+            "extra_headers": {"Authorization": f"Bearer {HEADER_TOKEN}"}}
+    kw = dict(models={"task": spec, "reflection": spec}, splits=(0.5, 0.25, 0.25), workdir=tmp_path / "wd",
+              run_dir=tmp_path / "wd" / "runs" / "api", tracking=vf.MLflow(), budget=vf.Budget(max_metric_calls=12))
+    wd = tmp_path / "wd"
+    res = vf.optimize(BashGenerator(), data, ExactMatch(), "gepa", **kw)
+    assert res.report["usage_this_run"]["lm_calls"] > 0
+    assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
+    dump = _mlflow_dump(f"sqlite:///{(tmp_path / 'wd' / 'mlflow.db').resolve()}")
+    assert "LLM" in dump and KEY not in dump and HEADER_TOKEN not in dump
+    again = vf.optimize(BashGenerator(), data, ExactMatch(), "gepa", **kw)  # resumes the same run dir
+    assert again.report["split_digest"] == res.report["split_digest"]
+    assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
+
+
+def test_credential_names_and_not_token_counts():
+    for name in ("api_key", "openai_api_key", "aws_secret_access_key", "access_token", "token", "password",
+                 "client_secret", "x-api-key", "Authorization", "config.models.task.api_key", "credentials"):
+        assert is_credential_name(name), name
+    for name in ("max_tokens", "prompt_tokens", "completion_tokens", "input_cost_per_token", "key", "model",
+                 "api_base", "tokenizer"):
+        assert not is_credential_name(name), name
+    cfg = {"task": {"model": "openai/m", "api_key": "abc12345678", "max_tokens": 64,
+                    "extra_headers": {"Authorization": "Bearer xyz", "X-Trace": "t1"}}, "n": [1, {"token": "t"}]}
+    assert redact(cfg) == {"task": {"model": "openai/m", "api_key": REDACTED, "max_tokens": 64,
+                                    "extra_headers": {"Authorization": REDACTED, "X-Trace": "t1"}},
+                           "n": [1, {"token": REDACTED}]}
+    assert cfg["task"]["api_key"] == "abc12345678"  # a copy: the run keeps using the key
+
+
+def test_registered_secret_is_masked_in_free_text_and_log_lines(caplog):
+    secret = "zz-verifirst-TEST-logline-5c"
+    register_secret(secret)
+    assert redact_text(f"401 Unauthorized: invalid key {secret}.") == f"401 Unauthorized: invalid key {REDACTED}."
+    assert redact_text('{"authorization": "Bearer abcdefgh12345678"}') == '{"authorization": "Bearer ***"}'
+    assert redact_text("Basic configuration is basic") == "Basic configuration is basic"
+    install_log_redaction()
+    with caplog.at_level(logging.WARNING, logger="dspy.clients.lm"):
+        logging.getLogger("dspy.clients.lm").warning("call failed with key %s", secret)
+    assert secret not in caplog.text and REDACTED in caplog.text
+    rec = logging.LogRecord("x", logging.ERROR, __file__, 1, "boom %s", (secret,), None)
+    RedactingFilter().filter(rec)
+    assert rec.getMessage() == f"boom {REDACTED}"
+
+
+def test_span_processor_masks_attributes_inputs_and_outputs():
+    class Span:
+        def __init__(self):
+            self.attributes = {"model": "openai/m", "api_key": "k-123456789", "extra_headers": {"Authorization": "B x"}}
+            self.inputs = {"messages": [{"content": "hi"}], "password": "p-123456789"}
+            self.outputs = "fine"
+
+        def set_attribute(self, k, v):
+            self.attributes[k] = v
+
+        def set_inputs(self, v):
+            self.inputs = v
+
+        def set_outputs(self, v):
+            self.outputs = v
+
+    s = Span()
+    span_processor(s)
+    assert s.attributes == {"model": "openai/m", "api_key": REDACTED, "extra_headers": {"Authorization": REDACTED}}
+    assert s.inputs == {"messages": [{"content": "hi"}], "password": REDACTED} and s.outputs == "fine"
