@@ -266,3 +266,14 @@ def test_the_bash_verifier_in_mlflow_and_dspy(mlflow_store):
     got = [metric(dspy.Example(task=t, reference=g).with_inputs("task"), dspy.Prediction(command=c))
            for t, g, c in data]
     assert got == [True, False, False] and metric.counts()["not_judged"] == 1
+
+
+def test_the_readme_snippet_runs(mlflow_store, capsys):
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text(encoding="utf-8")
+    section = text.split("### Use a verifier in MLflow or DSPy", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == "0.5" and out[-1].startswith("False {'calls': 1, 'passed': 0, 'failed': 1")
