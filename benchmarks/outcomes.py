@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from verifirst.config import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 from verifirst.verdicts import LABELS  # noqa: F401 - re-exported
@@ -68,6 +69,9 @@ def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, 
         if key not in rec or rec[key] is None or str(rec[key]).strip() == "":
             raise InputError(f"missing required field {key!r}", path=path, line=line, field=key,
                              expected="every record has `id` and `label`")
+    if isinstance(rec["id"], bool) or not isinstance(rec["id"], (str, int)):
+        raise InputError(f"id is a {type(rec['id']).__name__}", path=path, line=line, field="id",
+                         expected="a string or an integer")
     rid = str(rec["id"]).strip()
     label = normalize_label(rec["label"], path=path, line=line)
     if "view" in rec:
@@ -136,12 +140,7 @@ def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
 
 def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
     p = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("outcomes file not found", path=p) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text ({e.reason})", path=p) from None
+    text = read_text(path, "outcomes file")  # missing, a directory, a loop, binary, not UTF-8: InputError
     out: list[tuple[Item, int]] = []
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -160,12 +159,7 @@ def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None
 
 def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
     p = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError("outcomes file not found", path=p) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text ({e.reason})", path=p) from None
+    text = read_text(path, "outcomes file").removeprefix("\ufeff")
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in (reader.fieldnames or [])]
     if not header:

@@ -250,7 +250,8 @@ class GEPAEngine:
         log_dir.mkdir(parents=True, exist_ok=True)
         seed_instructions = _instructions(program)
         capture = _ReflectionCapture(ctx.reflection_lm)
-        rec = _Recorder(ctx, len(valset), log_dir / "verifirst_history.json", capture)
+        valset = valset or None  # an empty validation split (no_val): GEPA tracks its Pareto front on train
+        rec = _Recorder(ctx, len(valset or trainset), log_dir / "verifirst_history.json", capture)
         opts = dict(self.gepa_options)
         strategy = opts.pop("candidate_selection_strategy", "pareto")
         seed = ctx.seed if self.seed is None else self.seed

@@ -255,7 +255,7 @@ def _run_repair_experiment(tmp_path, program_options: dict | None = None, verifi
         "suite": {"name": "iac-tasks", "path": str(tasks)},
         "program": {"name": "iac-generator", "options": {"strategy": "repair", "k": 2, **(program_options or {})}},
         "verifier": {"name": "terraform", "options": {"backend": "python", **(verifier_options or {})}},
-        "splits": {"ratios": [0.5, 0.0, 0.5]},
+        "splits": {"ratios": [0.5, 0.0, 0.5], "no_val": True},
         "optimizer": {"name": "none"},
         "models": {"task": "local"},
         "tracking": {"enabled": False},

@@ -22,7 +22,7 @@ from . import atomic
 from .driver import RunCallback, TrackerCallback
 from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
-from .splits import SPLITS, SplitManifest, make_splits
+from .splits import SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -112,6 +112,11 @@ def build_models(models: Any) -> Any:
     for lm in objs.values():  # an LM built by the caller: its key is masked wherever it appears too
         register_secrets(getattr(lm, "kwargs", None) or {})
     specs = {r: v for r, v in given.items() if r not in objs}
+    from .config import check_model_dict
+
+    for r, v in specs.items():  # a typo such as `temprature` is refused, not sent to the provider
+        if isinstance(v, dict):
+            check_model_dict(v, f"models.{r}")
     built = make_models(specs) if specs else None
     return Models(**{r: objs.get(r) or (getattr(built, r) if built and r in specs else None) for r in ROLES})
 
@@ -132,7 +137,8 @@ def output_field_of(program: Any, output_field: str | None = None) -> str | None
     return outs[0] if len(outs) == 1 else None
 
 
-def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = None) -> SplitManifest:
+def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = None, *, no_val: bool = False,
+                  no_test: bool = False) -> SplitManifest:
     """A manifest from ratios (grouped by each item's group, else its id), or the one given.
 
     Args:
@@ -140,6 +146,8 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
         splits: (train, val, test) ratios, or a SplitManifest.
         seed: the split seed.
         stratify: an item -> label callable to stratify on.
+        no_val: ratios may leave the validation split empty.
+        no_test: ratios may leave the test split empty (no held-out number).
     """
     if isinstance(splits, SplitManifest):
         ids = {it.id for it in items}
@@ -148,7 +156,9 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
             raise InputError(f"manifest names {len(missing)} item(s) not in the data, e.g. {missing[:3]}",
                              field="splits", expected="a manifest made for this data")
         return splits
-    return make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=splits, seed=seed,
+    ratios = check_ratios(splits, no_val=no_val, no_test=no_test, field="splits",
+                          flags=("no_val=True", "no_test=True"))
+    return make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=ratios, seed=seed,
                        stratify=stratify)
 
 
@@ -195,7 +205,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
              max_error_rate: float | None = None, progress: bool | None = False,
              eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
-             executor: Any = None, compile_kwargs: dict | None = None) -> Result:
+             executor: Any = None, compile_kwargs: dict | None = None, no_val: bool = False,
+             no_test: bool = False) -> Result:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -234,6 +245,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         compile_kwargs: more arguments for a dspy.Teleprompter's (or SIMBA's) compile, e.g.
             {"minibatch_size": 20} for MIPROv2 or {"eval_kwargs": {...}} for COPRO; `seed` goes
             there too, where compile takes one, unless compile_kwargs sets it.
+        no_val: run with an empty validation split (ratios with val 0), on purpose.
+        no_test: run without a held-out test split (ratios with test 0), on purpose: no test number.
     """
     import dspy
 
@@ -247,14 +260,24 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     # Everything that can refuse the run comes before anything is written.
     suite = to_suite(data, inputs=inputs, program=program)
     name = name or suite.name
-    manifest = make_manifest(suite.items, splits, seed, stratify)
+    from .config import MAX_THREADS, check_number, check_workdir
+
+    check_number(threads, 1, MAX_THREADS, "threads", integer=True)
+    if max_error_rate is not None:
+        check_number(max_error_rate, 0.0, 1.0, "max_error_rate")
+    check_workdir(workdir or DEFAULT_WORKDIR, "workdir")
+    if run_dir:
+        check_workdir(run_dir, "run_dir")
+    manifest = make_manifest(suite.items, splits, seed, stratify, no_val=no_val, no_test=no_test)
     bad = [s for s in eval_splits if s not in SPLITS]
     if bad:
         raise InputError(f"unknown split {bad[0]!r}", field="splits", expected=", ".join(SPLITS))
+    eval_splits = tuple(s for s in eval_splits if manifest.sizes()[s])  # an empty split has nothing to score
     is_verifier = callable(getattr(getattr(metric, "metric", metric), "verify", None))
     scorer = Metric(metric, output_field_of(program, output_field) if is_verifier else output_field,
                     threshold=threshold)
     engine = resolve_engine(optimizer, optimizer_options)
+    check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
     lms = build_models(models)
     task_lm = lms.task if lms is not None else dspy.settings.lm
     if task_lm is None:

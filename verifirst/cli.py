@@ -192,8 +192,14 @@ def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store t
     typer.echo(f"MLflow UI for {uri} at http://{host}:{port}  (Ctrl-C stops it)")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
+    from .config import check_number
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", (Path(workdir) / "mlartifacts").resolve().as_uri()]
+    try:
+        check_number(port, 1, 65535, "--port", integer=True)
+    except VerifirstError as e:
+        _fail(e)
+
     os.execvpe(cmd[0], cmd, env)
 
 
@@ -444,8 +450,14 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         for row in rows:
             typer.echo(json.dumps(row, default=str))
         typer.echo(_judge_summary(rows), err=True)
+    from .config import check_number
     except VerifirstError as e:
         _fail(e)
+    try:
+        check_number(port, 1, 65535, "--port", integer=True)
+    except VerifirstError as e:
+        _fail(e)
+
 
 
 def _judge_summary(rows: list[dict]) -> str:

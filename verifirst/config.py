@@ -1,6 +1,7 @@
 """Experiment files (TOML): schema, defaults, validation with errors naming file, line and key."""
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 # section -> key -> (types, default, help)
 SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
@@ -27,13 +28,13 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "description": ((str,), "", "free text"),
     },
     "suite": {
-        "name": ((str,), None, "suite to load (see `verifirst suites`)"),
+        "name": ((str,), None, "suite to load (see `verifirst components`)"),
         "path": ((str,), None, "file or directory the suite reads, where it needs one"),
         "limit": ((int,), None, "use only the first N items (after a seeded shuffle)"),
         "options": ((dict,), {}, "suite-specific options"),
     },
     "program": {
-        "name": ((str,), None, "program to optimize (see `verifirst programs`)"),
+        "name": ((str,), None, "program to optimize (see `verifirst components`)"),
         "options": ((dict,), {}, "program-specific options, e.g. variant = \"cot\""),
     },
     "verifier": {
@@ -44,6 +45,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "ratios": ((list,), [0.5, 0.25, 0.25], "train, val, test fractions"),
         "stratify": ((str,), None, "item meta field to stratify on"),
         "manifest": ((str,), None, "reuse a saved split manifest instead of splitting"),
+        "no_val": ((bool,), False, "run with an empty validation split (ratios give val 0)"),
+        "no_test": ((bool,), False, "run without a held-out test split (ratios give test 0): no test number"),
     },
     "optimizer": {
         "name": ((str,), "gepa", "gepa | simba | autorefine | none"),
@@ -69,6 +72,142 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
 }
 REQUIRED = {("suite", "name"), ("program", "name"), ("verifier", "name")}
 
+MAX_THREADS = 256  # more threads than this is a typo, not a machine
+# (section, key) -> (lowest, highest) allowed, inclusive; None is unbounded
+RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
+    ("experiment", "seed"): (0, None),
+    ("experiment", "threads"): (1, MAX_THREADS),
+    ("experiment", "max_error_rate"): (0.0, 1.0),
+    ("suite", "limit"): (1, None),
+    ("optimizer", "max_metric_calls"): (1, None),
+    ("optimizer", "max_iters"): (1, None),
+    ("models", "temperature"): (0.0, 2.0),
+}
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("experiment", "executor"): ("thread", "ray"),
+    ("optimizer", "auto"): ("light", "medium", "heavy"),
+}
+
+# A model dict (one endpoint for a role): key -> (types, lowest, highest); an endpoint list is
+# checked by verifirst.lm_router.parse_endpoints.
+MODEL_KEYS: dict[str, tuple[tuple[type, ...], float | None, float | None]] = {
+    "model": ((str,), None, None),
+    "api_base": ((str,), None, None),
+    "api_key": ((str,), None, None),
+    "api_version": ((str,), None, None),
+    "temperature": ((float, int), 0.0, 2.0),
+    "top_p": ((float, int), 0.0, 1.0),
+    "max_tokens": ((int,), 1, None),
+    "num_retries": ((int,), 0, 20),
+    "timeout_s": ((float, int), 0.001, None),
+    "cache": ((bool,), None, None),
+    "seed": ((int,), None, None),
+    "stop": ((str, list), None, None),
+    "headers": ((dict,), None, None),
+    "extra_headers": ((dict,), None, None),
+}
+
+
+def _suggest(key: str, known) -> str:
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # bool is an int to Python, never to an experiment file
+        return bool in types
+    return isinstance(value, types)
+
+
+def check_number(value: Any, low: float | None, high: float | None, field: str, *, path: str | None = None,
+                 line: int | None = None, integer: bool = False) -> None:
+    """Refuse a number outside [low, high] (NaN included) with an error naming the field.
+
+    Args:
+        value: the number given.
+        low: the lowest allowed value, or None.
+        high: the highest allowed value, or None.
+        field: the option's name in the message (`experiment.threads`, `--threads`).
+        path: the file it came from, if any.
+        line: its line in that file, if known.
+        integer: the value must be an int.
+    """
+    types = (int,) if integer else (int, float)
+    if not _type_ok(value, types):
+        raise ConfigError(f"{value!r} is not {'an integer' if integer else 'a number'}", path=path, line=line,
+                          field=field, expected=_range_text(low, high, integer))
+    if not ((low is None or value >= low) and (high is None or value <= high)):  # False for NaN
+        raise ConfigError(f"{value!r} is out of range", path=path, line=line, field=field,
+                          expected=_range_text(low, high, integer))
+
+
+def _range_text(low, high, integer: bool) -> str:
+    kind = "an integer" if integer else "a number"
+    if low is not None and high is not None:
+        return f"{kind} from {low} to {high}"
+    if low is not None:
+        return f"{kind} >= {low}"
+    return f"{kind} <= {high}" if high is not None else kind
+
+
+def check_model_dict(spec: dict, where: str, *, path: str | None = None, line: int | None = None) -> None:
+    """Refuse a model dict with an unknown key (a typo such as `temprature`), a wrong type or a
+    value out of range, naming the key.
+
+    Args:
+        spec: {model = ..., api_base = ..., temperature = ...} for one role.
+        where: the role's field, e.g. `models.task`.
+        path: the experiment file, if any.
+        line: the role's line in that file, if known.
+    """
+    for key, value in spec.items():
+        if key not in MODEL_KEYS:
+            raise ConfigError(f"unknown key {key!r}{_suggest(key, MODEL_KEYS)}", path=path, line=line,
+                              field=f"{where}.{key}", expected="one of " + ", ".join(MODEL_KEYS))
+        types, low, high = MODEL_KEYS[key]
+        if not _type_ok(value, types):
+            raise ConfigError(f"wrong type {type(value).__name__}", path=path, line=line, field=f"{where}.{key}",
+                              expected=" or ".join(t.__name__ for t in types))
+        if low is not None or high is not None:
+            check_number(value, low, high, f"{where}.{key}", path=path, line=line, integer=types == (int,))
+    if "model" not in spec:
+        raise ConfigError("model dict without `model`", path=path, line=line, field=f"{where}.model",
+                          expected="'local' or a LiteLLM model string")
+
+
+def check_workdir(workdir: str | Path, field: str = "experiment.workdir", *, path: str | None = None,
+                  line: int | None = None) -> None:
+    """Refuse a work directory that is a file or cannot be written, before anything is written.
+
+    Args:
+        workdir: the directory (it may not exist yet: its nearest existing parent is probed).
+        field: the option's name in the message.
+        path: the experiment file it came from, if any.
+        line: its line there, if known.
+    """
+    import tempfile
+
+    d = Path(workdir)
+    try:
+        if d.exists() and not d.is_dir():
+            raise ConfigError(f"{str(d)!r} is not a directory", path=path, line=line, field=field,
+                              expected="a directory for cache, runs and the MLflow store")
+        probe = d
+        while not probe.exists():
+            if probe.is_symlink():  # a dangling link: mkdir would fail
+                raise ConfigError(f"{str(probe)!r} is a broken symbolic link", path=path, line=line, field=field,
+                                  expected="a directory that exists or can be created")
+            probe = probe.parent
+        if not probe.is_dir():
+            raise ConfigError(f"{str(probe)!r} is not a directory", path=path, line=line, field=field,
+                              expected="a directory path")
+        tempfile.TemporaryDirectory(dir=probe, prefix=".verifirst-probe-").cleanup()
+    except ConfigError:
+        raise
+    except OSError as e:
+        raise ConfigError(f"cannot write in {str(d)!r}: {e.strerror or e}", path=path, line=line, field=field,
+                          expected="a writable directory") from None
+
 
 def _line_of(text: str, section: str, key: str | None) -> int | None:
     lines = text.splitlines()
@@ -83,6 +222,13 @@ def _line_of(text: str, section: str, key: str | None) -> int | None:
         if in_sec and key is not None and re.match(rf"{re.escape(key)}\s*=", s):
             return i
     return None
+
+
+def _key_line(text: str, section: str, key: str, sub: str | None = None) -> int | None:
+    """The line of `key` in [section] (or in the inline or nested table `sub` there)."""
+    if sub is None:
+        return _line_of(text, section, key)
+    return _line_of(text, f"{section}.{sub}", key) or _line_of(text, section, sub)
 
 
 @dataclass
@@ -102,10 +248,21 @@ class Experiment:
 
 
 def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment:
+    """An experiment from parsed TOML: every key known, typed and in range, checked before any work.
+
+    Args:
+        data: the parsed file (or a dict written in Python).
+        path: the file, named in every error.
+        text: the file's text, to find the line of a key.
+
+    Raises:
+        ConfigError: naming file, line (where known), the field and what is expected.
+    """
     src = str(path) if path else "<experiment>"
     for sec, body in data.items():
         if sec not in SCHEMA:
-            raise ConfigError(f"unknown section [{sec}]", path=src, line=_line_of(text, sec, None),
+            raise ConfigError(f"unknown section [{sec}]{_suggest(sec, SCHEMA)}", path=src,
+                              line=_line_of(text, sec, None),
                               field=sec, expected="one of " + ", ".join(f"[{s}]" for s in SCHEMA))
         if not isinstance(body, dict):
             raise ConfigError("must be a table", path=src, field=sec, expected=f"[{sec}] with keys")
@@ -114,18 +271,26 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
         body = data.get(sec, {})
         out: dict[str, Any] = {}
         for k, v in body.items():
+            line = _line_of(text, sec, k)
             if k not in keys:
-                raise ConfigError(f"unknown key {k!r}", path=src, line=_line_of(text, sec, k),
+                raise ConfigError(f"unknown key {k!r}{_suggest(k, keys)}", path=src, line=line,
                                   field=f"{sec}.{k}", expected="one of " + ", ".join(keys))
             types = keys[k][0]
-            if isinstance(v, bool) and bool not in types:
-                ok = False
-            else:
-                ok = isinstance(v, types)
-            if not ok:
+            if not _type_ok(v, types):
                 names = " or ".join(t.__name__ for t in types)
-                raise ConfigError(f"wrong type {type(v).__name__}", path=src, line=_line_of(text, sec, k),
+                raise ConfigError(f"wrong type {type(v).__name__}", path=src, line=line,
                                   field=f"{sec}.{k}", expected=names)
+            if (sec, k) in RANGES:
+                low, high = RANGES[(sec, k)]
+                check_number(v, low, high, f"{sec}.{k}", path=src, line=line, integer=types == (int,))
+            if (sec, k) in CHOICES and v not in CHOICES[(sec, k)]:
+                raise ConfigError(f"unknown {k} {v!r}", path=src, line=line, field=f"{sec}.{k}",
+                                  expected=" | ".join(CHOICES[(sec, k)]))
+            if sec in ("suite", "program", "verifier", "optimizer") and k == "options":
+                bad = [o for o in v if not isinstance(o, str) or not o.isidentifier()]
+                if bad:
+                    raise ConfigError(f"option name {bad[0]!r} is not an identifier", path=src, line=line,
+                                      field=f"{sec}.options", expected="option names like variant, k")
             out[k] = v
         for k, (_, default, _) in keys.items():
             out.setdefault(k, default if not isinstance(default, (dict, list)) else type(default)(default))
@@ -134,53 +299,89 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
         if sections[sec].get(k) is None:
             raise ConfigError("missing required key", path=src, line=_line_of(text, sec, None),
                               field=f"{sec}.{k}", expected=SCHEMA[sec][k][2])
-    r = sections["splits"]["ratios"]
-    if len(r) != 3 or not all(isinstance(x, (int, float)) for x in r) or abs(sum(r) - 1) > 1e-6:
-        raise ConfigError(f"ratios {r} are not three numbers summing to 1", path=src,
-                          line=_line_of(text, "splits", "ratios"), field="splits.ratios",
-                          expected="e.g. [0.5, 0.25, 0.25]")
-    if sections["experiment"]["threads"] < 1:
-        raise ConfigError("threads must be >= 1", path=src, field="experiment.threads", expected="1 or more")
+    from .splits import check_ratios
+
+    sp = sections["splits"]
+    sp["ratios"] = list(check_ratios(sp["ratios"], no_val=sp["no_val"], no_test=sp["no_test"], source=src,
+                                     line=_line_of(text, "splits", "ratios"), field="splits.ratios",
+                                     flags=("no_val = true", "no_test = true")))
+    _validate_models(sections["models"], src, text)
+    return Experiment(path, data, sections)
+
+
+def _validate_models(models: dict, src: str, text: str) -> None:
+    """Each role's model string, dict or endpoint list: routable, known keys, values in range."""
     from .lm import check_spec
 
     for role in ("task", "reflection", "teacher", "judge"):
-        spec = sections["models"].get(role)
+        spec = models.get(role)
         if spec is None:
             continue
+        line = _line_of(text, "models", role) or _line_of(text, f"models.{role}", None)
         # A list names several endpoints for one role (served through LiteLLM's Router).
         endpoints = spec if isinstance(spec, list) else [spec]
         if not endpoints:
-            raise ConfigError("empty endpoint list", path=src, line=_line_of(text, "models", role),
+            raise ConfigError("empty endpoint list", path=src, line=line,
                               field=f"models.{role}", expected="one or more {model = ..., api_base = ...}")
+        if isinstance(spec, dict):
+            bad = next((k for k in spec if k not in MODEL_KEYS), None)  # a [models.task] table: the key's line
+            check_model_dict(spec, f"models.{role}", path=src,
+                             line=(_key_line(text, "models", bad, role) if bad else None) or line)
         for i, one in enumerate(endpoints):
             where = f"models.{role}" + (f"[{i}]" if isinstance(spec, list) else "")
             model = one if isinstance(one, str) else one.get("model") if isinstance(one, dict) else None
             try:
                 check_spec(model, field_name=where)
             except ConfigError as e:
-                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
-                                  field=where) from None
+                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=line, field=where) from None
         if isinstance(spec, list):  # keys, router settings and their agreement across endpoints
             from .lm_router import parse_endpoints
 
             try:
                 parse_endpoints(role, spec)
             except ConfigError as e:
-                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=_line_of(text, "models", role),
-                                  field=e.field) from None
-    if sections["experiment"]["executor"] not in ("thread", "ray"):
-        raise ConfigError(f"unknown executor {sections['experiment']['executor']!r}", path=src,
-                          line=_line_of(text, "experiment", "executor"), field="experiment.executor",
-                          expected="thread | ray")
-    return Experiment(path, data, sections)
+                raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=line, field=e.field) from None
+
+
+def read_text(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> str:
+    """A UTF-8 text file's contents, or an InputError naming the file and why it cannot be read
+    (missing, a directory, a symlink loop, not UTF-8, binary, unreadable).
+
+    Args:
+        path: the file.
+        what: what the file is, for the message ("experiment file", "outcomes file").
+        error: the InputError subclass raised.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise error(f"{what} is a broken symbolic link", path=str(path)) from None
+        raise error(f"{what} not found", path=str(path)) from None
+    except IsADirectoryError:
+        raise error(f"{what} is a directory", path=str(path), expected="a file") from None
+    except OSError as e:  # a symlink loop (ELOOP), no permission, an unreadable device
+        raise error(f"cannot read {what}: {e.strerror or e}", path=str(path), expected="a readable file") \
+            from None
+    if b"\x00" in data:
+        raise error(f"{what} is binary (it holds NUL bytes)", path=str(path), expected="a UTF-8 text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error(f"{what} is not UTF-8 (byte 0x{data[e.start]:02x})", path=str(path), line=line,
+                    expected="a UTF-8 text file (re-save it as UTF-8)") from None
 
 
 def load(path: str | Path) -> Experiment:
+    """Read and validate an experiment file.
+
+    Args:
+        path: the TOML file.
+    """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError("experiment file not found", path=str(path)) from None
+    text = read_text(path, "experiment file", ConfigError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -25,7 +25,7 @@ from .metric import Metric
 from .preflight import check_verifiers
 from .redaction import redact
 from .rundir import lock_run_dir, new_run_dir
-from .splits import SplitManifest, make_splits
+from .splits import SplitManifest, check_optimizer_needs, make_splits, nonempty_splits
 from .task import Suite
 from .tracking import Tracker
 
@@ -67,10 +67,42 @@ def load_suite(exp: Experiment) -> Suite:
 
 def build_program(exp: Experiment, verifier=None, items=None):
     p = exp.program
-    factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name",
-                               str(exp.path) if exp.path else None)
-    return _call(factory, p.get("options") or {}, verifier=verifier, items=items,
-                 workdir=exp.experiment["workdir"])
+    """The experiment's program; an option it does not take or a value it refuses is a
+    configuration error naming program.options, not a traceback."""
+    src = str(exp.path) if exp.path else None
+    factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name", src)
+    check_component_options(exp, "program", factory)
+    try:
+        return _call(factory, p.get("options") or {}, verifier=verifier, items=items,
+                     workdir=exp.experiment["workdir"])
+    except VerifirstError:
+        raise
+    except (TypeError, ValueError, KeyError) as e:
+        raise ConfigError(f"program {p['name']!r} could not be built: {e}", path=src,
+                          line=_options_line(exp, "program"), field="program.options",
+                          expected="options the program accepts (see `verifirst components`)") from None
+
+
+def _options_line(exp: Experiment, section: str) -> int | None:
+    if not (exp.path and Path(exp.path).is_file()):
+        return None
+    from .config import _line_of
+
+    text = Path(exp.path).read_text(encoding="utf-8", errors="replace")
+    return _line_of(text, section, "options") or _line_of(text, f"{section}.options", None)
+
+
+def check_component_options(exp: Experiment, section: str, factory) -> None:
+    """Refuse an option name the [section]'s factory does not take (e.g. `variantt`).
+
+    Args:
+        exp: the experiment.
+        section: "program" or "verifier".
+        factory: the loaded factory.
+    """
+    body = getattr(exp, section)
+    registry.check_options(section, body["name"], factory, body.get("options") or {}, f"{section}.options",
+                           str(exp.path) if exp.path else None, _options_line(exp, section))
 
 
 def build_verifier(exp: Experiment, models: Models):
@@ -80,6 +112,7 @@ def build_verifier(exp: Experiment, models: Models):
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name", src)
     try:
+    check_component_options(exp, "verifier", factory)
         return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
     except VerifirstError:
         raise
@@ -90,6 +123,17 @@ def build_verifier(exp: Experiment, models: Models):
 
 
 def make_executor(exp: Experiment):
+def _check_dirs(exp: Experiment, run_dir) -> None:
+    """The workdir and a given run directory must be directories this process can write."""
+    from .config import _line_of, check_workdir
+
+    src = str(exp.path) if exp.path else None
+    text = Path(exp.path).read_text(encoding="utf-8", errors="replace") if src and Path(src).is_file() else ""
+    check_workdir(exp.experiment["workdir"], path=src, line=_line_of(text, "experiment", "workdir"))
+    if run_dir:
+        check_workdir(run_dir, field="--run-dir")
+
+
     """Where the verifier runs: [experiment] executor ("thread" | "ray"), ray_address, threads (under
     Ray, the number of workers, each building the [verifier] by name once).
 
@@ -193,6 +237,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     ex = exp.experiment
     workdir = Path(ex["workdir"])
     fresh = not run_dir
+    _check_dirs(exp, run_dir)  # a file or a read-only place as workdir refuses the run, nothing written
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, ex["name"])
     resumed = _resumes(run_dir, exp)
     # Everything that can refuse the run comes before anything is written.
@@ -207,8 +252,6 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                              temperature=exp.models.get("temperature"))
     verifier = build_verifier(exp, models)
     check_verifiers([verifier], suite.items)  # a toolchain that cannot run refuses the run before any LM call
-    workdir.mkdir(parents=True, exist_ok=True)
-    configure_cache(workdir / "cache")
     program = build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:
@@ -218,6 +261,9 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     o = exp.optimizer
     engine = resolve_engine(o["name"], o.get("options") or {}, source=str(exp.path) if exp.path else None)
     budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
+    check_optimizer_needs(manifest, engine, str(exp.path) if exp.path else None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    configure_cache(workdir / "cache")
                     num_threads=ex["threads"])
     hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
     run_dir = hold.path
@@ -244,7 +290,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                             task_lm=models.task, seed=ex["seed"])
         t0 = time.time()
         result = optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=ex["threads"],
-                          executor=executor,
+                          executor=executor, splits=nonempty_splits(manifest),  # no_val / no_test: skip it
                           callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir

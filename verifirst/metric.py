@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
+import numbers
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import InputError, LeakageError
+from .errors import ConfigError, InputError, LeakageError
 from .task import FAIL, INCONCLUSIVE, ITEM_ID, PASS, Item
 
 VERIFIER_ERROR = "VERIFIER_ERROR"
@@ -56,6 +58,27 @@ def _positional_arity(fn: Callable) -> int:
     return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
+def _check_signature(fn: Callable, name: str) -> None:
+    """Refuse a plain metric that cannot be called as metric(example, pred[, trace, pred_name,
+    pred_trace]), before the run: `lambda pred: 1.0` would otherwise score every item."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: its first call tells
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    var_pos = any(p.kind == p.VAR_POSITIONAL for p in params)
+    sig = f"{name}({', '.join(p.name for p in params)})"
+    expected = "metric(example, pred, trace=None) or GEPA's metric(gold, pred, trace, pred_name, pred_trace)"
+    if len(positional) < 2 and not var_pos:
+        raise ConfigError(f"metric {sig} takes {len(positional)} positional argument(s); it is called with "
+                          f"(example, pred)", field="metric", expected=expected)
+    if len(required) > 5 or keyword_only:
+        raise ConfigError(f"metric {sig} requires arguments the optimizers never pass "
+                          f"({', '.join(keyword_only) or 'more than five'})", field="metric", expected=expected)
+
+
 class Metric:
     """A verifier or a plain DSPy metric, for evaluation and optimizers alike."""
 
@@ -84,6 +107,8 @@ class Metric:
         self.threshold_given = threshold is not None  # else bootstrapping keeps DSPy's rule (truthy value)
         self.name = name or getattr(metric, "name", None) or getattr(metric, "__name__", type(metric).__name__)
         self._arity = 0 if self.is_verifier else _positional_arity(metric)
+        if not self.is_verifier:
+            _check_signature(metric, self.name)
 
     # Scorer's names: evaluation reads `verifier` and `candidate`.
     @property
@@ -120,11 +145,19 @@ class Metric:
             out = out.score
             if out is None:
                 return _undecided("the metric returned no score", feedback)
+        # a str ("0.5", "FAIL"), a dict or NaN is a metric bug: an ERROR row, never a score
         try:
+            if isinstance(out, (str, bytes, dict, list, tuple, set)) or isinstance(out, numbers.Complex) \
+                    and not isinstance(out, numbers.Real):
+                raise TypeError
             score = float(out)
         except (TypeError, ValueError):
-            raise InputError(f"metric {self.name} returned {type(out).__name__}, not a score", field="metric",
-                             expected="bool, float or dspy.Prediction(score=, feedback=)") from None
+            raise InputError(f"metric {self.name} returned {type(out).__name__} {out!r:.80}, not a score",
+                             field="metric", expected="bool, int, float or dspy.Prediction(score=, feedback=)") \
+                from None
+        if not math.isfinite(score):
+            raise InputError(f"metric {self.name} returned {score}, not a finite score", field="metric",
+                             expected="a finite number, or None when the item cannot be judged")
         passed = bool(out) if isinstance(out, bool) else score >= self.threshold
         return Judgement(score, passed, PASS if passed else FAIL, feedback)
 

@@ -45,12 +45,16 @@ PROGRAMS = {
     "bash-generator": Entry("verifirst.programs.bash:BashGenerator", "NL->Bash (options: variant=predict|cot)"),
     "iac-generator": Entry("verifirst.programs.builders:iac_program",
                            "NL->Terraform (options: strategy=cot|react-rag|react-mcp|repair|repair-rag, k)"),
-    "passfail-judge": Entry("verifirst.programs.judges:PassFailJudge", "PASS/FAIL judge over an outcome view"),
-    "rubric-judge": Entry("verifirst.programs.judges:RubricJudge", "weighted-rubric judge with a threshold"),
+    "passfail-judge": Entry("verifirst.programs.builders:passfail_judge",
+                            "PASS/FAIL judge over an outcome view (options: view, prompt, prompt_file)"),
+    "rubric-judge": Entry("verifirst.programs.builders:rubric_judge",
+                          "weighted-rubric judge (options: view, prompt, prompt_file, threshold)"),
 }
 
 VERIFIERS = {
     "bash-exec": Entry("verifirst.verifiers.bash.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
+    "bash-tests": Entry("verifirst.verifiers.bash.oracle:BashTestsVerifier",
+                        "the task's own check, run after the candidate in the same sandbox"),
     "bash-syntax": Entry("verifirst.verifiers.bash.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
     "bash-pack": Entry("verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks"),
     "shellcheck": Entry("verifirst.verifiers.bash.shell_gates:ShellcheckGate", "shellcheck gate"),
@@ -126,6 +130,55 @@ def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str
         by = "" if entry.origin == "verifirst" else f" (from {entry.origin})"
         raise ConfigError(f"{kind} {name!r}{by} is not available: {e}", path=path, field=field,
                           expected="an installed component (`make install`)") from None
+
+
+# Arguments the kernel hands a factory itself; an experiment file's options may not name them.
+INJECTED = ("verifier", "items", "workdir", "judge_lm")
+
+
+def accepted_options(factory: Callable) -> tuple[list[str], bool]:
+    """The keyword options a factory takes (not the ones the kernel injects), and whether it
+    takes any keyword (**kwargs).
+
+    Args:
+        factory: a class or function a registry entry loads.
+    """
+    import inspect
+
+    try:
+        sig = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory)
+    except (TypeError, ValueError):
+        return [], True
+    names = [n for n, p in sig.parameters.items()
+             if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in INJECTED]
+    return names, any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def check_options(kind: str, name: str, factory: Callable, options: dict, field: str, path: str | None = None,
+                  line: int | None = None) -> None:
+    """Refuse an option the factory does not take (`variantt`), naming it and the ones it takes.
+
+    Args:
+        kind: "program", "verifier", "suite" or "optimizer", for the message.
+        name: the component's name.
+        factory: the loaded factory.
+        options: the options given.
+        field: where the options are, e.g. `program.options`.
+        path: the experiment file, if any.
+        line: the options' line there, if known.
+    """
+    import difflib
+
+    names, open_ended = accepted_options(factory)
+    if open_ended:
+        return
+    for key in options:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{kind} {name!r} has no option {key!r}{hint}", path=path, line=line,
+                              field=f"{field}.{key}",
+                              expected=("one of " + ", ".join(names)) if names else "no options")
 
 
 # -- plugins: the entry-point group `verifirst.components` --------------------------------------

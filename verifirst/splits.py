@@ -162,6 +162,86 @@ class SplitManifest:
         return m
 
 
+NAMES = {"train": "training", "val": "validation", "test": "test"}
+# The splits each named optimizer needs items in; an engine may say so itself (`needs_splits`).
+# GEPA on an empty validation split (asked for with no_val) selects on train, as dspy.GEPA does.
+OPTIMIZER_NEEDS = {"gepa": ("train",), "simba": ("train",), "autorefine": ("train", "val")}
+
+
+def check_ratios(ratios: Any, *, no_val: bool = False, no_test: bool = False, source: str | None = None,
+                 line: int | None = None, field: str = "splits", flags: tuple[str | None, str | None] = ("no_val", "no_test")
+                 ) -> tuple[float, float, float]:
+    """Three fractions in [0, 1] summing to 1; an empty validation or test split only when asked for.
+
+    Args:
+        ratios: (train, val, test) fractions.
+        no_val: the caller asked to run without a validation split (val ratio 0).
+        no_test: the caller asked to run without a held-out test split (test ratio 0).
+        source: the file the ratios came from, if any.
+        line: their line there, if known.
+        field: the option's name in messages (`splits.ratios`, `--splits`).
+        flags: how the caller spells no_val and no_test (`--no-val`, `no_test = true`); None where
+            the caller cannot run without that split.
+
+    Returns:
+        The ratios as floats.
+    """
+    def bad(msg: str, expected: str = "three fractions summing to 1, e.g. [0.5, 0.25, 0.25]") -> InputError:
+        from .errors import ConfigError
+
+        return ConfigError(msg, path=source, line=line, field=field, expected=expected)
+
+    if isinstance(ratios, (str, bytes, dict)) or not hasattr(ratios, "__len__") or len(ratios) != 3:
+        raise bad(f"ratios {ratios!r} are not three numbers")
+    if any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in ratios):
+        raise bad(f"ratios {list(ratios)!r} are not all numbers")
+    out = tuple(float(r) for r in ratios)
+    if not all(0.0 <= r <= 1.0 for r in out):  # NaN fails too
+        raise bad(f"ratios {list(out)} are not fractions from 0 to 1")
+    if abs(sum(out) - 1.0) > 1e-6:
+        raise bad(f"ratios {list(out)} are not three numbers summing to 1")
+    if out[0] == 0:
+        raise bad(f"ratios {list(out)} leave the training split empty", "a positive train fraction")
+    for name, ratio, asked, flag in (("val", out[1], no_val, flags[0]), ("test", out[2], no_test, flags[1])):
+        if ratio == 0 and not asked:
+            raise bad(f"ratios {list(out)} leave the {NAMES[name]} split empty",
+                      f"a positive {name} fraction" + (f", or {flag} to run without one on purpose" if flag else ""))
+        if ratio > 0 and asked:
+            raise bad(f"{flag} is set but ratios {list(out)} give the {NAMES[name]} split {ratio}",
+                      f"a {name} fraction of 0 with {flag}")
+    return out  # type: ignore[return-value]
+
+
+def nonempty_splits(manifest: "SplitManifest") -> tuple[str, ...]:
+    """The splits that hold items, in order (what a run evaluates)."""
+    return tuple(s for s, n in manifest.sizes().items() if n)
+
+
+def check_optimizer_needs(manifest: "SplitManifest", engine: Any, source: str | None = None) -> None:
+    """Refuse, before the optimizer starts, splits it cannot work with (GEPA on an empty training
+    or validation split).
+
+    Args:
+        manifest: the run's splits.
+        engine: the resolved engine (None: evaluation only, which needs nothing).
+        source: the file the configuration came from, if any.
+    """
+    if engine is None:
+        return
+    name = getattr(engine, "name", type(engine).__name__)
+    needs = getattr(engine, "needs_splits", None) or OPTIMIZER_NEEDS.get(name, ("train",))
+    sizes = manifest.sizes()
+    empty = [s for s in needs if not sizes.get(s)]
+    if empty:
+        from .errors import ConfigError
+
+        have = ", ".join(f"{s} {n}" for s, n in sizes.items())
+        raise ConfigError(f"optimizer {name!r} needs items in the {' and '.join(NAMES[s] for s in needs)} "
+                          f"split(s); the {' and '.join(NAMES[s] for s in empty)} split is empty ({have})",
+                          path=source, field="splits",
+                          expected=f"ratios that give {' and '.join(needs)} items, or optimizer none")
+
+
 def make_splits(items: Sequence[Any], key: str | Callable | None = None,
                 ratios: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0,
                 stratify: str | Callable | None = None, group: str | Callable | None = None,
