@@ -185,21 +185,21 @@ def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store t
        tracking_uri: Optional[str] = typer.Option(None, help="open this store instead"),
        port: int = typer.Option(5000), host: str = typer.Option("127.0.0.1")):
     """Start the MLflow UI on the run store (127.0.0.1 only by default)."""
+    from .config import check_number
     from .tracking import default_uri
+
+    try:
+        check_number(port, 1, 65535, "--port", integer=True)
+    except VerifirstError as e:
+        _fail(e)
 
     uri = tracking_uri or default_uri(workdir)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     typer.echo(f"MLflow UI for {uri} at http://{host}:{port}  (Ctrl-C stops it)")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
-    from .config import check_number
     if uri.startswith("sqlite:"):
         cmd += ["--default-artifact-root", (Path(workdir) / "mlartifacts").resolve().as_uri()]
-    try:
-        check_number(port, 1, 65535, "--port", integer=True)
-    except VerifirstError as e:
-        _fail(e)
-
     os.execvpe(cmd[0], cmd, env)
 
 
@@ -425,7 +425,13 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
 def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
     """Serve the embedded model as an OpenAI-compatible endpoint on 127.0.0.1 (for tools that
     need HTTP, e.g. MLflow judges): http://127.0.0.1:PORT/v1, model name smollm2."""
+    from .config import check_number
     from .local_server import cli_serve
+
+    try:
+        check_number(port, 1, 65535, "--port", integer=True)
+    except VerifirstError as e:
+        _fail(e)
 
     raise typer.Exit(cli_serve(port))
 
@@ -450,14 +456,8 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         for row in rows:
             typer.echo(json.dumps(row, default=str))
         typer.echo(_judge_summary(rows), err=True)
-    from .config import check_number
     except VerifirstError as e:
         _fail(e)
-    try:
-        check_number(port, 1, 65535, "--port", integer=True)
-    except VerifirstError as e:
-        _fail(e)
-
 
 
 def _judge_summary(rows: list[dict]) -> str:

@@ -67,8 +67,6 @@ def load_suite(exp: Experiment) -> Suite:
 
 def build_program(exp: Experiment, verifier=None, items=None):
     p = exp.program
-    """The experiment's program; an option it does not take or a value it refuses is a
-    configuration error naming program.options, not a traceback."""
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name", src)
     check_component_options(exp, "program", factory)
@@ -111,8 +109,8 @@ def build_verifier(exp: Experiment, models: Models):
     v = exp.verifier
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name", src)
-    try:
     check_component_options(exp, "verifier", factory)
+    try:
         return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
     except VerifirstError:
         raise
@@ -122,7 +120,6 @@ def build_verifier(exp: Experiment, models: Models):
                           expected="options the verifier accepts (see `verifirst components`)") from None
 
 
-def make_executor(exp: Experiment):
 def _check_dirs(exp: Experiment, run_dir) -> None:
     """The workdir and a given run directory must be directories this process can write."""
     from .config import _line_of, check_workdir
@@ -134,6 +131,7 @@ def _check_dirs(exp: Experiment, run_dir) -> None:
         check_workdir(run_dir, field="--run-dir")
 
 
+def make_executor(exp: Experiment):
     """Where the verifier runs: [experiment] executor ("thread" | "ray"), ray_address, threads (under
     Ray, the number of workers, each building the [verifier] by name once).
 
@@ -236,8 +234,8 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     """models: LMs to use instead of the file's [models] (tests pass scripted ones)."""
     ex = exp.experiment
     workdir = Path(ex["workdir"])
-    fresh = not run_dir
     _check_dirs(exp, run_dir)  # a file or a read-only place as workdir refuses the run, nothing written
+    fresh = not run_dir
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, ex["name"])
     resumed = _resumes(run_dir, exp)
     # Everything that can refuse the run comes before anything is written.
@@ -260,10 +258,10 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
     scorer = Metric(verifier, out_field)
     o = exp.optimizer
     engine = resolve_engine(o["name"], o.get("options") or {}, source=str(exp.path) if exp.path else None)
-    budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
     check_optimizer_needs(manifest, engine, str(exp.path) if exp.path else None)
     workdir.mkdir(parents=True, exist_ok=True)
     configure_cache(workdir / "cache")
+    budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
                     num_threads=ex["threads"])
     hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
     run_dir = hold.path
