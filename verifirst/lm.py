@@ -204,7 +204,9 @@ def check_spec(spec: str, field_name: str = "model") -> None:
         raise ConfigError("empty model spec", field=field_name,
                           expected="'local' or a LiteLLM model string like openai/gpt-4o-mini")
     if is_local(spec):
-        return
+        from ._local_engine import require_local_extra  # the `local` extra may be absent
+
+        return require_local_extra(field_name)
     if "/" not in spec:
         raise ConfigError(f"model {spec!r} names no provider", field=field_name,
                           expected="provider/model, e.g. openai/gpt-4o-mini, hosted_vllm/<m>, "
