@@ -1,10 +1,25 @@
-"""NL2Bash-EAbench (IBM/nl2bash-eabench) from a user path, in its public layout.
+"""NL2Bash-EAbench (IBM/nl2bash-eabench) from a user path, in its public layout, read completely.
 
 <root>/bash_1 (basic), bash_2 (system), bash_3 (multi-line scripts); inside each suite one
 directory per test holding `prompt` (task text), `bash.sh` (ground-truth script) and optionally
-`name` and `prerequisite.sh`. Directories without `prompt` (bin/, containers/) are not tests.
-A few upstream tests keep their script under another name: they are listed in
-suite.meta["no_gold"] and left out, or raise with strict=True.
+`name`. Directories without `prompt` (bin/, containers/) are not tests. A few upstream tests keep
+their script under another name: they are listed in suite.meta["no_gold"] and left out, or raise
+with strict=True.
+
+What a test directory carries reaches the sandbox, as the benchmark's containers see it:
+
+- bash_1: the test's files are copied to /app (modes, executables and symlinks kept),
+  `prerequisite.sh` runs there first, and the script is saved as /app/testN.sh and run as
+  `bash testN.sh`. The test's own check is `test.py` (it runs the script and writes
+  output/results_testN.json with "result": "Pass" or "Fail").
+- bash_2 / bash_3: the `home/` tree becomes /home; the script is saved as /home/test/bash.sh and
+  the test's driver `test.sh` runs it (sourcing `pre_test.sh` before and `post_test.sh` after, and
+  passing the arguments written there; a test without test.sh gets the benchmark's usual
+  driver). The test's own check is `evaluate.sh`, run on the captured output in the benchmark's
+  log format with the suite's bin/ helpers on PATH.
+
+gold carries both: FEH's fields (command, fixture, workdir, prerequisite, script_path, run) and
+the check for the `bash-tests` verifier (check, check_files, check_runs_candidate).
 """
 from __future__ import annotations
 
@@ -16,6 +31,10 @@ from verifirst.task import Item, Suite
 
 SUITES = ("bash_1", "bash_2", "bash_3")
 SUITE_KIND = {"bash_1": "basic", "bash_2": "system", "bash_3": "multi-line scripts"}
+# The driver a bash_2/bash_3 test runs when it ships no test.sh of its own.
+DEFAULT_DRIVER = "#!/bin/bash\n#\n# Test driver\n#\n. pre_test.sh\n(. bash.sh)\n. post_test.sh\n"
+EMPTY_HOOK = "#!/bin/bash\n"
+_SCRIPT_CALL = re.compile(r"(?:^|[\s(;&|])(?:\.|source|bash|sh)?\s*(?:\./)?bash\.sh\b([^\n;|&)]*)", re.MULTILINE)
 
 
 def _natural(name: str) -> tuple:
@@ -38,8 +57,17 @@ def _read(p: Path, what: str, required: bool = True) -> str | None:
 
 def load_eabench(path: str | Path, suites: tuple[str, ...] | None = None, *, strict: bool = False,
                  fixture: str = "empty") -> Suite:
-    """All tests of the chosen suites (default: those present). `path` may be the repo root or
-    one suite dir (named bash_N)."""
+    """All tests of the chosen suites (default: those present).
+
+    Args:
+        path: the repo root, or one suite dir (named bash_N).
+        suites: which suites to load.
+        strict: raise on a test without `bash.sh` instead of listing it in meta["no_gold"].
+        fixture: the base file system each test's own files are added to.
+
+    Returns:
+        The suite; each item's gold names a fixture registered for that test.
+    """
     root = Path(path)
     if not root.is_dir():
         raise InputError("NL2Bash-EAbench dir not found", path=str(root),
@@ -81,15 +109,95 @@ def load_eabench(path: str | Path, suites: tuple[str, ...] | None = None, *, str
                  meta={"source": str(root), "suites": present, "no_gold": no_gold})
 
 
-def _item(iid: str, suite: str, t: Path, fixture: str) -> Item:
+def _item(iid: str, suite: str, t: Path, base: str) -> Item:
     prompt = _read(t / "prompt", "prompt").strip()
     script = _read(t / "bash.sh", "bash.sh")
-    gold = {"command": script, "fixture": fixture, "suite": suite}
-    pre = _read(t / "prerequisite.sh", "prerequisite.sh", required=False)
-    if pre is not None and pre.strip():
-        gold["prerequisite"] = pre
     name = _read(t / "name", "name", required=False)
     meta = {"suite": suite, "kind": SUITE_KIND[suite], "path": str(t)}
     if name and name.strip():
         meta["name"] = name.strip()
+    gold = {"command": script, "suite": suite}
+    gold.update(_basic(iid, t, base) if suite == "bash_1" else _system(iid, suite, t, base, meta))
     return Item(id=iid, inputs={"task": prompt}, gold=gold, group=iid, meta=meta)
+
+
+def _basic(iid: str, t: Path, base: str) -> dict:
+    """bash_1: files at /app, prerequisite.sh first, the script as /app/testN.sh; check test.py."""
+    from verifirst.verifiers.bash import fixtures
+
+    fx = fixtures.from_dir(iid, t, "/app", base=base, exclude=("prompt", "name", "bash.sh"))
+    gold = {"fixture": fx.name, "workdir": "/app", "script_path": f"/app/{t.name}.sh", "run": f"bash {t.name}.sh"}
+    pre = _read(t / "prerequisite.sh", "prerequisite.sh", required=False)
+    if pre is not None and pre.strip():
+        gold["prerequisite"] = pre
+    if (t / "test.py").is_file():
+        gold["check"] = _basic_check(t.name)
+        gold["check_runs_candidate"] = True  # test.py runs `bash testN.sh` itself
+    return gold
+
+
+def _basic_check(test: str) -> str:
+    """Run the test's test.py in /app and turn its results JSON into an exit status
+    (0 Pass, 1 Fail, 125 no result: the check could not judge)."""
+    return (f"mkdir -p output\n"
+            f"python3 test.py || {{ echo \"test.py failed (exit $?)\" >&2; exit 125; }}\n"
+            f"python3 - output/results_{test}.json <<'VERIFIRST_PY'\n"
+            "import json, sys\n"
+            "try:\n"
+            "    r = json.load(open(sys.argv[1]))\n"
+            "except (OSError, ValueError) as e:\n"
+            "    print(f'test.py wrote no result: {e}', file=sys.stderr)\n"
+            "    sys.exit(125)\n"
+            "print(f\"result {r.get('result')} (script exit {r.get('returncode')})\")\n"
+            "print('stdout: ' + str(r.get('stdout', '')).rstrip()[:2000])\n"
+            "print('stderr: ' + str(r.get('stderr', '')).rstrip()[:2000])\n"
+            "sys.exit(0 if r.get('result') == 'Pass' else 1)\n"
+            "VERIFIRST_PY\n")
+
+
+def _system(iid: str, suite: str, t: Path, base: str, meta: dict) -> dict:
+    """bash_2/bash_3: the home/ tree at /home, the script as /home/test/bash.sh run by test.sh;
+    check evaluate.sh with the suite's bin/ helpers."""
+    from verifirst.verifiers.bash import fixtures
+
+    home = t / "home" / "test"
+    extra: dict = {}
+    driver = _read(home / "test.sh", "test.sh", required=False)
+    if driver is None:
+        driver = DEFAULT_DRIVER
+        extra["/home/test/test.sh"] = {"content": DEFAULT_DRIVER, "mode": 0o755}
+        for hook in ("pre_test.sh", "post_test.sh"):
+            if not (home / hook).exists():
+                extra[f"/home/test/{hook}"] = {"content": EMPTY_HOOK, "mode": 0o755}
+    if (t / "home").is_dir():
+        fx = fixtures.from_dir(iid, t / "home", "/home", base=base, extra=extra)
+    else:
+        fx = fixtures.custom(iid, {"/home/test/": {"dir": True, "mode": 0o755}, **extra}, base=base)
+    meta["arguments"] = [a.strip() for a in _SCRIPT_CALL.findall(driver) if a.strip()]
+    unsupported = [f for f in ("prologue.sh", "epilogue.sh", "podman.opts") if (t / f).exists()]
+    if unsupported:
+        meta["unsupported"] = unsupported  # container-side hooks the sandbox does not replay
+    gold = {"fixture": fx.name, "workdir": "/home/test", "script_path": "/home/test/bash.sh",
+            "run": "bash ./test.sh"}
+    evaluate = _read(t / "evaluate.sh", "evaluate.sh", required=False)
+    if evaluate is not None and evaluate.strip():
+        files = {"evaluate.sh": evaluate}
+        bin_dir = t.parent / "bin"
+        if bin_dir.is_dir():
+            for f in sorted(bin_dir.iterdir()):
+                if f.is_file() and f.suffix == ".sh":
+                    files[f"bin/{f.name}"] = _read(f, f.name, required=False) or ""
+        gold["check"] = _system_check(t.name, suite)
+        gold["check_files"] = files
+    return gold
+
+
+def _system_check(test: str, suite: str) -> str:
+    """evaluate.sh on a work dir laid out as the benchmark's harness leaves it: podman.log (the
+    run's stdout and stderr, one ` stdout F `/` stderr F ` line each), empty diff.log and home.log,
+    and home/ (the sandbox's /home)."""
+    return ('W="$VERIFIRST_CHECK_DIR/work"\nmkdir -p "$W" && ln -s /home "$W/home"\n'
+            'sed -e "s+^+ stdout F +" "$VERIFIRST_STDOUT" > "$W/podman.log"\n'
+            'sed -e "s+^+ stderr F +" "$VERIFIRST_STDERR" >> "$W/podman.log"\n'
+            ': > "$W/diff.log"; : > "$W/home.log"\n'
+            f'PATH="$VERIFIRST_CHECK_DIR/bin:$PATH" bash "$VERIFIRST_CHECK_DIR/evaluate.sh" {test} {suite} "$W"\n')

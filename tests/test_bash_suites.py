@@ -115,17 +115,19 @@ def test_intercode_bad_input(tmp_path):
 def test_eabench_tiny_layout():
     s = load_eabench(EATINY)
     ids = [it.id for it in s.items]
-    assert ids == ["eabench-bash_1-test1", "eabench-bash_1-test2", "eabench-bash_1-test10",
-                   "eabench-bash_2-test1", "eabench-bash_3-test001"]
+    assert ids == ["eabench-bash_1-test1", "eabench-bash_1-test2", "eabench-bash_1-test4", "eabench-bash_1-test5",
+                   "eabench-bash_1-test6", "eabench-bash_1-test10", "eabench-bash_2-test1", "eabench-bash_2-test2",
+                   "eabench-bash_2-test3", "eabench-bash_3-test001", "eabench-bash_3-test002",
+                   "eabench-bash_3-test003", "eabench-bash_3-test004"]
     assert s.meta["no_gold"] == ["eabench-bash_1-test3"]  # script under another name upstream
     t2 = s.by_id()["eabench-bash_1-test2"]
     assert t2.inputs == {"task": "Count the .txt files in the directory notes"}
-    assert "mkdir notes" in t2.gold["prerequisite"] and t2.gold["fixture"] == "empty"
+    assert "mkdir notes" in t2.gold["prerequisite"] and t2.gold["fixture"] == "eabench-bash_1-test2"
     multi = s.by_id()["eabench-bash_3-test001"]
     assert multi.meta["name"] == "Sum of squares" and multi.gold["command"].count("\n") >= 5
     assert multi.meta["kind"] == "multi-line scripts"
-    assert [it.id for it in load_eabench(EATINY, suites=("bash_2",)).items] == ["eabench-bash_2-test1"]
-    assert len(load_eabench(EATINY / "bash_3")) == 1
+    assert [it.id for it in load_eabench(EATINY, suites=("bash_2",)).items][0] == "eabench-bash_2-test1"
+    assert len(load_eabench(EATINY / "bash_3")) == 4
 
 
 def test_eabench_bad_input(tmp_path):

@@ -263,7 +263,7 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
 
 
 @verify_app.command("bash")
-def verify_bash(gold: str = typer.Option(..., help="reference command"),
+def verify_bash(gold: Optional[str] = typer.Option(None, help="reference command (FEH)"),
                 pred: str = typer.Option(..., help="candidate command"),
                 fixture: str = typer.Option("nl2sh-fs1", help="file system to run in: empty, nl2sh-fs1..5, "
                                             "intercode-fs1..4"),
@@ -277,14 +277,27 @@ def verify_bash(gold: str = typer.Option(..., help="reference command"),
                 unsafe_local: bool = typer.Option(False, "--unsafe-local",
                                                   help="run WITHOUT isolation where user namespaces are "
                                                        "unavailable (the commands can touch this machine)"),
+                check: Optional[Path] = typer.Option(None, help="the task's own check: a bash script run after "
+                                                     "the candidate in the same sandbox decides (bash-tests)"),
                 as_json: bool = typer.Option(False, "--json")):
     """Run gold and candidate in identical sandboxes and judge equivalence (exit 0 equivalent, 1 not).
 
     Example: verifirst verify bash --gold 'ls /testbed | wc -l' --pred 'find /testbed -maxdepth 1 -mindepth 1 | wc -l'
 
     With the embedded LLM as a second opinion: add --llm confirm --task 'count the entries in /testbed'
+
+    With the task's own check instead of a reference (exit 0 pass, 1 fail, 3 no verdict):
+    verifirst verify bash --check tests.sh --pred 'echo 42 > answer.txt' --fixture empty
     """
     try:
+        if check is not None:
+            from .verifiers.bash.oracle import cli_verify_check
+
+            raise typer.Exit(cli_verify_check(str(check), pred, fixture, as_json, timeout_s=max(timeout, 10.0),
+                                              unsafe_local=unsafe_local))
+        if gold is None:
+            raise InputError("give --gold (a reference command) or --check (the task's check script)",
+                             field="--gold", expected="a command, or --check FILE")
         from .verifiers.bash.feh import cli_verify_bash  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json, task=task, llm=llm,

@@ -8,7 +8,9 @@ candidate, or both fail with different errors) the verdict is INCONCLUSIVE with 
 """
 from __future__ import annotations
 
+import base64
 import json
+import shlex
 import threading
 import time
 from dataclasses import replace
@@ -77,6 +79,43 @@ def with_prerequisite(command: str, prerequisite: str | None) -> str:
     if not has_commands(prerequisite):
         return command
     return f"(\n{prerequisite}\n) >/dev/null 2>&1\n{command}"
+
+
+def in_workdir(script: str, workdir: str | None) -> str:
+    """Run `script` in `workdir` (the task's directory in the fixture), or as is when None."""
+    if not workdir:
+        return script
+    return f"cd {shlex.quote(workdir)} || exit 1\n{script}"
+
+
+def staged(command: str, path: str, run: str | None = None) -> str:
+    """Write the command to `path` as a script (its exact bytes), run it with `run` (default
+    `bash PATH`; a task's driver such as `./test.sh`, which may pass arguments), then remove it,
+    so the script file itself is never part of the file-system effect.
+
+    Args:
+        command: the script text.
+        path: where the task expects the script (EAbench: /home/test/bash.sh).
+        run: the command that runs it, or None.
+    """
+    q = shlex.quote(path)
+    b64 = base64.b64encode(command.encode()).decode()
+    return (f"printf %s {b64} | base64 -d > {q} && chmod +x {q}\n{run or 'bash ' + q}\n"
+            f"__vf_rc=$?\nrm -f {q}\nexit $__vf_rc")
+
+
+def task_script(command: str, gold: dict) -> str:
+    """The script the sandbox runs for `command` under a task's gold fields: `harness`,
+    `script_path` + `run` (staged()), `prerequisite` (run first, quietly) and `workdir`.
+
+    Args:
+        command: the gold or candidate command.
+        gold: the item's gold fields.
+    """
+    body = with_harness(command, gold.get("harness"))
+    if gold.get("script_path"):
+        body = staged(body, str(gold["script_path"]), gold.get("run"))
+    return in_workdir(with_prerequisite(body, gold.get("prerequisite")), gold.get("workdir"))
 
 
 def _fixture_records(fixture: Any) -> dict[str, tuple]:
@@ -195,8 +234,9 @@ class FehVerifier:
         """Run gold and candidate in fresh copies of the item's fixture and compare the runs.
 
         Args:
-            item: gold has `command`, optional `fixture` (default empty), `prerequisite`,
-                `harness` and `match` ("exact": same output, no similarity rule).
+            item: gold has `command`, optional `fixture` (default empty, or a Fixture),
+                `prerequisite`, `harness`, `script_path` + `run`, `workdir` (see task_script),
+                `match` ("exact": same output, no similarity rule) and `expect_failure`.
             candidate: a command string, or an object/dict with a `command` field.
 
         Returns:
@@ -218,27 +258,30 @@ class FehVerifier:
             raise InputError(f"item {item.id}: the harness has no {HARNESS_SLOT} slot", field="gold.harness",
                              expected=f"a script with {HARNESS_SLOT} where the command goes")
         t0 = time.perf_counter()
-        g, c = self.run_pair(with_prerequisite(with_harness(gold_cmd, harness), pre),
-                             with_prerequisite(with_harness(cand_cmd, harness), pre), fixture)
+        g, c = self.run_pair(task_script(gold_cmd, item.gold), task_script(cand_cmd, item.gold), fixture)
         if has_commands(pre):
-            setup_fs = self.setup_effect(pre, fixture)
+            setup_fs = self.setup_effect(in_workdir(with_prerequisite("true", pre), item.gold.get("workdir")), fixture)
             g, c = relative_to_setup(RunView.of(g), setup_fs, fixture), relative_to_setup(RunView.of(c), setup_fs, fixture)
         t_run = time.perf_counter() - t0
         exact = item.gold.get("match") == "exact"
         v = self.compare(task, gold_cmd, cand_cmd, g, c, params=exact_output(self.params) if exact else None,
                          expect_failure=bool(item.gold.get("expect_failure")))
         v.timings["run_s"] = t_run
-        v.details["fixture"] = fixture
+        v.details["fixture"] = getattr(fixture, "name", fixture)
         return v
 
-    def setup_effect(self, prerequisite: str, fixture: Any) -> tuple:
-        """What the prerequisite alone changes in the fixture (fs entries), run once per
-        (fixture, prerequisite) and kept."""
-        key = (fixture if isinstance(fixture, str) else fixture.content_hash, prerequisite)
+    def setup_effect(self, setup: str, fixture: Any) -> tuple:
+        """What the setup script alone changes in the fixture (fs entries), run once per
+        (fixture, script) and kept.
+
+        Args:
+            setup: the script (see task_script: workdir and prerequisite, then `true`).
+            fixture: the fixture name or Fixture.
+        """
+        key = (fixture if isinstance(fixture, str) else fixture.content_hash, setup)
         with self._lock:
             hit = self._setup_fs.get(key)
         if hit is None:
-            setup = with_prerequisite("true", prerequisite)
             hit = RunView.of(self.run_pair(setup, setup, fixture)[0]).fs
             with self._lock:
                 self._setup_fs[key] = hit
@@ -363,7 +406,8 @@ def feh_metric(verifier: FehVerifier | None = None):
     def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
         import dspy
 
-        extra = {k: getattr(gold, k) for k in ("prerequisite", "harness", "match", "expect_failure")
+        extra = {k: getattr(gold, k) for k in ("prerequisite", "harness", "match", "expect_failure",
+                                                      "script_path", "run", "workdir")
                  if getattr(gold, k, None)}
         item = Item(id=str(getattr(gold, "item_id", "item")), inputs={"task": getattr(gold, "task", "")},
                     gold={"command": gold.command, "fixture": getattr(gold, "fixture", "empty"), **extra})

@@ -1,0 +1,16 @@
+"""Runs the script the way the benchmark's bash_1 container does, writes the result JSON."""
+import json
+import os
+import subprocess
+
+
+def main():
+    run = subprocess.run(["bash", "test1.sh"], capture_output=True, text=True)
+    ok = run.stderr == "" and "hello" in run.stdout.split()
+    with open("output/results_test1.json", "w") as f:
+        json.dump({"result": "Pass" if ok else "Fail", "returncode": run.returncode,
+                   "stdout": run.stdout, "stderr": run.stderr}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+#!/bin/bash
+sort -n numbers.txt | tail -n 1

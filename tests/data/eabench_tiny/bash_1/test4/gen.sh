@@ -1,0 +1,2 @@
+#!/bin/bash
+for n in 7 42 3 19; do echo "$n"; done

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 12345 | rev

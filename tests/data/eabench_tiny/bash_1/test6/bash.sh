@@ -1,0 +1,2 @@
+#!/bin/bash
+find dir -type f | wc -l

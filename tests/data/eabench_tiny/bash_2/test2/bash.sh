@@ -1,0 +1,2 @@
+#!/bin/bash
+ls data | wc -l

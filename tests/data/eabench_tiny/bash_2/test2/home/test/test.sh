@@ -1,0 +1,6 @@
+#!/bin/bash
+#
+# Test driver
+#
+. pre_test.sh
+(. bash.sh)

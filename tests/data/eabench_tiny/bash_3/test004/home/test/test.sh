@@ -1,0 +1,5 @@
+#!/bin/bash
+#
+# Test driver
+#
+(. bash.sh 7)

@@ -1,0 +1,154 @@
+"""bash-tests: the task's own check decides; EAbench's layout read completely (issue 24)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from verifirst.benchmarks.eabench import load_eabench
+from verifirst.errors import InputError
+from verifirst.task import Item
+from verifirst.verifiers.bash import fixtures
+from verifirst.verifiers.bash.oracle import CAND_MARK, CHECK_MARK, BashTestsVerifier, check_script, judge
+
+EATINY = Path(__file__).resolve().parent / "data" / "eabench_tiny"
+
+
+def _sandbox_or_skip():
+    try:
+        from verifirst.verifiers.bash import sandbox
+        sandbox.default_sandbox(timeout_s=10.0)
+    except Exception as e:  # no bwrap / user namespaces on this host
+        pytest.skip(f"sandbox unavailable: {e}")
+
+
+def out(check="", cand="exit 0"):
+    return f"{CHECK_MARK}\n{check}\n{CAND_MARK}\n{cand}\n"
+
+
+def test_exit_status_of_the_check_is_the_verdict():
+    ok = judge({"stdout": out("all good"), "exit_code": 0})
+    assert ok.passed is True and ok.stage == "PASS" and "all good" in ok.feedback
+    bad = judge({"stdout": out("Expected 22 in stdout"), "exit_code": 2})
+    assert bad.passed is False and bad.stage == "CHECK" and "Expected 22 in stdout" in bad.feedback
+    skip = judge({"stdout": out("no result file"), "exit_code": 125})
+    assert skip.passed is None and skip.inconclusive and skip.stage == "INCONCLUSIVE"
+    for r in ({"stdout": out(), "exit_code": 127}, {"stdout": out(), "exit_code": -9, "timed_out": True},
+              {"stdout": "", "exit_code": 1}):
+        v = judge(r)
+        assert v.passed is None and v.stage == "ERROR", r  # no verdict, never a rejection
+    hung = judge({"stdout": "", "exit_code": -9, "timed_out": True})
+    assert hung.passed is False and hung.stage == "TIMEOUT"  # the candidate hung before the check
+
+
+def test_check_script_stages_the_candidate_and_refuses_escaping_check_files():
+    gold = {"check": "grep -q 42 \"$VERIFIRST_STDOUT\"", "workdir": "/app", "prerequisite": "#!/bin/bash\n",
+            "script_path": "/app/t.sh", "run": "bash t.sh 7", "check_files": {"bin/h.sh": "echo h"}}
+    s = check_script("echo 'it''s' 42", gold)
+    assert "\ncd /app || exit 1\n" in s and "bash t.sh 7" in s and "(\n#!/bin/bash" not in s
+    assert "echo 'it''s' 42" not in s  # the candidate travels base64-encoded, byte for byte
+    with pytest.raises(InputError, match="relative path"):
+        check_script("true", {**gold, "check_files": {"../../etc/x": "y"}})
+    v = BashTestsVerifier(run=lambda script, fx: pytest.fail("no check: nothing runs"))
+    assert v.verify(Item("n", {}, {"command": "x"}), "echo 1").passed is None
+
+
+def test_eabench_layout_is_read_completely():
+    s = load_eabench(EATINY).by_id()
+    basic = s["eabench-bash_1-test4"]
+    fx = {"/" + e.path: e for e in fixtures.build(basic.gold["fixture"]).entries}
+    assert fx["/app/gen.sh"].mode == 0o755 and "/app/test.py" in fx and "/app/bash.sh" not in fx
+    assert basic.gold["workdir"] == "/app" and basic.gold["script_path"] == "/app/test4.sh"
+    assert basic.gold["check_runs_candidate"] and "python3 test.py" in basic.gold["check"]
+    assert "prerequisite" not in s["eabench-bash_1-test1"].gold
+    system = s["eabench-bash_2-test2"]
+    fx2 = {"/" + e.path: e for e in fixtures.build(system.gold["fixture"]).entries}
+    assert fx2["/home/test/data/latest"].kind == "symlink" and fx2["/home/test/data/latest"].data == b"c.txt"
+    assert fx2["/home/test/test.sh"].mode == 0o755 and system.gold["run"] == "bash ./test.sh"
+    assert set(system.gold["check_files"]) == {"evaluate.sh", "bin/extract_vars.sh", "bin/strip_out_stderr.sh",
+                                               "bin/strip_out_stdout.sh"}
+    assert s["eabench-bash_2-test3"].meta["arguments"] == ["0x16", "0xff"]
+    assert s["eabench-bash_3-test003"].meta["arguments"] == ["20"]
+    no_driver = {"/" + e.path: e for e in fixtures.build(s["eabench-bash_3-test001"].gold["fixture"]).entries}
+    assert "(. bash.sh)" in no_driver["/home/test/test.sh"].data.decode()  # the benchmark's usual driver
+    assert "/home/test/pre_test.sh" in no_driver
+
+
+@pytest.mark.integration
+def test_each_gold_passes_its_own_check_and_another_tasks_script_fails_it():
+    _sandbox_or_skip()
+    items = load_eabench(EATINY).items
+    kinds = {it.gold["suite"] for it in items}
+    assert kinds == {"bash_1", "bash_2", "bash_3"} and len(items) >= 12
+    v = BashTestsVerifier()
+    for i, it in enumerate(items):
+        own = v.verify(it, it.gold["command"])
+        assert own.passed is True, (it.id, own.feedback)
+        other = items[(i + 1) % len(items)]
+        wrong = v.verify(it, other.gold["command"])
+        assert wrong.passed is False and wrong.stage == "CHECK", (it.id, other.id, wrong.feedback)
+        assert wrong.feedback.startswith("FAIL: the task's check said")
+
+
+@pytest.mark.integration
+def test_arguments_and_task_files_reach_the_sandbox():
+    _sandbox_or_skip()
+    from verifirst.verifiers.bash.feh import FehVerifier
+
+    s = load_eabench(EATINY).by_id()
+    hexa = s["eabench-bash_2-test3"]
+    feh = FehVerifier("nl2sh")
+    r = feh.verify(hexa, "printf '%d\\n' \"$1\"")  # the arguments test.sh passes reach the script
+    assert r.passed and r.details["gold"]["stdout"] == "22\n255\n", r.feedback
+    assert r.details["gold"]["fs_diff"] == []  # the staged script is no effect of the command
+    gen = feh.verify(s["eabench-bash_1-test4"], "sort -rn numbers.txt | head -n 1")  # gen.sh ran: executable
+    assert gen.passed and gen.details["gold"]["stdout"] == "42\n", gen.feedback
+    links = BashTestsVerifier().verify(s["eabench-bash_3-test002"],
+                                       "find /home/test/downloads -type l -printf '%l\\n' | xargs -n1 basename "
+                                       "> /home/test/uploads.targets")
+    assert links.passed, links.feedback
+
+
+def test_verify_bash_check_on_the_cli(tmp_path, capsys):
+    from verifirst.verifiers.bash.oracle import cli_verify_check
+
+    check = tmp_path / "check.sh"
+    check.write_text('grep -qx 42 "$VERIFIRST_STDOUT" || { echo "expected 42, got: $(cat "$VERIFIRST_STDOUT")"; exit 1; }\n')
+    assert cli_verify_check(str(check), "echo 42", as_json=True, unsafe_local=True) == 0
+    assert json.loads(capsys.readouterr().out)["passed"] is True
+    assert cli_verify_check(str(check), "echo 41", unsafe_local=True) == 1
+    assert "expected 42, got: 41" in capsys.readouterr().out
+    (tmp_path / "skip.sh").write_text("exit 125\n")
+    assert cli_verify_check(str(tmp_path / "skip.sh"), "echo 1", unsafe_local=True) == 3
+    with pytest.raises(InputError, match="not found") as e:
+        cli_verify_check(str(tmp_path / "nope.sh"), "echo 1", unsafe_local=True)
+    assert "nope.sh" in str(e.value)
+
+
+def test_cli_needs_gold_or_check(tmp_path):
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    r = CliRunner().invoke(app, ["verify", "bash", "--pred", "echo 1"])
+    assert r.exit_code == 2 and "--check" in r.output
+    check = tmp_path / "c.sh"
+    check.write_text('grep -q 1 "$VERIFIRST_STDOUT"\n')
+    r = CliRunner().invoke(app, ["verify", "bash", "--check", str(check), "--pred", "echo 1", "--fixture", "empty",
+                                 "--unsafe-local", "--json"])
+    assert r.exit_code == 0, r.output
+    assert os.environ.get("VERIFIRST_STDOUT") is None  # set inside the sandbox only
+
+
+def test_eabench_task_with_a_link_out_of_its_directory_is_refused(tmp_path):
+    import shutil
+
+    root = tmp_path / "ea"
+    shutil.copytree(EATINY, root, symlinks=True)
+    evil = root / "bash_3" / "test002" / "home" / "test" / "secrets"
+    evil.symlink_to("/etc/shadow")
+    with pytest.raises(InputError, match="outside the task directory") as e:
+        load_eabench(root)
+    assert "bash_3/test002/home/test/secrets" in str(e.value)
