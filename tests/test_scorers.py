@@ -95,6 +95,17 @@ def test_a_verifier_that_raises_is_an_error_feedback(mlflow_store):
     fb = vf.mlflow_scorer(Broken()).run(inputs={}, outputs="ls", expectations={})
     assert fb.value is None and fb.error.error_code == "ERROR" and "sandbox gone" in fb.error.error_message
 
+    class TimedOut:  # the verifier's own "could not judge" verdict
+        name = "timed_out"
+
+        def verify(self, item, candidate):
+            return Verdict.error("the check timed out")
+
+    fb = vf.mlflow_scorer(TimedOut()).run(inputs={}, outputs="ls", expectations={})
+    assert fb.value is None and fb.error.error_code == "ERROR" and fb.metadata["stage"] == "ERROR"
+    metric = vf.dspy_metric(TimedOut(), "command")
+    assert metric(examples(1)[0], dspy.Prediction(command="ls")) is False and metric.counts()["not_judged"] == 1
+
 
 def test_a_wrong_field_is_refused_naming_both_names(mlflow_store):
     scorer = vf.mlflow_scorer(ExactMatch(), gold={"command": "reference"})
