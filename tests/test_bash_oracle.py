@@ -152,3 +152,11 @@ def test_eabench_task_with_a_link_out_of_its_directory_is_refused(tmp_path):
     with pytest.raises(InputError, match="outside the task directory") as e:
         load_eabench(root)
     assert "bash_3/test002/home/test/secrets" in str(e.value)
+
+
+def test_registered_as_a_verifier():
+    from verifirst.registry import component
+    from verifirst.verifiers.base import Verifier
+
+    cls = component("verifier", "bash-tests")
+    assert cls is BashTestsVerifier and isinstance(cls(run=lambda s, f: None), Verifier)
