@@ -22,6 +22,7 @@ from pathlib import Path
 
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
+from verifirst.verifiers.terraform.confine import check_inside
 from verifirst.verifiers.terraform.opa import Policy
 
 TASK_FILES = "prompt.md, *.rego, reference.tf (optional), variables.tfvars (optional), fixture files"
@@ -68,6 +69,7 @@ def load_task_folder(folder: Path, policy_mode: str = "auto") -> Item:
         raise InputError("prompt.md is empty", path=str(prompt_path), line=1, expected="the task in words")
     policies, files, reference = [], {}, None
     for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        check_inside(f, folder)  # a symlink out of the task folder is refused, never read
         rel = f.relative_to(folder).as_posix()
         if rel == "prompt.md":
             continue

@@ -199,3 +199,115 @@ def test_span_processor_masks_attributes_inputs_and_outputs():
     span_processor(s)
     assert s.attributes == {"model": "openai/m", "api_key": REDACTED, "extra_headers": {"Authorization": REDACTED}}
     assert s.inputs == {"messages": [{"content": "hi"}], "password": REDACTED} and s.outputs == "fine"
+
+
+# -- verifier inputs never follow a symlink out of the configuration directory -----------------
+MARKER = "root:VERIFIRST-SHADOW-MARKER:19000:0:99999:7:::"
+MAIN_TF = 'resource "aws_s3_bucket" "b" {\n  bucket = "verifirst-demo"\n}\n'
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A file outside every configuration directory of the test, holding a marker line."""
+    secret = tmp_path / "elsewhere" / "shadow"
+    secret.parent.mkdir()
+    secret.write_text(MARKER + "\n")
+    return secret
+
+
+def _backends() -> list[str]:
+    from verifirst.verifiers.terraform.terraform_cli import find_terraform
+
+    return ["python"] + (["terraform"] if find_terraform(None) else [])
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_cli_refuses_a_tf_symlink_out_of_the_directory_without_quoting_it(tmp_path, outside, backend):
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    d = tmp_path / "cfg"
+    d.mkdir()
+    (d / "main.tf").write_text(MAIN_TF)
+    (d / "shadow_link.tf").symlink_to(outside)
+    for target in (d, d / "shadow_link.tf"):
+        res = CliRunner().invoke(app, ["verify", "terraform", str(target), "--backend", backend])
+        out = res.output + str(res.stderr_bytes or b"")
+        assert res.exit_code == 2, out
+        assert "shadow_link.tf" in out and "outside the configuration directory" in out
+        assert "VERIFIRST-SHADOW-MARKER" not in out and "Traceback" not in out
+    (d / "shadow_link.tf").unlink()
+    (d / "shared").mkdir()
+    (d / "shared" / "more.tf").write_text(MAIN_TF.replace('"b"', '"c"'))
+    (d / "more_link.tf").symlink_to(d / "shared" / "more.tf")  # a link that stays inside is read as usual
+    res = CliRunner().invoke(app, ["verify", "terraform", str(d), "--backend", "python"])
+    assert res.exit_code == 0, res.output
+
+
+def test_hcl_check_dir_refuses_a_symlink_out(tmp_path, outside):
+    from verifirst.verifiers.terraform.confine import OutsideConfiguration
+    from verifirst.verifiers.terraform.hcl_check import check_dir
+
+    d = tmp_path / "cfg"
+    d.mkdir()
+    (d / "main.tf").write_text(MAIN_TF)
+    (d / "x.tf").symlink_to(outside)
+    with pytest.raises(OutsideConfiguration, match="x.tf") as e:
+        check_dir(d)
+    assert "MARKER" not in str(e.value)
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("call", ['file("{abs}")', 'templatefile("{abs}", {{}})', 'filebase64("{abs}")',
+                                  'file("${{path.module}}/../../../../../../../../..{abs}")'])
+def test_a_candidate_reading_a_host_file_is_a_verifier_error_naming_it(outside, backend, call):
+    """What an LM writes is refused before terraform runs: the metric's verdict is an error
+    naming the file and line, never the file's content."""
+    import dspy
+
+    from verifirst.metric import VERIFIER_ERROR, Metric, OptimizerMetric
+    from verifirst.task import Item
+    from verifirst.verifiers.terraform.confine import OutsideConfiguration
+    from verifirst.verifiers.terraform.verifier import TerraformVerifier
+
+    hcl = MAIN_TF + f'output "o" {{\n  value = {call.format(abs=outside)}\n}}\n'
+    verifier, item = TerraformVerifier(backend=backend), Item(id="t1", inputs={"prompt": "p"}, gold={})
+    with pytest.raises(OutsideConfiguration, match="main.tf:5") as e:
+        verifier.verify(item, hcl)
+    assert "VERIFIRST-SHADOW-MARKER" not in str(e.value)
+    metric = OptimizerMetric(Metric(verifier, "config"), [item])
+    j = metric._judge(item, None, dspy.Prediction(config=hcl))
+    assert j.stage == VERIFIER_ERROR and metric.verifier_errors == 1  # counted apart, never a FAIL
+    assert "outside the configuration directory" in j.feedback and "VERIFIRST-SHADOW-MARKER" not in j.feedback
+
+
+def test_python_evaluator_refuses_a_path_it_only_learns_at_evaluation(tmp_path, outside):
+    """A variable holding the path passes the literal pre-check; the evaluator refuses the read."""
+    from verifirst.verifiers.terraform.hcl_check import check, feedback
+
+    hcl = (f'variable "p" {{\n  default = "{outside}"\n}}\n'
+           'resource "aws_s3_object" "o" {\n  bucket = "b"\n  key = "k"\n  content = file(var.p)\n}\n')
+    d = tmp_path / "cfg"
+    d.mkdir()
+    for base in (None, str(d)):
+        stage, errors, warnings = check({"main.tf": hcl}, base_dir=base)
+        text = feedback(stage, errors, warnings)
+        assert stage != "PASS" and "outside the configuration directory" in text
+        assert "VERIFIRST-SHADOW-MARKER" not in text
+    (d / "data.txt").write_text("inside\n")  # a file inside the directory is read as before
+    hcl_in = hcl.replace(str(outside), "data.txt")
+    assert check({"main.tf": hcl_in}, base_dir=str(d))[0] == "PASS"
+
+
+def test_a_task_folder_file_linked_out_of_the_folder_is_refused(tmp_path, outside):
+    from verifirst.benchmarks.iac_tasks import load_task_folder
+    from verifirst.verifiers.terraform.confine import OutsideConfiguration
+
+    task = tmp_path / "tasks" / "t1"
+    task.mkdir(parents=True)
+    (task / "prompt.md").write_text("Create a bucket.\n")
+    (task / "data.txt").symlink_to(outside)
+    with pytest.raises(OutsideConfiguration, match="data.txt") as e:
+        load_task_folder(task)
+    assert "VERIFIRST-SHADOW-MARKER" not in str(e.value)

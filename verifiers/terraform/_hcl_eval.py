@@ -359,7 +359,28 @@ def call(node, scope):
                         f'Call to function "{name}" failed: {exc}.', node.line, "TYPE") from None
 
 
+def _outside(base, path) -> bool:
+    """A path that leaves the configuration directory (absolute, ~, .., or a symlink out of it); with
+    no directory every path does: a candidate's text reads nothing from the host."""
+    from verifirst.verifiers.terraform.confine import is_inside
+
+    if base is None:
+        return True
+    return not is_inside(os.path.join(base, os.path.expanduser(path)), base)
+
+
+def _refuse_outside(path):
+    raise EvalError("Invalid function argument",
+                    f'Invalid value for "path" parameter: "{path}" is outside the configuration directory; '
+                    "this function reads only files that are distributed as part of the configuration "
+                    "source code, inside its directory.")
+
+
 def _read(base, path, mode="r"):
+    if base is not None and _outside(base, path):
+        _refuse_outside(path)
+    if base is None and os.path.isabs(path):
+        _refuse_outside(path)
     full = path if os.path.isabs(path) or base is None else os.path.join(base, path)
     if base is None and not os.path.isabs(path) or not os.path.isfile(full):
         raise EvalError("Invalid function argument",
@@ -394,8 +415,9 @@ def _raise_undeclared(name, node):
 
 
 def _fileexists(base, path):
-    full = path if os.path.isabs(path) or base is None else os.path.join(base, path)
-    return base is not None and os.path.isfile(full)
+    if _outside(base, path):
+        return False
+    return os.path.isfile(os.path.join(base, path))
 
 
 def _format(fmt, *args):
@@ -646,8 +668,9 @@ FUNCTIONS = {
     "filebase64sha256": lambda b, p: base64.b64encode(hashlib.sha256(_filebytes(b, p)).digest()).decode(),
     "filebase64sha512": lambda b, p: base64.b64encode(hashlib.sha512(_filebytes(b, p)).digest()).decode(),
     "fileexists": _fileexists, "templatefile": _templatefile,
-    "fileset": lambda b, p, pat: sorted(os.path.relpath(x, os.path.join(b or ".", p)) for x in
-                                        __import__("glob").glob(os.path.join(b or ".", p, pat), recursive=True)),
+    "fileset": lambda b, p, pat: [] if _outside(b, p) else sorted(
+        os.path.relpath(x, os.path.join(b, p)) for x in __import__("glob").glob(os.path.join(b, p, pat), recursive=True)
+        if not _outside(b, os.path.relpath(x, b))),
 }
 _PATH_FUNCS = {"file", "filebase64", "filemd5", "filesha1", "filesha256", "filebase64sha256",
                "filebase64sha512", "fileexists", "templatefile", "fileset"}

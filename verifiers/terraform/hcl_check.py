@@ -80,10 +80,15 @@ def check_analysis(a: Analysis):
 
 def check_dir(path, schema=None, variables=None):
     """check() on every *.tf in a directory (or one file); file() reads relative to it."""
+    from verifirst.verifiers.terraform.confine import check_references, read_inside
+
     p = Path(path)
     if p.is_file():
-        return check({p.name: p.read_text()}, schema, variables, str(p.parent))
-    files = {f.name: f.read_text() for f in sorted(p.glob("*.tf"))}
+        files = {p.name: read_inside(p, p.absolute().parent)}
+        check_references(files)
+        return check(files, schema, variables, str(p.parent))
+    files = {f.name: read_inside(f, p) for f in sorted(p.glob("*.tf"))}  # a symlink out: refused, not read
+    check_references(files)
     return check(files, schema, variables, str(p))
 
 

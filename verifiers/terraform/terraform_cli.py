@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifirst.errors import InputError
+from verifirst.verifiers.terraform.confine import read_inside
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
 
@@ -344,13 +345,13 @@ def read_config(source: str | os.PathLike | dict) -> dict[str, str]:
     elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                       and len(source) < 4096 and os.path.exists(source)):
         p = Path(source)
-        if p.is_dir():
-            files = {f.name: f.read_text() for f in sorted(p.iterdir())
+        if p.is_dir():  # a file that is a symlink out of the directory is refused, never read
+            files = {f.name: read_inside(f, p) for f in sorted(p.iterdir())
                      if f.suffix in (".tf", ".tfvars") or f.name.endswith(".tf.json")}
             if not files:
                 raise InputError("no .tf files in directory", path=str(p), expected="*.tf files")
         else:
-            files = {p.name if p.suffix == ".tf" else "main.tf": p.read_text()}
+            files = {p.name if p.suffix == ".tf" else "main.tf": read_inside(p, p.absolute().parent)}
     elif isinstance(source, str):
         files = {"main.tf": source}
     else:

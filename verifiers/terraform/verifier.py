@@ -24,6 +24,7 @@ from verifirst.errors import InputError
 from verifirst.task import Item
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
+from verifirst.verifiers.terraform.confine import check_references
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
                                                          find_terraform, mirror_candidates, read_config)
@@ -256,6 +257,8 @@ class TerraformVerifier:
         files = read_config(config)
         if extra_files and any(t.strip() for t in files.values()):
             files = {**extra_files, **files}
+        # terraform would read a file or module named outside the configuration from the host
+        check_references({n: t for n, t in files.items() if n.endswith((".tf", ".tf.json", ".tfvars"))})
         if not any(t.strip() for t in files.values()):
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
