@@ -667,6 +667,8 @@ def test_consumers_keep_no_verdict_apart_from_rejection():
     _, _, v = m.verdict(items[0].example(), dspy.Prediction(command="maybe"))
     assert v.passed is None and v.inconclusive  # the optimizer's metric: never a correct rejection
     assert m(items[0].example(), dspy.Prediction(command="maybe")) == 0.0 and m.inconclusive == 1
+    _, _, err = m.verdict(items[1].example(), dspy.Prediction(command="broken"))
+    assert err.passed is None and m.verifier_errors == 1 and m.inconclusive == 1  # an ERROR is counted as one
 
     outs = {"i0": "ok", "i1": "broken", "i2": "maybe"}
     res = evaluate(lambda **kw: dspy.Prediction(command=outs[kw["task"]]),

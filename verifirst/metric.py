@@ -231,8 +231,12 @@ class OptimizerMetric:
         except Exception as e:  # one item's crash must not end the optimization
             with self._lock:
                 self.verifier_errors += 1
-            return Judgement(0.0, False, VERIFIER_ERROR, f"verifier error: {type(e).__name__}: {e}"[:2000])
+            return Judgement(0.0, None, VERIFIER_ERROR, f"verifier error: {type(e).__name__}: {e}"[:2000])
         reason = getattr(v, "inconclusive", None)
+        if getattr(v, "passed", False) is None and not reason:  # an ERROR verdict: the verifier could not judge
+            with self._lock:
+                self.verifier_errors += 1
+            return Judgement(0.0, None, VERIFIER_ERROR, v.feedback or f"verifier error: {v.stage}")
         if reason or v.score is None:
             with self._lock:
                 self.inconclusive += 1
