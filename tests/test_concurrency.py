@@ -204,21 +204,25 @@ def test_vf_optimize_on_a_held_run_dir_is_refused_and_writes_nothing(tmp_path):
     assert res.report["splits"]["test"]["after"]["pass"] == 1.0
 
 
-def test_calibrate_on_a_held_run_dir_is_refused_before_any_lm_call(tmp_path):
+def test_verifirst_calibrate_on_a_held_run_dir_exits_2_before_any_lm_call(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_autorefine import RuleFollowingLM
     from test_calibrate import write_outcomes
+    from typer.testing import CliRunner
 
-    from verifirst.calibrate import calibrate_outcomes
+    from verifirst import calibrate
+    from verifirst.cli import app
 
     write_outcomes(tmp_path / "outcomes.jsonl")
     lm = RuleFollowingLM()
+    monkeypatch.setattr(calibrate, "make_lm", lambda *a, **k: lm)
     with lock_run_dir(tmp_path / "rd"):
-        with pytest.raises(RunDirBusy, match=f"process {os.getpid()}"):
-            calibrate_outcomes(tmp_path / "outcomes.jsonl", workdir=tmp_path / "wd", run_dir=tmp_path / "rd",
-                               models={"judge": lm, "teacher": lm, "reflection": lm}, max_iters=1,
-                               echo=lambda m: None)
-    assert lm.calls == []
+        r = CliRunner().invoke(app, ["calibrate", "--outcomes", str(tmp_path / "outcomes.jsonl"), "--workdir",
+                                     str(tmp_path / "wd"), "--run-dir", str(tmp_path / "rd"), "--max-iters", "1"])
+        assert r.exit_code == 2, r.output
+        assert f"is in use by process {os.getpid()}" in r.output and "Traceback" not in r.output
+        assert sorted(p.name for p in (tmp_path / "rd").iterdir()) == [LOCK_FILE]
+    assert lm.calls == [] and not (tmp_path / "wd" / "mlflow.db").exists()
 
 
 def test_the_ledger_counts_a_run_dir_once_however_it_is_spelled(tmp_path, monkeypatch):

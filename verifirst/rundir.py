@@ -115,8 +115,9 @@ def lock_run_dir(run_dir: str | Path, *, fresh: bool = False) -> RunDirLock:
         pid = holder.get("pid", "unknown")
         since = f" since {holder['since']}" if holder.get("since") else ""
         host = f" on {holder['host']}" if holder.get("host") else ""
-        raise RunDirBusy(f"run directory {path} is in use by process {pid}{host}{since}; nothing was written. "
-                         f"Wait for that run to end (or stop it), or use another run directory") from None
+        raise RunDirBusy(f"run directory {path} is in use by process {pid}{host}{since}; this run was refused "
+                         "before writing to it or to MLflow. Wait for that run to end (or stop it), or use "
+                         "another run directory") from None
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     os.ftruncate(fd, 0)
