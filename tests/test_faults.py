@@ -123,9 +123,10 @@ def test_transient_fault_recovers_on_retry(sleeps):
     assert sleeps == [0.1, 0.2] * 4
 
 
-def test_retry_is_not_served_the_cached_malformed_answer(tmp_path, sleeps):
-    """A malformed answer lands in the disk cache like any other; the retry must ask afresh,
-    and a rerun must be served the good answer from the cache."""
+def test_malformed_answer_is_evicted_from_the_cache_and_asked_again(tmp_path, sleeps):
+    """Only an answer that parsed stays cached: the retry asks afresh, the rerun asks the model
+    again for the prompt whose answer was malformed (it was evicted, not served), and a third run
+    is served the good answers from the cache."""
     configure_cache(tmp_path / "cache")
     seen: dict[str, int] = {}
 
@@ -136,12 +137,12 @@ def test_retry_is_not_served_the_cached_malformed_answer(tmp_path, sleeps):
 
     lm = scripted_lm(first_malformed, cache=True, name="cached-flaky")
     try:
-        for _ in range(2):
+        for expected_calls, attempts in (([2, 2], 2), ([3, 3], 1), ([3, 3], 1)):
             with dspy.context(lm=lm, adapter=FastJSONAdapter()):
                 r = evaluate(BashGenerator(), items(2, "c"), scorer(), split="val", retries=2, backoff_s=0,
                              progress=False)
-            assert [row.status for row in r.rows] == ["PASS", "PASS"]
-        assert sorted(seen.values()) == [2, 2], "rerun: everything from the cache"
+            assert [(row.status, row.attempts) for row in r.rows] == [("PASS", attempts)] * 2
+            assert sorted(seen.values()) == expected_calls
     finally:
         configure_cache(tmp_path / "cache", enabled=False)
 

@@ -356,7 +356,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   tracking: bool = True, experiment: str = "verifirst-calibrate", *,
                   prompt_source: str | None = None, view: str | None = None, name: str | None = None,
                   promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
-                  repeats: int = 1, temperature: float = 0.7) -> CalibrationRun:
+                  repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None) -> CalibrationRun:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -396,6 +396,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         repeats: judge runs per validation item in the loop (temperature > 0 when above 1); an edit
             is kept only when validation π improves by more than the repeat noise.
         temperature: the judge's temperature for repeated runs.
+        timeout_s: seconds one request to a served model may take (default: lm.DEFAULT_TIMEOUT_S).
     """
     workdir = Path(workdir)
     aligners = parse_anchor(anchor)
@@ -424,9 +425,9 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                            source=source)
     check_verifiers([registry.component("verifier", "label")()])  # before any model loads or any LM call
     if models is None:
-        judge_lm = make_lm(model, role="judge")
-        teacher_lm = make_lm(teacher or model, role="teacher")
-        proposer_lm = make_lm(proposer or teacher or model, role="reflection")
+        judge_lm = make_lm(model, role="judge", timeout_s=timeout_s)
+        teacher_lm = make_lm(teacher or model, role="teacher", timeout_s=timeout_s)
+        proposer_lm = make_lm(proposer or teacher or model, role="reflection", timeout_s=timeout_s)
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
     configure_cache(workdir / "cache")
@@ -466,7 +467,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                     "models": specs, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
                     "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
                                        for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
-                                                 "completion_tokens")}})
+                                                 "completion_tokens", "attempts", "failed_attempts", "unusable")}})
         if trace_stats is not None:
             rep["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
         if start is not None:

@@ -30,6 +30,8 @@ DEMO_DIR = Path(".verifirst")
 
 # Libraries whose INFO lines and progress bars would interleave with ours; -v lets them speak.
 LIBRARY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "alembic")
+# Their per-call warnings and tracebacks (truncated replies, failed items) repeat what the run's rows say.
+MODEL_CALL_LOGGERS = ("dspy", "gepa", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 # Plumbing below those libraries: WARNING even with -v (SQLAlchemy alone logs thousands of mapper lines).
 PLUMBING_LOGGERS = ("httpx", "httpcore", "urllib3", "sqlalchemy", "matplotlib", "sentence_transformers",
                     "chromadb", "llama_cpp", "filelock", "asyncio")
@@ -55,6 +57,9 @@ def set_verbosity(verbose: bool) -> None:
         os.environ.setdefault("LITELLM_LOG", "ERROR")
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(level)
+    if not verbose:  # a failed LM call is an ERROR row in the report; its traceback is -v's business
+        for name in MODEL_CALL_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     for name in PLUMBING_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     if verbose:
@@ -115,6 +120,8 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
         typer.echo(f"inspect it: verifirst ui --workdir {exp.experiment['workdir']}")
     if out.report.get("prompt_uri"):
         typer.echo(f"optimized prompt registered as {out.report['prompt_uri']}")
+    elif out.report.get("engine") not in (None, "none") and not out.report.get("instructions_changed"):
+        typer.echo("the optimizer kept the seed instructions: no prompt registered")
     return out
 
 
@@ -401,6 +408,9 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
               proposer: Optional[str] = typer.Option(None, help="model proposing prompt edits (default: teacher)"),
               max_iters: int = typer.Option(5, help="loop iterations at most"),
+              timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
+                                                        help="seconds one request to a served model may take "
+                                                             "(default 60; each attempt, retries too)"),
               splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
               workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
               run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
@@ -429,7 +439,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        tracking_uri=tracking_uri, offline=offline, trace=trace,
                                        anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
-                                       repeats=repeats))
+                                       repeats=repeats, timeout_s=timeout_s))
     except VerifirstError as e:
         _fail(e)
 

@@ -19,9 +19,10 @@ from typing import Any, Iterator, Sequence
 
 from . import atomic, stats
 from .engine import Budget, Engine, EngineContext
-from .evaluate import EvalResult, evaluate
+from .errors import RunFailed
+from .evaluate import EvalResult, evaluate, optimizer_saw_only_errors
 from .ledger import TestLedger, ledger_for_run_dir, program_hash
-from .lm import usage_phase
+from .lm import USAGE, usage_phase
 from .metric import Metric
 from .splits import SPLITS, SplitManifest
 from .task import Item
@@ -264,6 +265,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             callback.artifact(p)
 
         ctx.log_metrics, ctx.log_artifact = log_metrics, log_artifact
+        usage0 = USAGE.total()
         try:
             with callback.optimization(engine.name), usage_phase("optimize"):
                 res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
@@ -272,6 +274,9 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
         best, history, details = res.program, res.history, dict(res.details)
         details["metric"] = metric.counts()  # items the metric could not judge scored 0.0 for DSPy
+        why = optimizer_saw_only_errors(details["metric"], usage0)
+        if why:  # nothing saved: a rerun against a working endpoint optimizes afresh
+            raise RunFailed(why)
         _save_program(best, prog_path)
         atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
     after = {s: run_eval(best, s, "after") for s in splits} if engine is not None else dict(before)

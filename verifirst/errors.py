@@ -1,4 +1,8 @@
-"""Errors users can act on. Each names where the problem is and what is expected."""
+"""Errors users can act on. Each names where the problem is and what is expected.
+
+Exit codes of the CLI: 2 for bad input (nothing was run), 1 for a run that failed because the
+model gave no usable answers (RunFailed, ErrorRateExceeded): nothing is registered and the run
+directory can be resumed once the endpoint works."""
 from __future__ import annotations
 
 
@@ -35,5 +39,12 @@ class LeakageError(VerifirstError):
     """A held-out test item reached an optimizer, or a seen item was scored as test."""
 
 
-class ErrorRateExceeded(VerifirstError):
-    """Too many LM errors: the run stops, keeping what it has."""
+class RunFailed(VerifirstError):
+    """The run produced no result to trust: a split with no scored item, or an optimizer that saw
+    only errors. Nothing is registered; exit code 1."""
+
+    exit_code = 1
+
+
+class ErrorRateExceeded(RunFailed):
+    """Too many LM errors (or the first requests all failed): the run stops, keeping what it has."""

@@ -4,7 +4,13 @@ LM failures (after bounded retries) and verifier crashes are ERROR rows (error_k
 "verifier"), counted apart from FAIL and never scored. A verdict that nothing observable could
 decide is an INCONCLUSIVE row: kept (a checkpoint does not retry it), left out of pass rates.
 A retry asks the LM afresh (another cache entry): a malformed answer in the disk cache would
-otherwise come back on every retry and every rerun. Rows are appended to an optional JSONL
+otherwise come back on every retry and every rerun.
+
+Two rules stop an evaluation whose model fails (ErrorRateExceeded, exit 1 from the CLI), both on
+when `max_error_rate` is set: from the first items, when the first FIRST_CALLS_ALL_FAILED (5)
+requests to the model all failed or came back unusable and no item got an output; and, once
+`min_items_for_rate` items are done, when the share of LM-error items exceeds `max_error_rate`.
+Rows are appended to an optional JSONL
 checkpoint, by this process as results arrive (whatever the executor), so a killed evaluation
 resumes where it was and loses at most the items in flight.
 """
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import ErrorRateExceeded
-from .lm import usage_split
+from .lm import USAGE, usage_split
 from .metric import Metric
 from .splits import SplitManifest
 from .task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
@@ -31,6 +37,7 @@ UNSCORED = (ERROR, INCONCLUSIVE)  # rows that are no verdict: out of pass rates 
 DONE = (PASS, FAIL, INCONCLUSIVE)  # rows a checkpoint keeps; ERROR rows are retried on resume
 _sleep = time.sleep  # tests replace it to see the backoff
 RETRY_ROLLOUT_BASE = 7_000_000  # rollout ids of retries, far from those optimizers use
+FIRST_CALLS_ALL_FAILED = 5  # requests that all failed, with no item answered, stop an evaluation early
 
 
 def backoff_delays(retries: int, backoff_s: float, max_backoff_s: float) -> list[float]:
@@ -195,10 +202,15 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
              max_error_rate: float | None = None,
              min_items_for_rate: int = 10, checkpoint: str | Path | None = None,
              progress: bool | None = None, desc: str | None = None,
-             on_row: Callable[[Item, Row], None] | None = None, executor: Any = None) -> EvalResult:
+             on_row: Callable[[Item, Row], None] | None = None, executor: Any = None,
+             first_calls_all_failed: int = FIRST_CALLS_ALL_FAILED) -> EvalResult:
     """Evaluate `program` on `items`; test splits pass the held-out guard first.
 
     Args:
+        max_error_rate: share of LM-error items that stops the evaluation once `min_items_for_rate`
+            are done (None: never stop); also turns on the early stop below.
+        first_calls_all_failed: stop as soon as this many requests to the model were made in this
+            evaluation and every one failed or came back unusable, before any item got an output.
         executor: where verifier calls run (vf.Threads, the default, or vf.Ray); the program runs
             in this process's threads either way, `threads` of them, or as many as the Ray workers.
             The caller closes it.
@@ -224,6 +236,15 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         ck_fh.write("\n")  # a line cut by a kill: end it, or the next row would be glued to it
     stop = threading.Event()
     hook_failures: list[str] = []
+    usage0 = USAGE.total()
+    early: list[str] = []  # why the early stop fired
+
+    def first_calls_failed() -> int:
+        """Requests made in this evaluation if there are enough and all failed, else 0."""
+        u = USAGE.total()
+        made = u.attempts - usage0.attempts
+        bad = (u.failed_attempts - usage0.failed_attempts) + (u.unusable - usage0.unusable)
+        return made if made >= first_calls_all_failed and bad >= made else 0
 
     def one(item: Item) -> Row:
         row = _one(item)
@@ -248,7 +269,7 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                 err = None
                 break
             except Exception as e:  # any failure to get an output is an LM error
-                err = f"{type(e).__name__}: {str(e)[:300]}"
+                err = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"  # one line: it ends up in messages
                 if attempt < retries:
                     _sleep(delays[attempt])
         if err is not None or pred is None:
@@ -286,6 +307,13 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                 n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in rows.values())
                 if n_err / len(rows) > max_error_rate:
                     stop.set()
+            if (max_error_rate is not None and first_calls_all_failed and not early
+                    and all(r.status == ERROR and r.error_kind == "lm" for r in rows.values())):
+                made = first_calls_failed()
+                if made:
+                    early.append(f"the first {made} requests to the model all failed or came back unusable "
+                                 f"(first error: {row.error})")
+                    stop.set()
 
     try:
         if threads <= 1:
@@ -316,6 +344,10 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
     ordered = [rows[it.id] for it in items if it.id in rows]
     result = EvalResult(split, ordered, hook_failures=len(hook_failures),
                         hook_error=hook_failures[0] if hook_failures else None)
+    if stop.is_set() and early:
+        raise ErrorRateExceeded(
+            f"{split}: {early[0]}; stopped with {len(ordered)} of {len(items)} items kept"
+            + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint, then rerun to resume.")
     if stop.is_set():
         n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in ordered)
         raise ErrorRateExceeded(
@@ -323,6 +355,39 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
             f"{max_error_rate:.0%}; stopped with {len(ordered)} of {len(items)} items kept"
             + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint, then rerun to resume.")
     return result
+
+
+def optimizer_saw_only_errors(metric_counts: dict, usage_before: Any) -> str | None:
+    """Why an optimizer's result cannot be trusted, or None: it sent requests to the model and every
+    one failed or came back unusable, and its metric judged no output.
+
+    Args:
+        metric_counts: the optimizer metric's counts (calls, verifier_errors, inconclusive).
+        usage_before: USAGE.total() taken before the optimizer started.
+    """
+    u = USAGE.total()
+    made = u.attempts - usage_before.attempts
+    bad = (u.failed_attempts - usage_before.failed_attempts) + (u.unusable - usage_before.unusable)
+    judged = (metric_counts.get("calls", 0) - metric_counts.get("verifier_errors", 0)
+              - metric_counts.get("inconclusive", 0))
+    if made and bad >= made and judged <= 0:
+        return (f"the optimizer saw only errors: all {made} of its requests to the model failed or came back "
+                f"unusable, and its metric judged no output")
+    return None
+
+
+def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | None:
+    """Why a run has no result, or None: an evaluated split in which no item got a verdict.
+
+    Args:
+        evaluations: {phase: {split: EvalResult}}, e.g. {"before": ..., "after": ...}.
+    """
+    for phase, by_split in evaluations.items():
+        for split, res in by_split.items():
+            if res.n and not res.scored:
+                return (f"{phase} {split}: none of its {res.n} items got a verdict ({res.n_errors_of('lm')} LM "
+                        f"errors, {res.n_errors_of('verifier')} verifier errors, {res.n_inconclusive} inconclusive)")
+    return None
 
 
 class _CallableModule(types.ModuleType):

@@ -16,7 +16,8 @@ import dspy
 
 from . import atomic, registry
 from .config import Experiment
-from .errors import ConfigError, VerifirstError
+from .errors import ConfigError, RunFailed, VerifirstError
+from .evaluate import unscored_splits
 from .driver import TrackerCallback, optimize
 from .engine import Budget, EngineContext, resolve_engine
 from .ledger import LEDGER_FILE, TestLedger
@@ -292,6 +293,10 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                           callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
+        why = unscored_splits({"before": result.before, "after": result.after})
+        if why:  # no result to trust: nothing registered, the run directory resumes the items that failed
+            raise RunFailed(f"run failed: {why}; nothing registered. Check the model endpoint, then rerun with "
+                            f"--run-dir {run_dir} to resume.")
         report = result.report
         used = USAGE.total()
         report.update({
@@ -304,10 +309,15 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                                "cache_hits": used.cache_hits - usage_before.cache_hits,
                                "errors": used.errors - usage_before.errors,
                                "prompt_tokens": used.prompt_tokens - usage_before.prompt_tokens,
-                               "completion_tokens": used.completion_tokens - usage_before.completion_tokens},
+                               "completion_tokens": used.completion_tokens - usage_before.completion_tokens,
+                               "attempts": used.attempts - usage_before.attempts,
+                               "failed_attempts": used.failed_attempts - usage_before.failed_attempts,
+                               "unusable": used.unusable - usage_before.unusable},
         })
         report["tracking_failures"] = tracking_failures(tracker, result)
-        if tr.get("register_prompt") and tracker.enabled and report.get("instructions"):
+        # only what the optimizer changed is registered: a kept seed prompt is no new version
+        if tr.get("register_prompt") and tracker.enabled and report.get("instructions") \
+                and report.get("instructions_changed"):
             name = f"{ex['name']}-instructions".replace(" ", "-")
             text = "\n\n".join(f"## {k}\n{v}" for k, v in report["instructions"].items())
             report["prompt_uri"] = tracker.register_prompt(

@@ -2,6 +2,11 @@
 
 A spec is any LiteLLM/DSPy model string (`openai/gpt-4o-mini`, `hosted_vllm/<m>` with
 api_base, `ollama_chat/<m>`) or `local`: SmolLM2-135M-Instruct run in-process.
+
+A failing model never looks like a result: every request has a timeout (DEFAULT_TIMEOUT_S unless
+the role sets `timeout_s`), every attempt is counted (retries too), and only a reply that parsed
+into the signature stays in the response cache: an empty, truncated, malformed or off-schema
+reply is evicted, so a fixed endpoint is asked again.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ ROLES = ("task", "reflection", "teacher", "judge")
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
 # Output caps for the embedded model: short answers for programs, room for prompts when proposing.
 LOCAL_MAX_TOKENS = {"task": 384, "judge": 256, "reflection": 384, "teacher": 256}
+DEFAULT_TIMEOUT_S = 60.0  # per request to a served model; a role's `timeout_s` overrides it
+_sleep = time.sleep  # tests replace it to see the backoff between attempts
 _split: contextvars.ContextVar[str | None] = contextvars.ContextVar("verifirst_split", default=None)
 _phase = ["other"]  # process-wide fallback: optimizer threads do not inherit our contextvars
 
@@ -54,6 +61,10 @@ def usage_split(name: str) -> Iterator[None]:
         _split.reset(token)
 
 
+class UnusableReply(Exception):
+    """A reply that cannot be a result: no choices, or cut at max_tokens (evicted from the cache)."""
+
+
 @dataclass
 class UsageCounts:
     calls: int = 0
@@ -62,6 +73,9 @@ class UsageCounts:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
+    attempts: int = 0  # requests sent to the model, retries included (cache hits are none)
+    failed_attempts: int = 0
+    unusable: int = 0  # replies that came back but did not parse into the signature
 
     @property
     def lm_calls(self) -> int:
@@ -71,7 +85,8 @@ class UsageCounts:
     def as_dict(self) -> dict:
         return {"calls": self.calls, "lm_calls": self.lm_calls, "cache_hits": self.cache_hits,
                 "errors": self.errors, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "wall_s": round(self.wall_s, 3)}
+                "completion_tokens": self.completion_tokens, "wall_s": round(self.wall_s, 3),
+                "attempts": self.attempts, "failed_attempts": self.failed_attempts, "unusable": self.unusable}
 
 
 @dataclass
@@ -99,6 +114,18 @@ class UsageLedger:
             c.prompt_tokens += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
             c.completion_tokens += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
 
+    def record_attempt(self, role: str, split: str, *, failed: bool) -> None:
+        """One request sent to the model (a retry is another); cache hits are none."""
+        with self.lock:
+            c = self.counts[(role, split)]
+            c.attempts += 1
+            c.failed_attempts += int(failed)
+
+    def record_unusable(self, role: str, split: str) -> None:
+        """A reply that came back but did not parse (empty, truncated, malformed, off-schema)."""
+        with self.lock:
+            self.counts[(role, split)].unusable += 1
+
     def total(self, role: str | None = None, split: str | None = None) -> UsageCounts:
         out = UsageCounts()
         with self.lock:
@@ -110,6 +137,9 @@ class UsageLedger:
                     out.prompt_tokens += c.prompt_tokens
                     out.completion_tokens += c.completion_tokens
                     out.wall_s += c.wall_s
+                    out.attempts += c.attempts
+                    out.failed_attempts += c.failed_attempts
+                    out.unusable += c.unusable
         return out
 
     def as_dict(self) -> dict:
@@ -150,33 +180,71 @@ USAGE = UsageLedger()
 _tls = threading.local()
 
 
-class AccountedLM(dspy.LM):
-    """dspy.LM that records every call in the process ledger under its role and split."""
+def retry_delay(exc: Exception, attempt: int) -> float:
+    """Seconds before retry `attempt + 1`: the provider's Retry-After when sane, else 1, 2, 4, 8 s."""
+    hint = getattr(exc, "retry_after", None)
+    if isinstance(hint, (int, float)) and 0 <= hint <= 60:
+        return float(hint)
+    return float(min(2 ** attempt, 8))
 
-    def __init__(self, model: str, *, role: str = "task", spec: str | None = None, **kwargs):
-        super().__init__(model, **kwargs)
+
+def _finish_reasons(response: Any) -> list:
+    """finish_reason of each choice of a history entry's response (native list or OpenAI-shaped)."""
+    if isinstance(response, (list, tuple)):
+        return [getattr(r, "finish_reason", None) for r in response]
+    if hasattr(response, "finish_reason"):  # one native lm15 Response
+        return [response.finish_reason]
+    choices = getattr(response, "choices", None)
+    if choices is None and isinstance(response, dict):
+        choices = response.get("choices")
+    return [c.get("finish_reason") if isinstance(c, dict) else getattr(c, "finish_reason", None)
+            for c in choices or []]
+
+
+class AccountedLM(dspy.LM):
+    """dspy.LM that records every call in the process ledger under its role and split, and every
+    attempt: it retries transient failures itself (DSPy's own retry loop is off) so that each
+    request sent is counted, failed or not."""
+
+    def __init__(self, model: str, *, role: str = "task", spec: str | None = None, num_retries: int = 3,
+                 count_attempts: bool = True, **kwargs):
+        super().__init__(model, num_retries=0, **kwargs)
         self.role = role
         self.spec = spec or model
+        self.retries = num_retries
+        self.count_attempts = count_attempts  # False where the engine counts them (LiteLLM's Router)
 
     def update_history(self, entry):
         _tls.usage = entry.get("usage") or {}
         _tls.recorded = True
+        _tls.finish = _finish_reasons(entry.get("response"))
         super().update_history(entry)
 
     def __call__(self, *args, **kwargs):
-        _tls.recorded = False
+        from dspy.utils.exceptions import is_retryable_lm_error
+
         t0 = time.perf_counter()
-        try:
-            out = super().__call__(*args, **kwargs)
-        except Exception:
-            USAGE.record(self.role, current_split(), usage=None, cache_hit=False, error=True,
+        for attempt in range(getattr(self, "retries", 0) + 1):
+            _tls.recorded = False
+            _tls.finish = []
+            try:
+                out = super().__call__(*args, **kwargs)
+            except Exception as e:
+                if self.count_attempts:
+                    USAGE.record_attempt(self.role, current_split(), failed=True)
+                if attempt < self.retries and is_retryable_lm_error(e):
+                    _sleep(retry_delay(e, attempt))
+                    continue
+                USAGE.record(self.role, current_split(), usage=None, cache_hit=False, error=True,
+                             wall_s=time.perf_counter() - t0)
+                raise
+            usage = _tls.usage if getattr(_tls, "recorded", False) else {}
+            # DSPy empties usage on a cache hit; our engines always report tokens.
+            if usage and self.count_attempts:
+                USAGE.record_attempt(self.role, current_split(), failed=False)
+            USAGE.record(self.role, current_split(), usage=usage, cache_hit=not usage, error=False,
                          wall_s=time.perf_counter() - t0)
-            raise
-        usage = _tls.usage if getattr(_tls, "recorded", False) else {}
-        # DSPy empties usage on a cache hit; our engines always report tokens.
-        USAGE.record(self.role, current_split(), usage=usage, cache_hit=not usage, error=False,
-                     wall_s=time.perf_counter() - t0)
-        return out
+            return out
 
 
 _LOCAL_ENGINE = None
@@ -223,19 +291,34 @@ def check_spec(spec: str, field_name: str = "model") -> None:
                                    "or 'local'") from None
 
 
+def check_timeout(value: Any, field_name: str) -> float:
+    """A request timeout in seconds: a positive number, else ConfigError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise ConfigError(f"timeout_s {value!r} is not valid", field=field_name,
+                          expected="a positive number of seconds, e.g. 60")
+    return float(value)
+
+
 def make_lm(spec: str | list = "local", *, role: str = "task", temperature: float | None = None,
             max_tokens: int | None = None, api_base: str | None = None, api_key: str | None = None,
-            cache: bool = True, num_retries: int = 3, **kwargs: Any) -> AccountedLM:
+            cache: bool = True, num_retries: int = 3, timeout_s: float | None = None,
+            **kwargs: Any) -> AccountedLM:
     """One configured dspy.LM for a role. `local` is the embedded SmolLM2-135M.
 
     Args:
         spec: a LiteLLM model string, `local`, or a list of endpoints (model strings or dicts with
             model, api_base, api_key, weight, fallback) served through LiteLLM's Router.
         role: task, reflection, teacher or judge (usage is counted under it).
-        num_retries: retries of a failed call (on another endpoint, for an endpoint list).
+        num_retries: retries of a failed call (on another endpoint, for an endpoint list); each
+            attempt is counted.
+        timeout_s: seconds one request to a served model may take (default DEFAULT_TIMEOUT_S); a
+            hanging endpoint costs at most timeout_s x (num_retries + 1) per call. The embedded
+            model runs in-process and has none.
     """
     if role not in ROLES:
         raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
+    if timeout_s is not None:
+        timeout_s = check_timeout(timeout_s, f"models.{role}.timeout_s")
     # known before any call: a key that leaks into an error or a log line is masked there too
     register_secrets({"api_key": api_key, **kwargs, "endpoints": spec if isinstance(spec, list) else []})
     install_log_redaction()
@@ -243,6 +326,9 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         if api_base or api_key:
             raise ConfigError("api_base/api_key given beside an endpoint list", field=f"models.{role}",
                               expected="api_base and api_key on each endpoint")
+        if timeout_s is not None:
+            raise ConfigError("timeout_s given beside an endpoint list", field=f"models.{role}.timeout_s",
+                              expected="timeout_s on the endpoints themselves")
         return make_routed_lm(spec, role=role, temperature=temperature, max_tokens=max_tokens, cache=cache,
                               num_retries=num_retries, **kwargs)
     check_spec(spec, field_name=f"models.{role}")
@@ -256,6 +342,7 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         extra["api_base"] = api_base
     if api_key:
         extra["api_key"] = api_key
+    extra["timeout"] = timeout_s or DEFAULT_TIMEOUT_S
     return AccountedLM(spec, role=role, spec=spec, temperature=temperature, max_tokens=max_tokens,
                        cache=cache, num_retries=num_retries, **extra)
 
@@ -289,7 +376,7 @@ def make_routed_lm(endpoints: list, *, role: str = "task", temperature: float | 
     # The Router retries across endpoints; DSPy retrying on top would multiply the attempts.
     return AccountedLM(name, role=role, spec=spec, engine=RouterEngine(role, eps, settings),
                        temperature=temp, max_tokens=shared.get("max_tokens", max_tokens), cache=cache,
-                       num_retries=0)
+                       num_retries=0, count_attempts=False)
 
 
 @dataclass
@@ -335,21 +422,101 @@ def make_models(specs: dict[str, Any], *, temperature: float | None = None) -> M
     return Models(**built)
 
 
+class ParsedOnlyCache(dspy.clients.cache.Cache):
+    """DSPy's response cache (memory + disk), noting in each thread the keys a call read or wrote,
+    so that the adapter can evict a reply it could not parse (DSPy stores the raw reply before
+    any adapter sees it)."""
+
+    def _note(self, request: dict, ignored: list | None) -> None:
+        keys = getattr(_tls, "cache_keys", None)
+        if keys is not None:
+            try:
+                keys.append(self.cache_key(request, ignored))
+            except Exception:  # DSPy's own put/get skip such a request too
+                pass
+
+    def get(self, request, ignored_args_for_cache_key=None):
+        value = super().get(request, ignored_args_for_cache_key)
+        if value is not None:
+            self._note(request, ignored_args_for_cache_key)
+        return value
+
+    def put(self, request, value, ignored_args_for_cache_key=None, enable_memory_cache=True):
+        super().put(request, value, ignored_args_for_cache_key, enable_memory_cache)
+        self._note(request, ignored_args_for_cache_key)
+
+    def evict(self, key: str) -> None:
+        with self._lock:
+            if self.enable_memory_cache:
+                self.memory_cache.pop(key, None)
+        if self.enable_disk_cache:
+            self.disk_cache.delete(key)
+
+
 def configure_cache(directory: str | Path, enabled: bool = True) -> Path:
-    """Put DSPy's disk cache in the run's work directory (a rerun then costs 0 LM calls)."""
+    """Put DSPy's disk cache in the run's work directory (a rerun then costs 0 LM calls); only
+    replies that parsed stay in it (see FastJSONAdapter)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    dspy.configure_cache(enable_disk_cache=enabled, enable_memory_cache=enabled,
-                         disk_cache_dir=str(directory))
+    cache = ParsedOnlyCache(enable_disk_cache=enabled, enable_memory_cache=enabled, disk_cache_dir=str(directory),
+                            disk_size_limit_bytes=dspy.clients.DISK_CACHE_LIMIT)
+    with dspy._cache_lock:  # as dspy.configure_cache does: a racing first read must not replace it
+        dspy.cache = cache
     return directory
+
+
+@contextlib.contextmanager
+def parsed_or_evicted(lm: Any = None) -> Iterator[None]:
+    """Inside: the cache keys of this thread's LM calls are noted; if the body raises (the reply did
+    not parse), they are evicted, so the next call asks the model again, and the unusable reply is
+    counted under `lm`'s role."""
+    from dspy.utils.exceptions import AdapterParseError
+
+    outer = getattr(_tls, "cache_keys", None)
+    _tls.cache_keys = []
+    try:
+        yield
+    except BaseException as e:
+        if isinstance(e, (AdapterParseError, UnusableReply)):  # a failed request is counted by the LM
+            USAGE.record_unusable(getattr(lm, "role", "task"), current_split())
+        cache = dspy.cache
+        if isinstance(cache, ParsedOnlyCache):
+            for key in _tls.cache_keys:
+                cache.evict(key)
+        raise
+    finally:
+        if outer is not None:
+            outer.extend(_tls.cache_keys)
+        _tls.cache_keys = outer
 
 
 class FastJSONAdapter(dspy.JSONAdapter):
     """JSONAdapter that builds each signature's output schema once, not on every call
-    (DSPy rebuilds a pydantic model per call: ~4 ms of GIL time, which caps threaded throughput)."""
+    (DSPy rebuilds a pydantic model per call: ~4 ms of GIL time, which caps threaded throughput).
+
+    Only a reply that parsed into the signature stays cached: an empty (no choices), truncated
+    (finish_reason "length"), malformed or off-schema reply raises and its cache entry is evicted."""
 
     _formats: dict = {}
     _formats_lock = threading.Lock()
+
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
+        _tls.finish = []  # set again by an AccountedLM's history entry; a plain dspy.LM leaves it empty
+        with parsed_or_evicted(lm):
+            return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
+        with parsed_or_evicted(lm):  # the cache runs in a worker thread there: nothing noted, nothing evicted
+            return await super().acall(lm, lm_kwargs, signature, demos, inputs)
+
+    def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):
+        if not outputs:
+            raise UnusableReply("the model returned no choices (an empty reply)")
+        if "length" in (getattr(_tls, "finish", None) or []):
+            limit = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+            raise UnusableReply("the reply was cut short" + (f" at max_tokens={limit}" if limit else "")
+                                + " (finish_reason length)")
+        return super()._call_postprocess(processed_signature, original_signature, outputs, lm, lm_kwargs)
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
         if "response_format" not in lm.supported_params or not lm.supports_response_schema:

@@ -40,7 +40,7 @@ class RouterSettings:
     num_retries: int = 3  # as for a single endpoint (make_lm's default)
     allowed_fails: int = 1  # failures before an endpoint cools down
     cooldown_s: float = 30.0
-    timeout_s: float | None = None
+    timeout_s: float | None = None  # None: DEFAULT_TIMEOUT_S
 
 
 def _typed(role: str, i: int, key: str, value: Any, types: tuple, expected: str) -> Any:
@@ -135,7 +135,7 @@ def _install_failure_logger() -> None:
         return
     from litellm.integrations.custom_logger import CustomLogger
 
-    from .lm import USAGE
+    from .lm import USAGE, current_split
 
     class EndpointFailures(CustomLogger):
         def log_failure_event(self, kwargs, response_obj, start_time, end_time):
@@ -143,6 +143,7 @@ def _install_failure_logger() -> None:
             where = _DEPLOYMENTS.get(str(info.get("id") or ""))
             if where is not None:
                 USAGE.record_endpoint(where[0], where[1], error=True)
+                USAGE.record_attempt(where[0], current_split(), failed=True)
 
     with _LOGGER_LOCK:
         if not _LOGGER:
@@ -180,6 +181,8 @@ class RouterEngine:
         self.supported_params = frozenset.intersection(*(c[3] for c in caps))
 
     def _model_list(self) -> list[dict]:
+        from .lm import DEFAULT_TIMEOUT_S
+
         out = []
         for dep_id, ep in self._ids.items():
             params: dict[str, Any] = {"model": ep.model}
@@ -191,8 +194,7 @@ class RouterEngine:
                 params["api_key"] = "unused"  # a self-hosted OpenAI-compatible server takes any key
             if ep.weight:
                 params["weight"] = ep.weight
-            if self.settings.timeout_s:
-                params["timeout"] = self.settings.timeout_s
+            params["timeout"] = self.settings.timeout_s or DEFAULT_TIMEOUT_S  # a hang costs at most this
             name = f"{self.group}-fallback" if ep.fallback else self.group
             out.append({"model_name": name, "litellm_params": params, "model_info": {"id": dep_id}})
         return out
@@ -217,7 +219,7 @@ class RouterEngine:
         from dspy.clients.engines.litellm_errors import litellm_errors
         from dspy.clients.lm15_boundary import request_kwargs, response_value
 
-        from .lm import USAGE
+        from .lm import USAGE, current_split
 
         validate_request(request)
         _install_failure_logger()  # again: another library may have replaced litellm.callbacks
@@ -230,6 +232,7 @@ class RouterEngine:
         ep = self._ids.get(str((getattr(raw, "_hidden_params", None) or {}).get("model_id") or ""))
         if ep is not None:
             USAGE.record_endpoint(self.role, ep.label, usage=getattr(raw, "usage", None), error=False)
+        USAGE.record_attempt(self.role, current_split(), failed=False)
         return response_value(raw, "chat", request)
 
     def stream(self, request):
