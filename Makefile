@@ -76,6 +76,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/embedded_lm.py --out $(RESULTS)/embedded_lm.json
 	$(BIN)/python $(PERF)/sandbox.py --out $(RESULTS)/sandbox.json
 	$(BIN)/python $(PERF)/sandbox.py --gold-report --out $(RESULTS)/sandbox_gold.json
+	$(BIN)/python $(PERF)/cold_cli.py --out $(RESULTS)/cold_cli.json
 	$(BIN)/python $(PERF)/iac_verify.py --out $(RESULTS)/iac_verify.json
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
 	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/studies/feh_quality.py --json

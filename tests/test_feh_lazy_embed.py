@@ -63,3 +63,16 @@ def test_similarity_rules_still_get_cosines():
     verdict = v.compare("t", "echo alpha", "echo beta", {"stdout": "alpha"}, {"stdout": "beta"})
     assert calls and verdict.details["rule"] in ("output_cosine", "output_overlap")
     assert verdict.details["features"]["cos_out"] is not None
+
+
+def test_cold_cli_with_equal_outputs_imports_no_model_stack():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "verifirst.cli", "verify", "bash",
+                        "--gold", "echo same", "--pred", "printf 'same\\n'"], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    assert not imported & {"torch", "sentence_transformers", "transformers", "dspy", "mlflow", "litellm"}
+    assert "verifirst.verifiers.bash.sandbox" in imported  # the pair did run

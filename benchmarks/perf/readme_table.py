@@ -69,11 +69,31 @@ def embedded_lm(f: Field) -> tuple[str, str]:
 
 
 def sandbox(f: Field) -> tuple[str, str]:
+    res = (f"median {_n(f('median_ms_per_task'), 1)} ms/task, p90 {_n(f('p90_ms_per_task'), 1)} ms, "
+           f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
+           f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s")
+    if f("cpu_ratio_trivial_vs_plain_subprocess", None) is not None:
+        b = f("breakdown")
+        res += (f"; trivial pair vs two plain `bash -c`: wall {_n(f('ratio_trivial_vs_plain_subprocess'), 1)}×, "
+                f"CPU {_n(f('cpu_ratio_trivial_vs_plain_subprocess'), 1)}× ({b['mode']}; per run: prepare "
+                f"{_n(b['phases_ms']['prepare_ms'], 2)}, exec {_n(b['phases_ms']['exec_ms'], 1)}, diff "
+                f"{_n(b['phases_ms']['diff_ms'], 2)}, cleanup {_n(b['phases_ms']['cleanup_ms'], 2)} ms); sysadmin "
+                f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")
     return (f"sandbox, {f('tasks')} NL2SH-ALFA tasks (gold + gold2 + FS diffs)",
-            f"median {_n(f('median_ms_per_task'), 1)} ms/task, p90 {_n(f('p90_ms_per_task'), 1)} ms, "
-            f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
-            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s "
-            f"[≤ {f('goal_ms_per_task')} ms]")
+            res + f" [≤ {f('goal_ms_per_task')} ms; ≤ {_n(f('goal_ratio', 3.0))}× plain]")
+
+
+def feh_speed(f: Field) -> tuple[str, str]:
+    parts = [f"{k.replace('_', ' ')} {_n(v['ms_per_pair'], 0)} ms (compare {_n(v['compare_ms'], 1)} ms, {v['rule']})"
+             for k, v in f("feh").items()]
+    return ("FEH per pair: sandbox runs + comparison, equal outputs never embedded", "; ".join(parts))
+
+
+def cold_cli(f: Field) -> tuple[str, str]:
+    heavy = ", ".join(f("heavy_modules_imported")) or "none of torch, DSPy, MLflow"
+    return ("cold `verifirst verify bash`, one pair with equal outputs, fresh interpreter",
+            f"median {_n(f('median_s'), 2)} s over {f('runs')} runs (max {_n(f('max_s'), 2)} s); heavy "
+            f"imports: {heavy} [≤ {_n(f('goal_s'), 1)} s]")
 
 
 def sandbox_gold(f: Field) -> tuple[str, str]:
@@ -195,6 +215,8 @@ ROWS = (
     Row("embedded_lm", "python benchmarks/perf/embedded_lm.py --json", embedded_lm),
     Row("sandbox", "python benchmarks/perf/sandbox.py", sandbox),
     Row("sandbox_gold", "python benchmarks/perf/sandbox.py --gold-report", sandbox_gold),
+    Row("sandbox", "python benchmarks/perf/sandbox.py", feh_speed),  # the same run's FEH part
+    Row("cold_cli", "python benchmarks/perf/cold_cli.py", cold_cli),
     Row("iac_verify", "python benchmarks/perf/iac_verify.py --json", iac_verify),
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
     Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),

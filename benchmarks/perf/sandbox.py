@@ -1,6 +1,7 @@
 """Sandbox cost per NL2SH-ALFA task, and how the 300 gold commands behave in it.
 
-    python benchmarks/perf/sandbox.py --json            # ms per task (gold + gold2 + diffs) vs plain subprocess
+    python benchmarks/perf/sandbox.py --json            # ms per task (gold + gold2 + diffs) vs plain subprocess,
+                                                        # where the time goes, sysadmin mode, FEH ms per pair
     python benchmarks/perf/sandbox.py --gold-report     # non-zero golds and why; gold-vs-gold re-run:
                                                         # byte-identical, and judged equivalent by FEH
     (either with --out F: write the result, with the machine it ran on, to F)
@@ -50,6 +51,80 @@ def _cpu_s() -> float:
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
 
+def _timed(fn, n: int) -> tuple[list[float], float]:
+    """(wall ms of each of n calls, CPU ms per call of this process and its children)."""
+    walls, cpu0 = [], _cpu_s()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        walls.append((time.perf_counter() - t0) * 1000)
+    return walls, (_cpu_s() - cpu0) * 1000 / n
+
+
+def _med(xs: list[float]) -> float:
+    return round(statistics.median(xs), 2)
+
+
+def breakdown(sb, n: int = 60) -> dict:
+    """Where a trivial run's time goes: the sandbox's own phases (RunResult.timings), and the
+    process chain it starts, piece by piece (plain bash; bash as the dropped uid; bwrap with
+    everything around `true`). Wall and CPU ms per run, medians."""
+    from verifirst.verifiers.bash import _bwrap
+    from verifirst.verifiers.bash.sandbox import _ids
+
+    phases: dict[str, list[float]] = {}
+    for _ in range(n):
+        for k, v in sb.run("true", "nl2sh-fs1").timings.items():
+            phases.setdefault(k, []).append(v)
+    chain = {}
+    ids = _ids()
+    pieces = {"bash -c": ["/bin/bash", "-c", "true"]}
+    if ids:
+        pieces["uid drop (setpriv) + bash -c"] = _bwrap.as_user(["/bin/bash", "-c", "true"], ids)[0]
+    for name, argv in pieces.items():
+        w, c = _timed(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), n)
+        chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
+    w, c = _timed(lambda: sb.run("true", "nl2sh-fs1"), n)
+    chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
+    return {"phases_ms": {k: _med(v) for k, v in phases.items()}, "chain": chain,
+            "mode": "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"}
+
+
+def sysadmin_cost(sb, n: int = 20) -> dict:
+    """A trivial run and a useradd in sysadmin mode (own /etc, 65536-id namespace as root)."""
+    w, c = _timed(lambda: sb.run("true", "sysadmin"), n)
+    u, uc = _timed(lambda: sb.run("useradd -m alice", "sysadmin"), n)
+    return {"trivial_ms": _med(w), "trivial_cpu_ms": round(c, 2), "useradd_ms": _med(u), "useradd_cpu_ms": round(uc, 2)}
+
+
+LONG = ("for i in $(seq 1 4000); do echo \"line $i of a long listing\"; done",
+        "seq 1 4000 | while read i; do echo \"line $i of a long listing\"; done",
+        "seq 1 4000 | sed 's/.*/entry & of a long listing/'")
+SHORT = ("ls /testbed | wc -l", "ls -1 /testbed | wc -l", "ls /testbed | head -3")
+
+
+def feh_pairs(n: int = 20) -> dict:
+    """FEH ms per pair (sandbox runs + comparison), short and long outputs, equal and different.
+
+    Equal outputs never reach the embedder; different ones do (loaded before timing)."""
+    from verifirst.task import Item
+    from verifirst.verifiers.bash.feh import FehVerifier
+
+    v = FehVerifier("nl2sh")
+    v.embed(["warm", "up"])
+    out = {}
+    for label, (gold, same, other) in (("short", SHORT), ("long", LONG)):
+        for kind, cand in (("equal_output", same), ("different_output", other)):
+            item = Item(id=label, inputs={"task": label}, gold={"command": gold, "fixture": "nl2sh-fs1"})
+            verdicts = []
+            w, _ = _timed(lambda: verdicts.append(v.verify(item, cand)), n)
+            compare = [x.timings.get("compare_s", 0) * 1000 for x in verdicts]
+            out[f"{label}_{kind}"] = {"ms_per_pair": _med(w), "compare_ms": _med(compare),
+                                      "rule": verdicts[-1].details.get("rule"),
+                                      "stdout_bytes": len(verdicts[-1].details["gold"]["stdout"])}
+    return out
+
+
 def bench(limit: int | None, timeout_s: float) -> dict:
     from verifirst.verifiers.bash.sandbox import Sandbox
 
@@ -67,17 +142,13 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         timed_out += a.timed_out + b.timed_out
     wall = time.perf_counter() - t_all
     cpu = _cpu_s() - cpu0
-    empty = []
-    for t in tasks[:100]:
-        t0 = time.perf_counter()
-        sb.run_pair("true", "true", t["fixture"])
-        empty.append((time.perf_counter() - t0) * 1000)
-    baseline = []
-    for _ in tasks[:100]:
-        t0 = time.perf_counter()
+    empty, empty_cpu = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), 100)
+
+    def plain_pair():
         for _ in range(2):
             subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        baseline.append((time.perf_counter() - t0) * 1000)
+
+    baseline, baseline_cpu = _timed(plain_pair, 100)
     med = statistics.median(per_task)
     return {
         "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
@@ -86,10 +157,17 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "median_ms_per_task_trivial_commands": round(statistics.median(empty), 2),
         "baseline_plain_subprocess_ms_per_task": round(statistics.median(baseline), 2),
         "ratio_vs_plain_subprocess": round(med / statistics.median(baseline), 2),
+        # the same pair of trivial commands both ways: what the sandbox adds, without the commands' own cost
+        "ratio_trivial_vs_plain_subprocess": round(statistics.median(empty) / statistics.median(baseline), 2),
+        "cpu_ms_per_task_trivial_commands": round(empty_cpu, 2),
+        "baseline_plain_subprocess_cpu_ms_per_task": round(baseline_cpu, 2),
+        "cpu_ratio_trivial_vs_plain_subprocess": round(empty_cpu / baseline_cpu, 2),
+        "goal_ratio": 3.0,
         "throughput_tasks_per_s": round(len(tasks) / wall, 2), "wall_s": round(wall, 2),
         "cpu_ms_per_task": round(cpu * 1000 / len(tasks), 2),
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": med <= 30,
+        "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
     }
 
 
