@@ -341,3 +341,17 @@ def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
                                                  if not (isinstance(k, tuple) and k[0] == "probe")})
     with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):
         Sandbox(nofile=300)
+
+
+def test_a_forked_child_leaves_the_parents_lower_layers(sb):
+    from verifirst.verifiers.bash import _sandbox_fs
+    if not sb.overlay:
+        pytest.skip("no overlay here: no lower layers")
+    sb.run("true", "nl2sh-fs5")
+    pid = os.fork()
+    if pid == 0:  # the child exits through the atexit hooks, as a multiprocessing worker may
+        _sandbox_fs.remove_lowers()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert _sandbox_fs._LOWERS and all(os.path.isdir(r) for r in _sandbox_fs._LOWERS.values())
+    assert sb.run("ls /testbed | wc -l", "nl2sh-fs5").stdout.strip() != "0"

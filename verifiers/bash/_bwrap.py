@@ -311,8 +311,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
     """
     if userns_fd is not None:
-        a = [bw.path, "--userns", str(userns_fd), "--assert-userns-disabled", "--unshare-ipc",
-             "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        a = [bw.path, "--userns", str(userns_fd)] + (["--assert-userns-disabled"] if bw.has_disable_userns else [])
+        a += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else:
         a = [bw.path, "--unshare-all", "--unshare-user"] + (["--disable-userns"] if bw.has_disable_userns else [])
     a += ["--die-with-parent", "--new-session", "--clearenv", "--uid", "0", "--gid", "0", "--hostname", hostname]

@@ -199,6 +199,7 @@ def merged(lower: Snapshot, upper: Snapshot) -> Snapshot:
 
 
 _LOWERS: dict[tuple, str] = {}
+_LOWERS_PID: dict[str, int] = {}  # lower root -> the process that made it (a forked child must not remove it)
 _LOWERS_LOCK = threading.Lock()
 
 
@@ -227,7 +228,7 @@ def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
         except BaseException:
             remove_tree(top)
             raise
-        _LOWERS[key] = root
+        _LOWERS[key], _LOWERS_PID[root] = root, os.getpid()
         return root
 
 
@@ -235,7 +236,8 @@ def remove_lowers() -> None:
     """Delete this process's lower layers (atexit)."""
     with _LOWERS_LOCK:
         for root in _LOWERS.values():
-            remove_tree(os.path.dirname(root))
+            if _LOWERS_PID.get(root) == os.getpid():
+                remove_tree(os.path.dirname(root))
         _LOWERS.clear()
 
 
