@@ -1,0 +1,129 @@
+"""The experiment-file reference page, generated from the schema in verifirst/config.py.
+
+    python docs/gen_config_ref.py    # print the page (the docs build runs it through docs/hooks.py)
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+INTRO = """# Experiment files
+
+An experiment file is TOML: one table per section below. Unknown sections and keys, wrong types
+and values out of range are refused before any work starts, with the file, the line and the key
+named (exit 2). `verifirst run FILE` runs it; `vf.run(FILE)` is the same from Python.
+
+This page is generated from the schema in `verifirst/config.py`, so it lists exactly what the
+validator accepts.
+"""
+
+
+def _types(types: tuple[type, ...]) -> str:
+    names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table",
+             "list": "array"}
+    return " or ".join(names.get(t.__name__, t.__name__) for t in types)
+
+
+def _default(value: Any) -> str:
+    if value is None:
+        return "—"
+    return f"`{json.dumps(value)}`" if not isinstance(value, bool) else f"`{str(value).lower()}`"
+
+
+def _allowed(section: str, key: str, config: Any) -> str:
+    ranges = getattr(config, "RANGES", {})
+    choices = getattr(config, "CHOICES", {})
+    if (section, key) in choices:
+        return " \\| ".join(f"`{c}`" for c in choices[(section, key)])
+    if (section, key) in ranges:
+        low, high = ranges[(section, key)]
+        if low is not None and high is not None:
+            return f"{low} to {high}"
+        return f"≥ {low}" if low is not None else f"≤ {high}"
+    return ""
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def section_table(section: str, keys: dict, config: Any) -> str:
+    """One section's keys as a Markdown table: key, type, default, allowed values, meaning."""
+    required = getattr(config, "REQUIRED", set())
+    rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+    for key, (types, default, help_text) in keys.items():
+        name = f"`{key}`" + (" (required)" if (section, key) in required else "")
+        rows.append(f"| {name} | {_types(types)} | {_default(default)} | {_allowed(section, key, config)} "
+                    f"| {_cell(help_text)} |")
+    return "\n".join(rows)
+
+
+def model_keys_table(config: Any) -> str:
+    """The keys of a model table (one endpoint for a role), where the schema defines them."""
+    keys = getattr(config, "MODEL_KEYS", None)
+    if not keys:
+        return ""
+    rows = ["| key | type | allowed |", "|---|---|---|"]
+    for key, (types, low, high) in keys.items():
+        allowed = ""
+        if low is not None and high is not None:
+            allowed = f"{low} to {high}"
+        elif low is not None:
+            allowed = f"≥ {low}"
+        rows.append(f"| `{key}` | {_types(types)} | {allowed} |")
+    return ("\n## A model as a table\n\nA role in `[models]` may be a table instead of a string, e.g. "
+            "`task = { model = \"local\", max_tokens = 128 }`; these keys are accepted (a list of such "
+            "tables names several endpoints, see [Integrations](../integrations.md#many-lm-endpoints)):\n\n"
+            + "\n".join(rows) + "\n")
+
+
+EXAMPLE = """
+## Example
+
+```toml
+[experiment]
+name = "bash-gepa"
+workdir = ".verifirst"   # cache, runs, local MLflow store
+threads = 4
+
+[suite]
+name = "bash-builtin"    # `verifirst components` lists suites, programs, verifiers
+
+[program]
+name = "bash-generator"
+options = { variant = "cot" }
+
+[verifier]
+name = "bash-exec"       # sandboxed execution equivalence
+
+[splits]
+ratios = [0.5, 0.25, 0.25]
+
+[optimizer]
+name = "gepa"            # gepa | simba | autorefine | none
+max_metric_calls = 200
+
+[models]
+task = "local"                     # or any LiteLLM model string
+reflection = "openai/gpt-4o-mini"
+```
+
+`--run-dir DIR` names the run directory; running again with the same directory after a crash
+resumes (finished evaluations and GEPA's checkpoint are kept). A second identical run is served
+from the DSPy cache in the workdir and says so ("0 to the model").
+"""
+
+
+def page() -> str:
+    """The whole page, Markdown."""
+    from verifirst import config
+
+    parts = [INTRO, EXAMPLE]
+    for section, keys in config.SCHEMA.items():
+        parts.append(f"\n## [{section}]\n\n{section_table(section, keys, config)}\n")
+    parts.append(model_keys_table(config))
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(page())
