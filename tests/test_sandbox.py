@@ -355,3 +355,19 @@ def test_a_forked_child_leaves_the_parents_lower_layers(sb):
     os.waitpid(pid, 0)
     assert _sandbox_fs._LOWERS and all(os.path.isdir(r) for r in _sandbox_fs._LOWERS.values())
     assert sb.run("ls /testbed | wc -l", "nl2sh-fs5").stdout.strip() != "0"
+
+
+def test_a_refused_overlay_falls_back_to_fresh_copies(monkeypatch):
+    from verifirst.verifiers.bash import _sandbox_fs
+    from verifirst.verifiers.bash import sandbox as sandbox_mod
+    if not Sandbox().overlay:
+        pytest.skip("no overlay here")
+    monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
+                                                 if not (isinstance(k, tuple) and k[0] == "probe")})
+    monkeypatch.setattr(_sandbox_fs, "lower_dir", lambda fx, parent, owner: "/nonexistent-lower")
+    sb = Sandbox()  # the probe's overlay run fails: this sandbox copies instead
+    assert not sb.overlay and not sb.backend.endswith("overlay")
+    r = sb.run("ls /testbed | wc -l; touch /testbed/x", "nl2sh-fs5")
+    assert r.exit_code == 0 and r.stdout.strip() != "0"
+    assert [e["path"] for e in r.fs_diff.added] == ["/testbed/x"]
+    assert not Sandbox().overlay  # remembered for the process
