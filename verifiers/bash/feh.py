@@ -261,7 +261,8 @@ class FehVerifier:
         g, c = self.run_pair(task_script(gold_cmd, item.gold), task_script(cand_cmd, item.gold), fixture)
         if has_commands(pre):
             setup_fs = self.setup_effect(in_workdir(with_prerequisite("true", pre), item.gold.get("workdir")), fixture)
-            g, c = relative_to_setup(RunView.of(g), setup_fs, fixture), relative_to_setup(RunView.of(c), setup_fs, fixture)
+            g = relative_to_setup(RunView.of(g), setup_fs, fixture)
+            c = relative_to_setup(RunView.of(c), setup_fs, fixture)
         t_run = time.perf_counter() - t0
         exact = item.gold.get("match") == "exact"
         v = self.compare(task, gold_cmd, cand_cmd, g, c, params=exact_output(self.params) if exact else None,

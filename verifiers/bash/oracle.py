@@ -112,7 +112,8 @@ def judge(r: Any, backend: str = "bash-tests") -> Verdict:
                                                        f"{details['setup_stderr'][:500]}")
     if timed_out or sig or rc in NOT_RUNNABLE:
         why = "ran past the time limit" if timed_out else f"could not run (exit {rc}{f', signal {sig}' if sig else ''})"
-        return Verdict.error(f"the check {why}", backend=backend, details=details, feedback=f"no verdict: the check {why}\n{fb}")
+        return Verdict.error(f"the check {why}", backend=backend, details=details,
+                             feedback=f"no verdict: the check {why}\n{fb}")
     if rc == SKIP:
         return Verdict.undecided("the check could not judge this run (exit 125)", backend=backend,
                                  details=details, feedback=f"INCONCLUSIVE: {fb}")
