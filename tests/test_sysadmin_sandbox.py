@@ -117,6 +117,14 @@ def test_sudo_su_and_home_directories_work(sb):
     assert {"/home/dave", "/home/dave/made", "/etc/passwd-"} <= added
 
 
+def test_package_database_is_readable_and_writable(sb):
+    r = sb.run("dpkg -s bash | grep -c '^Status: install ok installed'; dpkg -l | grep -c '^ii'; "
+               "echo 'Package: vf-fake' >> /var/lib/dpkg/status && echo appended", "sysadmin")
+    lines = r.stdout.splitlines()
+    assert lines[0] == "1" and int(lines[1]) > 10 and lines[2] == "appended", r.stderr
+    assert [e["path"] for e in r.fs_diff.modified] == ["/var/lib/dpkg/status"]
+
+
 def test_each_run_gets_a_fresh_etc(sb):
     first, second = sb.run("useradd erin && id -u erin", "sysadmin"), sb.run("id erin", "sysadmin")
     assert first.exit_code == 0 and second.exit_code != 0

@@ -260,3 +260,25 @@ def sysadmin_entries(host_etc: Path = Path("/etc")) -> list:
     never = tuple(f"etc/{n}" for n in _NEVER if n not in ("shadow", "gshadow", "sudoers")) + tuple(
         f"etc/{n}" for n in _ADMIN_NEVER)
     return [e for e in out if not any(e.path == n or e.path.startswith(n + "/") for n in never)]
+
+
+_DPKG = ("status", "available", "diversions", "alternatives")
+
+
+def dpkg_entries(host_dpkg: Path = Path("/var/lib/dpkg")) -> list:
+    """The package database package tools read (`dpkg -l`, `dpkg -s`), as fixture entries under
+    `var/lib/dpkg/`, with the empty directories dpkg expects (per-package file lists left out).
+
+    Args:
+        host_dpkg: the host's /var/lib/dpkg.
+    """
+    from verifirst.verifiers.bash.fixtures import Entry
+
+    if not host_dpkg.is_dir():
+        return []
+    out: list = [Entry("var/lib/dpkg", "dir", 0o755)]
+    for name in _DPKG:
+        _entries_from(host_dpkg / name, f"var/lib/dpkg/{name}", out)
+    for d in ("info", "updates", "triggers"):
+        out.append(Entry(f"var/lib/dpkg/{d}", "dir", 0o755))
+    return out

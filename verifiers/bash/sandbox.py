@@ -12,8 +12,9 @@ diff walks only what it wrote; otherwise the run gets a fresh copy of the fixtur
 the diff against the fixture (type, mode, sha256) is the run's file-system effect.
 
 Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
-carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM),
-so useradd, gpasswd, passwd, sudo and su work and /etc changes are part of the diff; as root,
+carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM)
+and the package database (/var/lib/dpkg: `dpkg -l`, `dpkg -s`), so useradd, gpasswd, passwd,
+sudo and su work and /etc changes are part of the diff; as root,
 the run gets a user namespace of 65536 ids (admin_userns). Network and limits are unchanged.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from verifirst.errors import InputError
 from verifirst.verifiers.bash import _bwrap, _sandbox_fs, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
-from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, sysadmin_entries
+from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
 __all__ = ["Sandbox", "RunResult", "FsDiff", "SandboxUnavailable", "run_pair", "default_sandbox",
            "cli_run_bash"]
@@ -158,9 +159,10 @@ def run_tree(fx: fixtures.Fixture) -> fixtures.Fixture:
     with _LOCK:
         tree = _ADMIN_TREES.get(fx.content_hash)
         if tree is None:
-            etc = sysadmin_entries()
-            keep = [e for e in fx.entries if not e.path.startswith("etc/")]
-            tree = fixtures.Fixture(fx.name, sorted(keep + etc, key=lambda e: e.path), dict(fx.env),
+            added = sysadmin_entries() + dpkg_entries()
+            paths = {e.path for e in added}
+            keep = [e for e in fx.entries if not e.path.startswith("etc/") and e.path not in paths]
+            tree = fixtures.Fixture(fx.name, sorted(keep + added, key=lambda e: e.path), dict(fx.env),
                                     fx.description)
             _ADMIN_TREES[fx.content_hash] = tree
         return tree
