@@ -165,6 +165,29 @@ def test_a_refused_run_leaves_no_empty_run_dir_it_created(tmp_path):
     assert (tmp_path / "used" / "run_state.json").exists()  # a started run stays, to be resumed
 
 
+def test_a_run_refused_by_a_late_check_creates_no_run_dir(tmp_path, monkeypatch):
+    """The run dir is made (and locked) only after every check: a program that cannot be built
+    refuses the run with neither the given run dir nor a default one on disk."""
+    from verifirst import config, experiment
+    from verifirst.errors import ConfigError
+    from verifirst.lm import Models
+    from verifirst.testing import json_answer, scripted_lm
+
+    def refuse(*a, **k):
+        raise ConfigError("program cannot be built", field="program.options")
+
+    monkeypatch.setattr(experiment, "build_program", refuse)
+    cfg = {"experiment": {"name": "late", "workdir": str(tmp_path / "wd")},
+           "suite": {"name": "bash-builtin", "limit": 8}, "program": {"name": "bash-generator"},
+           "verifier": {"name": "exact"}, "splits": {"ratios": [0.5, 0.25, 0.25]}, "optimizer": {"name": "none"},
+           "models": {"task": "local"}, "tracking": {"enabled": False}}
+    models = Models(task=scripted_lm(lambda m: json_answer(command="echo hi")))
+    for run_dir in (tmp_path / "rd", None):
+        with pytest.raises(ConfigError, match="cannot be built"):
+            experiment.run(config.from_dict(cfg), run_dir, progress=False, models=models, echo=lambda m: None)
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "wd" / "runs").exists()
+
+
 def test_a_default_run_dir_taken_meanwhile_gets_the_next_name(tmp_path):
     (tmp_path / "exp-1").mkdir()
     with lock_run_dir(tmp_path / "exp-1", fresh=True) as hold:
