@@ -76,3 +76,33 @@ def test_cold_cli_with_equal_outputs_imports_no_model_stack():
     imported = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"torch", "sentence_transformers", "transformers", "dspy", "mlflow", "litellm"}
     assert "verifirst.verifiers.bash.sandbox" in imported  # the pair did run
+
+
+def test_rules_outside_the_similarity_list_never_read_cosines():
+    """Deciding without cosines first is only safe if no other rule reads them: on random
+    features, a decision whose rule is not in SIMILARITY_RULES is the same with any cosines."""
+    import dataclasses
+    import random
+
+    from verifirst.verifiers.bash._feh_compare import FehParams, PairFeatures, decide
+    from verifirst.verifiers.bash.feh import SIMILARITY_RULES
+
+    rng = random.Random(7)
+    params = [FehParams(), FehParams(fs_veto=False, overlap_threshold=0.5), FehParams(inconclusive=False)]
+    names = [f.name for f in dataclasses.fields(PairFeatures)]
+    for _ in range(3000):
+        kw = {}
+        for n in names:
+            kind = PairFeatures.__dataclass_fields__[n].type
+            kw[n] = (rng.random() < 0.5 if "bool" in str(kind) else
+                     rng.randint(0, 5) if "int" in str(kind) else rng.random())
+        kw["cos_out"] = kw["cos_cmd"] = None
+        f = PairFeatures(**kw)
+        for p in params:
+            lazy = decide(f, p)
+            if lazy.rule in SIMILARITY_RULES:
+                continue
+            for cos in (0.0, 0.5, 1.0):
+                full = decide(dataclasses.replace(f, cos_out=cos, cos_cmd=cos), p)
+                assert (full.rule, full.equivalent, full.inconclusive) == (lazy.rule, lazy.equivalent,
+                                                                           lazy.inconclusive), kw
