@@ -332,3 +332,106 @@ def test_simba_selection_scores_candidates_on_items_with_output_and_counts_error
     assert scores == [pytest.approx(0.6), pytest.approx(1.0)]
     assert errors == [0, 5], "LM errors are counted apart, not scored 0"
     assert chosen == 1
+
+
+# -- a failing model never looks like a result ------------------------------------------------
+def test_first_requests_all_failing_stop_the_evaluation_before_the_rate_rule_could(sleeps):
+    calls = []
+
+    def dead(messages):
+        calls.append(1)
+        raise litellm.ServiceUnavailableError("503 upstream unavailable", llm_provider="openai", model="m")
+
+    with dspy.context(lm=scripted_lm(dead), adapter=FastJSONAdapter()):
+        with pytest.raises(ErrorRateExceeded) as e:
+            evaluate(BashGenerator(), items(20), scorer(), split="val", retries=0, progress=False,
+                     max_error_rate=0.5)
+    assert len(calls) == ev.FIRST_CALLS_ALL_FAILED, "5 failed requests, not the rate rule's 10 items"
+    assert "the first 5 requests to the model all failed" in str(e.value) and "503" in str(e.value)
+    assert e.value.exit_code == 1
+
+
+def test_a_model_that_answers_first_is_not_stopped_early(sleeps):
+    n = [0]
+
+    def fails_after_first(messages):
+        n[0] += 1
+        if n[0] > 1:
+            raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+        return GOOD
+
+    with dspy.context(lm=scripted_lm(fails_after_first), adapter=FastJSONAdapter()):
+        r = evaluate(BashGenerator(), items(8), scorer(), split="val", retries=0, progress=False, max_error_rate=0.9)
+    assert [row.status for row in r.rows] == ["PASS"] + ["ERROR"] * 7
+
+
+def test_every_attempt_is_counted_retries_too(monkeypatch):
+    from verifirst import lm as vlm
+    from verifirst.lm import USAGE, AccountedLM
+    from verifirst.testing import ScriptedEngine
+
+    waits: list[float] = []
+    monkeypatch.setattr(vlm, "_sleep", waits.append)
+    n = [0]
+
+    def third_time_lucky(messages):  # as the HTTP engine raises a 503
+        from dspy._vendor.lm15.errors import ServerError
+
+        n[0] += 1
+        if n[0] < 3:
+            raise ServerError("503 upstream unavailable")
+        return GOOD
+
+    lm = AccountedLM("local/retrying", engine=ScriptedEngine(third_time_lucky), num_retries=3, cache=False)
+    u0 = USAGE.total()
+    with dspy.context(lm=lm, adapter=FastJSONAdapter()):
+        assert BashGenerator()(task="say hi").command == "printf hi"
+    u = USAGE.total()
+    assert (u.attempts - u0.attempts, u.failed_attempts - u0.failed_attempts, u.errors - u0.errors) == (3, 2, 0)
+    assert waits == [1.0, 2.0]
+
+
+def test_requests_time_out_by_default_and_per_role():
+    from verifirst.errors import ConfigError
+    from verifirst.lm import DEFAULT_TIMEOUT_S, make_lm, make_models
+
+    assert make_lm("openai/gpt-4o-mini").kwargs["timeout"] == DEFAULT_TIMEOUT_S == 60
+    ms = make_models({"task": {"model": "openai/gpt-4o-mini", "timeout_s": 7},
+                      "judge": [{"model": "openai/m", "api_base": "http://127.0.0.1:9/v1"}]})
+    assert ms.task.kwargs["timeout"] == 7 and ms.reflection.kwargs["timeout"] == 7
+    assert {d["litellm_params"]["timeout"] for d in ms.judge.engine._model_list()} == {DEFAULT_TIMEOUT_S}
+    for bad in (0, -1, "60", True):
+        with pytest.raises(ConfigError, match=r"models.task.timeout_s"):
+            make_lm("openai/gpt-4o-mini", timeout_s=bad)
+
+
+def test_a_split_without_any_verdict_fails_the_run():
+    from verifirst.evaluate import EvalResult, Row, unscored_splits
+
+    ok = EvalResult("train", [Row("a", "train", "PASS", 1.0), Row("b", "train", "ERROR", None, error_kind="lm")])
+    dead = EvalResult("val", [Row("c", "val", "ERROR", None, error_kind="lm"),
+                              Row("d", "val", "INCONCLUSIVE", None)])
+    assert unscored_splits({"before": {"train": ok}}) is None
+    assert unscored_splits({"before": {"train": ok, "val": dead}}) == \
+        "before val: none of its 2 items got a verdict (1 LM errors, 0 verifier errors, 1 inconclusive)"
+    assert unscored_splits({"after": {"test": EvalResult("test", [])}}) is None  # an empty split is no failure
+
+
+def test_an_optimizer_that_saw_only_errors_fails_the_run_and_registers_nothing(tmp_path, workdir, sleeps):
+    from verifirst.errors import RunFailed
+    from verifirst.lm import current_split
+
+    def dead_while_optimizing(messages):  # the evaluations get answers; every optimizer call fails
+        if current_split() == "optimize":
+            raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+        return GOOD
+
+    exp = config.from_dict(exp_dict(workdir, experiment={"name": "faults-opt-dead"}, suite={"limit": 8},
+                                    optimizer={"name": "gepa", "max_metric_calls": 4}))
+    models = Models(task=scripted_lm(dead_while_optimizing, name="opt-dead"))
+    with pytest.raises(RunFailed, match="the optimizer saw only errors"):
+        experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    assert not (tmp_path / "run" / "engine_done.json").exists() and not (tmp_path / "run" / "report.json").exists()
+    uri = f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
+    client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
+    assert not client.search_prompts(filter_string="name = 'faults-opt-dead-instructions'")

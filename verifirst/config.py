@@ -22,7 +22,9 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "workdir": ((str,), ".verifirst", "directory for cache, runs and the local MLflow store"),
         "seed": ((int,), 0, "seed for splits and optimizers"),
         "threads": ((int,), 1, "parallel program calls during evaluation and optimization"),
-        "max_error_rate": ((float, int), 0.5, "stop when more than this fraction of items are LM errors"),
+        "max_error_rate": ((float, int), 0.5, "stop (exit 1) when more than this fraction of items are LM errors "
+                                              "(checked from 10 items on); whatever the rate, an evaluation also stops "
+                                              "when its first 5 requests to the model all failed"),
         "executor": ((str,), "thread", "where items run: thread (this process) | ray (Ray tasks)"),
         "ray_address": ((str,), None, "Ray cluster: 'auto', a ray:// URL, or empty for a local cluster"),
         "description": ((str,), "", "free text"),
@@ -56,7 +58,9 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "options": ((dict,), {}, "engine-specific options"),
     },
     "models": {
-        "task": ((str, dict, list), "local", "model for the program: 'local' or a LiteLLM model string"),
+        "task": ((str, dict, list), "local", "model for the program: 'local' or a LiteLLM model string; a table "
+                                             "may set timeout_s, seconds per request (default 60, every role) and "
+                                             "num_retries (default 3, each attempt counted)"),
         "reflection": ((str, dict, list), None, "model that proposes instructions (GEPA, SIMBA)"),
         "teacher": ((str, dict, list), None, "informed teacher (AutoRefine)"),
         "judge": ((str, dict, list), None, "model for LLM checks inside verifiers"),
