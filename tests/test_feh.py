@@ -597,6 +597,14 @@ def test_relative_to_setup_keeps_changes_and_deletions_of_setup_files():
     # a fixture file the setup deleted and the command restored is a change of the command
     restored = relative_to_setup(RunView(fs=()), (("deleted", "/root/.bashrc", "file", "0644", "x"),), "empty")
     assert [e[:2] for e in restored.fs] == [("added", "/root/.bashrc")]
+    # a file outside the fixture's entries (the sysadmin mode's /etc): setup changed it, the command
+    # put it back as it was (useradd alice; userdel alice): a modification, never a deletion
+    group = (("modified", "/etc/group", "file", "0644", "with-alice"),)
+    back = relative_to_setup(RunView(fs=()), group, "empty")
+    assert [e[:2] for e in back.fs] == [("modified", "/etc/group")]
+    assert relative_to_setup(RunView(fs=group), group, "empty").fs == ()
+    gone = relative_to_setup(RunView(fs=(("deleted", "/etc/group", "file", "0644", "orig"),)), group, "empty")
+    assert [e[:2] for e in gone.fs] == [("deleted", "/etc/group")]
 
 
 def test_usage_lines_never_pass_a_similarity_rule():

@@ -125,6 +125,9 @@ def _fixture_records(fixture: Any) -> dict[str, tuple]:
     return {"/" + e.path: (e.kind, f"{e.mode:04o}", e.sha256 or "") for e in fixtures.resolve(fixture).entries}
 
 
+_AS_BEFORE = ("", "", "as before setup")  # a path that existed before setup; its attributes unknown
+
+
 def relative_to_setup(run: RunView, setup_fs: tuple, fixture: Any) -> RunView:
     """The run's file-system effect against the state after setup, not against the fixture.
 
@@ -144,15 +147,27 @@ def relative_to_setup(run: RunView, setup_fs: tuple, fixture: Any) -> RunView:
     def state(entries: tuple) -> dict[str, tuple | None]:
         return {e[1]: (None if e[0] == "deleted" else tuple(e[2:5])) for e in entries}
 
+    def original(path: str) -> tuple | None:
+        """The path before setup: the fixture's entry, else what a diff says of it (a deleted
+        entry carries the old attributes; a modified one only that it existed, e.g. /etc files)."""
+        if path in orig:
+            return orig[path]
+        said = [e for e in (*setup_fs, *run.fs) if e[1] == path and e[0] != "added"]
+        if not said:
+            return None
+        deleted = [e for e in said if e[0] == "deleted"]
+        return tuple(deleted[0][2:5]) if deleted else _AS_BEFORE
+
     s, d = state(setup_fs), state(run.fs)
     out = []
     for path in sorted(s.keys() | d.keys()):
-        before = s[path] if path in s else orig.get(path)
-        after = d[path] if path in d else orig.get(path)
+        before = s[path] if path in s else original(path)
+        after = d[path] if path in d else original(path)
         if before == after:
             continue
         change = "added" if before is None else "deleted" if after is None else "modified"
-        out.append((change, path, *(after if after is not None else before)))
+        attrs = after if after not in (None, _AS_BEFORE) else before
+        out.append((change, path, *(attrs if attrs is not _AS_BEFORE else ("", "", "as before setup"))))
     return replace(run, fs=tuple(sorted(out)))
 
 
