@@ -765,7 +765,9 @@ def cli_calibrate(**kw) -> int:
     as_json = kw.pop("as_json", False)
     rep = calibrate_outcomes(kw.pop("outcomes", None), echo=(lambda m: None) if as_json else print, **kw)
     if as_json:
-        print(json.dumps(rep, indent=2, default=str))
+        from .report import report_json
+
+        print(report_json(rep))
     else:
         print_calibration(rep)
     return 0

@@ -111,7 +111,9 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
     out = experiment.run(exp, run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
                          echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
     if as_json:
-        typer.echo(json.dumps(out.report, indent=2, default=str))
+        from .report import report_json
+
+        typer.echo(report_json(out.report))
         return out
     print_report(out.report)
     typer.echo(f"report: {out.run_dir / 'report.md'}")
@@ -260,7 +262,9 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
             write_html(rep, html)
             typer.echo(f"wrote {html}")
         if as_json:
-            typer.echo(json.dumps(rep, indent=2, default=str))
+            from .report import report_json
+
+            typer.echo(report_json(rep))
         else:
             print_report(rep)
             if html is None:

@@ -286,6 +286,18 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_json(report: dict, indent: int | None = 2) -> str:
+    """The report as report.json holds it (strict JSON, credentials masked), for `--json` output.
+
+    Args:
+        report: the run report (left unchanged).
+        indent: as json.dumps.
+    """
+    import json
+
+    return json.dumps(strict_json(redact(report)), indent=indent, default=str, allow_nan=False)
+
+
 def write_reports(report: dict, run_dir: str | Path) -> list[Path]:
     """report.json (strict JSON, credentials masked) and report.md in `run_dir`.
 
