@@ -144,6 +144,14 @@ def test_custom_fixtures_inherit_the_mode():
     assert r.stdout.strip() == "2", r.stderr
 
 
+def test_unsafe_local_refuses_sysadmin_mode():
+    from verifirst.errors import InputError
+
+    with pytest.raises(InputError, match="sysadmin mode, which needs the sandbox"):
+        Sandbox(unsafe_local=True).run("useradd mallory", "sysadmin")
+    assert "mallory" not in open("/etc/passwd").read()
+
+
 def test_host_etc_unchanged_after_the_sysadmin_cases(sb):
     hostile = ["echo 'evil:x:0:0::/:/bin/sh' >> /etc/passwd; useradd -o -u 0 evil2; passwd -d root; "
                "rm -f /etc/shadow /etc/gshadow; echo pwned > /etc/hostname; chmod 777 /etc; "

@@ -184,6 +184,10 @@ class _Job:
         self.sb, self.command, self.fx = sb, command, fx
         self.t0 = time.perf_counter()
         self.admin = bool(getattr(fx, "sysadmin", False))
+        if self.admin and sb.unsafe_local:
+            raise InputError(f"fixture {fx.name!r} runs in sysadmin mode, which needs the sandbox: without it "
+                             "useradd, passwd and sudo would change this machine's /etc",
+                             field="fixture", expected="a fixture without sysadmin mode, or no unsafe_local")
         self.tree = run_tree(fx)
         self.skip = _sandbox_fs.skipped(self.admin)
         self.overlay = sb.overlay and not sb.unsafe_local
@@ -207,6 +211,8 @@ class _Job:
             os.chmod(self.run_dir, 0o700)
             if self.admin and ids:
                 fds.append(_bwrap.admin_userns(ids, sb.limits["nproc"]))
+            if not sb.unsafe_local:
+                fds.append(_bwrap.limits_fd(sb.limits, ids))
         except BaseException:
             _close(fds)
             _sandbox_fs.remove_tree(self.run_dir)
@@ -220,14 +226,13 @@ class _Job:
             args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
             cwd = self.root
         else:
-            fds.append(_bwrap.limits_fd(sb.limits, ids))
             args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
                                env=env, hostname=HOSTNAME, limits_fd=fds[-1],
                                lower=lower or None, work=work if self.overlay else None,
                                userns_fd=fds[0] if len(fds) == 2 else None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
-        args, kw = _bwrap.as_user(args, ids)
         try:
+            args, kw = _bwrap.as_user(args, ids)
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
                                          pass_fds=fds, start_new_session=True, **kw)
