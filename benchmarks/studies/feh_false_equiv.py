@@ -9,6 +9,8 @@ Three sources, each pair run in the sandbox (runs and embeddings cached, as feh_
 - Synthetic tasks (SYNTHETIC below), judged end to end by FehVerifier.verify: empty
   prerequisites, files the setup creates, scripts that take arguments, usage lines, user and
   group administration.
+- The EAbench-layout tasks under tests/data/eabench_tiny: FEH against the tasks' own checks
+  (bash-tests), reported apart (not in the total: the checks, not labels, say what fails).
 
 `--label before|after` stores the report under that key of the output file (the other key is
 kept), so one file holds the probe on the code before and after a change.
@@ -29,6 +31,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from verifirst.task import Item  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "perf" / "results" / "feh_false_equiv.json"
+EATINY = Path(__file__).resolve().parents[2] / "tests" / "data" / "eabench_tiny"
 
 _TWIN = ('if [ $# -ne 1 ]; then echo "Usage: $0 <limit>  (prints twin primes up to limit)"; exit 1; fi\n'
          'p(){ local n=$1 i; [ $n -lt 2 ] && return 1; for ((i=2;i*i<=n;i++)); do ((n%i==0)) && return 1; done; }\n'
@@ -102,6 +105,32 @@ def synthetic_probe(verifier) -> dict:
     return {"kinds": kinds, "rows": rows}
 
 
+def eabench_agreement(root: Path, feh) -> dict:
+    """FEH against the tasks' own checks (bash-tests) on an EAbench-layout dir: each gold and
+    the next task's gold as candidates; agreement where both decide, and FEH's equivalences of
+    scripts the check fails."""
+    from verifirst.benchmarks.eabench import load_eabench
+    from verifirst.verifiers.bash.oracle import BashTestsVerifier
+
+    items = load_eabench(root).items
+    oracle = BashTestsVerifier()
+    rows, agree, both, fe, failing = [], 0, 0, 0, 0
+    for i, it in enumerate(items):
+        for cand_item in (it, items[(i + 1) % len(items)]):
+            o = oracle.verify(it, cand_item.gold["command"])
+            f = feh.verify(it, cand_item.gold["command"])
+            rows.append({"task": it.id, "candidate": cand_item.id, "check": o.passed, "feh": f.passed})
+            if o.passed is False:
+                failing += 1
+                fe += f.passed is True
+            if o.passed is not None and f.passed is not None:
+                both += 1
+                agree += o.passed == f.passed
+    return {"dir": root.name, "pairs": len(rows), "decided_by_both": both,
+            "agreement": round(agree / both, 3) if both else None, "check_fails": failing,
+            "feh_equivalent_where_check_fails": fe, "rows": rows}
+
+
 def nl2sh_probe(cache_dir: Path, embed, workers: int) -> dict:
     """The 600 NL2SH-ALFA pairs: CV accuracy on conclusive pairs, false equivalences of 300 rotated."""
     from verifirst.benchmarks.nl2sh import load_nl2sh, nl2sh_pairs
@@ -156,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     report["intercode"] = (intercode_probe(ic, cache_dir, embed, params, a.workers) if ic.is_dir()
                            else {"skipped": f"no InterCode-Bash data at {ic}"})
     report["synthetic"] = synthetic_probe(FehVerifier(params, embed=embed))
+    report["eabench_tiny"] = eabench_agreement(EATINY, FehVerifier(params, embed=embed))
     neg = fe = 0
     for sec in (report["nl2sh"], report["intercode"], *report["synthetic"]["kinds"].values()):
         neg += sec.get("not_equivalent_pairs", 0)
