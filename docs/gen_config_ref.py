@@ -21,7 +21,8 @@ validator accepts.
 def _types(types: tuple[type, ...]) -> str:
     names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table",
              "list": "array"}
-    return " or ".join(names.get(t.__name__, t.__name__) for t in types)
+    shown = [t for t in types if not (t is int and float in types)]  # an integer is a number
+    return " or ".join(names.get(t.__name__, t.__name__) for t in shown)
 
 
 def _default(value: Any) -> str:

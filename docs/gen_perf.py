@@ -50,11 +50,13 @@ def install_table(results: Path | None = None) -> str:
         return "No install measurement yet: run `python benchmarks/perf/install.py --out " \
                "benchmarks/perf/results/install.json`."
     data = load_result(path)
-    lines = ["| install | time | venv size | distributions | built from source |", "|---|---|---|---|---|"]
+    lines = ["| install | time | venv size | distributions | built from source | wheels built here before, reused |",
+             "|---|---|---|---|---|---|"]
     for name, run in data["runs"].items():
         built = ", ".join(run["built_from_source"]) or "nothing"
+        reused = ", ".join(run.get("locally_built_wheels_reused", [])) or "none"
         lines.append(f"| `{name}` | {run['install_s']:.0f} s | {run['venv_mb']:,} MB | {run['distributions']} "
-                     f"| {built} |")
+                     f"| {built} | {reused} |")
     note = data.get("pip_cache", "")
     return "\n".join(lines) + f"\n\nMeasured {_measured(data['machine'])}; pip cache: {note}."
 

@@ -111,6 +111,7 @@ def _cli(py: Path, args: list[str], env: dict, cwd: Path, timeout: float = 180) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # about 2.5 minutes on an idle 2-core machine, 5 under load: pip downloads
 def test_pip_install_in_a_fresh_venv_without_a_compiler():
     """`pip install .` (then `.[iac]`) with no compiler on PATH; `verify terraform` works there and
     the `local` model is refused with the install command."""

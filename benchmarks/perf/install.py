@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +67,14 @@ def no_compiler_bin(dest: Path, path: str | None = None) -> Path:
 
 @dataclass
 class Install:
-    """One `pip install` into a venv: how long it took, what pip built from source, its output."""
+    """One `pip install` into a venv: how long it took, what pip built from source, which wheels
+    came from wheels built on this machine before (plain `linux_*` tags: never on PyPI), its output."""
 
     seconds: float
     built: list[str]
     returncode: int
     output: str
+    locally_built_cached: list[str] = field(default_factory=list)
 
 
 def fresh_venv(venv: Path, base_python: str | None = None) -> Path:
@@ -111,7 +113,8 @@ def pip_install(python: Path, target: str, env: dict, timeout: float = 1800) -> 
     seconds = time.perf_counter() - t0
     out = proc.stdout + proc.stderr
     built = sorted(set(re.findall(r"Building wheel for (\S+)", out)))
-    return Install(round(seconds, 1), built, proc.returncode, out)
+    cached = sorted(set(re.findall(r"Using cached (\S+?)-\d\S*-linux_\w+\.whl", out)))
+    return Install(round(seconds, 1), built, proc.returncode, out, cached)
 
 
 def tree_bytes(path: Path) -> int:
@@ -135,7 +138,8 @@ def _step(name: str, python: Path, venv: Path, target: str, env: dict) -> dict:
     r = pip_install(python, target, env)
     if r.returncode != 0:
         raise SystemExit(f"install.py: {name}: pip install {target} exited {r.returncode}:\n{r.output[-3000:]}")
-    return {"install_s": r.seconds, "built_from_source": r.built, "venv_mb": round(tree_bytes(venv) / 2**20),
+    return {"install_s": r.seconds, "built_from_source": r.built,
+            "locally_built_wheels_reused": r.locally_built_cached, "venv_mb": round(tree_bytes(venv) / 2**20),
             "distributions": len(installed(python, env))}
 
 
