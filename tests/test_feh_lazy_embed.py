@@ -106,3 +106,17 @@ def test_rules_outside_the_similarity_list_never_read_cosines():
                 full = decide(dataclasses.replace(f, cos_out=cos, cos_cmd=cos), p)
                 assert (full.rule, full.equivalent, full.inconclusive) == (lazy.rule, lazy.equivalent,
                                                                            lazy.inconclusive), kw
+
+
+def test_embedder_thread_setting_is_checked(monkeypatch):
+    from verifirst.errors import VerifirstError
+    from verifirst.retrieval import embedder
+
+    monkeypatch.delenv("VERIFIRST_EMBED_THREADS", raising=False)
+    assert embedder._threads() == 1
+    monkeypatch.setenv("VERIFIRST_EMBED_THREADS", "2")
+    assert embedder._threads() == 2
+    for bad in ("0", "two"):
+        monkeypatch.setenv("VERIFIRST_EMBED_THREADS", bad)
+        with pytest.raises(VerifirstError, match="VERIFIRST_EMBED_THREADS"):
+            embedder._threads()
