@@ -110,7 +110,8 @@ def test_lm_errors_are_counted_apart_and_stop_the_run(tmp_path):
     with dspy.context(lm=scripted_lm(broken), adapter=dspy.JSONAdapter()):
         with pytest.raises(ErrorRateExceeded, match="LM errors"):
             evaluate(BashGenerator(), items, Scorer(ExactCommand(), "command"), split="val", retries=1,
-                     backoff_s=0.0, max_error_rate=0.3, checkpoint=tmp_path / "c.jsonl", progress=False)
+                     backoff_s=0.0, max_error_rate=0.3, checkpoint=tmp_path / "c.jsonl", progress=False,
+                     first_calls_all_failed=0)  # the rate rule alone (the early stop: tests/test_faults.py)
     with dspy.context(lm=scripted_lm(broken), adapter=dspy.JSONAdapter()):
         r = evaluate(BashGenerator(), items[:3], Scorer(ExactCommand(), "command"), split="val", retries=1,
                      backoff_s=0.0, progress=False)

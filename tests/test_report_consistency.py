@@ -166,19 +166,29 @@ def test_tables_and_footer_agree_in_every_report(tmp_path):
 
 
 def test_report_with_lm_errors_through_an_experiment(tmp_path):
-    """Every answer is malformed: the table's LM column and the footer both say all items, while
-    the model calls themselves all succeeded (0 raised)."""
+    """Every answer but each split's first is malformed (a split with no verdict fails the run): the
+    table's LM column and the footer both say those items, while the model calls themselves all
+    succeeded (0 raised)."""
+    from verifirst.lm import current_split
+    from verifirst.testing import json_answer
+
+    calls: dict = {}
+
+    def first_answer_only(messages):
+        calls[current_split()] = calls.get(current_split(), 0) + 1
+        return json_answer(command="printf hi") if calls[current_split()] == 1 else "Sure! The command is printf hi"
+
     exp = config.from_dict({
         "experiment": {"name": "all-malformed", "workdir": str(tmp_path / "wd"), "seed": 0},
         "suite": {"name": "bash-builtin", "limit": 6}, "program": {"name": "bash-generator"},
         "verifier": {"name": "exact"}, "splits": {"ratios": [0.34, 0.33, 0.33]},
         "optimizer": {"name": "none"}, "models": {"task": "local"}, "tracking": {"enabled": False}})
-    models = Models(task=scripted_lm(lambda m: "Sure! The command is printf hi", name="malformed"))
+    models = Models(task=scripted_lm(first_answer_only, name="malformed"))
     out = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     md = (tmp_path / "run" / "report.md").read_text()
     sizes = out.report["sizes"]
     for split in ("train", "val", "test"):
         row = next(line for line in md.splitlines() if line.startswith(f"| {split} |")).split(" | ")
-        assert row[-3] == f"{sizes[split]}/{sizes[split]}", row
-    assert "before: 6 with no LM output, 0 verifier errors, 0 inconclusive" in md
+        assert row[-3] == f"{sizes[split] - 1}/{sizes[split] - 1}", row
+    assert "before: 3 with no LM output, 0 verifier errors, 0 inconclusive" in md
     assert f"{out.report['usage_this_run']['errors']} calls raised at the model or provider" in md
