@@ -137,7 +137,11 @@ _USAGE = re.compile(r"^\s*(usage|syntax)\s*:|^\s*try '.*--help'", re.IGNORECASE)
 
 def no_result(r: RunView) -> bool:
     """The run shows only a failure or a usage line: no stdout beyond usage lines, no file change,
-    and it failed or printed a usage line. Such text is no evidence about the task."""
+    and it failed or printed a usage line. Such text is no evidence about the task.
+
+    Args:
+        r: the run.
+    """
     if r.fs:
         return False
     out = [line for line in norm_out(r.stdout).split("\n") if line.strip()]

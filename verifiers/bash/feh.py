@@ -62,7 +62,11 @@ def candidate_command(candidate: Any) -> str:
 
 def has_commands(script: str | None) -> bool:
     """Whether a script holds anything to run: a line that is neither blank nor a comment
-    (a shebang is a comment)."""
+    (a shebang is a comment).
+
+    Args:
+        script: the script text, or None.
+    """
     return any(line.strip() and not line.lstrip().startswith("#") for line in (script or "").splitlines())
 
 
@@ -82,7 +86,12 @@ def with_prerequisite(command: str, prerequisite: str | None) -> str:
 
 
 def in_workdir(script: str, workdir: str | None) -> str:
-    """Run `script` in `workdir` (the task's directory in the fixture), or as is when None."""
+    """Run `script` in `workdir` (the task's directory in the fixture), or as is when None.
+
+    Args:
+        script: the script to run there.
+        workdir: an absolute path inside the fixture, or None.
+    """
     if not workdir:
         return script
     return f"cd {shlex.quote(workdir)} || exit 1\n{script}"
