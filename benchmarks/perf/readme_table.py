@@ -77,7 +77,12 @@ def sandbox(f: Field) -> tuple[str, str]:
         res += (f"; trivial pair vs two plain `bash -c`: wall {_n(f('ratio_trivial_vs_plain_subprocess'), 1)}×, "
                 f"CPU {_n(f('cpu_ratio_trivial_vs_plain_subprocess'), 1)}× ({b['mode']}; per run: prepare "
                 f"{_n(b['phases_ms']['prepare_ms'], 2)}, exec {_n(b['phases_ms']['exec_ms'], 1)}, diff "
-                f"{_n(b['phases_ms']['diff_ms'], 2)}, cleanup {_n(b['phases_ms']['cleanup_ms'], 2)} ms); sysadmin "
+                f"{_n(b['phases_ms']['diff_ms'], 2)}, cleanup {_n(b['phases_ms']['cleanup_ms'], 2)} ms"
+                + (f"; a fresh copy instead: prepare {_n(b['phases_ms_fresh_copy']['prepare_ms'], 2)}, diff "
+                   f"{_n(b['phases_ms_fresh_copy']['diff_ms'], 2)}, cleanup "
+                   f"{_n(b['phases_ms_fresh_copy']['cleanup_ms'], 2)} ms" if "phases_ms_fresh_copy" in b else "")
+                + "; CPU ms per run: " + ", ".join(f"{k} {_n(v['cpu_ms'], 1)}" for k, v in b["chain"].items())
+                + f"); sysadmin "
                 f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")
     return (f"sandbox, {f('tasks')} NL2SH-ALFA tasks (gold + gold2 + FS diffs)",
             res + f" [≤ {f('goal_ms_per_task')} ms; ≤ {_n(f('goal_ratio', 3.0))}× plain]")

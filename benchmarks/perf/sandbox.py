@@ -70,12 +70,16 @@ def breakdown(sb, n: int = 60) -> dict:
     process chain it starts, piece by piece (plain bash; bash as the dropped uid; bwrap with
     everything around `true`). Wall and CPU ms per run, medians."""
     from verifirst.verifiers.bash import _bwrap
-    from verifirst.verifiers.bash.sandbox import _ids
+    from verifirst.verifiers.bash.sandbox import Sandbox, _ids
 
-    phases: dict[str, list[float]] = {}
-    for _ in range(n):
-        for k, v in sb.run("true", "nl2sh-fs1").timings.items():
-            phases.setdefault(k, []).append(v)
+    def phases_of(box) -> dict:
+        phases: dict[str, list[float]] = {}
+        for _ in range(n):
+            for k, v in box.run("true", "nl2sh-fs1").timings.items():
+                phases.setdefault(k, []).append(v)
+        return {k: _med(v) for k, v in phases.items()}
+
+    copy = Sandbox(timeout_s=sb.timeout_s, overlay=False)
     chain = {}
     ids = _ids()
     pieces = {"bash -c": ["/bin/bash", "-c", "true"]}
@@ -86,7 +90,7 @@ def breakdown(sb, n: int = 60) -> dict:
         chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
     w, c = _timed(lambda: sb.run("true", "nl2sh-fs1"), n)
     chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
-    return {"phases_ms": {k: _med(v) for k, v in phases.items()}, "chain": chain,
+    return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain,
             "mode": "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"}
 
 
