@@ -371,3 +371,30 @@ def test_a_refused_overlay_falls_back_to_fresh_copies(monkeypatch):
     assert r.exit_code == 0 and r.stdout.strip() != "0"
     assert [e["path"] for e in r.fs_diff.added] == ["/testbed/x"]
     assert not Sandbox().overlay  # remembered for the process
+
+
+def test_lower_layers_of_dead_processes_are_swept(tmp_path):
+    import time as _time
+
+    from verifirst.verifiers.bash import _sandbox_fs
+    dead = subprocess_dead_pid()
+    old = tmp_path / f"lower-{dead}-abc123"
+    (old / "fs").mkdir(parents=True)
+    young = tmp_path / f"lower-{dead}-def456"
+    young.mkdir()
+    alive = tmp_path / f"lower-{os.getppid()}-ghi789"
+    alive.mkdir()
+    other = tmp_path / "run-xyz"
+    other.mkdir()
+    hour_ago = _time.time() - 2 * _sandbox_fs.STALE_S
+    for p in (old, alive, other):
+        os.utime(p, (hour_ago, hour_ago))
+    assert _sandbox_fs.sweep_lowers(str(tmp_path)) == [str(old)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([young.name, alive.name, other.name])
+
+
+def subprocess_dead_pid() -> int:
+    import subprocess
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid

@@ -216,7 +216,10 @@ def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
     with _LOWERS_LOCK:
         if key in _LOWERS and os.path.isdir(_LOWERS[key]):
             return _LOWERS[key]
-        top = tempfile.mkdtemp(prefix="lower-", dir=parent)
+        if parent not in _SWEPT:
+            _SWEPT.add(parent)
+            sweep_lowers(parent)
+        top = tempfile.mkdtemp(prefix=f"lower-{os.getpid()}-", dir=parent)
         root = os.path.join(top, "fs")
         try:
             os.mkdir(root)
@@ -230,6 +233,49 @@ def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
             raise
         _LOWERS[key], _LOWERS_PID[root] = root, os.getpid()
         return root
+
+
+_SWEPT: set[str] = set()
+STALE_S = 3600
+
+
+def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
+    """Remove lower layers left by processes that died without their exit hooks (kill -9): those
+    whose process is gone and that are older than STALE_S. Returns what was removed.
+
+    Args:
+        parent: the scratch base.
+        now: the current time (tests).
+    """
+    import re
+    import time
+
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = re.fullmatch(r"lower-(\d+)-\w+", name)
+        path = os.path.join(parent, name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # alive (or a pid reused): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            if now - os.lstat(path).st_mtime < STALE_S:
+                continue
+        except OSError:
+            continue
+        remove_tree(path)
+        removed.append(path)
+    return removed
 
 
 def remove_lowers() -> None:
