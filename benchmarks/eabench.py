@@ -23,6 +23,7 @@ the check for the `bash-tests` verifier (check, check_files, check_runs_candidat
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -121,12 +122,19 @@ def _item(iid: str, suite: str, t: Path, base: str) -> Item:
     return Item(id=iid, inputs={"task": prompt}, gold=gold, group=iid, meta=meta)
 
 
+def _fixture_name(iid: str, t: Path) -> str:
+    """A fixture name per test directory: two checkouts of the benchmark never share one."""
+    return f"{iid}-{hashlib.sha256(str(t.resolve()).encode()).hexdigest()[:8]}"
+
+
 def _basic(iid: str, t: Path, base: str) -> dict:
     """bash_1: files at /app, prerequisite.sh first, the script as /app/testN.sh; check test.py."""
     from verifirst.verifiers.bash import fixtures
 
-    fx = fixtures.from_dir(iid, t, "/app", base=base, exclude=("prompt", "name", "bash.sh"))
-    gold = {"fixture": fx.name, "workdir": "/app", "script_path": f"/app/{t.name}.sh", "run": f"bash {t.name}.sh"}
+    spec = {"src": str(t), "dest": "/app", "base": base, "exclude": ["prompt", "name", "bash.sh"]}
+    fx = fixtures.from_spec(_fixture_name(iid, t), spec)
+    gold = {"fixture": fx.name, "fixture_spec": spec, "workdir": "/app", "script_path": f"/app/{t.name}.sh",
+            "run": f"bash {t.name}.sh"}
     pre = _read(t / "prerequisite.sh", "prerequisite.sh", required=False)
     if pre is not None and pre.strip():
         gold["prerequisite"] = pre
@@ -170,15 +178,16 @@ def _system(iid: str, suite: str, t: Path, base: str, meta: dict) -> dict:
             if not (home / hook).exists():
                 extra[f"/home/test/{hook}"] = {"content": EMPTY_HOOK, "mode": 0o755}
     if (t / "home").is_dir():
-        fx = fixtures.from_dir(iid, t / "home", "/home", base=base, extra=extra)
+        spec = {"src": str(t / "home"), "dest": "/home", "base": base, "extra": extra}
     else:
-        fx = fixtures.custom(iid, {"/home/test/": {"dir": True, "mode": 0o755}, **extra}, base=base)
+        spec = {"files": {"/home/test/": {"dir": True, "mode": 0o755}, **extra}, "base": base}
+    fx = fixtures.from_spec(_fixture_name(iid, t), spec)
     meta["arguments"] = [a.strip() for a in _SCRIPT_CALL.findall(driver) if a.strip()]
     unsupported = [f for f in ("prologue.sh", "epilogue.sh", "podman.opts") if (t / f).exists()]
     if unsupported:
         meta["unsupported"] = unsupported  # container-side hooks the sandbox does not replay
     gold = {"fixture": fx.name, "workdir": "/home/test", "script_path": "/home/test/bash.sh",
-            "run": "bash ./test.sh"}
+            "run": "bash ./test.sh", "fixture_spec": spec}
     evaluate = _read(t / "evaluate.sh", "evaluate.sh", required=False)
     if evaluate is not None and evaluate.strip():
         files = {"evaluate.sh": evaluate}

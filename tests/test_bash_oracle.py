@@ -71,6 +71,12 @@ def test_eabench_layout_is_read_completely():
                                                "bin/strip_out_stdout.sh"}
     assert s["eabench-bash_2-test3"].meta["arguments"] == ["0x16", "0xff"]
     assert s["eabench-bash_3-test003"].meta["arguments"] == ["20"]
+    # a worker process that never loaded the suite rebuilds a test's fixture from the gold's spec
+    name, spec = system.gold["fixture"], system.gold["fixture_spec"]
+    json.dumps(spec)  # JSON-able: it travels with the item
+    before = fixtures.build(name).content_hash
+    del fixtures._CACHE[name]
+    assert fixtures.ensure(name, spec) == name and fixtures.build(name).content_hash == before
     no_driver = {"/" + e.path: e for e in fixtures.build(s["eabench-bash_3-test001"].gold["fixture"]).entries}
     assert "(. bash.sh)" in no_driver["/home/test/test.sh"].data.decode()  # the benchmark's usual driver
     assert "/home/test/pre_test.sh" in no_driver

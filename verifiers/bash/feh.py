@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from verifirst.errors import InputError
 from verifirst.task import Item
+from verifirst.verifiers.bash.fixtures import ensure as fixtures_ensure
 
 from ._feh_compare import (Decision, EmbedFn, FehParams, PairFeatures, RunView, add_cosines, decide,
                            feedback, features, observed)
@@ -258,7 +259,8 @@ class FehVerifier:
         """Run gold and candidate in fresh copies of the item's fixture and compare the runs.
 
         Args:
-            item: gold has `command`, optional `fixture` (default empty, or a Fixture),
+            item: gold has `command`, optional `fixture` (default empty, or a Fixture; with
+                `fixture_spec` it is rebuilt where this process lacks it, see fixtures.from_spec),
                 `prerequisite`, `harness`, `script_path` + `run`, `workdir` (see task_script),
                 `match` ("exact": same output, no similarity rule) and `expect_failure`.
             candidate: a command string, or an object/dict with a `command` field.
@@ -276,7 +278,7 @@ class FehVerifier:
             return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate command is empty")],
                            feedback="NOT EQUIVALENT: the candidate command is empty; write one Bash command.",
                            backend=self.name, details={"equivalent": False})
-        fixture = item.gold.get("fixture", "empty")
+        fixture = fixtures_ensure(item.gold.get("fixture", "empty"), item.gold.get("fixture_spec"))
         pre, harness = item.gold.get("prerequisite"), item.gold.get("harness")
         if harness is not None and HARNESS_SLOT not in str(harness):
             raise InputError(f"item {item.id}: the harness has no {HARNESS_SLOT} slot", field="gold.harness",

@@ -702,3 +702,31 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
         files[(prefix.rstrip("/") + "/" + rel)] = spec
     files.update(extra or {})
     return custom(name, files, env=env, base=base)
+
+
+def from_spec(name: str, spec: dict) -> Fixture:
+    """Register a fixture from a JSON-able spec: {"src", "dest", "base", "exclude", "extra"}
+    (from_dir) or {"files", "base"} (custom).
+
+    Args:
+        name: the fixture name.
+        spec: the arguments, as a task loader records them in gold["fixture_spec"].
+    """
+    if "src" in spec:
+        return from_dir(name, spec["src"], spec.get("dest", "/"), base=spec.get("base", "empty"),
+                        exclude=tuple(spec.get("exclude", ())), extra=spec.get("extra"))
+    return custom(name, spec.get("files", {}), base=spec.get("base", "empty"))
+
+
+def ensure(fixture: str | Fixture, spec: dict | None = None) -> str | Fixture:
+    """The fixture, registered first from `spec` when this process has not built it (a worker
+    process receives items whose fixtures were registered in the parent).
+
+    Args:
+        fixture: the fixture name (or a Fixture, returned as is).
+        spec: see from_spec(), or None.
+    """
+    if isinstance(fixture, Fixture) or not spec or fixture in _CACHE or fixture in _BUILDERS:
+        return fixture
+    from_spec(fixture, spec)
+    return fixture

@@ -31,6 +31,7 @@ from verifirst.errors import InputError
 from verifirst.task import Item
 
 from ..base import Verdict, VerifierError
+from .fixtures import ensure
 from .feh import EXIT_INCONCLUSIVE, candidate_command, has_commands, in_workdir, with_prerequisite
 
 RunFn = Callable[[str, Any], Any]  # (script, fixture) -> RunResult-like
@@ -167,7 +168,7 @@ class BashTestsVerifier:
             return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate is empty")],
                            feedback="FAIL: the candidate is empty; write the script.", backend=self.name)
         script = check_script(cmd, item.gold)
-        fixture = item.gold.get("fixture", "empty")
+        fixture = ensure(item.gold.get("fixture", "empty"), item.gold.get("fixture_spec"))
         r = self._run(script, fixture) if self._run else self.sandbox.run(script, fixture)
         v = judge(r, self.name)
         v.details["fixture"] = getattr(fixture, "name", fixture)
