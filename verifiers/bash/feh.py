@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 from verifirst.errors import InputError
 from verifirst.task import Item
-from verifirst.verifiers.bash.fixtures import ensure as fixtures_ensure
 
 from ._feh_compare import (Decision, EmbedFn, FehParams, PairFeatures, RunView, add_cosines, decide,
                            feedback, features, observed)
@@ -278,7 +277,11 @@ class FehVerifier:
             return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate command is empty")],
                            feedback="NOT EQUIVALENT: the candidate command is empty; write one Bash command.",
                            backend=self.name, details={"equivalent": False})
-        fixture = fixtures_ensure(item.gold.get("fixture", "empty"), item.gold.get("fixture_spec"))
+        fixture = item.gold.get("fixture", "empty")
+        if item.gold.get("fixture_spec"):
+            from verifirst.verifiers.bash.fixtures import ensure  # only for task-directory fixtures
+
+            fixture = ensure(fixture, item.gold["fixture_spec"])
         pre, harness = item.gold.get("prerequisite"), item.gold.get("harness")
         if harness is not None and HARNESS_SLOT not in str(harness):
             raise InputError(f"item {item.id}: the harness has no {HARNESS_SLOT} slot", field="gold.harness",
