@@ -435,3 +435,16 @@ def test_an_optimizer_that_saw_only_errors_fails_the_run_and_registers_nothing(t
     uri = f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
     client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
     assert not client.search_prompts(filter_string="name = 'faults-opt-dead-instructions'")
+
+
+def test_dspy_default_cache_keeps_no_unparsed_reply(monkeypatch):
+    """Without configure_cache (the Python API), DSPy's own cache object evicts unparsed replies too."""
+    from dspy.clients.cache import Cache
+
+    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
+    answers = iter(["no json here", GOOD])
+    lm = scripted_lm(lambda m: next(answers), cache=True, name="default-cache")
+    with dspy.context(lm=lm, adapter=FastJSONAdapter()):
+        with pytest.raises(Exception, match="parse"):
+            BashGenerator()(task="say hi")
+        assert BashGenerator()(task="say hi").command == "printf hi"  # asked again, not served the bad reply

@@ -472,6 +472,8 @@ def parsed_or_evicted(lm: Any = None) -> Iterator[None]:
     counted under `lm`'s role."""
     from dspy.utils.exceptions import AdapterParseError
 
+    if type(dspy.cache) is dspy.clients.cache.Cache:  # DSPy's default (the API without configure_cache):
+        dspy.cache.__class__ = ParsedOnlyCache  # same state, plus noting and eviction
     outer = getattr(_tls, "cache_keys", None)
     _tls.cache_keys = []
     try:
