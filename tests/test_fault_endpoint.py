@@ -202,3 +202,19 @@ def test_calibrate_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_ag
     assert fake.requests > 0, "no bad reply was served from the cache"
     rep = json.loads((tmp_path / "run2" / "report.json").read_text())
     assert rep["prompt_uri"].removeprefix("prompts:/") in _registered(workdir)
+
+
+def test_router_attempts_counted_retries_too(fake):
+    """A role served through LiteLLM's Router: the Router retries, and each of its attempts is counted."""
+    from verifirst.lm import make_lm
+
+    lm = make_lm([{"model": "openai/router-flaky", "api_base": fake.base_url, "api_key": "unused",
+                   "timeout_s": TIMEOUT_S, "num_retries": 2}], role="judge", cache=False)
+    fake.mode = "flaky"
+    fake.reset_counts()
+    u0 = USAGE.total()
+    for k in range(4):
+        assert lm(messages=[{"role": "user", "content": f"hi {k}"}])
+    u = USAGE.total()
+    assert fake.by_mode["500"] >= 1 and fake.requests == 4 + fake.by_mode["500"]
+    assert (u.attempts - u0.attempts, u.failed_attempts - u0.failed_attempts) == (fake.requests, fake.by_mode["500"])
