@@ -423,17 +423,14 @@ def make_models(specs: dict[str, Any], *, temperature: float | None = None) -> M
 
 
 class ParsedOnlyCache(dspy.clients.cache.Cache):
-    """DSPy's response cache (memory + disk), noting in each thread the keys a call read or wrote,
-    so that the adapter can evict a reply it could not parse (DSPy stores the raw reply before
-    any adapter sees it)."""
+    """DSPy's response cache (memory + disk), noting in each thread the requests a call read or
+    wrote, so that the adapter can evict a reply it could not parse (DSPy stores the raw reply
+    before any adapter sees it)."""
 
     def _note(self, request: dict, ignored: list | None) -> None:
-        keys = getattr(_tls, "cache_keys", None)
-        if keys is not None:
-            try:
-                keys.append(self.cache_key(request, ignored))
-            except Exception:  # DSPy's own put/get skip such a request too
-                pass
+        noted = getattr(_tls, "cache_requests", None)
+        if noted is not None:  # the key is computed only if the reply must go (hashing costs GIL time)
+            noted.append((request, ignored))
 
     def get(self, request, ignored_args_for_cache_key=None):
         value = super().get(request, ignored_args_for_cache_key)
@@ -445,7 +442,11 @@ class ParsedOnlyCache(dspy.clients.cache.Cache):
         super().put(request, value, ignored_args_for_cache_key, enable_memory_cache)
         self._note(request, ignored_args_for_cache_key)
 
-    def evict(self, key: str) -> None:
+    def evict(self, request: dict, ignored: list | None = None) -> None:
+        try:
+            key = self.cache_key(request, ignored)
+        except Exception:  # DSPy's own put/get skip such a request too
+            return
         with self._lock:
             if self.enable_memory_cache:
                 self.memory_cache.pop(key, None)
@@ -467,15 +468,15 @@ def configure_cache(directory: str | Path, enabled: bool = True) -> Path:
 
 @contextlib.contextmanager
 def parsed_or_evicted(lm: Any = None) -> Iterator[None]:
-    """Inside: the cache keys of this thread's LM calls are noted; if the body raises (the reply did
-    not parse), they are evicted, so the next call asks the model again, and the unusable reply is
+    """Inside: the cache requests of this thread's LM calls are noted; if the body raises (the reply
+    did not parse), their entries are evicted, so the next call asks the model again, and the unusable reply is
     counted under `lm`'s role."""
     from dspy.utils.exceptions import AdapterParseError
 
     if type(dspy.cache) is dspy.clients.cache.Cache:  # DSPy's default (the API without configure_cache):
         dspy.cache.__class__ = ParsedOnlyCache  # same state, plus noting and eviction
-    outer = getattr(_tls, "cache_keys", None)
-    _tls.cache_keys = []
+    outer = getattr(_tls, "cache_requests", None)
+    _tls.cache_requests = []
     try:
         yield
     except BaseException as e:
@@ -483,13 +484,13 @@ def parsed_or_evicted(lm: Any = None) -> Iterator[None]:
             USAGE.record_unusable(getattr(lm, "role", "task"), current_split())
         cache = dspy.cache
         if isinstance(cache, ParsedOnlyCache):
-            for key in _tls.cache_keys:
-                cache.evict(key)
+            for request, ignored in _tls.cache_requests:
+                cache.evict(request, ignored)
         raise
     finally:
         if outer is not None:
-            outer.extend(_tls.cache_keys)
-        _tls.cache_keys = outer
+            outer.extend(_tls.cache_requests)
+        _tls.cache_requests = outer
 
 
 class FastJSONAdapter(dspy.JSONAdapter):
