@@ -10,9 +10,9 @@ Two rules stop an evaluation whose model fails (ErrorRateExceeded, exit 1 from t
 when `max_error_rate` is set: from the first items, when the first FIRST_CALLS_ALL_FAILED (5)
 requests to the model all failed or came back unusable and no item got an output; and, once
 `min_items_for_rate` items are done, when the share of LM-error items exceeds `max_error_rate`.
-Rows are appended to an optional JSONL
-checkpoint, by this process as results arrive (whatever the executor), so a killed evaluation
-resumes where it was and loses at most the items in flight.
+
+Rows are appended to an optional JSONL checkpoint, by this process as results arrive (whatever
+the executor), so a killed evaluation resumes where it was and loses at most the items in flight.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 from .errors import ErrorRateExceeded
 from .lm import USAGE, usage_split
 from .metric import Metric
+from .redaction import redact_text
 from .splits import SplitManifest
 from .task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
 
@@ -297,7 +298,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         with lock:
             rows[row.id] = row
             if ck_fh:
-                ck_fh.write(json.dumps(row.as_dict(), default=str) + "\n")
+                # an error message may quote a key the provider echoed
+                ck_fh.write(redact_text(json.dumps(row.as_dict(), default=str)) + "\n")
                 ck_fh.flush()
             if bar:
                 n_err = sum(r.status == ERROR for r in rows.values())
