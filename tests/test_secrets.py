@@ -46,8 +46,8 @@ def endpoint():
     stop()
 
 
-def _toml(path: Path, workdir: Path, url: str, key: str) -> Path:
-    model = (f'{{model = "openai/scripted", api_base = "{url}", api_key = "{key}", '
+def _toml(path: Path, workdir: Path, url: str, key: str, extra: str = "") -> Path:
+    model = (f'{{model = "openai/scripted", api_base = "{url}", api_key = "{key}", {extra}'
              f'extra_headers = {{Authorization = "Bearer {HEADER_TOKEN}"}}}}')
     path.write_text(f"""
 [experiment]
@@ -311,3 +311,27 @@ def test_a_task_folder_file_linked_out_of_the_folder_is_refused(tmp_path, outsid
     with pytest.raises(OutsideConfiguration, match="data.txt") as e:
         load_task_folder(task)
     assert "VERIFIRST-SHADOW-MARKER" not in str(e.value)
+
+
+def test_a_provider_error_that_echoes_the_key_leaves_no_copy(tmp_path):
+    """An endpoint whose every error message quotes the key (as some providers do): the run stops,
+    and neither its output, its checkpoints, its report nor its traces hold the key."""
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    def fail(messages):
+        raise RuntimeError(f"401 invalid api key {KEY} for this project")
+
+    url, stop = serve_local(ScriptedEngine(fail))
+    try:
+        wd = tmp_path / "wd"
+        path = _toml(tmp_path / "exp.toml", wd, url, KEY, extra="num_retries = 0, ")
+        res = CliRunner().invoke(app, ["run", str(path), "--offline", "--run-dir", str(wd / "run")])
+    finally:
+        stop()
+    out = res.output + (res.stderr if res.stderr_bytes else "")
+    assert res.exit_code != 0 and KEY not in out and "invalid api key" in out, out
+    assert list((wd / "run").rglob("*.jsonl")), "the run kept its checkpoints"
+    assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
+    assert KEY not in _mlflow_dump(f"sqlite:///{(wd / 'mlflow.db').resolve()}")

@@ -99,7 +99,9 @@ def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
 
 
 def _fail(e: Exception) -> None:
-    typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+    from .redaction import redact_text
+
+    typer.secho(f"error: {redact_text(str(e))}", fg=typer.colors.RED, err=True)  # a provider may quote the key
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
@@ -556,7 +558,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         app(argv, standalone_mode=True)
     except VerifirstError as e:  # pragma: no cover - commands catch their own
-        typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+        from .redaction import redact_text
+
+        typer.secho(f"error: {redact_text(str(e))}", fg=typer.colors.RED, err=True)
         sys.exit(2)
 
 

@@ -213,3 +213,20 @@ def span_processor(span: Any) -> None:
         clean = redact(outputs)
         if clean != outputs:
             span.set_outputs(clean)
+    _redact_events(getattr(span, "_span", None))
+
+
+def _redact_events(otel_span: Any) -> None:
+    """Exception events (their message and stack trace quote what the provider said, a key it
+    echoed too) rewritten in place: the span is not ended yet, and OpenTelemetry has no setter."""
+    events = getattr(otel_span, "_events", None)
+    store = getattr(events, "_dq", events)
+    if not store:
+        return
+    from opentelemetry.sdk.trace import Event
+
+    for i, ev in enumerate(list(store)):
+        attrs = dict(ev.attributes or {})
+        clean = redact(attrs)
+        if clean != attrs:
+            store[i] = Event(ev.name, attributes=clean, timestamp=ev.timestamp)
