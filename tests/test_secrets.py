@@ -335,3 +335,12 @@ def test_a_provider_error_that_echoes_the_key_leaves_no_copy(tmp_path):
     assert list((wd / "run").rglob("*.jsonl")), "the run kept its checkpoints"
     assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
     assert KEY not in _mlflow_dump(f"sqlite:///{(wd / 'mlflow.db').resolve()}")
+
+
+def test_a_key_from_the_environment_is_masked_once_models_are_built(monkeypatch):
+    from verifirst.lm import make_lm
+
+    env_key = "env-verifirst-TEST-7d20aa"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    make_lm("openai/gpt-4o-mini", cache=False)  # the provider will read the key from the environment
+    assert redact_text(f"Incorrect API key provided: {env_key}.") == f"Incorrect API key provided: {REDACTED}."

@@ -25,7 +25,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 
 from .errors import ConfigError  # noqa: E402
-from .redaction import install_log_redaction, register_secrets  # noqa: E402
+from .redaction import install_log_redaction, register_env_secrets, register_secrets  # noqa: E402
 
 ROLES = ("task", "reflection", "teacher", "judge")
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
@@ -321,6 +321,7 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         timeout_s = check_timeout(timeout_s, f"models.{role}.timeout_s")
     # known before any call: a key that leaks into an error or a log line is masked there too
     register_secrets({"api_key": api_key, **kwargs, "endpoints": spec if isinstance(spec, list) else []})
+    register_env_secrets()
     install_log_redaction()
     if isinstance(spec, list):
         if api_base or api_key:

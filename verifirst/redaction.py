@@ -87,13 +87,18 @@ def register_secrets(obj: Any) -> None:
             register_secrets(v)
 
 
-def _register_env() -> None:
-    if _env_seen[0]:
-        return
+def register_env_secrets() -> None:
+    """Register the value of every credential-named environment variable (OPENAI_API_KEY, ...):
+    the keys LiteLLM reads by itself. Called when models are built; text masking scans once more."""
     _env_seen[0] = True
-    for k, v in os.environ.items():
+    for k, v in list(os.environ.items()):
         if is_credential_name(k):
             register_secret(v)
+
+
+def _register_env() -> None:
+    if not _env_seen[0]:
+        register_env_secrets()
 
 
 def redact_text(text: str) -> str:
