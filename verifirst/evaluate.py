@@ -349,7 +349,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
     if stop.is_set() and early:
         raise ErrorRateExceeded(
             f"{split}: {early[0]}; stopped with {len(ordered)} of {len(items)} items kept"
-            + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint, then rerun to resume.")
+            + (f" in {ckpt}" if ckpt else "") + ". Check the model endpoint (api_base, key, the role's timeout_s), "
+            "then rerun to resume.")
     if stop.is_set():
         n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in ordered)
         raise ErrorRateExceeded(
