@@ -182,8 +182,8 @@ def test_registered_secret_is_masked_in_free_text_and_log_lines(caplog):
 def test_span_processor_masks_attributes_inputs_and_outputs():
     class Span:
         def __init__(self):
-            self.attributes = {"model": "openai/m", "api_key": "k-123456789", "extra_headers": {"Authorization": "B x"}}
-            self.inputs = {"messages": [{"content": "hi"}], "password": "p-123456789"}
+            self.attributes = {"model": "openai/m", "api_key": "k-span-verifirst-55", "extra_headers": {"Authorization": "B x"}}
+            self.inputs = {"messages": [{"content": "my key is k-span-verifirst-55"}], "password": "a task's data"}
             self.outputs = "fine"
 
         def set_attribute(self, k, v):
@@ -198,7 +198,9 @@ def test_span_processor_masks_attributes_inputs_and_outputs():
     s = Span()
     span_processor(s)
     assert s.attributes == {"model": "openai/m", "api_key": REDACTED, "extra_headers": {"Authorization": REDACTED}}
-    assert s.inputs == {"messages": [{"content": "hi"}], "password": REDACTED} and s.outputs == "fine"
+    # inputs are data: a field named password stays; the key the attributes carried is masked in them
+    assert s.inputs == {"messages": [{"content": f"my key is {REDACTED}"}], "password": "a task's data"}
+    assert s.outputs == "fine"
 
 
 # -- verifier inputs never follow a symlink out of the configuration directory -----------------

@@ -155,6 +155,21 @@ def _redact(obj: Any) -> Any:
     return obj
 
 
+def redact_values(obj: Any) -> Any:
+    """A copy of `obj` whose strings lose every registered secret; keys are not looked at (data).
+
+    Args:
+        obj: anything JSON-like.
+    """
+    if isinstance(obj, dict):
+        return {k: redact_values(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_values(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(redact_values(v) for v in obj)
+    return redact_text(obj) if isinstance(obj, str) else obj
+
+
 class RedactingFilter(logging.Filter):
     """Masks credentials in a log record's message (its arguments merged in first)."""
 
@@ -205,17 +220,21 @@ def span_processor(span: Any) -> None:
     Args:
         span: the mlflow LiveSpan about to be exported.
     """
-    for key, value in list((span.attributes or {}).items()):
-        clean = REDACTED if is_credential_name(key) and value not in (None, "") else redact(value)
+    for key, value in list((span.attributes or {}).items()):  # an LM span's attributes are its settings
+        if is_credential_name(key) and isinstance(value, str):
+            register_secret(value)
+        clean = REDACTED if is_credential_name(key) and value not in (None, "") else redact(value, register=True)
         if clean != value:
             span.set_attribute(key, clean)
+    # inputs and outputs are the program's data: a field that happens to be called `token` stays,
+    # only registered secrets inside them are masked
     inputs, outputs = span.inputs, span.outputs
     if inputs is not None:
-        clean = redact(inputs)
+        clean = redact_values(inputs)
         if clean != inputs:
             span.set_inputs(clean)
     if outputs is not None:
-        clean = redact(outputs)
+        clean = redact_values(outputs)
         if clean != outputs:
             span.set_outputs(clean)
     _redact_events(getattr(span, "_span", None))
