@@ -56,7 +56,7 @@ def test_strict_build_has_every_page(site):
                  "integrations/index.html", "reference/api/index.html", "reference/experiment-file/index.html",
                  "reference/cli/index.html", "architecture/index.html", "performance/index.html"):
         assert (site / page).is_file(), page
-    assert not list(site.rglob("*.py")), "generator scripts are not pages"
+    assert not list(site.rglob("*.py")) and not list(site.rglob("*.pyc")), "generator scripts are not pages"
 
 
 def test_api_reference_documents_every_public_name(site):
