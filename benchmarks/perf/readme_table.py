@@ -74,8 +74,12 @@ def sandbox(f: Field) -> tuple[str, str]:
            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s")
     if f("cpu_ratio_trivial_vs_plain_subprocess", None) is not None:
         b = f("breakdown")
+        rt = f("trivial_at_realtime_priority", None)
         res += (f"; trivial pair vs two plain `bash -c`: wall {_n(f('ratio_trivial_vs_plain_subprocess'), 1)}×, "
-                f"CPU {_n(f('cpu_ratio_trivial_vs_plain_subprocess'), 1)}× ({b['mode']}; per run: prepare "
+                f"CPU {_n(f('cpu_ratio_trivial_vs_plain_subprocess'), 1)}×"
+                + (f", wall at real-time priority (the load kept out) {_n(rt['ratio'], 2)}× "
+                   f"({_n(rt['sandbox_pair_ms'], 1)} vs {_n(rt['plain_pair_ms'], 2)} ms)" if rt else "")
+                + f" ({b['mode']}; per run: prepare "
                 f"{_n(b['phases_ms']['prepare_ms'], 2)}, exec {_n(b['phases_ms']['exec_ms'], 1)}, diff "
                 f"{_n(b['phases_ms']['diff_ms'], 2)}, cleanup {_n(b['phases_ms']['cleanup_ms'], 2)} ms"
                 + (f"; a fresh copy instead: prepare {_n(b['phases_ms_fresh_copy']['prepare_ms'], 2)}, diff "
