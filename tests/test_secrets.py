@@ -346,3 +346,24 @@ def test_a_key_from_the_environment_is_masked_once_models_are_built(monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", env_key)
     make_lm("openai/gpt-4o-mini", cache=False)  # the provider will read the key from the environment
     assert redact_text(f"Incorrect API key provided: {env_key}.") == f"Incorrect API key provided: {REDACTED}."
+
+
+def test_an_artifact_file_holding_a_key_is_logged_masked(tmp_path):
+    """Files other libraries write (a saved DSPy program) skip verifirst's writers: logged masked."""
+    from verifirst.tracking import Tracker
+
+    secret = "sk-verifirst-TEST-artifact-31"
+    register_secret(secret)
+    prog = tmp_path / "program.json"
+    prog.write_text(json.dumps({"lm": {"extra_headers": {"X-Key-Echo": secret}}}))
+    png = tmp_path / "plot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    tr = Tracker(tmp_path / "wd", offline=True, experiment="artifacts", autolog=False)
+    tr.start("a")
+    tr.log_artifact(prog, "program")
+    tr.log_artifact(png, "plots")
+    tr.finish()
+    assert not _hits_in_files(tmp_path / "wd", (secret,))
+    logged = list((tmp_path / "wd").rglob("program.json"))
+    assert logged and REDACTED in logged[0].read_text() and prog.read_text().count(secret) == 1
+    assert list((tmp_path / "wd").rglob("plot.png"))[0].read_bytes() == png.read_bytes()

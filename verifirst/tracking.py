@@ -72,6 +72,24 @@ def _flat(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def _masked_copy(path: Path, max_bytes: int = 64 << 20) -> Iterator[Path]:
+    """`path`, or a copy of it with every registered credential masked when it holds one
+    (files written by other libraries, such as a saved DSPy program, skip verifirst's writers)."""
+    try:
+        text = path.read_bytes().decode("utf-8") if path.is_file() and path.stat().st_size <= max_bytes else None
+    except (OSError, UnicodeDecodeError):  # binary (a plot) or unreadable: as it is
+        text = None
+    clean = redact_text(text) if text else text
+    if clean == text:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="verifirst-masked-") as d:
+        copy = Path(d) / path.name
+        copy.write_text(clean, encoding="utf-8")
+        yield copy
+
+
 def _add_span_processor(tracing) -> None:
     """Every exported span goes through verifirst.redaction.span_processor (kept beside any
     processor the user configured)."""
@@ -201,9 +219,17 @@ class Tracker:
             self.client.log_batch(rid, metrics=ms)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None, run_id: str | None = None) -> None:
+        """Log a file; a text file holding a registered credential is logged as a masked copy.
+
+        Args:
+            path: the file (or directory, logged as it is).
+            artifact_path: the folder in the run's artifacts.
+            run_id: the run; the parent run when None.
+        """
         if not self.enabled:
             return
-        self.client.log_artifact(run_id or self.parent_id, str(path), artifact_path)
+        with _masked_copy(Path(path)) as p:
+            self.client.log_artifact(run_id or self.parent_id, str(p), artifact_path)
 
     def log_json(self, obj: Any, name: str, artifact_path: str | None = None, run_id: str | None = None) -> None:
         if not self.enabled:
