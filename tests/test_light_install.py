@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -36,6 +37,12 @@ name = "bash-pack"
 [models]
 task = "local"
 """
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -82,6 +89,15 @@ def test_cli_run_names_file_line_and_install_command(without_local_extra, tmp_pa
     assert isinstance(res.exception, SystemExit), res.exception
     assert f"{exp}:14" in res.output and HINT in res.output and "Traceback" not in res.output, res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.toml"]  # nothing written
+
+
+def test_serve_without_the_extra_exits_2(without_local_extra, capsys):
+    from verifirst.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--port", str(_free_port())])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and HINT in err and err.startswith("error: "), err
 
 
 def test_nothing_imports_the_engine_at_import_time():
@@ -142,6 +158,8 @@ def test_pip_install_in_a_fresh_venv_without_a_compiler():
         r = subprocess.run([str(py), "-c", "import verifirst as vf; vf.make_lm('local')"], env=env, cwd=work,
                            capture_output=True, text=True, timeout=180)
         assert r.returncode == 1 and "ConfigError" in r.stderr and HINT in r.stderr, r.stderr[-2000:]
+        r = _cli(py, ["serve", "--port", str(_free_port())], env, work, timeout=120)  # the engine itself refuses, before binding a port
+        assert r.returncode == 2 and HINT in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
         iac = I.pip_install(py, f"{src}[iac]", env, timeout=600)  # `verify terraform` parses HCL: the iac extra
         assert iac.returncode == 0, iac.output[-4000:]
