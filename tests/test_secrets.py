@@ -154,7 +154,7 @@ def test_credential_names_and_not_token_counts():
                  "client_secret", "x-api-key", "Authorization", "config.models.task.api_key", "credentials"):
         assert is_credential_name(name), name
     for name in ("max_tokens", "prompt_tokens", "completion_tokens", "input_cost_per_token", "key", "model",
-                 "api_base", "tokenizer"):
+                 "api_base", "tokenizer", "eos_token", "group_key", "sort_key"):
         assert not is_credential_name(name), name
     cfg = {"task": {"model": "openai/m", "api_key": "abc12345678", "max_tokens": 64,
                     "extra_headers": {"Authorization": "Bearer xyz", "X-Trace": "t1"}}, "n": [1, {"token": "t"}]}

@@ -21,7 +21,10 @@ REDACTED = "***"
 MIN_SECRET_LEN = 8  # shorter values are too common to mask in free text without mangling it
 
 _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:api_?key|key|token|secret|password|passwd|passphrase|credentials?)$")
-_NOT_CREDENTIAL = re.compile(r"(?:tokens|_per_token|^key)$")
+# names that end like a credential but say what they are: counts, prices, tokenizer symbols, data keys
+_NOT_CREDENTIAL = re.compile(r"(?:tokens|_per_token|^key|^(?:eos|bos|pad|stop|sep|cls|unk|mask|start|end)_token"
+                             r"|^(?:sort|group|cache|primary|partition|foreign|dedup|join|lookup|stratify|item|label"
+                             r"|id|row|index|split)_key)$")
 _HEADER_DICTS = {"headers", "extra_headers", "default_headers"}
 # an Authorization header's value in a dump ("authorization": "Bearer x", Authorization: Basic x),
 # and a bearer token anywhere: their shape says what they are even when nobody registered them
