@@ -8,7 +8,7 @@ Three sources, each pair run in the sandbox (runs and embeddings cached, as feh_
   in the task's own fixture, with the parameters fitted on NL2SH-ALFA.
 - Synthetic tasks (SYNTHETIC below), judged end to end by FehVerifier.verify: empty
   prerequisites, files the setup creates, scripts that take arguments, usage lines, user and
-  group administration.
+  group administration (ADMIN, in the `sysadmin` fixture; each gold also against itself).
 - The EAbench-layout tasks under tests/data/eabench_tiny: FEH against the tasks' own checks
   (bash-tests), reported apart (not in the total: the checks, not labels, say what fails).
 
@@ -46,6 +46,18 @@ _ARGS = "set -- 12\n{command}"
 _NOCMD = "#!/bin/bash\n\n"
 _NOTES = "#!/bin/bash\nmkdir -p dir/sub\ntouch dir/a.txt dir/b.txt dir/sub/c.log\necho data > dir/d.txt\n"
 
+# User and group administration, run in the sandbox's sysadmin mode (a writable /etc per run):
+# (id, gold, candidate, extra gold fields); each pair differs in /etc or in its exit status.
+ADMIN: list[tuple[str, str, str, dict]] = [
+    ("admin-useradd", "useradd alice", "useradd bob", {}),
+    ("admin-gpasswd", "gpasswd -r slackers", "gpasswd -R slackers", {"prerequisite": "groupadd slackers\n"}),
+    ("admin-passwd", "passwd -l alice", "passwd -u alice", {"prerequisite": "useradd alice\n"}),
+    ("admin-groupadd", "groupadd devs", "groupadd ops", {}),
+    ("admin-usermod", "usermod -aG wheel alice", "usermod -L alice",
+     {"prerequisite": "useradd alice\ngroupadd wheel\n"}),
+    ("admin-userdel", "userdel alice", "groupdel alice", {"prerequisite": "useradd alice\n"}),
+]
+
 # (id, kind, gold, candidate, label, extra gold fields)
 SYNTHETIC: list[tuple[str, str, str, str, bool, dict]] = [
     ("empty-pre-rev", "empty_prerequisite", "echo 12345 | rev", "uname -n", False, {"prerequisite": _NOCMD}),
@@ -69,16 +81,11 @@ SYNTHETIC: list[tuple[str, str, str, str, bool, dict]] = [
     ("args-twin-fib", "argument_scripts", _TWIN, _FIB, False, {"harness": _ARGS}),
     ("args-fib-squares", "argument_scripts", _FIB, _SQUARES, False, {"harness": _ARGS}),
     ("args-fib-fib2", "argument_scripts", _FIB, _FIB2, True, {"harness": _ARGS}),
-    ("admin-useradd", "user_group_admin", "useradd alice", "useradd bob", False, {}),
-    ("admin-gpasswd", "user_group_admin", "gpasswd -r slackers", "gpasswd -R slackers", False,
-     {"prerequisite": "groupadd slackers\n"}),
-    ("admin-passwd", "user_group_admin", "passwd -l alice", "passwd -u alice", False,
-     {"prerequisite": "useradd alice\n"}),
-    ("admin-groupadd", "user_group_admin", "groupadd devs", "groupadd ops", False, {}),
-    ("admin-usermod", "user_group_admin", "usermod -aG wheel alice", "usermod -L alice", False,
-     {"prerequisite": "useradd alice\ngroupadd wheel\n"}),
-    ("admin-userdel", "user_group_admin", "userdel alice", "groupdel alice", False,
-     {"prerequisite": "useradd alice\n"}),
+    *((sid, "user_group_admin", gold, cand, False, {"fixture": "sysadmin", **extra})
+      for sid, gold, cand, extra in ADMIN),
+    # each administration gold against itself: judged by its /etc effect, so the mode really runs it
+    *((f"{sid}-self", "user_group_admin", gold, gold, True, {"fixture": "sysadmin", **extra})
+      for sid, gold, _, extra in ADMIN),
 ]
 
 
@@ -101,7 +108,8 @@ def synthetic_probe(verifier) -> dict:
         k["true_equivalent"] += (label and said == "equivalent")
         k["inconclusive"] += said == "inconclusive"
         k["error"] += said == "error"
-        rows.append({"id": sid, "kind": kind, "label": label, "verdict": said, "rule": rule})
+        rows.append({"id": sid, "kind": kind, "fixture": item.gold["fixture"], "label": label, "verdict": said,
+                     "rule": rule})
     return {"kinds": kinds, "rows": rows}
 
 
