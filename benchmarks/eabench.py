@@ -18,6 +18,21 @@ What a test directory carries reaches the sandbox, as the benchmark's containers
   driver). The test's own check is `evaluate.sh`, run on the captured output in the benchmark's
   log format with the suite's bin/ helpers on PATH.
 
+Tests that administer users and groups run in the sandbox's sysadmin mode (base `admin_fixture`,
+default `sysadmin`: root with a writable /etc per run), chosen from the test's own scripts
+(`bash.sh` and its setup: `prerequisite.sh`, `pre_test.sh`, `test.sh`, `post_test.sh`), as the
+public layout runs them:
+
+- any suite: a script calls useradd, usermod, userdel, groupadd, groupmod, groupdel, gpasswd,
+  passwd, chpasswd, chage, ... (ADMIN_COMMANDS; `getent passwd`/`getent group` only read and do
+  not count) or names /etc/shadow, /etc/gshadow or /etc/sudoers. bash_1 runs as root in its
+  container, so its tests administer users there too.
+- bash_2 / bash_3: a script calls `sudo`; their containers run the script as user `test` with
+  passwordless sudo (the sysadmin mode runs them as root, where sudo works too). bash_1's
+  container has no sudo, so there `sudo` alone does not count.
+
+The reason is kept in item.meta["sysadmin"]; every other test gets `fixture` as its base.
+
 gold carries both: FEH's fields (command, fixture, workdir, prerequisite, script_path, run) and
 the check for the `bash-tests` verifier (check, check_files, check_runs_candidate).
 """
@@ -35,6 +50,15 @@ SUITE_KIND = {"bash_1": "basic", "bash_2": "system", "bash_3": "multi-line scrip
 # The driver a bash_2/bash_3 test runs when it ships no test.sh of its own.
 DEFAULT_DRIVER = "#!/bin/bash\n#\n# Test driver\n#\n. pre_test.sh\n(. bash.sh)\n. post_test.sh\n"
 EMPTY_HOOK = "#!/bin/bash\n"
+# Programs that change (or read the secrets of) the system's users and groups.
+ADMIN_COMMANDS = ("useradd", "adduser", "usermod", "userdel", "deluser", "groupadd", "addgroup", "groupmod",
+                  "groupdel", "delgroup", "gpasswd", "passwd", "chpasswd", "chgpasswd", "chage", "chsh",
+                  "chfn", "newusers", "vipw", "vigr", "visudo", "pwck", "grpck")
+_WORD = r"(?<![\w./-])({})(?![\w.-])"  # a command word, not part of a path or a longer name
+_ADMIN_RE = re.compile(_WORD.format("|".join(ADMIN_COMMANDS)) + r"|(/etc/(?:g?shadow|sudoers))\b")
+_SUDO_RE = re.compile(_WORD.format("sudo"))
+_COMMENT = re.compile(r"(?:^|(?<=\s))#.*$", re.MULTILINE)  # a word starting with # to the line's end
+_READ_ONLY = re.compile(r"\bgetent\s+(?:passwd|group)\b")  # reads what every fixture has
 _SCRIPT_CALL = re.compile(r"(?:^|[\s(;&|])(?:\.|source|bash|sh)?\s*(?:\./)?bash\.sh\b([^\n;|&)]*)", re.MULTILINE)
 
 
@@ -57,7 +81,7 @@ def _read(p: Path, what: str, required: bool = True) -> str | None:
 
 
 def load_eabench(path: str | Path, suites: tuple[str, ...] | None = None, *, strict: bool = False,
-                 fixture: str = "empty") -> Suite:
+                 fixture: str = "empty", admin_fixture: str | None = "sysadmin") -> Suite:
     """All tests of the chosen suites (default: those present).
 
     Args:
@@ -65,6 +89,8 @@ def load_eabench(path: str | Path, suites: tuple[str, ...] | None = None, *, str
         suites: which suites to load.
         strict: raise on a test without `bash.sh` instead of listing it in meta["no_gold"].
         fixture: the base file system each test's own files are added to.
+        admin_fixture: the base for tests that administer users and groups (see the module
+            docstring), or None to give every test `fixture`.
 
     Returns:
         The suite; each item's gold names a fixture registered for that test.
@@ -105,21 +131,46 @@ def load_eabench(path: str | Path, suites: tuple[str, ...] | None = None, *, str
                                      expected="a `bash.sh` file")
                 no_gold.append(iid)
                 continue
-            items.append(_item(iid, s, t, fixture))
+            items.append(_item(iid, s, t, fixture, admin_fixture))
     return Suite("nl2bash-eabench", items, description="NL2Bash-EAbench (IBM)",
                  meta={"source": str(root), "suites": present, "no_gold": no_gold})
 
 
-def _item(iid: str, suite: str, t: Path, base: str) -> Item:
+def _item(iid: str, suite: str, t: Path, base: str, admin_base: str | None) -> Item:
     prompt = _read(t / "prompt", "prompt").strip()
     script = _read(t / "bash.sh", "bash.sh")
     name = _read(t / "name", "name", required=False)
     meta = {"suite": suite, "kind": SUITE_KIND[suite], "path": str(t)}
     if name and name.strip():
         meta["name"] = name.strip()
+    why = administers(suite, t, script) if admin_base else None
+    if why:
+        meta["sysadmin"] = why
+        base = admin_base
     gold = {"command": script, "suite": suite}
     gold.update(_basic(iid, t, base) if suite == "bash_1" else _system(iid, suite, t, base, meta))
     return Item(id=iid, inputs={"task": prompt}, gold=gold, group=iid, meta=meta)
+
+
+def administers(suite: str, t: Path, script: str) -> str | None:
+    """Why a test needs the sysadmin mode (the first admin command or file its scripts name), or
+    None. See the module docstring for the rule.
+
+    Args:
+        suite: bash_1, bash_2 or bash_3.
+        t: the test directory.
+        script: the test's bash.sh.
+    """
+    setup = ("prerequisite.sh",) if suite == "bash_1" else tuple(f"home/test/{h}" for h in
+                                                                 ("pre_test.sh", "test.sh", "post_test.sh"))
+    for label, text in (("bash.sh", script), *((f, _read(t / f, f, required=False)) for f in setup)):
+        if not text:
+            continue
+        code = _READ_ONLY.sub("", _COMMENT.sub("", text))
+        m = _ADMIN_RE.search(code) or (_SUDO_RE.search(code) if suite != "bash_1" else None)
+        if m:
+            return f"{label} {'names' if m.group(0).startswith('/') else 'runs'} {m.group(0)}"
+    return None
 
 
 def _fixture_name(iid: str, t: Path) -> str:

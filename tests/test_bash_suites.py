@@ -164,3 +164,55 @@ def test_eabench_tiny_through_the_sandbox():
     script = v.verify(s["eabench-bash_3-test001"], "echo 55")  # multi-line gold script
     assert script.passed and script.details["gold"]["stdout"] == "55\n"
     assert not v.verify(s["eabench-bash_3-test001"], "echo 15").passed
+
+
+def _eabench_test(root: Path, suite: str, name: str, script: str, **files: str) -> None:
+    t = root / suite / name
+    t.mkdir(parents=True)
+    (t / "prompt").write_text(f"task {name}\n")
+    (t / "bash.sh").write_text("#!/bin/bash\n" + script + "\n")
+    for rel, text in files.items():
+        (t / rel.replace("__", "/")).parent.mkdir(parents=True, exist_ok=True)
+        (t / rel.replace("__", "/")).write_text(text)
+
+
+def test_eabench_tests_that_administer_users_get_the_sysadmin_fixture(tmp_path):
+    from verifirst.verifiers.bash import fixtures
+
+    root = tmp_path / "ea"
+    _eabench_test(root, "bash_1", "test1", "useradd -m alice")
+    _eabench_test(root, "bash_1", "test2", "sudo ls /app")  # bash_1's container has no sudo
+    _eabench_test(root, "bash_1", "test3", "getent passwd | wc -l  # useradd")  # only reads
+    _eabench_test(root, "bash_1", "test4", "grep -c alice /etc/shadow", **{"prerequisite.sh": "useradd alice\n"})
+    _eabench_test(root, "bash_2", "test1", "sudo id -u")  # runs as `test` with passwordless sudo
+    _eabench_test(root, "bash_2", "test2", "echo $1", **{"home__test__test.sh": "(. bash.sh 7)\n"})
+    _eabench_test(root, "bash_3", "test001", "cat users.txt", **{"home__test__pre_test.sh": "groupadd devs\n",
+                                                                 "home__test__users.txt": "x\n"})
+    s = load_eabench(root).by_id()
+    why = {iid: it.meta.get("sysadmin") for iid, it in s.items()}
+    assert why == {"eabench-bash_1-test1": "bash.sh runs useradd", "eabench-bash_1-test2": None,
+                   "eabench-bash_1-test3": None, "eabench-bash_1-test4": "bash.sh names /etc/shadow",
+                   "eabench-bash_2-test1": "bash.sh runs sudo", "eabench-bash_2-test2": None,
+                   "eabench-bash_3-test001": "home/test/pre_test.sh runs groupadd"}
+    for iid, it in s.items():
+        fx = fixtures.from_spec(it.gold["fixture"], it.gold["fixture_spec"])
+        assert fx.sysadmin == bool(why[iid]) and (it.gold["fixture_spec"]["base"] == "sysadmin") == bool(why[iid])
+    plain = load_eabench(root, admin_fixture=None).by_id()
+    assert not any(it.meta.get("sysadmin") or it.gold["fixture_spec"]["base"] != "empty" for it in plain.values())
+
+
+@pytest.mark.integration
+def test_eabench_admin_task_is_judged_by_its_etc_effect(tmp_path):
+    try:
+        from verifirst.verifiers.bash import sandbox
+        sandbox.default_sandbox()
+    except Exception as e:  # no bwrap / user namespaces on this host
+        pytest.skip(f"sandbox unavailable: {e}")
+    from verifirst.verifiers.bash.feh import FehVerifier
+
+    _eabench_test(tmp_path / "ea", "bash_1", "test1", "useradd -m alice")
+    item = load_eabench(tmp_path / "ea").items[0]
+    v = FehVerifier("nl2sh")
+    same = v.verify(item, "useradd -m alice")
+    assert same.passed is True and any(e["path"] == "/etc/passwd" for e in same.details["gold"]["fs_diff"])
+    assert v.verify(item, "useradd -m bob").passed is False
