@@ -66,7 +66,8 @@ def test_not_finite_numbers_are_null_with_their_reason_and_every_view_still_rend
     comp = rep["splits"]["test"]["comparison"]
     comp["mcnemar_p"], comp["delta"] = float("nan"), float("inf")
     rep["splits"]["test"]["before"]["ci_lo"] = float("nan")
-    rep["judge"] = {"test": {"judges": {"calibrated": {"pi": float("nan"), "pi_null_reason": "undefined: one label class",
+    one_class = "undefined: one label class"
+    rep["judge"] = {"test": {"judges": {"calibrated": {"pi": float("nan"), "pi_null_reason": one_class,
                                                        "fail_recall": 1.0, "fail_precision": float("nan"),
                                                        "pass_recall": 1.0, "accuracy": 1.0}},
                              "comparisons": {"vs uncalibrated": {"pi_delta": float("nan"),
@@ -80,7 +81,7 @@ def test_not_finite_numbers_are_null_with_their_reason_and_every_view_still_rend
     assert c["delta"] is None and "infinite" in c["delta_null_reason"]
     assert got["splits"]["test"]["before"]["ci_lo"] is None and got["splits"]["test"]["before"]["ci_lo_null_reason"]
     j = got["judge"]["test"]["judges"]["calibrated"]
-    assert j["pi"] is None and j["pi_null_reason"] == "undefined: one label class"  # the producer's reason stays
+    assert j["pi"] is None and j["pi_null_reason"] == one_class  # the producer's reason stays
     assert j["fail_precision"] is None and j["fail_precision_null_reason"] == NAN_REASON
     cmp_ = got["judge"]["test"]["comparisons"]["vs uncalibrated"]
     assert cmp_["pi_ci95"] == [None, None] and cmp_["pi_ci95_null_reason"] == NAN_REASON

@@ -182,7 +182,8 @@ def test_registered_secret_is_masked_in_free_text_and_log_lines(caplog):
 def test_span_processor_masks_attributes_inputs_and_outputs():
     class Span:
         def __init__(self):
-            self.attributes = {"model": "openai/m", "api_key": "k-span-verifirst-55", "extra_headers": {"Authorization": "B x"}}
+            self.attributes = {"model": "openai/m", "api_key": "k-span-verifirst-55",
+                               "extra_headers": {"Authorization": "B x"}}
             self.inputs = {"messages": [{"content": "my key is k-span-verifirst-55"}], "password": "a task's data"}
             self.outputs = "fine"
 

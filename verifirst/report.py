@@ -196,8 +196,9 @@ def judge_lines(report: dict) -> list[str]:
     lines = []
     for name, c in ((j.get("test") or {}).get("comparisons") or {}).items():
         lo, hi = c.get("pi_ci95") or (None, None)
+        p = (c.get("mcnemar_exact") or {}).get("p_value")
         lines.append(f"{name}: Δπ {_num(c.get('pi_delta'), '+.3f')} [95% paired bootstrap {_num(lo, '+.3f')}, "
-                     f"{_num(hi, '+.3f')}], McNemar exact p {_num((c.get('mcnemar_exact') or {}).get('p_value'), '.3g')}")
+                     f"{_num(hi, '+.3f')}], McNemar exact p {_num(p, '.3g')}")
     tc = j.get("teacher") or {}
     if tc.get("used"):
         lines.append(f"teacher: keep {tc.get('keep')}, correct {tc.get('correct')}, abstain {tc.get('abstain')}, "
