@@ -25,6 +25,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 
 from .errors import ConfigError  # noqa: E402
+from .output_format import field_structure, placeholder_copies  # noqa: E402
 from .redaction import install_log_redaction, register_env_secrets, register_secrets  # noqa: E402
 
 ROLES = ("task", "reflection", "teacher", "judge")
@@ -520,7 +521,15 @@ class FastJSONAdapter(dspy.JSONAdapter):
             limit = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
             raise UnusableReply("the reply was cut short" + (f" at max_tokens={limit}" if limit else "")
                                 + " (finish_reason length)")
-        return super()._call_postprocess(processed_signature, original_signature, outputs, lm, lm_kwargs)
+        values = super()._call_postprocess(processed_signature, original_signature, outputs, lm, lm_kwargs)
+        for value in values:  # {"command": "{command}"}: the format copied back, no answer
+            copied = placeholder_copies(original_signature, value)
+            if copied:
+                raise UnusableReply(f"the reply copied a format placeholder: {copied[0]} = {value[copied[0]]!r}")
+        return values
+
+    def format_field_structure(self, signature) -> str:
+        return field_structure(signature)  # DSPy's shows "{command}" skeletons that small models copy
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
         if "response_format" not in lm.supported_params or not lm.supports_response_schema:
