@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifirst import config, evaluate as ev, experiment
+from verifirst.driver import RunCallback
 from verifirst.errors import ErrorRateExceeded
 from verifirst.evaluate import Scorer, evaluate
 from verifirst.lm import FastJSONAdapter, Models, configure_cache
@@ -448,3 +449,62 @@ def test_dspy_default_cache_keeps_no_unparsed_reply(monkeypatch):
         with pytest.raises(Exception, match="parse"):
             BashGenerator()(task="say hi")
         assert BashGenerator()(task="say hi").command == "printf hi"  # asked again, not served the bad reply
+
+
+class _StatusCallback(RunCallback):
+    """Keeps the status the run ended with."""
+
+    status = None
+
+    def run_end(self, status: str) -> None:
+        self.status = status
+
+
+def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_runs(tmp_path, sleeps):
+    """vf.optimize and vf.evaluate raise the same RunFailed as `verifirst run` (the check is the driver's)."""
+    import verifirst as vf
+    from verifirst.errors import RunFailed
+
+    class NeverCalled(dspy.teleprompt.Teleprompter):
+        def compile(self, student, *, trainset, valset=None, **kw):
+            raise AssertionError("the optimizer ran on a split without any verdict")
+
+    data = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(8)]
+    dead = {"task": scripted_lm(FAULTS["http-503"], name="api-dead")}
+    calls = (lambda cb, rd: vf.optimize(BashGenerator(), data, ExactMatch(), NeverCalled(), models=dead,
+                                        run_dir=rd, workdir=tmp_path, tracking=cb, splits=(0.5, 0.25, 0.25)),
+             lambda cb, rd: vf.evaluate(BashGenerator(), data, ExactMatch(), models=dead, run_dir=rd,
+                                        workdir=tmp_path, tracking=cb, ratios=(0.5, 0.25, 0.25)))
+    for k, call in enumerate(calls):
+        cb, run_dir = _StatusCallback(), tmp_path / f"run{k}"
+        with pytest.raises(RunFailed, match=r"run failed: before train: none of its 4 items got a verdict "
+                                            r"\(4 LM errors.*nothing registered.*same run directory"):
+            call(cb, run_dir)
+        assert cb.status == "FAILED"
+        assert not (run_dir / "report.json").exists() and not (run_dir / "optimized_program.json").exists()
+        assert json.loads((run_dir / "run_state.json").read_text())["status"] == "running"
+
+
+def test_the_python_api_fails_when_the_optimized_program_gets_no_verdict(tmp_path, sleeps):
+    """The check after the optimizer: its program's evaluations all failed, so no report is written."""
+    import verifirst as vf
+    from verifirst.errors import RunFailed
+
+    broken = []
+
+    class BreaksTheEndpoint(dspy.teleprompt.Teleprompter):
+        def compile(self, student, *, trainset, valset=None, **kw):
+            broken.append(True)  # from now on every request fails
+            return student
+
+    def task(messages):
+        if broken:
+            raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+        return GOOD
+
+    data = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(8)]
+    run_dir = tmp_path / "run"
+    with pytest.raises(RunFailed, match=r"after train: none of its 4 items got a verdict"):
+        vf.optimize(BashGenerator(), data, ExactMatch(), BreaksTheEndpoint(), run_dir=run_dir, workdir=tmp_path,
+                    models={"task": scripted_lm(task, name="api-breaks")}, splits=(0.5, 0.25, 0.25))
+    assert broken and not (run_dir / "report.json").exists()

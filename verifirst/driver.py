@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 from . import atomic, stats
 from .engine import Budget, Engine, EngineContext
 from .errors import RunFailed
-from .evaluate import EvalResult, evaluate, optimizer_saw_only_errors
+from .evaluate import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
 from .ledger import TestLedger, ledger_for_run_dir, program_hash
 from .lm import USAGE, usage_phase
 from .metric import Metric
@@ -159,6 +159,20 @@ def _save_program(program, path: Path) -> None:
     tmp.replace(path)
 
 
+def fail_if_unscored(phase: str, results: dict[str, EvalResult], run_dir: Path) -> None:
+    """Raise RunFailed when an evaluated split of `phase` has items and none got a verdict.
+
+    Args:
+        phase: "before" or "after".
+        results: the phase's evaluations by split.
+        run_dir: the run directory a rerun resumes (its ERROR rows are asked again).
+    """
+    why = unscored_splits({phase: results})
+    if why:  # no result to trust: nothing saved or registered
+        raise RunFailed(f"run failed: {why}; nothing registered. Check the model endpoint, then rerun on the "
+                        f"same run directory ({run_dir}) to resume.")
+
+
 def _instructions(prog) -> dict:
     if not hasattr(prog, "named_predictors"):
         return {}
@@ -189,6 +203,10 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
         callback: what the driver tells about the run (instead of `tracker`).
         executor: where verifier calls run, for evaluations and the engine's metric alike
             (vf.Threads, the default, or vf.Ray); closed when the run ends.
+
+    Raises:
+        RunFailed: an evaluated split in which no item got a verdict (checked before the engine
+            starts and after it), or an engine that saw only errors; nothing is saved or registered.
     """
     if executor is None:
         return _optimize(program, scorer, items, manifest, engine, budget, ctx, threads=threads, tracker=tracker,
@@ -240,6 +258,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         return res
 
     before = {s: run_eval(program, s, "before") for s in splits}
+    fail_if_unscored("before", before, run_dir)  # before the optimizer spends anything on it
     prog_path = run_dir / "optimized_program.json"
     history: list[dict] = []
     details: dict = {}
@@ -280,6 +299,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         _save_program(best, prog_path)
         atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
     after = {s: run_eval(best, s, "after") for s in splits} if engine is not None else dict(before)
+    fail_if_unscored("after", after, run_dir)
 
     report: dict[str, Any] = {
         "engine": getattr(engine, "name", "none"), "split_digest": manifest.digest,

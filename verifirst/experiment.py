@@ -16,8 +16,7 @@ import dspy
 
 from . import atomic, registry
 from .config import Experiment
-from .errors import ConfigError, RunFailed, VerifirstError
-from .evaluate import unscored_splits
+from .errors import ConfigError, VerifirstError
 from .driver import TrackerCallback, optimize
 from .engine import Budget, EngineContext, resolve_engine
 from .ledger import LEDGER_FILE, TestLedger
@@ -293,10 +292,7 @@ def run(exp: Experiment, run_dir: str | Path | None = None, *, progress: bool | 
                           callback=TrackerCallback(tracker) if tracker.enabled else None, progress=progress,
                           max_error_rate=ex["max_error_rate"],
                           ledger=TestLedger(workdir / LEDGER_FILE))  # the workdir's, even for --run-dir
-        why = unscored_splits({"before": result.before, "after": result.after})
-        if why:  # no result to trust: nothing registered, the run directory resumes the items that failed
-            raise RunFailed(f"run failed: {why}; nothing registered. Check the model endpoint, then rerun with "
-                            f"--run-dir {run_dir} to resume.")
+        # a split with no verdict raised RunFailed in the driver: nothing below (registry, reports) ran
         report = result.report
         used = USAGE.total()
         report.update({
