@@ -285,6 +285,22 @@ def test_a_candidate_reading_a_host_file_is_a_verifier_error_naming_it(outside, 
     assert "outside the configuration directory" in j.feedback and "VERIFIRST-SHADOW-MARKER" not in j.feedback
 
 
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("path", ["{abs}", "../../../../../../../../..{abs}"])
+def test_a_path_only_an_evaluation_learns_is_refused_on_both_backends(outside, backend, path):
+    """file(var.p) passes the literal pre-check; terraform would read var.p from the host."""
+    from verifirst.verifiers.terraform.confine import OutsideConfiguration
+    from verifirst.verifiers.terraform.verifier import TerraformVerifier
+
+    hcl = (f'variable "p" {{\n  default = "{path.format(abs=outside)}"\n}}\n'
+           'output "o" {\n  value = file(var.p)\n}\n')
+    with pytest.raises(OutsideConfiguration, match="main.tf:5") as e:
+        TerraformVerifier(backend=backend).verify_config({"main.tf": hcl})
+    assert "VERIFIRST-SHADOW-MARKER" not in str(e.value)
+    ok = 'variable "p" {\n  default = "policy.json"\n}\noutput "o" {\n  value = fileexists(var.p)\n}\n'
+    TerraformVerifier(backend=backend).verify_config({"main.tf": ok})  # a path inside: no refusal
+
+
 def test_python_evaluator_refuses_a_path_it_only_learns_at_evaluation(tmp_path, outside):
     """A variable holding the path passes the literal pre-check; the evaluator refuses the read."""
     from verifirst.verifiers.terraform.hcl_check import check, feedback

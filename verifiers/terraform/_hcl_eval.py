@@ -379,7 +379,7 @@ def _refuse_outside(path):
 def _read(base, path, mode="r"):
     if base is not None and _outside(base, path):
         _refuse_outside(path)
-    if base is None and os.path.isabs(path):
+    if base is None and (os.path.isabs(path) or path.startswith("~") or ".." in re.split(r"[\\/]", path)):
         _refuse_outside(path)
     full = path if os.path.isabs(path) or base is None else os.path.join(base, path)
     if base is None and not os.path.isabs(path) or not os.path.isfile(full):

@@ -24,7 +24,7 @@ from verifirst.errors import InputError
 from verifirst.task import Item
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
-from verifirst.verifiers.terraform.confine import check_references
+from verifirst.verifiers.terraform.confine import check_evaluated_paths, check_references
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
                                                          find_terraform, mirror_candidates, read_config)
@@ -263,6 +263,7 @@ class TerraformVerifier:
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
         schema = self.schema_for(files)
+        check_evaluated_paths(files, schema, tfvars_values(files))  # a path only an evaluation learns
         if self.backend == "python":
             stage, errors, warnings, plan, timings, details = self._python(files, schema)
         else:
