@@ -1,9 +1,9 @@
 """Verifiers outside a verifirst run: as MLflow GenAI scorers and as DSPy metrics.
 
-    from verifirst.verifiers.exact import ExactMatch
-    scorer = vf.mlflow_scorer(ExactMatch(), gold={"command": "answer"})
+    verifier = ExactMatch()  # any verifier: the bash or terraform one, or your own
+    scorer = vf.mlflow_scorer(verifier, gold={"command": "answer"})
     mlflow.genai.evaluate(data=rows, predict_fn=predict, scorers=[scorer])
-    metric = vf.dspy_metric(ExactMatch(), "answer", gold={"command": "answer"})
+    metric = vf.dspy_metric(verifier, "answer", gold={"command": "answer"})
     dspy.Evaluate(devset=examples, metric=metric)(program)
 
 `gold` maps each gold field the verifier reads (the bash verifier's `command` and `fixture`) to
