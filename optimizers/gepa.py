@@ -14,6 +14,7 @@ events, since DSPy's proposer does not hand GEPA the raw text).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from pathlib import Path
@@ -241,6 +242,11 @@ class GEPAEngine:
         self.reflection_minibatch_size = reflection_minibatch_size
         self.use_merge = use_merge
         self.seed = seed  # None: the run's seed (vf.optimize(seed=...))
+        known = inspect.signature(dspy.GEPA.__init__).parameters
+        unknown = sorted(set(gepa_options) - set(known) - {"candidate_selection_strategy"})
+        if unknown:  # refused when the engine is made (before any work), not at its first compile
+            raise TypeError(f"unexpected option {unknown[0]!r} (dspy.GEPA takes: "
+                            f"{', '.join(k for k in known if k not in ('self', 'metric'))})")
         self.gepa_options = gepa_options
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:

@@ -260,3 +260,47 @@ def test_outputs_differing_after_the_cap_are_not_equivalent(here):
                      "--pred", "head -c 3000000 /dev/zero | tr '\\0' a; echo OTHER"])
     assert code == 1, out[-500:]
     assert "past the output cap" in out
+
+
+# -- components `verifirst components` lists must build from an experiment file ------------------
+def _judge_experiment(tmp_path: Path, program: str, options: dict | None = None):
+    from verifirst import config
+
+    return config.from_dict({
+        "experiment": {"name": f"{program}-run", "workdir": str(tmp_path / "wd")},
+        "suite": {"name": "outcomes", "path": str(REPO / "examples" / "outcomes.jsonl")},
+        "program": {"name": program, "options": options or {}},
+        "verifier": {"name": "label"},
+        "optimizer": {"name": "none"},
+        "tracking": {"enabled": False},
+    })
+
+
+@pytest.mark.parametrize("program", ["passfail-judge", "rubric-judge"])
+def test_listed_judge_programs_build_from_an_experiment_file(tmp_path, program):
+    from verifirst import experiment
+
+    exp = _judge_experiment(tmp_path, program, {"view": "title,diff"})
+    suite = experiment.load_suite(exp)
+    judge = experiment.build_program(exp, items=suite.items)
+    assert judge.output_field == "verdict" and judge.view_fields == ["title", "diff"]
+
+
+def test_passfail_judge_experiment_runs_and_scores_against_the_labels(tmp_path):
+    from verifirst import experiment
+    from verifirst.lm import Models
+    from verifirst.testing import json_answer, scripted_lm
+
+    exp = _judge_experiment(tmp_path, "passfail-judge")
+    lm = scripted_lm(lambda messages: json_answer(reasoning="looks fine", verdict="PASS"), name="pf-judge")
+    out = experiment.run(exp, tmp_path / "run", progress=False, models=Models(task=lm), echo=lambda m: None)
+    test = out.report["splits"]["test"]["before"]
+    assert test["scored"] == test["n"] > 0 and 0 < test["pass"] < test["n"]  # PASS on all: right on PASS labels only
+
+
+def test_judge_program_option_typo_names_the_option(here):
+    p = here / "judge.toml"
+    p.write_text(f'[experiment]\nname = "j"\nworkdir = "wd"\n\n[suite]\nname = "outcomes"\n'
+                 f'path = "{REPO / "examples" / "outcomes.jsonl"}"\n\n[program]\nname = "passfail-judge"\n'
+                 'options = { veiw = "title" }\n\n[verifier]\nname = "label"\n')
+    refused(["run", p.name], here, "judge.toml:11", "[program.options.veiw]", "did you mean 'view'")

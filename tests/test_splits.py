@@ -106,3 +106,54 @@ def test_touch_records_evaluated_items_and_refuses_test_and_unknown_ids():
     with pytest.raises(LeakageError, match="seen or evaluated"):
         m.check_test(m.test)  # the refused touch is still on record
     assert m.test[0] in m.to_dict()["seen"], "and saved with the manifest"
+
+
+# -- ratios as given by a user, and what each optimizer needs --------------------------------------
+@pytest.mark.parametrize("ratios,kw,message", [
+    ((True, False, False), {}, "not all numbers"),
+    ((0.5, 0.5), {}, "not three numbers"),
+    ("0.5,0.25,0.25", {}, "not three numbers"),
+    ((float("nan"), 0.5, 0.5), {}, "not fractions from 0 to 1"),
+    ((0.5, 0.6, -0.1), {}, "not fractions from 0 to 1"),
+    ((0.5, 0.3, 0.3), {}, "summing to 1"),
+    ((0.0, 0.5, 0.5), {}, "training split empty"),
+    ((1.0, 0.0, 0.0), {}, "validation split empty"),
+    ((0.5, 0.5, 0.0), {}, "test split empty"),
+    ((0.5, 0.25, 0.25), {"no_test": True}, "no_test is set"),
+    ((0.5, 0.25, 0.25), {"no_val": True}, "no_val is set"),
+])
+def test_check_ratios_refuses_what_would_silently_mislead(ratios, kw, message):
+    from verifirst.errors import ConfigError
+    from verifirst.splits import check_ratios
+
+    with pytest.raises(ConfigError, match=message) as e:
+        check_ratios(ratios, field="splits.ratios", source="exp.toml", line=7, **kw)
+    assert str(e.value).startswith("exp.toml:7 [splits.ratios]:")
+
+
+def test_check_ratios_allows_an_empty_split_only_when_asked():
+    from verifirst.splits import check_ratios
+
+    assert check_ratios((0.5, 0.5, 0), no_test=True) == (0.5, 0.5, 0.0)
+    assert check_ratios([1, 0, 0], no_val=True, no_test=True) == (1.0, 0.0, 0.0)
+    assert check_ratios((0.5, 0.25, 0.25)) == (0.5, 0.25, 0.25)
+
+
+def test_optimizer_needs_are_checked_before_it_starts():
+    from verifirst.errors import ConfigError
+    from verifirst.splits import check_optimizer_needs
+
+    class Named:
+        def __init__(self, name, needs=None):
+            self.name, self.needs_splits = name, needs
+
+    no_train = SplitManifest([], ["a"], ["b"], 0, (0.0, 0.5, 0.5))
+    no_val = SplitManifest(["a"], [], ["b"], 0, (0.5, 0.0, 0.5))
+    with pytest.raises(ConfigError, match="optimizer 'gepa' needs items in the training split"):
+        check_optimizer_needs(no_train, Named("gepa"))
+    check_optimizer_needs(no_val, Named("gepa"))  # GEPA selects on train when asked to run without val
+    with pytest.raises(ConfigError, match="the validation split is empty"):
+        check_optimizer_needs(no_val, Named("autorefine"))
+    with pytest.raises(ConfigError, match="validation"):
+        check_optimizer_needs(no_val, Named("mine", needs=("train", "val")))
+    check_optimizer_needs(no_train, None)  # evaluation only needs nothing

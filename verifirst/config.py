@@ -303,6 +303,11 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
         if sections[sec].get(k) is None:
             raise ConfigError("missing required key", path=src, line=_line_of(text, sec, None),
                               field=f"{sec}.{k}", expected=SCHEMA[sec][k][2])
+    o = sections["optimizer"]
+    if o["name"] == "none" and o["options"]:
+        raise ConfigError("options given for optimizer none (evaluation only), which takes none", path=src,
+                          line=_line_of(text, "optimizer", "options"), field="optimizer.options",
+                          expected="an optimizer name (gepa, simba, autorefine), or no options")
     from .splits import check_ratios
 
     sp = sections["splits"]

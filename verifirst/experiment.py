@@ -66,6 +66,8 @@ def load_suite(exp: Experiment) -> Suite:
 
 
 def build_program(exp: Experiment, verifier=None, items=None):
+    """The experiment's program; an option it does not take or a value it refuses is a
+    configuration error naming program.options, not a traceback."""
     p = exp.program
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("program", registry.PROGRAMS, p["name"], "program.name", src)

@@ -55,8 +55,6 @@ VERIFIERS = {
     "bash-exec": Entry("verifirst.verifiers.bash.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
     "bash-tests": Entry("verifirst.verifiers.bash.oracle:BashTestsVerifier",
                         "the task's own check, run after the candidate in the same sandbox"),
-    "bash-tests": Entry("verifirst.verifiers.bash.oracle:BashTestsVerifier",
-                        "the task's own check, run after the candidate in the same sandbox"),
     "bash-syntax": Entry("verifirst.verifiers.bash.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
     "bash-pack": Entry("verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks"),
     "shellcheck": Entry("verifirst.verifiers.bash.shell_gates:ShellcheckGate", "shellcheck gate"),

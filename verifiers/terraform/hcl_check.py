@@ -52,12 +52,39 @@ def analyze(files: dict, schema=None, variables: dict | None = None,
     ev = ModelEval(module, schema, variables, base_dir)
     for cls, msg, addr, fname, line in module.problems:
         ev.add(VALIDATE, cls, msg, addr, fname, line)
+    _check_local_modules(ev, bodies, base_dir)
     _check_schema(ev)
     check_references(ev)
     _check_cycles(ev)
     ev.evaluate_all()
     ev.output_values()
     return Analysis(module, ev, [])
+
+
+def _literal(expr) -> str | None:
+    """A quoted string without interpolation, else None."""
+    parts = getattr(expr, "parts", None)
+    if parts is not None and all(isinstance(x, str) for x in parts):
+        return "".join(parts)
+    value = getattr(expr, "value", None)
+    return value if isinstance(value, str) else None
+
+
+def _check_local_modules(ev: ModelEval, bodies: dict, base_dir: str | None) -> None:
+    """A module call whose local source ("./x", "../x") is no directory fails validate, as
+    terraform does ("Module not installed"); registry and remote sources are not checked."""
+    for fname, body in bodies.items():
+        for blk in body.blocks_of("module"):
+            attr = blk.body.attributes.get("source")
+            src = _literal(attr.expr) if attr else None
+            if not src or not src.startswith(("./", "../")):
+                continue
+            if base_dir is not None and os.path.isdir(os.path.join(base_dir, src)):
+                continue
+            name = blk.labels[0] if blk.labels else "?"
+            ev.add(VALIDATE, T.OTHER, f'Module not installed: the local module source "{src}" of module '
+                   f'"{name}" is not a directory here; terraform init cannot install it.',
+                   f"module.{name}", fname, blk.line)
 
 
 def check(files: dict, schema=None, variables: dict | None = None, base_dir: str | None = None):

@@ -516,6 +516,11 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
     Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
+    from verifirst.config import read_text
+
+    for f in ([Path(path)] if os.path.isfile(path) else sorted(Path(path).glob("*.tf"))):
+        if not f.is_symlink():  # a link is the confinement check's to judge, unread
+            read_text(f, "Terraform file")  # binary or not UTF-8: exit 2 naming the file
     if gates is not None:
         gates = [g.strip() for g in gates if g.strip()]
     try:
@@ -529,9 +534,10 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
         print(v.feedback)
         label = v.details.get("backend_label", v.backend)
         print(f"[{label}] " + ", ".join(f"{k}={val}" for k, val in v.timings.items()))
-    if v.errors and all(e.cls == "SYNTAX" for e in v.errors):
+    syntax = [e for e in v.errors if e.cls == "SYNTAX"]
+    if syntax:  # terraform reports more beside a syntax error than the Python backend: exit 2 on both
         # For a generated candidate this is a verdict (above); for the file a user hands us it is
         # also bad input: say where, exit 2.
-        raise InputError(f"does not parse as HCL: {v.errors[0].message}", path=path,
+        raise InputError(f"does not parse as HCL: {syntax[0].message}", path=path,
                          expected="Terraform configuration syntax (HCL)")
     return 0 if v.passed else 1
