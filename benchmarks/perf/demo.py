@@ -25,14 +25,31 @@ def demo_command(workdir: Path, budget: int | None) -> list[str]:
 
 
 def split_pass(report: dict) -> dict:
-    """{split: {"n", "before": {"pass", "scored"}, "after": {...}}} from the report, as far as it says.
-    `scored` leaves out items without a verdict (LM or verifier error, INCONCLUSIVE)."""
+    """{split: {"n", "before": {"pass", "scored", "lm_errors", "ci"}, "after": {...}}} from the report, as far
+    as it says. `scored` leaves out items without a verdict (LM or verifier error, INCONCLUSIVE); ci is Wilson's."""
     out = {}
     for name, s in (report.get("splits") or {}).items():
         b, a = s.get("before") or {}, s.get("after") or {}
-        out[name] = {"n": b.get("n"), "before": {"pass": b.get("pass"), "scored": b.get("scored")},
-                     "after": {"pass": a.get("pass"), "scored": a.get("scored")}}
+        out[name] = {"n": b.get("n"), **{k: {"pass": v.get("pass"), "scored": v.get("scored"),
+                                             "lm_errors": v.get("lm_errors"), "ci": [v.get("ci_lo"), v.get("ci_hi")]}
+                                         for k, v in (("before", b), ("after", a))}}
     return out
+
+
+def answer_counts(run_dir: Path) -> dict:
+    """Over the run's evaluated items: answers that are a bare format placeholder (`{command}`) and
+    were verified anyway (must be 0), placeholder replies refused as LM errors, and other LM errors."""
+    verified = refused = other = 0
+    for path in sorted(Path(run_dir, "eval").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if str(row.get("output") or "").strip() in ("{command}", "{task}"):
+                verified += 1
+            elif "format placeholder" in str(row.get("error") or ""):
+                refused += 1
+            elif row.get("status") == "ERROR":
+                other += 1
+    return {"placeholder_verified": verified, "placeholder_refused": refused, "other_errors": other}
 
 
 def measure(budget: int | None, keep: Path | None) -> dict:
@@ -49,6 +66,7 @@ def measure(budget: int | None, keep: Path | None) -> dict:
             tail = "\n".join(proc.stderr.splitlines()[-15:])
             raise SystemExit(f"demo.py: `{' '.join(cmd)}` exited {proc.returncode}:\n{tail}")
         report = json.loads(proc.stdout)
+        answers = answer_counts(tmp / report["run_dir"])  # relative to the demo's cwd unless absolute
     finally:
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -56,7 +74,7 @@ def measure(budget: int | None, keep: Path | None) -> dict:
     return {"benchmark": "demo", "command": "verifirst demo" + (f" --budget {budget}" if budget else ""),
             "wall_s": round(wall, 1), "run_wall_s": report.get("wall_s"),
             "lm_calls": usage.get("lm_calls"), "lm_errors": usage.get("errors"),
-            "splits": split_pass(report)}
+            "unusable_replies": usage.get("unusable"), "answers": answers, "splits": split_pass(report)}
 
 
 def main(argv: list[str] | None = None) -> int:
