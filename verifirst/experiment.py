@@ -55,7 +55,15 @@ def load_suite(exp: Experiment) -> Suite:
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("suite", registry.SUITES, s["name"], "suite.name", src)
     entry = registry.SUITES.get(s["name"])
-    suite = _call(factory, s.get("options") or {}, **{entry.path_arg if entry else "path": s.get("path")})
+    check_component_options(exp, "suite", factory)  # an option the loader does not take: named, not a traceback
+    try:
+        suite = _call(factory, s.get("options") or {}, **{entry.path_arg if entry else "path": s.get("path")})
+    except VerifirstError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"suite {s['name']!r} could not be loaded: {e}", path=src, line=_options_line(exp, "suite"),
+                          field="suite.options", expected="options the suite takes (see `verifirst components`)") \
+            from None
     if not isinstance(suite, Suite):
         raise VerifirstError(f"suite {s['name']!r} returned {type(suite).__name__}, not a Suite")
     if s.get("limit"):
