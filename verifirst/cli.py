@@ -436,6 +436,13 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                         help="read records from this experiment's labelled traces"),
               label: str = typer.Option("label", help="--from-mlflow: the assessment (feedback or expectation) "
                                                       "holding the label"),
+              pass_at: Optional[float] = typer.Option(None, "--pass-at", help="numeric ratings at or above it are "
+                                                                              "PASS (e.g. 4 on a 1-5 scale)"),
+              label_map: Optional[str] = typer.Option(None, "--label-map", help="categorical labels: "
+                                                      "excellent=PASS,good=PASS,poor=FAIL"),
+              promote_rule: str = typer.Option("significant", "--promote-rule",
+                                               help="significant (validation Δπ interval above 0) | better | "
+                                                    "noninferior:MARGIN"),
               repeats: int = typer.Option(1, help="judge runs per validation item (temperature > 0 above 1): "
                                                   "π spread, flip rates; edits must beat that noise"),
               model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
@@ -446,8 +453,6 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                         help="seconds one request to a served model may take "
                                                              "(default 60; each attempt, retries too)"),
               splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
-              no_test: bool = typer.Option(False, "--no-test", help="allow a test fraction of 0 (--splits 0.5,0.5,0): "
-                                                                    "no held-out number is reported"),
               workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
               run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
@@ -475,7 +480,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        tracking_uri=tracking_uri, offline=offline, trace=trace,
                                        anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
-                                       repeats=repeats, timeout_s=timeout_s, no_test=no_test))
+                                       repeats=repeats, timeout_s=timeout_s, pass_at=pass_at,
+                                       label_map=label_map, promote_rule=promote_rule))
     except VerifirstError as e:
         _fail(e)
 
