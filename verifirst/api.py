@@ -459,7 +459,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               limit: int | None = None, anchor: bool | str = False, echo: Any = None,
               prompt: str | None = None, view: str | None = None, name: str | None = None,
               promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
-              repeats: int = 1, pass_at: float | None = None, label_map: Any = None,
+              repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
               promote_rule: str = "significant") -> Result:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
@@ -501,6 +501,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             labelled by the human assessment or expectation named `label`.
         label: the assessment name that carries the label (with from_mlflow).
         repeats: judge runs per validation item; an edit must beat the repeat noise.
+        no_test: run without a held-out test split (splits with test 0), on purpose.
         pass_at: numeric ratings at or above it are PASS (e.g. 4 on a 1-5 scale).
         label_map: categorical labels to PASS/FAIL: {"excellent": "PASS", "poor": "FAIL"} or
             "excellent=PASS,poor=FAIL"; a value neither covers is refused, naming its records.
@@ -523,7 +524,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
                         trace=bool(tracking and tracking.traces),
                         experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"),
                         prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
-                        label=label, repeats=repeats, pass_at=pass_at, label_map=label_map,
+                        label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
                         promote_rule=promote_rule)
     res = out.result
     return Result(res.program, res.report, out.manifest, out.run_dir, res.before, res.after)

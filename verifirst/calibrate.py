@@ -71,11 +71,13 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
     return suite
 
 
-def parse_ratios(text: Any) -> tuple[float, float, float]:
-    """Split ratios from "0.5,0.25,0.25" (or a 3-sequence of numbers).
+def parse_ratios(text: Any, no_test: bool = False) -> tuple[float, float, float]:
+    """Split ratios from "0.5,0.25,0.25" (or a 3-sequence of numbers); an empty test split only
+    with no_test, never an empty training or validation split (AutoRefine selects on validation).
 
     Args:
         text: the --splits value.
+        no_test: run without a held-out test split (--no-test).
     """
     if not isinstance(text, str):
         text = ",".join(str(x) for x in text)
@@ -85,7 +87,28 @@ def parse_ratios(text: Any) -> tuple[float, float, float]:
         parts = ()
     if len(parts) != 3:
         raise InputError(f"--splits {text!r} is not three numbers", field="--splits", expected="e.g. 0.5,0.25,0.25")
-    return parts  # type: ignore[return-value]
+    from .splits import check_ratios
+
+    return check_ratios(parts, no_test=no_test, field="--splits", flags=(None, "--no-test"))
+
+
+def check_calibrate_options(judge: str, judge_field: str = "--judge", **numbers: int | None) -> None:
+    """The judge kind and each whole-number option in range, before anything is read or written.
+
+    Args:
+        judge: the judge kind (passfail | rubric).
+        judge_field: the option that named it.
+        numbers: max_iters, threads, limit, snippets, seed (None: not given).
+    """
+    from .config import MAX_THREADS, check_number
+
+    if judge not in ("passfail", "rubric"):
+        raise InputError(f"unknown judge kind {judge!r}", field=judge_field, expected="passfail | rubric")
+    ranges = {"max_iters": (1, None), "threads": (1, MAX_THREADS), "limit": (1, None), "snippets": (1, None),
+              "seed": (0, None)}
+    for key, value in numbers.items():
+        if value is not None:
+            check_number(value, *ranges[key], "--" + key.replace("_", "-"), integer=True)
 
 
 def judge_section(report: dict) -> dict:
@@ -299,8 +322,10 @@ def resolve_start_prompt(spec: str, workdir: Path, tracking_uri: str | None = No
         name: the registry name for a file's calibrated versions (default: the file's stem).
     """
     p = Path(spec)
-    if p.exists():
-        text = p.read_text().strip()
+    if p.exists() or p.is_symlink():
+        from .config import read_text
+
+        text = read_text(p, "prompt file").strip()  # a directory, a loop, binary: InputError
         if not text:
             raise InputError("the prompt file is empty", path=str(p), expected="a judge prompt")
         return StartPrompt(text, name or re.sub(r"[^A-Za-z0-9_.-]+", "-", p.stem), spec)
@@ -362,7 +387,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   tracking: bool = True, experiment: str = "verifirst-calibrate", *,
                   prompt_source: str | None = None, view: str | None = None, name: str | None = None,
                   promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
-                  repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None) -> CalibrationRun:
+                  repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
+                  no_test: bool = False) -> CalibrationRun:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -403,8 +429,11 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
             is kept only when validation π improves by more than the repeat noise.
         temperature: the judge's temperature for repeated runs.
         timeout_s: seconds one request to a served model may take (default: lm.DEFAULT_TIMEOUT_S).
+        no_test: run without a held-out test split (ratios give test 0; no test number is reported).
     """
     workdir = Path(workdir)
+    check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
+    parse_ratios(splits, no_test)  # refused here, before any file is read
     aligners = parse_anchor(anchor)
     if repeats < 1:
         raise InputError(f"--repeats {repeats} is below 1", field="--repeats", expected="an integer >= 1")
@@ -427,7 +456,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         view = ",".join(suite.meta["default_view"])
     make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
-                           ratios=parse_ratios(splits), seed=seed, stratify=lambda it: it.gold["label"],
+                           ratios=parse_ratios(splits, no_test), seed=seed, stratify=lambda it: it.gold["label"],
                            source=source)
     check_verifiers([registry.component("verifier", "label")()])  # before any model loads or any LM call
     if models is None:
@@ -745,6 +774,11 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
         view: the --view spec (default: the view the prompt was calibrated with, if registered).
         tracking_uri: the MLflow tracking URI holding the registry.
     """
+    check_calibrate_options(judge, "--kind")
+    if threshold is not None:
+        from .config import check_number
+
+        check_number(threshold, 0.0, 1.0, "--threshold")
     run_judge, verdicts_at = _part("run-judge"), _part("verdicts-at")
     load_outcomes = registry.component("suite", "outcomes")
     text, tags = load_prompt_text(prompt, workdir, tracking_uri)

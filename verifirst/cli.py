@@ -453,6 +453,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                         help="seconds one request to a served model may take "
                                                              "(default 60; each attempt, retries too)"),
               splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
+              no_test: bool = typer.Option(False, "--no-test", help="allow a test fraction of 0 (--splits 0.5,0.5,0): "
+                                                                    "no held-out number is reported"),
               workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
               run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
@@ -480,7 +482,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        tracking_uri=tracking_uri, offline=offline, trace=trace,
                                        anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
-                                       repeats=repeats, timeout_s=timeout_s, pass_at=pass_at,
+                                       repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
                                        label_map=label_map, promote_rule=promote_rule))
     except VerifirstError as e:
         _fail(e)
