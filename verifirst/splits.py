@@ -143,13 +143,16 @@ class SplitManifest:
 
     @classmethod
     def load(cls, path: str | Path) -> "SplitManifest":
+        from .config import read_text
+
         path = Path(path)
         try:
-            d = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError("split manifest not found", path=str(path)) from None
+            d = json.loads(read_text(path, "split manifest"))  # missing, a directory, binary: InputError
         except json.JSONDecodeError as e:
             raise InputError(f"not valid JSON: {e.msg}", path=str(path), line=e.lineno) from None
+        if not isinstance(d, dict):
+            raise InputError(f"holds a JSON {type(d).__name__}, not an object", path=str(path),
+                             expected="a manifest written by SplitManifest.save")
         for k in ("train", "val", "test", "seed", "ratios"):
             if k not in d:
                 raise InputError("missing key", path=str(path), field=k,
