@@ -64,7 +64,8 @@ def normalize_label(value: Any, *, path: str | None = None, line: int | None = N
                      expected="PASS or FAIL (or passed/failed, merged/abandoned, true/false, yes/no)")
 
 
-def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, line: int) -> Item:
+def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, line: int,
+                    raw_label: bool = False) -> Item:
     for key in ("id", "label"):
         if key not in rec or rec[key] is None or str(rec[key]).strip() == "":
             raise InputError(f"missing required field {key!r}", path=path, line=line, field=key,
@@ -73,7 +74,7 @@ def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, 
         raise InputError(f"id is a {type(rec['id']).__name__}", path=path, line=line, field="id",
                          expected="a string or an integer")
     rid = str(rec["id"]).strip()
-    label = normalize_label(rec["label"], path=path, line=line)
+    label = rec["label"] if raw_label else normalize_label(rec["label"], path=path, line=line)  # raw: a LabelRule reads it
     if "view" in rec:
         view = rec["view"]
         if not isinstance(view, dict) or not view:
@@ -138,7 +139,7 @@ def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
                  meta={"source": str(path), "view_fields": sorted(items[0].inputs)})
 
 
-def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
+def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False) -> Suite:
     p = str(path)
     text = read_text(path, "outcomes file")  # missing, a directory, a loop, binary, not UTF-8: InputError
     out: list[tuple[Item, int]] = []
@@ -153,11 +154,11 @@ def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None
         if not isinstance(rec, dict):
             raise InputError(f"line holds a JSON {type(rec).__name__}, not an object", path=p, line=n,
                              expected="one JSON object per line")
-        out.append((_record_to_item(rec, view_fields, path=p, line=n), n))
+        out.append((_record_to_item(rec, view_fields, path=p, line=n, raw_label=raw_label), n))
     return _suite(Path(path).stem, out, p)
 
 
-def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
+def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False) -> Suite:
     p = str(path)
     text = read_text(path, "outcomes file").removeprefix("\ufeff")
     reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -181,17 +182,21 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None) 
         if all((v or "").strip() == "" for v in row.values()):
             continue
         rec = {k: v for k, v in row.items() if k in ("id", "label", "group") or k in names or v not in (None, "")}
-        out.append((_record_to_item(rec, names, path=p, line=line), line))
+        out.append((_record_to_item(rec, names, path=p, line=line, raw_label=raw_label), line))
     return _suite(Path(path).stem, out, p)
 
 
-def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None) -> Suite:
-    """JSONL or CSV by extension (.jsonl/.json lines or .csv)."""
+def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None, labels=None) -> Suite:
+    """JSONL or CSV by extension (.jsonl/.json lines or .csv); `labels`: a verifirst.labels.LabelRule
+    (--pass-at, --label-map) reading every record's label, uncovered ones refused together."""
     suffix = Path(path).suffix.lower()
-    if suffix == ".csv":
-        return load_csv(path, view_fields)
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return load_jsonl(path, view_fields)
+    if suffix in (".csv", ".jsonl", ".ndjson", ".json"):
+        suite = (load_csv if suffix == ".csv" else load_jsonl)(path, view_fields, raw_label=labels is not None)
+        if labels is not None:
+            read = labels.require([(it.id, it.gold["label"]) for it in suite.items], where=str(path))
+            for it in suite.items:
+                it.gold["label"] = read[it.id]
+        return suite
     raise InputError(f"unknown outcomes format {suffix!r}", path=str(path),
                      expected="a .jsonl or .csv file")
 

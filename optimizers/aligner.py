@@ -17,30 +17,64 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from typing import Any, Sequence
 
 import dspy
+from mlflow.exceptions import MlflowException
 from mlflow.genai.judges.base import AlignmentOptimizer, Judge
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from verifirst.errors import InputError
+from verifirst.labels import LabelRule
 from verifirst.programs.judges import JudgeError
 from verifirst.splits import make_splits
 from verifirst.task import Item
 from verifirst.verdicts import normalize_label
 
-VIEW_VARIABLES = ("inputs", "outputs", "expectations")  # template variables the loop can fill from a trace
+VIEW_VARIABLES = ("inputs", "outputs", "expectations", "trace")  # template variables filled from a trace
 ARTIFACT_DIR = "autorefine_align"
+TRACE_SLOT = re.compile(r"\{\{\s*trace\s*\}\}")
+
+
+class AlignmentInputError(InputError, MlflowException):
+    """Bad input to `judge.align`: an MlflowException (as MLflow's own aligners raise) that keeps
+    verifirst's field and expected-value message."""
+
+    def __init__(self, message: str, **where):
+        InputError.__init__(self, message, **where)
+        MlflowException.__init__(self, str(self), error_code=INVALID_PARAMETER_VALUE)
 
 
 def _variables(judge) -> list[str]:
     names = [f.name for f in judge.get_input_fields()]
     unsupported = [n for n in names if n not in VIEW_VARIABLES]
     if unsupported or not names:
-        raise InputError(f"judge {judge.name!r} reads {names}; AutoRefineAligner calibrates judges on "
-                         f"{{{{ inputs }}}}, {{{{ outputs }}}} and {{{{ expectations }}}} only",
-                         field="judge.instructions", expected="template variables inputs/outputs/expectations")
+        raise AlignmentInputError(f"judge {judge.name!r} reads {names}; AutoRefineAligner calibrates judges on "
+                                  f"{{{{ inputs }}}}, {{{{ outputs }}}}, {{{{ expectations }}}} or {{{{ trace }}}}",
+                                  field="judge.instructions",
+                                  expected="template variables inputs/outputs/expectations, or trace")
     return names
+
+
+def _is_rating(judge) -> bool:
+    """True when the judge's feedback is a number (a rating), not PASS/FAIL text or a bool."""
+    return getattr(judge, "feedback_value_type", None) in (int, float)
+
+
+def render_trace(trace) -> str:
+    """A trace as the text the teacher and proposer read: each span's name, inputs and outputs.
+
+    Args:
+        trace: an mlflow Trace.
+    """
+    spans = getattr(getattr(trace, "data", None), "spans", None) or []
+    lines = []
+    for sp in spans:
+        lines.append(json.dumps({"span": sp.name, "inputs": sp.inputs, "outputs": sp.outputs},
+                                default=str, ensure_ascii=False))
+    return "\n".join(lines) or str(getattr(trace.info, "request_preview", "") or "")
 
 
 def keep_template_variables(prompt: str, variables: Sequence[str]) -> str:
@@ -82,9 +116,14 @@ class MLflowJudgeProgram:
 
     kind = "passfail"
 
-    def __init__(self, judge, view_fields: Sequence[str]):
+    def __init__(self, judge, view_fields: Sequence[str], rule: LabelRule | None = None):
         self.judge = judge
         self.view_fields = list(view_fields)
+        self.rule = rule or LabelRule()
+        # a {{ trace }} judge runs in the loop on the rendered trace: the same instructions and model
+        # with the trace's text in the slot (MLflow's own trace judges need a tool-calling endpoint)
+        self.runner = rebuild_judge(judge, TRACE_SLOT.sub("{{ inputs }}", judge.instructions)) \
+            if self.view_fields == ["trace"] else judge
 
     @property
     def prompt(self) -> str:
@@ -96,18 +135,22 @@ class MLflowJudgeProgram:
             judge = rebuild_judge(self.judge, text)
         except Exception as e:  # e.g. a rewrite that names a variable MLflow refuses
             raise JudgeError(f"rewritten prompt is not a valid judge: {e}") from e
-        return MLflowJudgeProgram(judge, self.view_fields)
+        return MLflowJudgeProgram(judge, self.view_fields, self.rule)
 
     def __call__(self, **view) -> dspy.Prediction:
+        args = {"inputs": view["trace"]} if self.runner is not self.judge else {f: view[f] for f in self.view_fields}
         try:
-            fb = self.judge(**{f: view[f] for f in self.view_fields})
+            fb = self.runner(**args)
         except Exception as e:  # provider, HTTP or parse failure
             raise JudgeError(f"{type(e).__name__}: {str(e)[:300]}") from e
         if getattr(fb, "error", None):
             raise JudgeError(str(fb.error)[:300])
-        verdict = normalize_label(fb.value, prefix=True)
+        # a rating judge's score reads through the user's rule (pass_at); PASS/FAIL text as an LM writes it
+        verdict = self.rule.read(fb.value) if _is_rating(self.judge) or self.rule.given else None
+        if verdict is None and not _is_rating(self.judge):
+            verdict = normalize_label(fb.value, prefix=True)
         if verdict is None:
-            raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL")
+            raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL under {self.rule.describe()}")
         return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=None)
 
 
@@ -126,17 +169,24 @@ def _resolve_lm(spec, fallback_uri: str, role: str):
     return make_lm(spec, role=role)
 
 
-def traces_to_items(traces: Sequence, judge, variables: Sequence[str]) -> tuple[list[Item], dict]:
-    """Labelled Items (id = trace id) from traces, and counts of traces skipped and why.
+def traces_to_items(traces: Sequence, judge, variables: Sequence[str],
+                    rule: LabelRule | None = None) -> tuple[list[Item], dict, dict]:
+    """Labelled Items (id = trace id) from traces, traces skipped without a label, rendered traces.
 
     Args:
         traces: MLflow traces with human feedback named like the judge.
         judge: the MLflow judge (its name picks the assessment).
         variables: the template variables the view holds.
+        rule: how the recorded values read as PASS/FAIL; a value it does not cover refuses the
+            whole call (AlignmentInputError naming the traces and values), never a guess.
+
+    Returns:
+        (items, {"no_label": [trace ids]}); a {{ trace }} judge's view is the rendered trace.
     """
     from mlflow.genai.judges.optimizers.dspy_utils import trace_to_dspy_example
 
-    items, skipped = [], {"no_label": [], "unreadable_label": []}
+    rule = rule or LabelRule()
+    rows, raw, skipped = [], [], {"no_label": []}
     for tr in traces:
         examples = trace_to_dspy_example(tr, judge)  # MLflow's reading: human source, conflicts resolved
         tid = tr.info.trace_id
@@ -144,15 +194,46 @@ def traces_to_items(traces: Sequence, judge, variables: Sequence[str]) -> tuple[
             skipped["no_label"].append(tid)
             continue
         ex = examples[0]
-        label = normalize_label(ex.result)
-        if label is None:
-            skipped["unreadable_label"].append(tid)
-            continue
-        view = {v: ex[v] for v in variables}
+        view = {}
+        for v in variables:
+            view[v] = render_trace(tr) if v == "trace" else ex[v]
         session = (tr.info.trace_metadata or {}).get("mlflow.trace.session")
         group = session or hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        items.append(Item(tid, view, {"label": label, "rationale": ex.get("rationale", "")}, group=group))
+        raw.append((tid, ex.result))
+        rows.append((tid, view, ex.get("rationale", ""), group))
+    labels = rule.require(raw, where=f"the human feedback {judge.name!r} of {len(raw)} trace(s)",
+                          field_name=f"assessment {judge.name!r}", error=AlignmentInputError)
+    items = [Item(tid, view, {"label": labels[tid], "rationale": why}, group=group)
+             for tid, view, why, group in rows]
     return items, skipped
+
+
+def split_traces(items: list[Item], ratios: Sequence[float], seed: int):
+    """The split manifest, grouped by session or identical view; by trace when the views repeat so
+    much (as in MLflow's own test fixtures) that view groups cannot fill every split.
+
+    Args:
+        items: the labelled items.
+        ratios: train/validation/test ratios.
+        seed: the split seed.
+
+    Returns:
+        (manifest, how the traces were grouped).
+    """
+    label = lambda it: it.gold["label"]  # noqa: E731
+    try:
+        return (make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=ratios,
+                            seed=seed, stratify=label, source="traces"), "trace session, else identical view")
+    except InputError as e:
+        if len({it.group_key for it in items}) == len(items):
+            raise AlignmentInputError(str(e), field="traces", expected="more labelled traces") from None
+    try:
+        manifest = make_splits(items, key=lambda it: it.id, group=lambda it: it.id, ratios=ratios, seed=seed,
+                               stratify=label, source="traces")
+    except InputError as e:
+        raise AlignmentInputError(str(e), field="traces", expected="more labelled traces") from None
+    views = len({it.group_key for it in items})
+    return manifest, f"trace ({views} distinct view(s) over {len(items)} traces: views repeat)"
 
 
 class AutoRefineAligner(AlignmentOptimizer):
@@ -174,18 +255,25 @@ class AutoRefineAligner(AlignmentOptimizer):
         length_cap: the calibrated prompt's length limit in characters.
         n_boot: bootstrap resamples for the held-out interval.
         log_to_mlflow: log to the active run (one is started when none is active).
+        pass_at: numeric ratings (the human labels, and a rating judge's own answers) at or above
+            it read PASS; a 1-5 rating judge needs it.
+        label_map: categorical labels to PASS/FAIL, e.g. {"excellent": "PASS", "poor": "FAIL"}.
     """
 
     def __init__(self, teacher=None, proposer=None, max_iters: int = 3, *, target_pi: float = 0.9,
                  splits: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0, use_teacher: bool = True,
                  num_threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
-                 log_to_mlflow: bool = True):
+                 log_to_mlflow: bool = True, pass_at: float | None = None, label_map: dict | str | None = None):
         self.teacher, self.proposer = teacher, proposer
         self.max_iters, self.target_pi = int(max_iters), float(target_pi)
         self.splits, self.seed = tuple(float(r) for r in splits), int(seed)
         self.use_teacher, self.num_threads, self.batch_size = use_teacher, int(num_threads), int(batch_size)
         self.length_cap, self.n_boot, self.log_to_mlflow = int(length_cap), int(n_boot), log_to_mlflow
         self.last_report: dict | None = None
+        try:
+            self.rule = LabelRule.of(pass_at, label_map, field_prefix="")
+        except InputError as e:
+            raise AlignmentInputError(str(e)) from None
 
     def align(self, judge: Judge, traces: list) -> Judge:
         """Calibrate `judge` on the labelled traces; returns the aligned judge.
@@ -199,15 +287,19 @@ class AutoRefineAligner(AlignmentOptimizer):
 
         t0 = time.perf_counter()
         variables = _variables(judge)
-        items, skipped = traces_to_items(list(traces or []), judge, variables)
+        items, skipped = traces_to_items(list(traces or []), judge, variables, self.rule)
+        if _is_rating(judge) and self.rule.pass_at is None:
+            raise AlignmentInputError(f"judge {judge.name!r} answers {judge.feedback_value_type.__name__} ratings; "
+                                      f"which ratings are PASS is not given", field="pass_at",
+                                      expected="AutoRefineAligner(pass_at=N): ratings >= N are PASS")
         if not items:
-            raise InputError(f"none of {len(traces or [])} trace(s) carries a human PASS/FAIL assessment named "
-                             f"{judge.name!r}", field="traces", expected="traces with human feedback for the judge")
-        manifest = make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=self.splits,
-                               seed=self.seed, stratify=lambda it: it.gold["label"], source="traces")
+            raise AlignmentInputError(f"none of {len(traces or [])} trace(s) carries a human PASS/FAIL assessment "
+                                      f"named {judge.name!r}", field="traces",
+                                      expected="traces with human feedback for the judge")
+        manifest, grouped_by = split_traces(items, self.splits, self.seed)
         train, val, test = (manifest.select(items, s) for s in ("train", "val", "test"))
         manifest.admit_to_optimizer([it.id for it in train + val], who="autorefine-aligner")
-        program = MLflowJudgeProgram(judge, variables)
+        program = MLflowJudgeProgram(judge, variables, self.rule)
         teacher_lm = _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None
         proposer_lm = _resolve_lm(self.proposer, judge.model, "reflection")
         with dspy.context(adapter=FastJSONAdapter()):
@@ -225,11 +317,13 @@ class AutoRefineAligner(AlignmentOptimizer):
         selected = res.iterations[res.selected_iteration] if res.iterations else {}
         counts = res.teacher_stats.get("overall", {})
         report = {
-            "judge": {"name": judge.name, "model": judge.model, "template_variables": variables},
+            "judge": {"name": judge.name, "model": judge.model, "template_variables": variables,
+                      "feedback_value_type": getattr(judge.feedback_value_type, "__name__", str(judge.feedback_value_type))},
+            "labels": {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map},
             "traces": {"given": len(traces), "labelled": len(items), "skipped": {k: len(v) for k, v in skipped.items()},
                        "skipped_ids": skipped},
             "split": {"seed": self.seed, "ratios": list(self.splits), "sizes": manifest.sizes(),
-                      "digest": manifest.digest, "grouped_by": "trace session, else identical view",
+                      "digest": manifest.digest, "grouped_by": grouped_by,
                       "test_ids": manifest.test},
             "teacher": {"used": self.use_teacher, "keep": counts.get("keep"), "correct": counts.get("correct"),
                         "abstain": counts.get("skip"), "error": counts.get("error")},

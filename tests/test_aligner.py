@@ -160,7 +160,7 @@ def test_align_returns_the_calibrated_judge_with_template_variables(aligned_run)
 
 def test_held_out_traces_are_unseen_by_the_loop_and_scored_once(aligned_run):
     rep = aligned_run["aligner"].last_report
-    assert rep["traces"] == {"given": 33, "labelled": 32, "skipped": {"no_label": 1, "unreadable_label": 0},
+    assert rep["traces"] == {"given": 33, "labelled": 32, "skipped": {"no_label": 1},
                              "skipped_ids": rep["traces"]["skipped_ids"]}
     sizes = rep["split"]["sizes"]
     assert sizes["test"] > 0 and sum(sizes.values()) == 32
@@ -201,7 +201,8 @@ def test_aligned_judge_scores_in_mlflow_evaluate(aligned_run):
     assert values == ["FAIL", "PASS"]
 
 
-def test_traces_without_labels_are_an_input_error(aligned_run):
+def test_traces_without_labels_are_an_mlflow_input_error(aligned_run):
+    from mlflow.exceptions import MlflowException
     from mlflow.genai.judges import make_judge
 
     import verifirst
@@ -209,11 +210,34 @@ def test_traces_without_labels_are_an_input_error(aligned_run):
     with _mlflow_at(aligned_run["store"], "aligner-bad"):
         traces = log_labelled_traces(world(3), "safety", label_name="other_judge")
     judge = make_judge(name="safety", instructions=INSTRUCTIONS, model=MODEL)
-    with pytest.raises(InputError, match="human PASS/FAIL assessment named 'safety'"):
+    with pytest.raises(MlflowException, match="human PASS/FAIL assessment named 'safety'") as e:
         judge.align(traces, optimizer=verifirst.AutoRefineAligner(log_to_mlflow=False))
-    tjudge = make_judge(name="safety", instructions="Judge the {{ trace }}.", model=MODEL)
-    with pytest.raises(InputError, match="inputs"):
-        tjudge.align(traces, optimizer=verifirst.AutoRefineAligner(log_to_mlflow=False))
+    assert isinstance(e.value, InputError) and e.value.field == "traces"  # verifirst's message stays
+
+
+def test_a_trace_judge_is_calibrated_on_the_rendered_trace(aligned_run):
+    """A {{ trace }} judge: the loop's roles read the rendered trace (spans, inputs, outputs) and the
+    judge itself is called with the Trace, as MLflow calls it."""
+    from mlflow.genai.judges import make_judge
+
+    import verifirst
+
+    with _env(OPENAI_API_BASE=aligned_run["url"], OPENAI_API_KEY="local-no-key", MLFLOW_MODEL_CATALOG_URI=""), \
+            _mlflow_at(aligned_run["store"], "aligner-trace"):
+        traces = log_labelled_traces(world(8), "safety")
+        judge = make_judge(name="safety", instructions="Is the code in this {{ trace }} safe? Answer PASS or FAIL.",
+                           model=MODEL, feedback_value_type=__import__("typing").Literal["PASS", "FAIL"])
+        seen = []
+        roles = scripted_lm(lambda m: seen.append(m[-1]["content"]) or roles_answer(m), role="teacher",
+                            name="aligner-trace-roles")
+        aligner = verifirst.AutoRefineAligner(teacher=roles, proposer=roles, max_iters=0, n_boot=100,
+                                              log_to_mlflow=False)
+        aligned = judge.align(traces, optimizer=aligner)
+    rep = aligner.last_report
+    assert rep["judge"]["template_variables"] == ["trace"] and "{{ trace }}" in aligned.instructions
+    assert any('"span": "generate"' in m and "def f" in m for m in seen), "the teacher read the rendered trace"
+    ho = rep["held_out"]
+    assert ho["n_items"] == rep["split"]["sizes"]["test"] > 0
 
 
 def test_a_rewrite_that_drops_a_template_variable_gets_it_back():

@@ -108,6 +108,10 @@ def test_champion_moves_when_validation_improves(tmp_path):
     lm = RuleFollowingLM()
     models = {"judge": lm, "teacher": lm, "reflection": lm}
     start = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=0, echo=lambda m: None)
+    # the uncalibrated start (validation π below zero) is no first champion; a person sets it by hand
+    assert start["champion"]["moved"] is False and "does not lie above zero" in start["champion"]["reason"]
+    client = mlflow.MlflowClient(tracking_uri=start["tracking_uri"], registry_uri=start["tracking_uri"])
+    client.set_prompt_alias("verifirst-passfail-judge", "champion", int(start["prompt_uri"].rsplit("/", 1)[1]))
     better = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=2, echo=lambda m: None)
     ch = better["champion"]
     assert ch["moved"] is True and ch["decided_on"] == "validation" and ch["reason"].startswith("beats")

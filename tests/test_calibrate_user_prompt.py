@@ -167,7 +167,7 @@ def test_a_registry_start_gets_a_new_version_and_the_alias_moves_only_on_validat
 
     # --promote production: the hand-written v1 (no split) is re-scored on this run's validation items
     rep = calibrate_outcomes(src, max_iters=2, prompt_source="prompts:/pr-judge@production",
-                             promote_alias="production", **kw)
+                             promote_alias="production", promote_rule="better", **kw)  # the registry path, not the rule
     ch = rep["champion"]
     assert rep["prompt_uri"] == "prompts:/pr-judge/2", "a new version under the same name"
     assert rep["start_prompt"]["version"] == 1 and rep["start_prompt"]["alias"] == "production"

@@ -1,6 +1,7 @@
 """--from-mlflow: judge inputs and labels from an experiment's traces and their human assessments or
-expectations (--label picks the name); traces without that label are counted and skipped; an
-experiment with no labelled trace is bad input (exit 2, nothing registered)."""
+expectations (--label picks the name); traces without that label are counted and skipped; a value
+the label rule does not cover is refused naming the trace (--label-map covers it); an experiment
+with no labelled trace is bad input (exit 2, nothing registered)."""
 from __future__ import annotations
 
 import mlflow
@@ -64,11 +65,12 @@ def test_traces_and_their_human_labels_are_the_records(store, tmp_path):
     lm = TemplateRuleLM()
     rep = calibrate_outcomes(None, from_mlflow="prod-app", label="correct", tracking_uri=uri, tracking=False,
                              prompt_source=str(prompt), workdir=tmp_path / "wd", max_iters=2, echo=lambda m: None,
-                             models={"judge": lm, "teacher": lm, "reflection": lm})
+                             models={"judge": lm, "teacher": lm, "reflection": lm}, label_map="maybe=FAIL")
     f = rep["from_mlflow"]
-    assert f["n_traces"] == len(items) and f["skipped_unlabelled"] == 1 and f["skipped_unreadable"] == 1
-    assert f["n_labelled"] == len(items) - 2
-    labelled = {it.id: it.gold["label"] for n, it in enumerate(items) if n % 10 != 9}
+    assert f["n_traces"] == len(items) and f["skipped_unlabelled"] == 1 and f["skipped_unreadable"] == 0
+    assert f["n_labelled"] == len(items) - 1
+    labelled = {it.id: it.gold["label"] for n, it in enumerate(items) if n % 10 != 9 or n == 9}
+    labelled[items[9].id] = "FAIL"  # "maybe", mapped
     judged = rep["judge"]
     got = {**judged["validation"]["labels"]}
     assert got and all(labelled[i] == v for i, v in got.items()), "labels arrive as the humans gave them"
@@ -77,6 +79,15 @@ def test_traces_and_their_human_labels_are_the_records(store, tmp_path):
     requests = [c["request"] for role, c in lm.calls if role == "judge"]
     assert any('"task": "task' in r and "def f" in r for r in requests), "the trace's inputs and outputs rendered"
     assert judged["test"]["judges"]["calibrated"]["pi"] > judged["test"]["judges"]["uncalibrated"]["pi"]
+
+
+def test_a_value_no_rule_covers_is_refused_naming_the_trace(store, tmp_path):
+    root, uri, items = store
+    res = CliRunner().invoke(app, ["calibrate", "--from-mlflow", "prod-app", "--label", "correct",
+                                   "--tracking-uri", uri, "--workdir", str(tmp_path / "wd")])
+    assert res.exit_code == 2 and "'maybe'" in res.output and items[9].id in res.output
+    assert "1 of" in res.output and "--label-map" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "wd" / "runs").exists()
 
 
 def test_no_labelled_traces_is_bad_input_naming_it(store, tmp_path):
@@ -101,5 +112,5 @@ def test_a_prompt_without_variables_reads_the_trace_fields_once(store, tmp_path)
     lm = TemplateRuleLM()
     rep = calibrate_outcomes(None, from_mlflow="prod-app", label="correct", tracking_uri=uri, tracking=False,
                              workdir=tmp_path / "wd", max_iters=0, echo=lambda m: None,
-                             models={"judge": lm, "teacher": lm, "reflection": lm})
+                             models={"judge": lm, "teacher": lm, "reflection": lm}, label_map="maybe=FAIL")
     assert rep["judge"]["view_fields"] == ["outputs", "task"], "dict inputs by key, the string output as is"

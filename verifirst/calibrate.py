@@ -35,7 +35,7 @@ from .metric import Metric
 from .preflight import check_verifiers
 from .rundir import lock_run_dir, new_run_dir
 from .splits import SplitManifest, make_splits
-from .stats import paired_bootstrap, scotts_pi
+from .stats import scotts_pi
 from .task import Suite
 from .tracking import Tracker
 
@@ -52,20 +52,22 @@ def _part(name: str) -> Callable:
     return registry.component("calibration", name)
 
 
-def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None) -> Suite:
+def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None, labels=None) -> Suite:
     """Outcome records (JSONL/CSV), or ICE-Score execution grades, as a suite.
 
     Args:
         path: the outcomes file.
         limit: keep the first `limit` records (problems for ICE-Score).
         snippets: ICE-Score snippets per problem.
+        labels: a verifirst.labels.LabelRule (--pass-at, --label-map), or None for PASS/FAIL words.
     """
     path = Path(path)
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
     if path.suffix == ".json" and "grade" in path.name:  # ICE-Score HumanEval grades (an execution oracle)
         return registry.component("suite", "ice-score")(path, problems=limit, snippets=snippets)
-    suite = registry.component("suite", "outcomes")(path)
+    suite = registry.component("suite", "outcomes")(path, labels=labels) if labels is not None else \
+        registry.component("suite", "outcomes")(path)
     if limit:
         suite = Suite(suite.name, suite.items[:limit], suite.description, suite.meta)
     return suite
@@ -128,9 +130,10 @@ def _val_pi(y: list, pred: list) -> float:
 
 def promote(tracker: Tracker, name: str, version: int, report: dict,
             rescore: Callable[[str, float | None], dict[str, str | None]] | None = None,
-            alias: str = CHAMPION) -> dict:
-    """Move `alias` (default `champion`) to this version only if its validation π beats the alias's
-    current version's on the same validation items, paired; test π is reported and never decides.
+            alias: str = CHAMPION, rule=None) -> dict:
+    """Move `alias` (default `champion`) to this version only on validation evidence against the alias's
+    current version, paired on the same validation items (verifirst.promotion: rule, first champion,
+    detectable Δπ); test π is reported and never decides. An error reading the alias moves nothing.
 
     A current version calibrated on another split is not comparable (its prompt may have been chosen
     on this run's validation items); one that names no split (written by hand) is re-scored.
@@ -144,6 +147,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
         rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
             this run's judge LM on this run's validation items; it scores the current champion.
         alias: the alias to move.
+        rule: a verifirst.promotion.PromoteRule (default: significant).
 
     Returns:
         {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
@@ -153,18 +157,25 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
     val = judge_section(report).get("validation") or {}
     labels = val.get("labels") or {}
     mine = (val.get("verdicts") or {}).get("calibrated") or {}
+    from .promotion import decide, first_champion, parse_rule, read_alias
+
+    rule = parse_rule(rule)
     out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": _test_pi(report),
-                           "val_pi": val.get("pi"), "alias": alias}
-    try:
-        cur = client.get_prompt_version_by_alias(name, alias)
-    except Exception:
-        cur = None
+                           "val_pi": val.get("pi"), "alias": alias, "rule": str(rule)}
+    cur, error = read_alias(client, name, alias)
+    if error is not None:
+        return {**out, "error": error, "reason": f"the {alias} alias could not be read ({error}); "
+                                                 f"promotion stopped, the alias did not move"}
     if not labels or not any(v is not None for v in mine.values()):
         return {**out, "reason": "no validation verdicts to decide on (test π never decides)"}
     if cur is None:
+        ids = [i for i in labels if mine.get(i) is not None]
+        first = first_champion([labels[i] for i in ids], [mine[i] for i in ids])
+        out.update({"val_pi_ci95": first["pi_ci95"], "paired_n": len(ids)})
+        if not first["move"]:
+            return {**out, "reason": f"no first {alias}: {first['why']} (decided on validation)"}
         client.set_prompt_alias(name, alias, version)
-        return {**out, "moved": True, "reason": f"first {alias} (validation π {_fmt(val.get('pi'))}; "
-                                                 f"decided on validation)"}
+        return {**out, "moved": True, "reason": f"first {alias}: {first['why']} (decided on validation)"}
     if int(cur.version) == int(version):
         return {**out, "reason": f"v{version} is already the {alias} (decided on validation)"}
     tags = dict(getattr(cur, "tags", {}) or {})
@@ -181,17 +192,19 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
         return {**out, "reason": f"{alias} v{cur.version} got no validation verdict (LM errors)"}
     y = [labels[i] for i in ids]
     a, b = [theirs[i] for i in ids], [mine[i] for i in ids]
-    boot = paired_bootstrap(_val_pi, a, b, y, n=2000, seed=0)
+    d = decide(rule, y, a, b)
+    lo, hi = d["ci95"]
     pm, pt = _val_pi(y, b), _val_pi(y, a)
     out.update({"val_pi": pm, "champion_val_pi": pt, "paired_n": len(ids), "excluded": len(labels) - len(ids),
-                "val_pi_delta_ci95": [boot.lo, boot.hi], "champion_version": int(cur.version)})
+                "val_pi_delta_ci95": [lo, hi], "champion_version": int(cur.version),
+                "detectable_delta": d["detectable_delta"]})
     cmp = (f"validation π {pm:.3f} vs {alias} v{cur.version} {pt:.3f} on the same {len(ids)} validation "
-           f"items (Δ {boot.delta:+.3f}, 95% paired bootstrap [{boot.lo:+.3f}, {boot.hi:+.3f}]); "
+           f"items (Δ {d['delta']:+.3f}, 95% paired bootstrap [{lo:+.3f}, {hi:+.3f}]); {d['why']}; "
            f"decided on validation, test π reported only")
-    if pm > pt:
+    if d["move"]:
         client.set_prompt_alias(name, alias, version)
-        return {**out, "moved": True, "reason": f"beats: {cmp}"}
-    return {**out, "reason": f"does not beat: {cmp}"}
+        return {**out, "moved": True, "reason": f"beats ({rule}): {cmp}"}
+    return {**out, "reason": f"does not beat ({rule}): {cmp}"}
 
 
 def _fmt(x) -> str:
@@ -388,7 +401,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   prompt_source: str | None = None, view: str | None = None, name: str | None = None,
                   promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
                   repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
-                  no_test: bool = False) -> CalibrationRun:
+                  no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
+                  promote_rule: str = "significant") -> CalibrationRun:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -430,8 +444,16 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         temperature: the judge's temperature for repeated runs.
         timeout_s: seconds one request to a served model may take (default: lm.DEFAULT_TIMEOUT_S).
         no_test: run without a held-out test split (ratios give test 0; no test number is reported).
+        pass_at: numeric ratings at or above it are PASS (--pass-at; see verifirst.labels).
+        label_map: categorical labels to PASS/FAIL ("excellent=PASS,poor=FAIL" or a dict).
+        promote_rule: significant | better | noninferior:MARGIN (see verifirst.promotion).
     """
+    from .labels import LabelRule
+    from .promotion import parse_rule
+
     workdir = Path(workdir)
+    rule = LabelRule.of(pass_at, label_map)
+    promote_by = parse_rule(promote_rule)
     check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
     parse_ratios(splits, no_test)  # refused here, before any file is read
     aligners = parse_anchor(anchor)
@@ -442,12 +464,12 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         from .mlflow_records import load_trace_suite
 
         suite, trace_stats = load_trace_suite(from_mlflow, tracking_uri or Tracker(workdir, enabled=False).uri,
-                                              label=label, limit=limit)
+                                              label=label, limit=limit, rule=rule)
         source = f"mlflow:{from_mlflow}"
     elif outcomes is None:
         raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
     else:
-        suite, source = load_outcome_suite(outcomes, limit, snippets), str(outcomes)
+        suite, source = load_outcome_suite(outcomes, limit, snippets, rule if rule.given else None), str(outcomes)
     start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
     if start is not None:
         prompt = start.text
@@ -505,6 +527,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                                                  "completion_tokens", "attempts", "failed_attempts", "unusable")}})
         if trace_stats is not None:
             rep["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
+        rep["labels"] = {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map}
         if start is not None:
             rep["start_prompt"] = {"source": start.source, "name": start.name, "version": start.version,
                                    "alias": start.alias, "view": view}
@@ -542,7 +565,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
 
             alias = promote_alias if start else (promote_alias or CHAMPION)
             if alias:
-                rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias)
+                rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias,
+                                          rule=promote_by)
             else:
                 rep["champion"] = {"moved": False, "alias": None, "decided_on": "validation",
                                    "reason": "no alias moves without --promote ALIAS"}

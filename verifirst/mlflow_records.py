@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .errors import InputError
 from .task import Item, Suite
-from .verdicts import normalize_label
+from .labels import LabelRule
 
 PAGE = 500
 ITEM_ID_TAG = "verifirst.item_id"
@@ -96,12 +96,13 @@ def default_view(trace) -> list[str]:
     return out
 
 
-def trace_label(trace, name: str) -> tuple[str | None, str | None]:
+def trace_label(trace, name: str, rule: LabelRule | None = None) -> tuple[str | None, Any]:
     """(PASS/FAIL, the raw value) of the trace's assessment `name`; a human one wins, then the latest.
 
     Args:
         trace: an mlflow Trace.
         name: the assessment (feedback or expectation) name; (None, None) when the trace has none.
+        rule: how the value reads as PASS/FAIL (default: PASS/FAIL words and booleans).
     """
     found = [a for a in (getattr(trace.info, "assessments", None) or [])
              if a.name == name and getattr(a, "valid", True) is not False]
@@ -115,9 +116,7 @@ def trace_label(trace, name: str) -> tuple[str | None, str | None]:
     best = max(found, key=rank)
     value = best.feedback.value if getattr(best, "feedback", None) is not None else (
         best.expectation.value if getattr(best, "expectation", None) is not None else getattr(best, "value", None))
-    if isinstance(value, bool):
-        return ("PASS" if value else "FAIL"), str(value)
-    return normalize_label(value), str(value)
+    return (rule or LabelRule()).read(value), value
 
 
 def _traces(client, experiment_id: str) -> list:
@@ -131,7 +130,7 @@ def _traces(client, experiment_id: str) -> list:
 
 
 def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
-                     limit: int | None = None) -> tuple[Suite, dict]:
+                     limit: int | None = None, rule: LabelRule | None = None) -> tuple[Suite, dict]:
     """An experiment's labelled traces as outcome records, and what was read and skipped.
 
     Args:
@@ -140,22 +139,21 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
         label: the assessment name holding the label (feedback or expectation; PASS/FAIL, true/false,
             or words normalize_label reads).
         limit: keep the first N labelled traces (oldest first).
+        rule: how recorded values read as PASS/FAIL (--pass-at, --label-map); a value it does not
+            cover refuses the read, naming the traces, never a guess.
 
     Returns:
-        (suite, {"n_traces", "n_labelled", "skipped_unlabelled", "skipped_unreadable", "unreadable_values"}).
+        (suite, {"n_traces", "n_labelled", "skipped_unlabelled", "skipped_unreadable" (no view)}).
     """
     client = _client(tracking_uri)
     exp_id = _experiment_id(client, experiment)
     traces = sorted(_traces(client, exp_id), key=lambda t: (t.info.request_time or 0, t.info.trace_id))
-    items, unlabelled, unreadable, raw_bad = [], 0, 0, []
+    rule = rule or LabelRule()
+    items, unlabelled, unreadable, raw_labels = [], 0, 0, []
     for t in traces:
-        lab, raw = trace_label(t, label)
+        lab, raw = trace_label(t, label, rule)
         if raw is None:
             unlabelled += 1
-            continue
-        if lab is None:
-            unreadable += 1
-            raw_bad.append(raw)
             continue
         tags = dict(getattr(t.info, "tags", {}) or {})
         view = trace_view(t)
@@ -163,13 +161,15 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
             unreadable += 1
             continue
         iid = tags.get(ITEM_ID_TAG) or t.info.trace_id
+        raw_labels.append((str(iid), raw))
         items.append(Item(str(iid), view, {"label": lab}, group=tags.get(GROUP_TAG),
                           meta={"trace_id": t.info.trace_id, "view": default_view(t)}))
+    rule.require(raw_labels, where=f"experiment {experiment!r}", field_name=f"--label {label}")
     stats = {"n_traces": len(traces), "n_labelled": len(items), "skipped_unlabelled": unlabelled,
-             "skipped_unreadable": unreadable, "unreadable_values": raw_bad[:5]}
+             "skipped_unreadable": unreadable, "label_rule": rule.describe()}
     if not items:
         raise InputError(f"experiment {experiment!r} has no trace labelled {label!r} ({len(traces)} traces, "
-                         f"{unlabelled} without that assessment, {unreadable} with a value that is not PASS/FAIL)",
+                         f"{unlabelled} without that assessment, {unreadable} without a view)",
                          field="--label", expected="traces with a human feedback or expectation of that name")
     if limit:
         items = items[:limit]
