@@ -1,9 +1,10 @@
 """The real CLI against a fake OpenAI-compatible endpoint on 127.0.0.1 in every fault mode.
 
-A failing model never looks like a result: `verifirst run` and `verifirst calibrate` stop with
-exit 1 and one line saying why, print no traceback, register no prompt and cache no bad reply
-(the endpoint, once fixed, is asked again and the items get verdicts); every request is counted,
-retries too; a hanging endpoint costs at most the request timeout per attempt.
+A failing model never looks like a result: `verifirst run` and `verifirst calibrate`, each in
+every fault mode, stop with exit 1 and one line saying why (the first requests all failed),
+print no traceback, register no prompt and cache no bad reply (the endpoint, once fixed, is
+asked again and the items get verdicts); every request is counted, retries too, also on a flaky
+endpoint; a hanging endpoint costs at most the request timeout per attempt.
 """
 from __future__ import annotations
 
@@ -178,30 +179,68 @@ def test_model_call_logs_only_with_verbose(fake, workdir, tmp_path):
         set_verbosity(False)
 
 
-@pytest.mark.parametrize("mode", ("500", "empty"))  # the other modes: through `run` above
-def test_calibrate_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mode, fake, workdir,
-                                                                                   tmp_path, monkeypatch):
+CAL_MAX_REQUESTS = 12  # the first judge item's attempts: 3 evaluation attempts x (1 + the CLI's 3 retries)
+
+
+def _calibrate_args(mode: str, workdir: Path, run_dir: Path) -> list[str]:
+    return ["calibrate", "--outcomes", str(REPO / "examples" / "outcomes.jsonl"), "--model",
+            f"openai/cal-{mode}", "--timeout-s", str(TIMEOUT_S), "--max-iters", "1", "--limit", "8",
+            "--workdir", str(workdir), "--run-dir", str(run_dir)]
+
+
+@pytest.fixture
+def served(fake, monkeypatch):
+    """calibrate's --model names a LiteLLM model; its endpoint comes from the environment."""
     monkeypatch.setenv("OPENAI_API_BASE", fake.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
-    args = ["calibrate", "--outcomes", str(REPO / "examples" / "outcomes.jsonl"), "--model",
-            f"openai/cal-{mode}", "--timeout-s", str(TIMEOUT_S), "--max-iters", "1", "--limit", "8",
-            "--workdir", str(workdir), "--run-dir", str(tmp_path / "run")]
+    return fake
+
+
+@pytest.mark.parametrize("mode", FAULTS)
+def test_calibrate_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mode, served, workdir, tmp_path):
+    fake, run_dir = served, tmp_path / "run"
+    args = _calibrate_args(mode, workdir, run_dir)  # the model is named after the mode: no shared cache
     before = _registered(workdir)
     fake.mode = mode
     fake.reset_counts()
-    res, wall, (attempts, _) = _invoke(args)
-    assert res.exit_code == 1, res.output
-    assert "Traceback" not in res.output and res.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert attempts == fake.requests > 0
-    assert _registered(workdir) == before
+    res, wall, (attempts, failed) = _invoke(args)
+    _assert_quiet_failure(res, wall, fake.requests)
+    assert fake.requests <= CAL_MAX_REQUESTS
+    assert "requests to the model all failed or came back unusable" in res.stderr, "the first-requests stop"
+    if mode == "hang":  # without the timeout each request would wait HANG_S
+        assert wall < fake.requests * HANG_S / 2
+    assert attempts == fake.requests, "every request sent is counted, retries too"
+    if mode in ("500", "429", "hang", "malformed"):
+        assert failed == fake.requests
+    assert _registered(workdir) == before, "nothing registered from an all-error run"
+    assert not (run_dir / "report.json").exists()
 
     fake.mode = "ok"
     fake.reset_counts()
-    res, wall, _ = _invoke(args[:-2] + ["--run-dir", str(tmp_path / "run2")])
+    res, wall, (attempts, failed) = _invoke(args)  # the same run directory: it resumes
     assert res.exit_code == 0, res.output
     assert fake.requests > 0, "no bad reply was served from the cache"
-    rep = json.loads((tmp_path / "run2" / "report.json").read_text())
+    rep = json.loads((run_dir / "report.json").read_text())
+    for split, body in rep["splits"].items():
+        for phase in ("before", "after"):
+            s = body[phase]
+            assert s["n"] > 0 and s["scored"] == s["n"] and s["errors"] == 0, (split, phase, s)
+    assert rep["usage_this_run"]["attempts"] == attempts == fake.requests and failed == 0
     assert rep["prompt_uri"].removeprefix("prompts:/") in _registered(workdir)
+
+
+def test_calibrate_on_a_flaky_endpoint_counts_every_attempt(served, workdir, tmp_path):
+    fake = served
+    fake.mode = "flaky"
+    fake.reset_counts()
+    res, wall, (attempts, failed) = _invoke(_calibrate_args("flaky", workdir, tmp_path / "run"))
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output and "Traceback" not in res.stderr
+    rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    u = rep["usage_this_run"]
+    assert fake.by_mode["500"] >= 1
+    assert (u["attempts"], u["failed_attempts"]) == (fake.requests, fake.by_mode["500"]) == (attempts, failed)
+    assert all(b["before"]["scored"] == b["before"]["n"] for b in rep["splits"].values())
 
 
 def test_router_attempts_counted_retries_too(fake):
