@@ -27,7 +27,7 @@ from mlflow.genai.judges.base import AlignmentOptimizer, Judge
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from verifirst.errors import InputError
-from verifirst.labels import LabelRule
+from verifirst.labels import LabelRule, rating_value
 from verifirst.programs.judges import JudgeError
 from verifirst.splits import make_splits
 from verifirst.task import Item
@@ -124,6 +124,9 @@ class MLflowJudgeProgram:
         # with the trace's text in the slot (MLflow's own trace judges need a tool-calling endpoint)
         self.runner = rebuild_judge(judge, TRACE_SLOT.sub("{{ inputs }}", judge.instructions)) \
             if self.view_fields == ["trace"] else judge
+        # a rating judge's PASS threshold is calibrated on train as a rubric judge's is (from pass_at)
+        self.calibrates_threshold = _is_rating(judge)
+        self.threshold = self.rule.pass_at if self.calibrates_threshold else None
 
     @property
     def prompt(self) -> str:
@@ -135,7 +138,9 @@ class MLflowJudgeProgram:
             judge = rebuild_judge(self.judge, text)
         except Exception as e:  # e.g. a rewrite that names a variable MLflow refuses
             raise JudgeError(f"rewritten prompt is not a valid judge: {e}") from e
-        return MLflowJudgeProgram(judge, self.view_fields, self.rule)
+        out = MLflowJudgeProgram(judge, self.view_fields, self.rule)
+        out.threshold = self.threshold
+        return out
 
     def __call__(self, **view) -> dspy.Prediction:
         args = {"inputs": view["trace"]} if self.runner is not self.judge else {f: view[f] for f in self.view_fields}
@@ -145,13 +150,16 @@ class MLflowJudgeProgram:
             raise JudgeError(f"{type(e).__name__}: {str(e)[:300]}") from e
         if getattr(fb, "error", None):
             raise JudgeError(str(fb.error)[:300])
-        # a rating judge's score reads through the user's rule (pass_at); PASS/FAIL text as an LM writes it
-        verdict = self.rule.read(fb.value) if _is_rating(self.judge) or self.rule.given else None
-        if verdict is None and not _is_rating(self.judge):
-            verdict = normalize_label(fb.value, prefix=True)
+        score = None
+        if self.calibrates_threshold:  # a rating: PASS at or above the (calibrated) threshold
+            score = rating_value(fb.value)
+            verdict = None if score is None else ("PASS" if score >= self.threshold else "FAIL")
+        else:  # the user's categories first, then PASS/FAIL text as an LM writes it
+            verdict = self.rule.read(fb.value) if self.rule.given else None
+            verdict = verdict or normalize_label(fb.value, prefix=True)
         if verdict is None:
             raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL under {self.rule.describe()}")
-        return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=None)
+        return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=score)
 
 
 def _resolve_lm(spec, fallback_uri: str, role: str):
@@ -319,7 +327,8 @@ class AutoRefineAligner(AlignmentOptimizer):
         report = {
             "judge": {"name": judge.name, "model": judge.model, "template_variables": variables,
                       "feedback_value_type": getattr(judge.feedback_value_type, "__name__", str(judge.feedback_value_type))},
-            "labels": {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map},
+            "labels": {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map,
+                       "judge_pass_at": res.judge.threshold},  # a rating judge's calibrated threshold
             "traces": {"given": len(traces), "labelled": len(items), "skipped": {k: len(v) for k, v in skipped.items()},
                        "skipped_ids": skipped},
             "split": {"seed": self.seed, "ratios": list(self.splits), "sizes": manifest.sizes(),

@@ -206,7 +206,7 @@ def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_
     train_run = run_judge(cand, [items_by_id[i] for i in train_ids], judge_lm, num_threads)
     _guard_errors([v["error"] for v in train_run.values() if v["error"]], len(train_run), "judge")
     threshold = None
-    if isinstance(cand, RubricJudge):
+    if isinstance(cand, RubricJudge) or getattr(cand, "calibrates_threshold", False):  # rating judges too
         threshold = choose_threshold(train_run, train_labels, default_threshold)
     tv = verdicts_at(train_run, threshold)
     val_run = run_judge(cand, val_items, judge_lm, num_threads)
@@ -383,7 +383,8 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
     val_labels = {it.id: it.gold["label"] for it in val_items}
     best = _select(iters, val_labels)
     calibrated = judge.copy_with_prompt(best["prompt"])
-    if isinstance(calibrated, RubricJudge) and best["threshold"] is not None:
+    if (isinstance(calibrated, RubricJudge) or getattr(calibrated, "calibrates_threshold", False)) \
+            and best["threshold"] is not None:
         calibrated.threshold = best["threshold"]
     if st.get("review_queue") is None:  # once per calibration: a finished run resumed calls nothing
         st["review_queue"] = review_queue(best, decisions, train_labels, val_labels, items_by_id,

@@ -76,6 +76,7 @@ def test_api_reads_ratings_with_pass_at_and_categories_with_a_label_map(tmp_path
     res = vf.calibrate(rated, models=models, max_iters=1, pass_at=4, workdir=tmp_path / "wd")
     labels = res.report["judge"]["validation"]["labels"]
     assert labels and all(truth[i] == v for i, v in labels.items())
+    assert set(labels.values()) == {"PASS", "FAIL"}, "splits are stratified by label"
     assert res.report["labels"]["pass_at"] == 4
 
     cat = tmp_path / "cat.jsonl"
@@ -151,6 +152,7 @@ def test_rating_traces_align_with_pass_at_and_the_judge_stays_a_rating_judge(end
     assert aligned.feedback_value_type is int and aligned.name == judge.name
     rep = aligner.last_report
     assert rep["labels"]["pass_at"] == 4 and rep["judge"]["feedback_value_type"] == "int"
+    assert 1 < rep["labels"]["judge_pass_at"] <= 5  # the judge's own threshold, chosen on train
     ho = rep["held_out"]
     assert ho["n_scored"] == rep["split"]["sizes"]["test"] > 0  # the judge's ratings read through pass_at
     assert ho["excluded_lm_errors"] == 0

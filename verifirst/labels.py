@@ -24,8 +24,12 @@ from .verdicts import FAIL, PASS, normalize_label
 SHOWN = 5  # record ids and values named in a refusal
 
 
-def _number(value: Any) -> float | None:
-    """A rating as a number: ints, floats and numeric text ("4", " 3.5 "); never a bool."""
+def rating_value(value: Any) -> float | None:
+    """A rating as a number: ints, floats and numeric text ("4", " 3.5 "); never a bool (None otherwise).
+
+    Args:
+        value: the recorded value.
+    """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -92,7 +96,7 @@ class LabelRule:
         """
         th = None
         if pass_at not in (None, ""):
-            th = _number(pass_at)
+            th = rating_value(pass_at)
             if th is None:
                 raise InputError(f"{pass_at!r} is not a number", field=f"{field_prefix}pass{'-' if field_prefix else '_'}at",
                                  expected="a rating threshold such as 4 (ratings >= it are PASS)")
@@ -127,7 +131,7 @@ class LabelRule:
                 return hit
         if isinstance(value, bool):
             return PASS if value else FAIL
-        number = _number(value)
+        number = rating_value(value)
         if number is not None:
             if self.pass_at is not None:
                 return PASS if number >= self.pass_at else FAIL
@@ -143,7 +147,7 @@ class LabelRule:
             values: the uncovered raw values.
         """
         vals = list(dict.fromkeys(str(v) for v in values))
-        numbers = [_number(v) for v in vals]
+        numbers = [rating_value(v) for v in vals]
         if vals and all(n is not None for n in numbers):
             return ("pass_at=N (--pass-at N): ratings >= N are PASS; "
                     f"the values seen run from {min(numbers):g} to {max(numbers):g}")
@@ -169,9 +173,9 @@ class LabelRule:
                 bad.append((rid, raw))
             else:
                 out[rid] = label
-        if bad and self.pass_at is None and any(_number(v) is not None for _, v in bad):
+        if bad and self.pass_at is None and any(rating_value(v) is not None for _, v in bad):
             # ratings among the values: a 0 or 1 beside them is a rating too, not a boolean
-            bad += [(rid, raw) for rid, raw in records if _number(raw) is not None and rid in out]
+            bad += [(rid, raw) for rid, raw in records if rating_value(raw) is not None and rid in out]
             for rid, _ in bad:
                 out.pop(rid, None)
         if bad:
