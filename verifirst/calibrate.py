@@ -6,9 +6,10 @@ and the AutoRefine engine, with the same split guard, run directory, cache, trac
 and test-reuse ledger. Its report is the driver's report plus a `judge` section (π, FAIL/PASS
 recall, McNemar, the teacher), computed from the driver's before/after evaluations.
 
-After the driver: the prompt registry with a `champion` alias that moves only when the new
-prompt's validation π beats the current champion's, both scored by this run's judge LM on this
-run's validation items (test numbers are reported and decide nothing); and optionally the
+After the driver: the prompt registry with a `champion` alias that moves only on validation
+evidence (verifirst.promotion: the --promote-rule against the current champion, both scored by
+this run's judge LM on this run's validation items; test numbers are reported and decide
+nothing); and optionally the
 MLflow make_judge + align() anchor on the same split.
 """
 from __future__ import annotations
@@ -435,8 +436,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         view: record fields the judge reads or that fill the prompt's variables ("title,diff" or
             "diff=patch,title=title").
         name: the registry name for a prompt file's calibrated versions.
-        promote_alias: move this alias to the new version if validation π beats its current one
-            (a user's prompt moves no alias without it).
+        promote_alias: move this alias to the new version on the promote_rule's validation
+            evidence against its current one (a user's prompt moves no alias without it).
         from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`.
         label: the assessment (feedback or expectation) name holding a trace's label.
         repeats: judge runs per validation item in the loop (temperature > 0 when above 1); an edit

@@ -430,8 +430,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               name: Optional[str] = typer.Option(None, help="registry name for a prompt file's calibrated versions "
                                                             "(default: the file's stem)"),
               promote: Optional[str] = typer.Option(None, "--promote", metavar="ALIAS",
-                                                    help="move ALIAS to the new version if its validation π beats "
-                                                         "the alias's current version (never on test)"),
+                                                    help="move ALIAS to the new version on --promote-rule's "
+                                                         "validation evidence against its current one (never on test)"),
               from_mlflow: Optional[str] = typer.Option(None, "--from-mlflow", metavar="EXPERIMENT",
                                                         help="read records from this experiment's labelled traces"),
               label: str = typer.Option("label", help="--from-mlflow: the assessment (feedback or expectation) "
