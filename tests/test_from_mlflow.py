@@ -111,6 +111,6 @@ def test_a_prompt_without_variables_reads_the_trace_fields_once(store, tmp_path)
     root, uri, items = store
     lm = TemplateRuleLM()
     rep = calibrate_outcomes(None, from_mlflow="prod-app", label="correct", tracking_uri=uri, tracking=False,
-                             workdir=tmp_path / "wd", max_iters=0, echo=lambda m: None,
+                             workdir=tmp_path / "wd", max_iters=1, echo=lambda m: None,
                              models={"judge": lm, "teacher": lm, "reflection": lm}, label_map="maybe=FAIL")
     assert rep["judge"]["view_fields"] == ["outputs", "task"], "dict inputs by key, the string output as is"
