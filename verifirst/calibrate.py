@@ -101,13 +101,14 @@ def check_calibrate_options(judge: str, judge_field: str = "--judge", **numbers:
     Args:
         judge: the judge kind (passfail | rubric).
         judge_field: the option that named it.
-        numbers: max_iters, threads, limit, snippets, seed (None: not given).
+        numbers: max_iters (from 0), threads, limit, snippets, seed (None: not given).
     """
     from .config import MAX_THREADS, check_number
 
     if judge not in ("passfail", "rubric"):
         raise InputError(f"unknown judge kind {judge!r}", field=judge_field, expected="passfail | rubric")
-    ranges = {"max_iters": (1, None), "threads": (1, MAX_THREADS), "limit": (1, None), "snippets": (1, None),
+    # 0 iterations is meaningful here: the starting prompt scored, nothing edited
+    ranges = {"max_iters": (0, None), "threads": (1, MAX_THREADS), "limit": (1, None), "snippets": (1, None),
               "seed": (0, None)}
     for key, value in numbers.items():
         if value is not None:
