@@ -179,7 +179,9 @@ def test_model_call_logs_only_with_verbose(fake, workdir, tmp_path):
         set_verbosity(False)
 
 
-CAL_MAX_REQUESTS = 12  # the first judge item's attempts: 3 evaluation attempts x (1 + the CLI's 3 retries)
+# The first judge item: its 1st evaluation attempt sends 4 requests (1 + the CLI's 3 retries), 4 < 5, so it
+# is retried once; after 8 the early stop fires, before a 3rd attempt.
+CAL_MAX_REQUESTS = 8
 
 
 def _calibrate_args(mode: str, workdir: Path, run_dir: Path) -> list[str]:

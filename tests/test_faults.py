@@ -352,6 +352,23 @@ def test_first_requests_all_failing_stop_the_evaluation_before_the_rate_rule_cou
     assert e.value.exit_code == 1
 
 
+def test_the_early_stop_fires_between_an_items_retries(sleeps):
+    """Retries inside one item count too: the stop comes at the 5th failed request, not at the end of
+    the item that made it (3 attempts per item here: 3 + 2 requests, no sixth)."""
+    calls = []
+
+    def dead(messages):
+        calls.append(1)
+        raise litellm.ServiceUnavailableError("503 upstream unavailable", llm_provider="openai", model="m")
+
+    with dspy.context(lm=scripted_lm(dead), adapter=FastJSONAdapter()):
+        with pytest.raises(ErrorRateExceeded, match="the first 5 requests to the model all failed"):
+            evaluate(BashGenerator(), items(20), scorer(), split="val", retries=2, progress=False,
+                     max_error_rate=0.5)
+    assert len(calls) == ev.FIRST_CALLS_ALL_FAILED
+    assert len(sleeps) == 2 + 1, "the waits before the retries made, none before one not made"
+
+
 def test_a_model_that_answers_first_is_not_stopped_early(sleeps):
     n = [0]
 

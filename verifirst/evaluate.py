@@ -8,7 +8,8 @@ otherwise come back on every retry and every rerun.
 
 Two rules stop an evaluation whose model fails (ErrorRateExceeded, exit 1 from the CLI), both on
 when `max_error_rate` is set: from the first items, when the first FIRST_CALLS_ALL_FAILED (5)
-requests to the model all failed or came back unusable and no item got an output; and, once
+requests to the model all failed or came back unusable and no item got an output (checked after
+every failed attempt, so an item's own retries stop there too); and, once
 `min_items_for_rate` items are done, when the share of LM-error items exceeds `max_error_rate`.
 
 Rows are appended to an optional JSONL checkpoint, by this process as results arrive (whatever
@@ -247,6 +248,14 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         bad = (u.failed_attempts - usage0.failed_attempts) + (u.unusable - usage0.unusable)
         return made if made >= first_calls_all_failed and bad >= made else 0
 
+    def early_stop_due() -> int:
+        """first_calls_failed() while no item got an output and the rule is on and unfired (lock held)."""
+        if max_error_rate is None or not first_calls_all_failed or early:
+            return 0
+        if not all(r.status == ERROR and r.error_kind == "lm" for r in rows.values()):
+            return 0
+        return first_calls_failed()
+
     def one(item: Item) -> Row:
         row = _one(item)
         if on_row is not None:
@@ -272,6 +281,9 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
             except Exception as e:  # any failure to get an output is an LM error
                 err = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"  # one line: it ends up in messages
                 if attempt < retries:
+                    with lock:
+                        if early_stop_due():  # no retry: this item's error is the early stop's
+                            break
                     _sleep(delays[attempt])
         if err is not None or pred is None:
             return Row(item.id, split, ERROR, None, error=err or "stopped", error_kind="lm",
@@ -309,13 +321,11 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                 n_err = sum(r.status == ERROR and r.error_kind == "lm" for r in rows.values())
                 if n_err / len(rows) > max_error_rate:
                     stop.set()
-            if (max_error_rate is not None and first_calls_all_failed and not early
-                    and all(r.status == ERROR and r.error_kind == "lm" for r in rows.values())):
-                made = first_calls_failed()
-                if made:
-                    early.append(f"the first {made} requests to the model all failed or came back unusable "
-                                 f"(first error: {row.error})")
-                    stop.set()
+            made = early_stop_due()
+            if made:
+                early.append(f"the first {made} requests to the model all failed or came back unusable "
+                             f"(first error: {row.error})")
+                stop.set()
 
     try:
         if threads <= 1:
