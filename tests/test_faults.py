@@ -489,9 +489,11 @@ def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_r
     data = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(8)]
     dead = {"task": scripted_lm(FAULTS["http-503"], name="api-dead")}
     calls = (lambda cb, rd: vf.optimize(BashGenerator(), data, ExactMatch(), NeverCalled(), models=dead,
-                                        run_dir=rd, workdir=tmp_path, tracking=cb, splits=(0.5, 0.25, 0.25)),
+                                        run_dir=rd, workdir=tmp_path, tracking=cb, splits=(0.5, 0.25, 0.25),
+                                        max_error_rate=None),  # the early stop would come first
              lambda cb, rd: vf.evaluate(BashGenerator(), data, ExactMatch(), models=dead, run_dir=rd,
-                                        workdir=tmp_path, tracking=cb, ratios=(0.5, 0.25, 0.25)))
+                                        workdir=tmp_path, tracking=cb, ratios=(0.5, 0.25, 0.25),
+                                        max_error_rate=None))
     for k, call in enumerate(calls):
         cb, run_dir = _StatusCallback(), tmp_path / f"run{k}"
         with pytest.raises(RunFailed, match=r"run failed: before train: none of its 4 items got a verdict "
@@ -523,5 +525,24 @@ def test_the_python_api_fails_when_the_optimized_program_gets_no_verdict(tmp_pat
     run_dir = tmp_path / "run"
     with pytest.raises(RunFailed, match=r"after train: none of its 4 items got a verdict"):
         vf.optimize(BashGenerator(), data, ExactMatch(), BreaksTheEndpoint(), run_dir=run_dir, workdir=tmp_path,
-                    models={"task": scripted_lm(task, name="api-breaks")}, splits=(0.5, 0.25, 0.25))
+                    models={"task": scripted_lm(task, name="api-breaks")}, splits=(0.5, 0.25, 0.25),
+                    max_error_rate=None)  # the early stop would come first
     assert broken and not (run_dir / "report.json").exists()
+
+
+def test_the_python_api_stops_early_by_default_like_an_experiment_file(tmp_path, sleeps):
+    """vf.optimize's max_error_rate defaults to the experiment file's: a dead model costs a few
+    requests, not one per item."""
+    import verifirst as vf
+
+    sent = []
+
+    def dead(messages):
+        sent.append(1)
+        raise litellm.ServiceUnavailableError("503", llm_provider="openai", model="m")
+
+    data = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(40)]
+    with pytest.raises((ErrorRateExceeded, vf.errors.RunFailed)):
+        vf.evaluate(BashGenerator(), data, ExactMatch(), models={"task": scripted_lm(dead, name="api-dead-early")},
+                    run_dir=tmp_path / "run", workdir=tmp_path, ratios=(0.5, 0.25, 0.25))
+    assert 0 < len(sent) <= 8, len(sent)  # 20 train items would have sent 20 or more

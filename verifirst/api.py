@@ -22,6 +22,7 @@ from . import atomic
 from .driver import RunCallback, TrackerCallback
 from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
+from .config import DEFAULT_MAX_ERROR_RATE
 from .splits import SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits
 
 DEFAULT_WORKDIR = ".verifirst"
@@ -203,7 +204,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              inputs: Sequence[str] | None = None, output_field: str | None = None,
              threshold: float | None = None, optimizer_options: dict | None = None, seed: int = 0,
              threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
-             max_error_rate: float | None = None, progress: bool | None = False,
+             max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE, progress: bool | None = False,
              eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
              executor: Any = None, compile_kwargs: dict | None = None, no_val: bool = False,
              no_test: bool = False) -> Result:
@@ -234,7 +235,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         threads: evaluation threads (and the optimizer's, unless the budget says otherwise).
         workdir: where the test-reuse ledger and default run directories live (default .verifirst).
         name: the run's name (default: the data's name).
-        max_error_rate: the LM error rate that stops an evaluation.
+        max_error_rate: the share of LM-error items that stops an evaluation (from 10 items on; the
+            first 5 requests all failing stop it sooner); the experiment file's default. None: never stop.
         progress: show progress bars (None: when attached to a terminal).
         eval_splits: the splits scored before and after.
         stratify: an item -> label callable to stratify the split on.

@@ -15,6 +15,8 @@ else:  # pragma: no cover
 
 from .errors import ConfigError, InputError
 
+DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Python API
+
 # section -> key -> (types, default, help)
 SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     "experiment": {
@@ -22,7 +24,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "workdir": ((str,), ".verifirst", "directory for cache, runs and the local MLflow store"),
         "seed": ((int,), 0, "seed for splits and optimizers"),
         "threads": ((int,), 1, "parallel program calls during evaluation and optimization"),
-        "max_error_rate": ((float, int), 0.5, "stop (exit 1) when more than this fraction of items are LM errors "
+        "max_error_rate": ((float, int), DEFAULT_MAX_ERROR_RATE, "stop (exit 1) when more than this fraction of items are LM errors "
                                               "(checked from 10 items on); whatever the rate, an evaluation also stops "
                                               "when its first 5 requests to the model all failed"),
         "executor": ((str,), "thread", "where items run: thread (this process) | ray (Ray tasks)"),
