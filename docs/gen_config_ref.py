@@ -109,9 +109,33 @@ task = "local"                     # or any LiteLLM model string
 reflection = "openai/gpt-4o-mini"
 ```
 
-`--run-dir DIR` names the run directory; running again with the same directory after a crash
-resumes (finished evaluations and GEPA's checkpoint are kept). A second identical run is served
-from the DSPy cache in the workdir and says so ("0 to the model").
+Unknown keys and wrong types are refused with file, line and key, and so are, before anything is
+written (exit 2): values out of range (`threads` 1 to 256, `max_error_rate` 0 to 1, `limit`,
+`max_iters` and `max_metric_calls` from 1, temperatures 0 to 2, ports 1 to 65535), a typo in a model
+table (`temprature`, with the nearest key), a program or verifier option its factory does not take
+(`variantt`) or a value it refuses (`variant = "tot"`), options for optimizer `none`, a workdir that
+is a file or cannot be written, and an experiment or outcomes file that is a directory, a symlink
+loop, binary or not UTF-8. A validation or test fraction of 0 is refused unless asked for:
+`no_val = true` / `no_test = true` under `[splits]` (`--no-test` for `calibrate`, `no_val=True` /
+`no_test=True` for `vf.optimize`); a run without a test split reports no test number. What each
+optimizer needs is checked before it starts (GEPA and SIMBA: training items, GEPA selecting on
+train under `no_val`; AutoRefine: validation items too). A plain metric must take `(example, pred)`;
+one returning a string, a dict or NaN gives ERROR rows, never a score. `tests/data/bad_inputs/`
+holds a corpus of refused inputs with the message each must give. `--run-dir DIR` names the run
+directory; running again with the same directory after a crash resumes (finished evaluations and
+GEPA's checkpoint are kept). A second identical run is served from the DSPy cache in the workdir
+and says so ("0 to the model").
+
+Runs at once: a run holds an OS lock (`flock`) on `RUN_DIR/run.lock` while it uses the directory
+(`verifirst run`, `verifirst calibrate`, `vf.optimize`). A second run on the same directory is
+refused at once, before it writes there or to MLflow, with exit 2: `run directory X is in use by
+process PID on HOST since TIME`. The lock dies with its process, so after a `kill -9` the next run
+takes the directory and resumes. Runs with different run directories (the default: a new one per run)
+share one workdir safely: the local MLflow store (`mlflow.db`) is created under a lock file
+beside it (`mlflow.db.lock`), so two first runs on a fresh workdir both finish, and the test-reuse
+ledger appends whole lines under its own lock.
+
+Components from other packages (plugins): [Architecture](../architecture.md#components-from-another-package).
 """
 
 

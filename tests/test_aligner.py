@@ -298,17 +298,18 @@ def test_embedded_model_through_the_local_endpoint_aligns_and_evaluates(tmp_path
     assert all(str(v) in ("PASS", "FAIL") for v in values)
 
 
-def test_readme_snippets_call_the_public_api_as_it_is():
-    """The README's "Inside MLflow and DSPy" snippets compile, and every keyword they pass exists."""
+def test_docs_snippets_call_the_public_api_as_it_is():
+    """The integrations page's AutoRefineAligner and AutoRefine snippets compile, and every keyword
+    they pass exists."""
     import ast
     import inspect
     from pathlib import Path
 
     import verifirst
 
-    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
-    section = text.split("### Inside MLflow and DSPy", 1)[1].split("\n## ", 1)[0]
-    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    text = Path(__file__).resolve().parents[1].joinpath("docs/integrations.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    blocks = [b for b in blocks if "verifirst.AutoRefine" in b]
     assert len(blocks) == 2
     assert "judge.align(traces, optimizer=verifirst.AutoRefineAligner(" in blocks[0]  # as aligned_run calls it
     seen = set()

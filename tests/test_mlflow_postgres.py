@@ -1,5 +1,5 @@
 """A team's MLflow: a real PostgreSQL (Debian package, 127.0.0.1, throwaway data directory) under
-`mlflow server`, started by verifirst.team_server with the README's commands. An experiment, a
+`mlflow server`, started by verifirst.team_server with the commands docs/integrations.md shows. An experiment, a
 second experiment in another process at the same time, and a calibration run against it; all of
 it is read back through the MLflow client (runs, nested runs, metrics, traces with assessments,
 registered prompt versions) and found in PostgreSQL's own tables."""
@@ -200,8 +200,8 @@ def test_the_store_is_postgresql(team):
     assert counts["team-a"] == counts[OTHER] == 8 and counts["team-calibrate"] >= 1
 
 
-def test_readme_uses_the_tested_commands():
-    readme = (REPO / "README.md").read_text()
+def test_docs_use_the_tested_commands():
+    readme = (REPO / "docs" / "integrations.md").read_text()
     section = readme.split("### A team's MLflow on PostgreSQL", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     for line in team_server.recipe():
         assert line in section, line

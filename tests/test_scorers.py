@@ -279,12 +279,12 @@ def test_the_bash_verifier_in_mlflow_and_dspy(mlflow_store):
     assert got == [True, False, False] and metric.counts()["not_judged"] == 1
 
 
-def test_the_readme_snippet_runs(mlflow_store, capsys):
+def test_the_docs_snippet_runs(mlflow_store, capsys):
     from pathlib import Path
 
-    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text(encoding="utf-8")
-    section = text.split("### Use a verifier in MLflow or DSPy", 1)[1].split("\n## ", 1)[0]
+    text = Path(__file__).resolve().parents[1].joinpath("docs/integrations.md").read_text(encoding="utf-8")
+    section = text.split("## Use a verifier in MLflow or DSPy", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/integrations.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[-2] == "0.5" and out[-1].startswith("False {'calls': 1, 'passed': 0, 'failed': 1")
