@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from verifirst.config import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 
@@ -82,10 +83,7 @@ def _item(row: object, index: int, *, path: str, text: str) -> Item:
 def load_bash_pack(path: str | Path | None = None) -> Suite:
     """Load the pack (the built-in one unless `path` is given) as a Suite of Items."""
     p = Path(path) if path is not None else PACK_PATH
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", path=str(p), expected="a bash pack JSON file") from None
+    text = read_text(p, "bash pack")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+from verifirst.config import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 from verifirst.verifiers.terraform.confine import check_inside
@@ -119,7 +120,7 @@ def _jsonl_item(rec: dict, base: Path, where: dict, policy_mode: str) -> Item:
 
 def _load_jsonl(path: Path, policy_mode: str) -> list[Item]:
     items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path, "tasks file").splitlines(), 1):
         if not line.strip():
             continue
         where = {"path": str(path), "line": n}

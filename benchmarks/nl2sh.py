@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from verifirst.config import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 
@@ -26,12 +28,7 @@ _ALIASES = {"query": ("query", "nl", "prompt", "task"), "gold": ("gold", "bash",
 def json_array_with_lines(path: str | Path) -> list[tuple[int, Any]]:
     """Parse a JSON array; return (line of element start, element) pairs for error messages."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", path=str(p), expected="a JSON array of task objects") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text ({e.reason})", path=str(p)) from None
+    text = read_text(p, "JSON file")
     dec = json.JSONDecoder()
     pos = _skip_ws(text, 0)
     if pos >= len(text) or text[pos] != "[":
@@ -163,7 +160,7 @@ def _read_table(p: Path) -> list[tuple[int | None, dict]]:
         return json_array_with_lines(p)
     if suf == ".jsonl":
         rows = []
-        for ln, text in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        for ln, text in enumerate(read_text(p, "dataset file").splitlines(), start=1):
             if text.strip():
                 try:
                     rows.append((ln, json.loads(text)))
@@ -171,7 +168,7 @@ def _read_table(p: Path) -> list[tuple[int | None, dict]]:
                     raise InputError(f"invalid JSON: {e.msg}", path=str(p), line=ln) from None
         return rows
     if suf == ".csv":
-        with p.open(newline="", encoding="utf-8") as fh:
+        with io.StringIO(read_text(p, "dataset file"), newline="") as fh:
             reader = csv.DictReader(fh)
             # line of a record = reader.line_num after it was read (multi-line cells span lines)
             rows = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import inspect
 import json
 from pathlib import Path
@@ -51,7 +52,9 @@ def program_inputs(program: Any) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
+    from .config import read_text
+
+    text = read_text(path, "data file")
     if path.suffix == ".json":
         try:
             data = json.loads(text)
@@ -78,7 +81,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _read_csv(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as fh:
+    from .config import read_text
+
+    with io.StringIO(read_text(path, "data file"), newline="") as fh:
         reader = csv.DictReader(fh)
         if not reader.fieldnames:
             raise InputError("no header row", path=str(path), line=1, expected="a CSV with a header")
@@ -142,6 +147,10 @@ def records_of(data: Any) -> tuple[list, str, str | None]:
             suite = component("suite", "iac-tasks")(path)
             return list(suite.items), path.name, str(path)
         if path.suffix.lower() in FILE_SUFFIXES or path.exists():
+            if not path.is_file() and path.is_symlink():  # a loop or a broken link: say which
+                from .config import read_text
+
+                read_text(path, "data file")
             if not path.is_file():
                 raise InputError("no such file", path=str(path), field="data", expected="a JSONL, JSON or CSV file")
             recs = _read_csv(path) if path.suffix.lower() == ".csv" else _read_jsonl(path)
