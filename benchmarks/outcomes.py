@@ -136,7 +136,8 @@ def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
     _check_consistent(items_lines, path)
     items = [it for it, _ in items_lines]
     return Suite(name=name, items=items, description=f"outcome records from {path}",
-                 meta={"source": str(path), "view_fields": sorted(items[0].inputs)})
+                 meta={"source": str(path), "view_fields": sorted(items[0].inputs),
+                       "lines": {it.id: n for it, n in items_lines}})  # errors about a record name its line
 
 
 def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False) -> Suite:

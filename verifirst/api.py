@@ -23,7 +23,7 @@ from .driver import RunCallback, TrackerCallback
 from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
 from .config import DEFAULT_MAX_ERROR_RATE
-from .splits import SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits
+from .splits import SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -144,7 +144,8 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
 
     Args:
         items: the suite's items.
-        splits: (train, val, test) ratios, or a SplitManifest.
+        splits: (train, val, test) ratios, a SplitManifest, or {"ratios": ..., "by": "time",
+            "time_field": "created_at", "windows": "7d"} (train oldest, test newest).
         seed: the split seed.
         stratify: an item -> label callable to stratify on.
         no_val: ratios may leave the validation split empty.
@@ -157,10 +158,11 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
             raise InputError(f"manifest names {len(missing)} item(s) not in the data, e.g. {missing[:3]}",
                              field="splits", expected="a manifest made for this data")
         return splits
+    splits, split_by = split_options(splits)  # {"by": "time", "time_field": ..., "ratios": ...} too
     ratios = check_ratios(splits, no_val=no_val, no_test=no_test, field="splits",
                           flags=("no_val=True", "no_test=True"))
     return make_splits(items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=ratios, seed=seed,
-                       stratify=stratify)
+                       stratify=stratify, **split_by)
 
 
 def _run_digest(program: Any, manifest: SplitManifest, metric: Any, optimizer: str, splits: Sequence[str]) -> str:
@@ -220,7 +222,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
             dspy.Prediction(score=, feedback=) (the feedback reaches GEPA).
         optimizer: "gepa", "simba", "autorefine", "none" (or None), a registered name, any
             dspy.Teleprompter instance, or an Engine.
-        splits: (train, val, test) ratios, or a SplitManifest to reuse.
+        splits: (train, val, test) ratios, a SplitManifest to reuse, or {"ratios": ..., "by": "time",
+            "time_field": "created_at", "windows": "7d"}: train oldest, test newest (verifirst.timesplit).
         models: {role: model string, {"model": ..., "api_base": ...} or dspy.LM} for task,
             reflection, teacher, judge; None uses the LM you configured in DSPy.
         budget: the optimizer's budget (vf.Budget).
@@ -480,7 +483,8 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             api_base, or dspy.LM objects; the teacher defaults to the judge and the reflection
             (edit proposer) to the teacher; None uses the LM you configured in DSPy.
         max_iters: AutoRefine iterations at most.
-        splits: (train, val, test) ratios, stratified by label, related records (`group`) kept together.
+        splits: (train, val, test) ratios, stratified by label, related records (`group`) kept together;
+            or {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"}.
         run_dir: where checkpoints, evaluations, calibrated_prompt.txt and the reports go
             (default: a new WORKDIR/runs/calibrate-KIND-TIME); an unfinished one resumes.
         tracking: vf.MLflow(...) logs the run and registers the calibrated prompt, whose

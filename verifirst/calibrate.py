@@ -414,7 +414,9 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         teacher: the informed teacher's model spec.
         proposer: the edit proposer's model spec.
         max_iters: AutoRefine iterations at most.
-        splits: train,val,test ratios ("0.5,0.25,0.25" or a 3-sequence), stratified by label.
+        splits: train,val,test ratios ("0.5,0.25,0.25" or a 3-sequence), stratified by label; or
+            {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"} for a
+            time-ordered split (train oldest, test newest; see verifirst.timesplit).
         workdir: cache, runs, ledger and the local MLflow store.
         limit: use the first N records (ICE-Score: problems).
         snippets: ICE-Score snippets per problem.
@@ -457,6 +459,9 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     rule = LabelRule.of(pass_at, label_map)
     promote_by = parse_rule(promote_rule)
     check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
+    from .splits import check_resumed_manifest, split_options
+
+    splits, split_by = split_options(splits)
     parse_ratios(splits, no_test)  # refused here, before any file is read
     aligners = parse_anchor(anchor)
     if repeats < 1:
@@ -481,7 +486,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
     manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                            ratios=parse_ratios(splits, no_test), seed=seed, stratify=lambda it: it.gold["label"],
-                           source=source)
+                           source=source, lines=suite.meta.get("lines"), **split_by)
     check_verifiers([registry.component("verifier", "label")()])  # before any model loads or any LM call
     if models is None:
         judge_lm = make_lm(model, role="judge", timeout_s=timeout_s)
@@ -499,15 +504,21 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     run_dir = hold.path
     status = "FAILED"
     try:
+        if not fresh:
+            check_resumed_manifest(run_dir, manifest)  # a time split does not resume a random one
         if trace_stats is not None:
             echo(f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
                  f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
         echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
              f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
+        if manifest.method == "time":
+            c = manifest.cuts
+            echo(f"time split on {manifest.time_field}: train to {c.get('train_end')}, validation from "
+                 f"{c.get('val_start')}, test from {c.get('test_start')}")
         specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
                  "proposer": _spec(proposer_lm, proposer or teacher or model)}
         run_id = tracker.start(f"calibrate-{judge}", params={
-            "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits),
+            "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits), "split_by": split_by["by"],
             "split_digest": manifest.digest, "outcomes": source, "prompt": prompt_source or "", "view": view or "",
             "repeats": repeats},
             tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",

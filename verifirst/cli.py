@@ -455,6 +455,12 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
               no_test: bool = typer.Option(False, "--no-test", help="allow a test fraction of 0 (--splits 0.5,0.5,0): "
                                                                     "no held-out number is reported"),
+              split_by: str = typer.Option("random", "--split-by", help="random (seeded, stratified) | time "
+                                           "(train oldest, test newest; needs --time-field)"),
+              time_field: Optional[str] = typer.Option(None, "--time-field", help="record field holding its time "
+                                                       "(ISO 8601, naive = UTC; a date; or epoch seconds)"),
+              windows: Optional[str] = typer.Option(None, "--windows", help="time split: evaluation windows, "
+                                                    "a duration (7d, 12h) or a count of equal windows (4)"),
               workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
               run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
@@ -475,7 +481,11 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
     """
     try:
         from .calibrate import cli_calibrate
+        from .splits import check_split_method
 
+        check_split_method(split_by, time_field, windows, prefix="--")
+        if split_by != "random":
+            splits = {"ratios": splits, "by": split_by, "time_field": time_field, "windows": windows}  # type: ignore[assignment]
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
                                        proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
                                        run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,

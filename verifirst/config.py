@@ -51,6 +51,10 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "manifest": ((str,), None, "reuse a saved split manifest instead of splitting"),
         "no_val": ((bool,), False, "run with an empty validation split (ratios give val 0)"),
         "no_test": ((bool,), False, "run without a held-out test split (ratios give test 0): no test number"),
+        "by": ((str,), "random", "random (seeded hash, grouped, stratified) | time (train oldest, test newest)"),
+        "time_field": ((str,), None, "by = time: the item field holding its time (ISO 8601, naive = UTC; a date; "
+                                     "or epoch seconds)"),
+        "windows": ((str, int), None, "by = time: evaluation windows, a duration (\"7d\", \"12h\") or a count (4)"),
     },
     "optimizer": {
         "name": ((str,), "gepa", "gepa | simba | autorefine | none"),
@@ -316,6 +320,10 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
     sp["ratios"] = list(check_ratios(sp["ratios"], no_val=sp["no_val"], no_test=sp["no_test"], source=src,
                                      line=_line_of(text, "splits", "ratios"), field="splits.ratios",
                                      flags=("no_val = true", "no_test = true")))
+    from .splits import check_split_method
+
+    check_split_method(sp["by"], sp["time_field"], sp["windows"], source=src,
+                       line=_line_of(text, "splits", "by") or _line_of(text, "splits", "windows"), error=ConfigError)
     _validate_models(sections["models"], src, text)
     return Experiment(path, data, sections)
 

@@ -309,6 +309,8 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     for s in splits:
         report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
                                "comparison": compare(before[s], after[s])}
+    if manifest.method == "time":  # cut times; windows: per-window counts, each test item's window
+        report["time_split"] = manifest.time_report()
     if "test" in splits:
         report["test_reuse"] = ledger.reuse(manifest.digest, scored_on_test)
     report["instructions"] = _instructions(best)

@@ -190,7 +190,8 @@ def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
     return make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
                        ratios=sp["ratios"], seed=exp.experiment["seed"],
                        stratify=(lambda it: str(it.meta.get(strat, it.gold.get(strat, "")))) if strat else None,
-                       source=str(exp.path) if exp.path else None)
+                       source=str(exp.path) if exp.path else None, by=sp.get("by") or "random",
+                       time_field=sp.get("time_field"), windows=sp.get("windows"))
 
 
 def unscored_metrics(report: dict) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """Deterministic group splits and the held-out guard every optimizer goes through.
 
 Assignment hashes (seed, group) with sha256, so it is the same in every process and
-on every machine; two items of one group never straddle splits.
+on every machine; two items of one group never straddle splits. `by="time"` orders groups by
+time instead (train oldest, test newest; see verifirst.timesplit).
 """
 from __future__ import annotations
 
@@ -49,12 +50,19 @@ class SplitManifest:
     ratios: tuple[float, float, float]
     groups: dict[str, str] = field(default_factory=dict)  # id -> group
     seen: set[str] = field(default_factory=set)  # ids admitted to or evaluated by an optimizer
+    method: str = "random"  # or "time"
+    time_field: str | None = None
+    cuts: dict[str, str] = field(default_factory=dict)  # time splits: ISO 8601 boundaries
+    times: dict[str, str] = field(default_factory=dict)  # time splits: id -> ISO 8601 time
+    windows: Any = None  # time splits: the evaluation windows spec ("7d", 4), if any
 
     @property
     def digest(self) -> str:
-        body = json.dumps({"train": sorted(self.train), "val": sorted(self.val),
-                           "test": sorted(self.test), "seed": self.seed,
-                           "ratios": [float(r) for r in self.ratios]}, sort_keys=True)
+        d = {"train": sorted(self.train), "val": sorted(self.val), "test": sorted(self.test),
+             "seed": self.seed, "ratios": [float(r) for r in self.ratios]}
+        if self.method != "random":  # random manifests keep the digests they always had
+            d.update(method=self.method, time_field=self.time_field)
+        body = json.dumps(d, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def split_of(self, item_id: str) -> str | None:
@@ -134,9 +142,34 @@ class SplitManifest:
 
     # -- persistence -------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"digest": self.digest, "seed": self.seed, "ratios": list(self.ratios),
-                "train": self.train, "val": self.val, "test": self.test,
-                "groups": self.groups, "seen": sorted(self.seen)}
+        d = {"digest": self.digest, "method": self.method, "seed": self.seed, "ratios": list(self.ratios),
+             "train": self.train, "val": self.val, "test": self.test,
+             "groups": self.groups, "seen": sorted(self.seen)}
+        if self.method == "time":
+            d.update(time_field=self.time_field, cuts=self.cuts, windows=self.windows,
+                     test_windows=self.time_report().get("test_window", {}), times=self.times)
+        return d
+
+    def time_report(self) -> dict:
+        """A time split's cut times and, with windows, each window's counts per split and the
+        window each test item fell in ({} for a random split)."""
+        if self.method != "time":
+            return {}
+        out: dict[str, Any] = {"method": "time", "time_field": self.time_field, "cuts": dict(self.cuts)}
+        if self.windows is not None:
+            from .timesplit import time_windows
+
+            rows = [{"id": i, "t": t} for i, t in self.times.items()]
+            sets = self._sets()
+            out["windows_spec"] = self.windows
+            out["windows"], out["test_window"] = [], {}
+            for w in time_windows(rows, "t", self.windows):
+                counts = {s: sum(r["id"] in sets[s] for r in w.items) for s in SPLITS}
+                out["windows"].append({"label": w.label, "start": w.start.isoformat().replace("+00:00", "Z"),
+                                       "end": w.end.isoformat().replace("+00:00", "Z"), "n": len(w.items),
+                                       **{f"n_{s}": c for s, c in counts.items()}})
+                out["test_window"].update({r["id"]: w.label for r in w.items if r["id"] in sets["test"]})
+        return out
 
     def save(self, path: str | Path) -> Path:
         return atomic.write_json(path, self.to_dict())
@@ -158,7 +191,9 @@ class SplitManifest:
                 raise InputError("missing key", path=str(path), field=k,
                                  expected="a manifest written by SplitManifest.save")
         m = cls(list(d["train"]), list(d["val"]), list(d["test"]), int(d["seed"]),
-                tuple(float(r) for r in d["ratios"]), dict(d.get("groups", {})), set(d.get("seen", [])))
+                tuple(float(r) for r in d["ratios"]), dict(d.get("groups", {})), set(d.get("seen", [])),
+                str(d.get("method") or "random"), d.get("time_field"), dict(d.get("cuts") or {}),
+                dict(d.get("times") or {}), d.get("windows"))
         if "digest" in d and d["digest"] != m.digest:
             raise InputError(f"digest mismatch: file says {d['digest']}, contents hash to {m.digest}",
                              path=str(path), field="digest", expected="an unedited manifest")
@@ -248,13 +283,25 @@ def check_optimizer_needs(manifest: "SplitManifest", engine: Any, source: str | 
 def make_splits(items: Sequence[Any], key: str | Callable | None = None,
                 ratios: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0,
                 stratify: str | Callable | None = None, group: str | Callable | None = None,
-                source: str | None = None) -> SplitManifest:
+                source: str | None = None, *, by: str = "random", time_field: str | None = None,
+                windows: Any = None, lines: dict | None = None) -> SplitManifest:
     """Split items into train/val/test by group, deterministically (and stratified on request).
 
-    key: item id (attribute name, dict key or callable; default `id`).
-    group: group key; defaults to the id (use the task id so candidates of one task stay together).
-    stratify: label per item; groups take their first item's label.
+    Args:
+        items: the items.
+        key: item id (attribute name, dict key or callable; default `id`).
+        ratios: (train, val, test) fractions of the groups.
+        seed: the seed of a random split.
+        stratify: label per item; groups take their first item's label (random splits only).
+        group: group key; defaults to the id (use the task id so candidates of one task stay together).
+        source: the file the items came from (named in errors).
+        by: "random" (seeded hash order) or "time" (oldest groups train, newest test; a group goes
+            where its newest record falls; see verifirst.timesplit).
+        time_field: the field holding each record's time (by="time").
+        windows: evaluation windows for a time split ("7d", 4), recorded in the manifest.
+        lines: id -> line in `source`, for errors about a record's time.
     """
+    check_split_method(by, time_field, windows, source=source)
     ratios = tuple(float(r) for r in ratios)
     if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
         raise InputError(f"ratios must be three non-negative numbers summing to 1, got {ratios}",
@@ -274,22 +321,121 @@ def make_splits(items: Sequence[Any], key: str | Callable | None = None,
         g = gf(it)
         by_group[g].append(i)
         stratum.setdefault(g, sf(it))
-    strata: dict[str, list[str]] = defaultdict(list)
-    for g in by_group:
-        strata[stratum[g]].append(g)
     out: dict[str, list[str]] = {s: [] for s in SPLITS}
-    for s in sorted(strata):
-        groups = sorted(strata[s], key=lambda g: _rank(seed, g))
-        counts = _allocate(len(groups), ratios)
-        start = 0
-        for name, c in zip(SPLITS, counts):
-            for g in groups[start:start + c]:
-                out[name].extend(by_group[g])
-            start += c
+    time_parts: dict[str, Any] = {}
+    if by == "time":
+        time_parts = _time_order(items, kf, by_group, ratios, out, time_field, source, lines)  # type: ignore[arg-type]
+    else:
+        strata: dict[str, list[str]] = defaultdict(list)
+        for g in by_group:
+            strata[stratum[g]].append(g)
+        for s in sorted(strata):
+            groups = sorted(strata[s], key=lambda g: _rank(seed, g))
+            counts = _allocate(len(groups), ratios)
+            start = 0
+            for name, c in zip(SPLITS, counts):
+                for g in groups[start:start + c]:
+                    out[name].extend(by_group[g])
+                start += c
     for name, r in zip(SPLITS, ratios):
         if r > 0 and not out[name]:
             raise InputError(f"split {name!r} is empty: {len(by_group)} group(s) are too few for "
                              f"ratios {ratios}", path=source, field="splits",
                              expected="more items, or ratios that give every split a group")
     groups_map = {i: g for g, ids in by_group.items() for i in ids}
-    return SplitManifest(out["train"], out["val"], out["test"], int(seed), ratios, groups_map)
+    return SplitManifest(out["train"], out["val"], out["test"], int(seed), ratios, groups_map, method=by,
+                         windows=windows if by == "time" else None, **time_parts)
+
+
+SPLIT_METHODS = ("random", "time")
+
+
+def check_split_method(by: Any, time_field: Any, windows: Any = None, *, source: str | None = None,
+                       line: int | None = None, prefix: str = "splits.", error: type = InputError) -> None:
+    """Refuse an unknown split method, a time split without its field, or windows without one.
+
+    Args:
+        by: "random" or "time".
+        time_field: the record field holding the time (required by "time").
+        windows: the evaluation windows spec, or None.
+        source: the file the options came from, if any.
+        line: their line there, if known.
+        prefix: how the options are spelled in messages ("splits." in TOML and the API, "--" in the CLI).
+        error: the InputError class raised (an experiment file's: ConfigError).
+    """
+    def name(k: str) -> str:
+        return prefix + (k.replace("_", "-") if prefix == "--" else k)
+
+    if by not in SPLIT_METHODS:
+        raise error(f"unknown split method {by!r}", path=source, line=line,
+                    field=name("split_by" if prefix == "--" else "by"), expected=" or ".join(SPLIT_METHODS))
+    if by == "time" and (not isinstance(time_field, str) or not time_field.strip()):
+        raise error("a time split needs the field that holds each record's time", path=source, line=line,
+                    field=name("time_field"), expected="a field name, e.g. created_at")
+    if windows is not None:
+        if by != "time":
+            with_time = "--split-by time" if prefix == "--" else "by = time"
+            raise error("windows are periods of a time split", path=source, line=line, field=name("windows"),
+                        expected=f"{with_time} with windows, or no windows")
+        from .timesplit import parse_windows
+
+        parse_windows(windows, field=name("windows"), path=source, line=line, error=error)
+
+
+def split_options(splits: Any) -> tuple[Any, dict]:
+    """(ratios, {"by", "time_field", "windows"}) from the API's `splits`: ratios, or a dict
+    {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"}.
+
+    Args:
+        splits: (train, val, test) ratios, a "0.5,0.25,0.25" string, or the dict form.
+    """
+    if not isinstance(splits, dict):
+        return splits, {"by": "random", "time_field": None, "windows": None}
+    unknown = sorted(set(splits) - {"ratios", "by", "time_field", "windows"})
+    if unknown:
+        raise InputError(f"unknown key(s) {unknown} in splits", field="splits",
+                         expected="ratios, by, time_field, windows")
+    opts = {"by": splits.get("by") or "random", "time_field": splits.get("time_field"),
+            "windows": splits.get("windows")}
+    check_split_method(**opts)
+    return splits.get("ratios", (0.5, 0.25, 0.25)), opts
+
+
+def check_resumed_manifest(run_dir: str | Path, manifest: SplitManifest) -> None:
+    """A run directory resumes only on the splits it started with (method and items).
+
+    Args:
+        run_dir: the run directory (its split_manifest.json, if any, was written by the earlier run).
+        manifest: this invocation's splits.
+    """
+    path = Path(run_dir) / "split_manifest.json"
+    if not path.exists():
+        return
+    old = SplitManifest.load(path)
+    if old.method != manifest.method:
+        raise InputError(f"this run directory was split {old.method!r}, this run splits {manifest.method!r}",
+                         path=str(path), field="method", expected="the same split options to resume, or a new run dir")
+    if old.digest != manifest.digest:
+        raise InputError(f"this run directory holds splits {old.digest}, this run makes {manifest.digest}",
+                         path=str(path), field="digest", expected="the same data and split options to resume, "
+                                                                   "or a new run dir")
+
+
+def _time_order(items: Sequence[Any], kf: Callable, by_group: dict[str, list[str]], ratios: tuple,
+                out: dict[str, list[str]], time_field: str, source: str | None, lines: dict | None) -> dict:
+    """Fill `out` with groups oldest first (train, val, test); the manifest's time fields."""
+    from .timesplit import item_times, iso, order_groups
+
+    times = item_times(items, time_field, kf, source=source, lines=lines)
+    ordered = order_groups(by_group, times)
+    counts = _allocate(len(ordered), ratios)
+    start, cuts = 0, {}
+    for name, c in zip(SPLITS, counts):
+        part = ordered[start:start + c]
+        for _, g in part:
+            out[name].extend(by_group[g])
+        if part:  # the split's oldest record and its newest group's time
+            cuts[f"{name}_start"] = iso(min(times[i] for _, g in part for i in by_group[g]))
+            cuts[f"{name}_end"] = iso(part[-1][0])
+        start += c
+    return {"time_field": time_field, "cuts": cuts, "times": {i: iso(t) for i, t in times.items()}}
