@@ -191,3 +191,49 @@ def test_two_pages_render_in_chromium(site, tmp_path):
             browser.close()
     finally:
         server.shutdown()
+
+
+README = REPO / "README.md"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's and MkDocs' anchor for a heading (the subset of rules these headings need)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(md: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", md.read_text(encoding="utf-8"), flags=re.S)  # a `# comment` is no heading
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+?)(?: \{#[\w-]+\})?$", text, re.M)} | \
+        set(re.findall(r"\{#([\w-]+)\}", text))
+
+
+def test_readme_is_what_a_newcomer_reads_first():
+    """The README stays short and points into the site: the two commands, each journey's page, the
+    install extras, how to build the docs."""
+    import tomllib
+
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200, f"README.md has {len(text.splitlines())} lines: move detail to docs/"
+    for needle in ("make demo", "make test", "mkdocs serve", "mkdocs build", "vf.optimize(",
+                   "docs/journeys/calibrate.md", "docs/journeys/iac.md", "docs/journeys/inspect.md",
+                   "docs/python-api.md", "docs/integrations.md", "<!-- perf-table:begin -->", "## Layout"):
+        assert needle in text, needle
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    missing = [e for e in extras if e not in ("test", "data") and f"verifirst[{e}]" not in text]
+    assert not missing, f"install extras the README does not name: {missing}"
+
+
+def test_readme_links_resolve():
+    """Every relative link of the README names a file of this checkout, and an anchor one of its headings."""
+    broken = []
+    for target in LINK.findall(README.read_text(encoding="utf-8")):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        file = REPO / path if path else README
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(target)
+    assert not broken, broken

@@ -1,4 +1,4 @@
-"""Every example file the README uses validates, and the experiment ones run end to end
+"""Every example file the README and the docs use validates, and the experiment ones run end to end
 (models replaced by scripted ones; suites cut to a few items to stay fast)."""
 from pathlib import Path
 

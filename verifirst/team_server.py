@@ -1,6 +1,6 @@
 """A team's MLflow: one `mlflow server` on a PostgreSQL store, started from the Debian packages.
 
-The same commands are in the README ("A team's MLflow on PostgreSQL"): `recipe()` renders them from
+The same commands are in docs/integrations.md ("A team's MLflow on PostgreSQL"): `recipe()` renders them from
 the builders the tests run (a throwaway cluster adds only the no-fsync options). PostgreSQL refuses
 to run as root, so as root the cluster is created and run by an unprivileged user (`nobody` by
 default) that owns the data directory.
@@ -101,7 +101,7 @@ def shell_line(cmd: list[str]) -> str:
 
 def recipe(pgdata: str = "$PGDATA", port: int | str = 5432, db: str = "mlflow",
            artifacts: str = "/srv/mlflow-artifacts", mlflow_port: int | str = 5000) -> list[str]:
-    """The shell commands, in order, that start_postgres, start_mlflow and stop run (the README's recipe).
+    """The shell commands, in order, that start_postgres, start_mlflow and stop run (the docs' recipe).
 
     Args:
         pgdata: the cluster's data directory (owned by the user that runs PostgreSQL).
