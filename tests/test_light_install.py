@@ -91,8 +91,13 @@ def test_cli_run_names_file_line_and_install_command(without_local_extra, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.toml"]  # nothing written
 
 
-def test_serve_without_the_extra_exits_2(without_local_extra, capsys):
+@pytest.mark.timeout(120)  # a missed refusal would serve forever
+def test_serve_without_the_extra_exits_2(without_local_extra, capsys, monkeypatch):
+    from verifirst import lm
     from verifirst.cli import main
+
+    # an engine loaded earlier in this process (as in the full suite) must not skip the refusal
+    monkeypatch.setattr(lm, "_LOCAL_ENGINE", lm._LOCAL_ENGINE or object())
 
     with pytest.raises(SystemExit) as e:
         main(["serve", "--port", str(_free_port())])

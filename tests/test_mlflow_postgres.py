@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 OTHER = "team-b"  # the experiment run by a second process, concurrently
-LIMIT, METRIC_CALLS = 8, 12  # small: the point is the store, not the optimization
+LIMIT, METRIC_CALLS = 16, 20  # small: the point is the store; enough for GEPA to change the seed (a kept seed registers nothing)
 
 
 def run_small(root: Path, url: str, name: str):
@@ -92,9 +92,9 @@ def team(tmp_path_factory):
         b = json.loads((root / "b" / "run" / "report.json").read_text())
         lm = RuleFollowingLM()
         src = root / "outcomes.jsonl"
-        write_outcomes(src, n_groups=4)
+        write_outcomes(src, n_groups=10)  # enough validation items for the first champion's evidence
         cal = calibrate_outcomes(src, workdir=root / "cal", models={"judge": lm, "teacher": lm, "reflection": lm},
-                                 max_iters=1, tracking_uri=server.url, experiment="team-calibrate",
+                                 max_iters=2, tracking_uri=server.url, experiment="team-calibrate",
                                  echo=lambda m: None)
         yield Team(pg, server, a, a_span, b, tuple(b_out["span"]), cal)
     finally:

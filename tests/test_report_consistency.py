@@ -130,8 +130,8 @@ def test_tracker_counts_feedback_it_could_not_attach(tmp_path):
 
 
 def mixed_report(tmp_path) -> dict:
-    items = mixed_items()
-    manifest = SplitManifest(train=["a", "b"], val=["lm1", "crash1"], test=["quiet1", "quiet2"], seed=0,
+    items = mixed_items() + [item("v_ok", "#ok"), item("t_ok", "#ok")]  # a split without a verdict fails the run
+    manifest = SplitManifest(train=["a", "b"], val=["lm1", "crash1", "v_ok"], test=["quiet1", "quiet2", "t_ok"], seed=0,
                              ratios=(0.34, 0.33, 0.33))
     with dspy.context(lm=scripted_lm(task_fn), adapter=FastJSONAdapter()):
         res = optimize(BashGenerator(), Scorer(MixedVerifier(), "command"), items, manifest, None, Budget(),

@@ -43,8 +43,9 @@ def calibrate_report(tmp_path) -> dict:
 
 def test_run_and_calibrate_reports_have_the_same_shape(tmp_path):
     run, cal = run_report(tmp_path), calibrate_report(tmp_path)
-    # the same top-level keys; calibrate adds its judge section and review queue, a verifier with stages its funnel
-    assert set(cal) - set(run) == {"judge", "review_queue"}
+    # the same top-level keys; calibrate adds its judge section, review queue and how it read the labels,
+    # a verifier with stages its funnel
+    assert set(cal) - set(run) == {"judge", "review_queue", "labels"}
     assert set(run) - set(cal) <= {"stage_order"}
     assert set(run["splits"]) == set(cal["splits"]) == {"train", "val", "test"}
     for split in run["splits"]:

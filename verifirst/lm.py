@@ -255,10 +255,11 @@ _LOCAL_LOCK = threading.Lock()
 def local_engine():
     """The one embedded-model engine of this process (model weights load once)."""
     global _LOCAL_ENGINE
+    from ._local_engine import LlamaCppEngine, require_local_extra
+
+    require_local_extra()  # also when an engine is loaded already: the answer must not depend on call order
     with _LOCAL_LOCK:
         if _LOCAL_ENGINE is None:
-            from ._local_engine import LlamaCppEngine
-
             _LOCAL_ENGINE = LlamaCppEngine()
         return _LOCAL_ENGINE
 
