@@ -63,7 +63,7 @@ demo: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/verifirst demo
 
 test: $(STAMPS)/install-test $(STAMPS)/checkov $(STAMPS)/apt
-	$(BIN)/python -m pytest -q -rs tests
+	$(BIN)/python -m pytest -q -rs --durations=25 tests
 
 test-security: $(STAMPS)/install-test $(STAMPS)/apt
 	$(BIN)/python -m pytest -q -rs -m security tests
