@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from verifirst.config import read_text
+from verifirst.textfile import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 from verifirst.verifiers.terraform.confine import check_inside

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from verifirst.config import read_text
+from verifirst.textfile import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 

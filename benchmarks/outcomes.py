@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from verifirst.config import read_text
+from verifirst.textfile import read_text
 from verifirst.errors import InputError
 from verifirst.task import Item, Suite
 from verifirst.verdicts import LABELS  # noqa: F401 - re-exported

@@ -64,7 +64,7 @@ def judge_program(kind: str = "passfail", items: Sequence | None = None, view: s
         raise ConfigError("both prompt and prompt_file given", field="program.options",
                           expected="one of prompt, prompt_file")
     if prompt_file:
-        from verifirst.config import read_text
+        from verifirst.textfile import read_text
 
         prompt = read_text(prompt_file, "prompt file").strip()
     if not items:

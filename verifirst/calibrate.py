@@ -338,7 +338,7 @@ def resolve_start_prompt(spec: str, workdir: Path, tracking_uri: str | None = No
     """
     p = Path(spec)
     if p.exists() or p.is_symlink():
-        from .config import read_text
+        from .textfile import read_text
 
         text = read_text(p, "prompt file").strip()  # a directory, a loop, binary: InputError
         if not text:

@@ -14,6 +14,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from .errors import ConfigError, InputError
+from .textfile import read_text  # noqa: F401  (config.read_text: the reader experiment files use)
 
 DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Python API
 
@@ -360,37 +361,6 @@ def _validate_models(models: dict, src: str, text: str) -> None:
                 parse_endpoints(role, spec)
             except ConfigError as e:
                 raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=line, field=e.field) from None
-
-
-def read_text(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> str:
-    """A UTF-8 text file's contents, or an InputError naming the file and why it cannot be read
-    (missing, a directory, a symlink loop, not UTF-8, binary, unreadable).
-
-    Args:
-        path: the file.
-        what: what the file is, for the message ("experiment file", "outcomes file").
-        error: the InputError subclass raised.
-    """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise error(f"{what} is a broken symbolic link", path=str(path)) from None
-        raise error(f"{what} not found", path=str(path)) from None
-    except IsADirectoryError:
-        raise error(f"{what} is a directory", path=str(path), expected="a file") from None
-    except OSError as e:  # a symlink loop (ELOOP), no permission, an unreadable device
-        raise error(f"cannot read {what}: {e.strerror or e}", path=str(path), expected="a readable file") \
-            from None
-    if b"\x00" in data:
-        raise error(f"{what} is binary (it holds NUL bytes)", path=str(path), expected="a UTF-8 text file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise error(f"{what} is not UTF-8 (byte 0x{data[e.start]:02x})", path=str(path), line=line,
-                    expected="a UTF-8 text file (re-save it as UTF-8)") from None
 
 
 def load(path: str | Path) -> Experiment:

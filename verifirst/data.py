@@ -52,7 +52,7 @@ def program_inputs(program: Any) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    from .config import read_text
+    from .textfile import read_text
 
     text = read_text(path, "data file")
     if path.suffix == ".json":
@@ -81,7 +81,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _read_csv(path: Path) -> list[dict]:
-    from .config import read_text
+    from .textfile import read_text
 
     with io.StringIO(read_text(path, "data file"), newline="") as fh:
         reader = csv.DictReader(fh)
@@ -148,7 +148,7 @@ def records_of(data: Any) -> tuple[list, str, str | None]:
             return list(suite.items), path.name, str(path)
         if path.suffix.lower() in FILE_SUFFIXES or path.exists():
             if not path.is_file() and path.is_symlink():  # a loop or a broken link: say which
-                from .config import read_text
+                from .textfile import read_text
 
                 read_text(path, "data file")
             if not path.is_file():

@@ -176,7 +176,7 @@ class SplitManifest:
 
     @classmethod
     def load(cls, path: str | Path) -> "SplitManifest":
-        from .config import read_text
+        from .textfile import read_text
 
         path = Path(path)
         try:

@@ -516,7 +516,7 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
     Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
-    from verifirst.config import read_text
+    from verifirst.textfile import read_text
 
     for f in ([Path(path)] if os.path.isfile(path) else sorted(Path(path).glob("*.tf"))):
         if not f.is_symlink():  # a link is the confinement check's to judge, unread
