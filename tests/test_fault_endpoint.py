@@ -101,18 +101,19 @@ def _assert_quiet_failure(res, wall: float, requests: int) -> None:
     assert wall < requests * TIMEOUT_S + 30, "a hang costs at most the timeout per attempt"
 
 
-@pytest.mark.parametrize("mode", FAULTS)
-def test_run_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mode, fake, workdir, tmp_path):
-    name = f"fault-{mode}"  # the model is named after the mode: no test is served another's cache
-    optimizer = "gepa" if mode in ("500", "empty") else "none"  # GEPA costs seconds; two modes show it
-    exp = _experiment(tmp_path / "exp.toml", workdir, name, fake.base_url, optimizer)
-    run_dir = tmp_path / "run"
+def _fails_then_recovers(fake, mode: str, workdir, run_dir, failing: list, fixed: list,
+                         max_requests: int | None = None) -> dict:
+    """Run `failing` against the endpoint in `mode`: a quiet failure, every attempt counted, nothing
+    registered or reported; then `fixed` on the mended endpoint: it is asked again (no bad reply
+    cached) and every split is scored. Returns the second run's report."""
     before = _registered(workdir)
     fake.mode = mode
     fake.reset_counts()
-    res, wall, (attempts, failed) = _invoke(["run", str(exp), "--run-dir", str(run_dir)])
+    res, wall, (attempts, failed) = _invoke(failing)
     _assert_quiet_failure(res, wall, fake.requests)
-    assert "requests to the model all failed or came back unusable" in res.stderr
+    if max_requests is not None:
+        assert fake.requests <= max_requests
+    assert "requests to the model all failed or came back unusable" in res.stderr, "the first-requests stop"
     if mode == "hang":  # without the timeout each request would wait HANG_S
         assert wall < fake.requests * HANG_S / 2
     assert attempts == fake.requests, "every request sent is counted, retries too"
@@ -123,7 +124,7 @@ def test_run_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mo
 
     fake.mode = "ok"
     fake.reset_counts()
-    res, wall, (attempts, failed) = _invoke(["run", str(exp), "--run-dir", str(run_dir), "--json"])
+    res, wall, (attempts, failed) = _invoke(fixed)
     assert res.exit_code == 0, res.output
     assert fake.requests > 0, "no bad reply was served from the cache"
     rep = json.loads((run_dir / "report.json").read_text())
@@ -132,6 +133,17 @@ def test_run_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mo
             s = body[phase]
             assert s["n"] > 0 and s["scored"] == s["n"] and s["errors"] == 0, (split, phase, s)
     assert rep["usage_this_run"]["attempts"] == attempts == fake.requests and failed == 0
+    return rep
+
+
+@pytest.mark.parametrize("mode", FAULTS)
+def test_run_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mode, fake, workdir, tmp_path):
+    name = f"fault-{mode}"  # the model is named after the mode: no test is served another's cache
+    optimizer = "gepa" if mode in ("500", "empty") else "none"  # GEPA costs seconds; two modes show it
+    exp = _experiment(tmp_path / "exp.toml", workdir, name, fake.base_url, optimizer)
+    run_dir = tmp_path / "run"
+    _fails_then_recovers(fake, mode, workdir, run_dir, ["run", str(exp), "--run-dir", str(run_dir)],
+                         ["run", str(exp), "--run-dir", str(run_dir), "--json"])
 
 
 def test_flaky_endpoint_every_attempt_counted(fake, workdir, tmp_path):
@@ -202,32 +214,8 @@ def served(fake, monkeypatch):
 def test_calibrate_against_a_failing_endpoint_stops_then_a_fixed_one_is_asked_again(mode, served, workdir, tmp_path):
     fake, run_dir = served, tmp_path / "run"
     args = _calibrate_args(mode, workdir, run_dir)  # the model is named after the mode: no shared cache
-    before = _registered(workdir)
-    fake.mode = mode
-    fake.reset_counts()
-    res, wall, (attempts, failed) = _invoke(args)
-    _assert_quiet_failure(res, wall, fake.requests)
-    assert fake.requests <= CAL_MAX_REQUESTS
-    assert "requests to the model all failed or came back unusable" in res.stderr, "the first-requests stop"
-    if mode == "hang":  # without the timeout each request would wait HANG_S
-        assert wall < fake.requests * HANG_S / 2
-    assert attempts == fake.requests, "every request sent is counted, retries too"
-    if mode in ("500", "429", "hang", "malformed"):
-        assert failed == fake.requests
-    assert _registered(workdir) == before, "nothing registered from an all-error run"
-    assert not (run_dir / "report.json").exists()
-
-    fake.mode = "ok"
-    fake.reset_counts()
-    res, wall, (attempts, failed) = _invoke(args)  # the same run directory: it resumes
-    assert res.exit_code == 0, res.output
-    assert fake.requests > 0, "no bad reply was served from the cache"
-    rep = json.loads((run_dir / "report.json").read_text())
-    for split, body in rep["splits"].items():
-        for phase in ("before", "after"):
-            s = body[phase]
-            assert s["n"] > 0 and s["scored"] == s["n"] and s["errors"] == 0, (split, phase, s)
-    assert rep["usage_this_run"]["attempts"] == attempts == fake.requests and failed == 0
+    rep = _fails_then_recovers(fake, mode, workdir, run_dir, args, args,  # the same run directory: it resumes
+                               max_requests=CAL_MAX_REQUESTS)
     assert rep["prompt_uri"].removeprefix("prompts:/") in _registered(workdir)
 
 
