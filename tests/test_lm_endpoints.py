@@ -4,7 +4,6 @@ dead endpoint's failed attempts are counted, and no item loses its verdict becau
 import json
 import pickle
 import threading
-import time
 from pathlib import Path
 
 import dspy
@@ -26,10 +25,22 @@ def _gold() -> dict[str, str]:
 
 
 class Endpoint:
-    """One local server whose scripted model answers every bash-builtin task with its gold command."""
+    """One local server whose scripted model answers every bash-builtin task with its gold command.
 
-    def __init__(self, gold: dict[str, str]):
+    die_after: serve that many calls, then fail the next one and shut the server down (from inside
+    the run, so when it dies does not depend on how fast the machine is).
+    """
+
+    def __init__(self, gold: dict[str, str], die_after: int | None = None):
+        self.served = 0
+
         def answer(messages):
+            if die_after is not None and self.served >= die_after:
+                if not self.stopped:
+                    self.stopped = True
+                    threading.Thread(target=self._stop, daemon=True).start()
+                raise ConnectionError("endpoint going down")
+            self.served += 1
             text = messages[-1]["content"]
             task = next((t for t in gold if t in text), None)
             return json_answer(command=gold[task] if task else "echo hi", answer="ok")
@@ -85,25 +96,25 @@ enabled = false
     return path
 
 
-def test_one_endpoint_stopped_mid_run_the_run_finishes_on_the_other(tmp_path, two):
-    a, b = two
+@pytest.fixture
+def dying_and_live(gold):
+    eps = [Endpoint(gold, die_after=3), Endpoint(gold)]
+    yield eps
+    for e in eps:
+        e.stop()
+
+
+def test_one_endpoint_stopped_mid_run_the_run_finishes_on_the_other(tmp_path, dying_and_live):
+    a, b = dying_and_live
     USAGE.reset()
-    # least-busy on one thread always picks the first endpoint while it lives: the kill is deterministic
+    # least-busy on one thread always picks the first endpoint while it lives
     eps = [{"model": "openai/smollm2", "api_base": a.url, "routing": "least-busy", "allowed_fails": 0},
            {"model": "openai/smollm2", "api_base": b.url}]
     exp = _experiment(tmp_path / "exp.toml", tmp_path / "wd", eps, limit=8)
 
-    def kill_after(n):
-        while a.engine.calls < n:
-            time.sleep(0.005)
-        a.stop()
-
-    killer = threading.Thread(target=kill_after, args=(3,), daemon=True)
-    killer.start()
     r = CliRunner().invoke(app, ["run", str(exp), "--run-dir", str(tmp_path / "run")])
     assert r.exit_code == 0, r.output
-    killer.join(5)
-    assert a.stopped
+    assert a.stopped and a.served == 3
     rep = json.loads((tmp_path / "run" / "report.json").read_text())
     for split, body in rep["splits"].items():
         for phase in ("before", "after"):
@@ -113,9 +124,9 @@ def test_one_endpoint_stopped_mid_run_the_run_finishes_on_the_other(tmp_path, tw
     la, lb = f"openai/smollm2@{a.url}", f"openai/smollm2@{b.url}"
     per = rep["usage_endpoints"]["task"]
     assert set(per) == {la, lb}
-    assert per[la]["ok"] >= 3 and per[la]["errors"] >= 1  # it served, then its attempts failed
+    assert per[la]["ok"] == 3 and per[la]["errors"] >= 1  # it served, then its attempts failed
     assert per[lb]["ok"] >= 1 and per[lb]["errors"] == 0
-    assert per[la]["ok"] == a.engine.calls and per[lb]["ok"] == b.engine.calls
+    assert per[la]["ok"] == a.served and per[lb]["ok"] == b.engine.calls
     u = rep["usage_this_run"]
     assert u["errors"] == 0  # the Router retried on the live endpoint: no call failed for the program
     assert u["lm_calls"] == per[la]["ok"] + per[lb]["ok"]
