@@ -185,7 +185,7 @@ def test_absent_seed_and_lineage_are_said(tmp_path):
     assert inspect_view.section({}, None) == "" and inspect_view.per_item(tmp_path) == ({}, None)
 
 
-def test_per_item_without_run_state_says_inputs_are_missing(tmp_path):
+def test_per_item_without_items_file_says_inputs_are_missing(tmp_path):
     ev = tmp_path / "eval"
     ev.mkdir()
     row = {"id": "a", "status": "FAIL", "output": "x" * 300, "feedback": "long\nfeedback"}
@@ -193,11 +193,12 @@ def test_per_item_without_run_state_says_inputs_are_missing(tmp_path):
     (ev / "after_test.jsonl").write_text(json.dumps({**row, "status": "ERROR", "error": "boom",
                                                      "error_kind": "lm"}) + "\n{broken\n")
     html = inspect_view.per_item_html(tmp_path)
-    assert "inputs not recorded: the run directory has no run_state.json" in html
+    assert "inputs not recorded: the run directory has no items.jsonl" in html  # a run from before it
     assert "<details><summary>" + "x" * inspect_view.SHORT + "…</summary>" in html  # long output folds
     assert "lm: boom" in html and "mark changed" in html  # FAIL -> ERROR is a verdict change
-    (tmp_path / "run_state.json").write_text(json.dumps({"status": "finished", "program_digest": "d"}))
-    assert "run_state.json names no experiment suite" in inspect_view.per_item_html(tmp_path)
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "a", "split": "test", "inputs": {"q": "in-a"}}) + "\n")
+    html = inspect_view.per_item_html(tmp_path)
+    assert "inputs not recorded" not in html and "in-a" in html
     (ev / "after_test.jsonl").unlink()  # evaluated once (optimizer none): said, not shown as changes
     html = inspect_view.per_item_html(tmp_path)
     assert "no after evaluation in this run directory" in html and "mark changed" not in html
@@ -284,3 +285,104 @@ def test_reflections_are_given_to_the_proposals_that_asked_for_them(tmp_path):
     assert got == {"A": "first try, unparsable\n\nsecond try", "B": "why B", "C": "why C"}
     again = _Recorder(EngineContext(run_dir=tmp_path), valset_size=2, path=tmp_path / "h.json")
     assert again.proposals_by_key == rec.proposals_by_key  # kept for a resumed run
+
+
+# -- what the driver records: items.jsonl, for API runs as for experiment files ----------
+import ast  # noqa: E402
+
+import dspy  # noqa: E402
+
+import verifirst as vf  # noqa: E402
+from verifirst import run_items  # noqa: E402
+from verifirst.redaction import REDACTED  # noqa: E402
+from verifirst.splits import make_splits  # noqa: E402
+from verifirst.task import Item  # noqa: E402
+
+
+class Ask(dspy.Signature):
+    """Answer the question; the key says which service it is about."""
+
+    question: str = dspy.InputField()
+    api_key: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+def _api_records(n=10, secret="none"):
+    return [{"id": f"q{k}", "question": f"what is item #{k} about? {secret if k == 3 else ''}".strip(),
+             "api_key": f"sk-item-{k}-abcdefgh", "answer": "42"} for k in range(n)]
+
+
+def _api_metric(example, pred, trace=None, pred_name=None, pred_trace=None):
+    return float((pred.answer or "").strip() == example.answer)
+
+
+def _api_run(tmp_path, records):
+    lm = scripted_lm(lambda m: json_answer(answer="42" if "#1" in m[-1]["content"] else "41"), name="items-task")
+    return vf.optimize(dspy.Predict(Ask), records, _api_metric, "none", models={"task": lm},
+                       run_dir=tmp_path / "run", workdir=tmp_path / "wd", tracking=None)
+
+
+def test_api_run_inspection_shows_each_items_inputs(tmp_path):
+    recs = _api_records()
+    res = _api_run(tmp_path, recs)
+    by_split, note = inspect_view.per_item(res.run_dir)
+    assert note is None
+    rows = {r["id"]: r for rows in by_split.values() for r in rows}
+    assert set(rows) == {r["id"] for r in recs}
+    html = inspect_view.section(res.report, res.run_dir)
+    assert "inputs not recorded" not in html
+    for r in recs:
+        assert r["question"] in rows[r["id"]]["input"]  # the question, as a TOML run shows its task
+        assert f"<td>{r['id']}<br>" in html and escape(r["question"]) in html
+        assert r["api_key"] not in rows[r["id"]]["input"]  # a credential-named input is masked
+    recorded = run_items.read_items(res.run_dir)
+    assert {i: (d["split"], d["gold"]) for i, d in recorded.items()} == \
+        {r["id"]: (res.manifest.split_of(r["id"]), {"answer": "42"}) for r in recs}
+
+
+def test_items_file_holds_no_credential(tmp_path, monkeypatch):
+    secret = "sk-env-0123456789abcdef"
+    monkeypatch.setenv("VERIFIRST_ITEMS_TEST_API_KEY", secret)  # exported after redaction first looked
+    recs = _api_records(secret=secret)
+    res = _api_run(tmp_path, recs)
+    text = (res.run_dir / run_items.ITEMS_FILE).read_text()
+    assert secret not in text and not any(r["api_key"] in text for r in recs)
+    recorded = run_items.read_items(res.run_dir)
+    assert all(d["inputs"]["api_key"] == REDACTED for d in recorded.values())  # by name
+    assert recorded["q3"]["inputs"]["question"] == f"what is item #3 about? {REDACTED}"  # by value
+    assert recorded["q4"]["inputs"]["question"] == "what is item #4 about?"  # the rest stays
+
+
+def test_items_file_keeps_small_json_meta_and_reads_back(tmp_path):
+    items = [Item("a", {"q": "x"}, {"y": 1}, group="g", meta={"source": "s"}),
+             Item("b", {"q": object()}, meta={"handle": object()}),  # meta JSON cannot hold is dropped
+             Item("c", {"q": "z"}, meta={"blob": "x" * (run_items.META_MAX_CHARS + 1)}),  # too long
+             Item("d", {"q": "w"})]
+    m = make_splits(items, ratios=(0.5, 0.25, 0.25), seed=0)
+    assert run_items.read_items(tmp_path) == {}  # a run directory from before the file existed
+    path = run_items.write_items(tmp_path, items, m)
+    first = path.read_bytes()
+    got = run_items.read_items(tmp_path)
+    assert set(got) == {"a", "b", "c", "d"} and got["a"]["group"] == "g" and got["a"]["meta"] == {"source": "s"}
+    assert got["a"]["gold"] == {"y": 1} and isinstance(got["b"]["inputs"]["q"], str)
+    assert "meta" not in got["b"] and "meta" not in got["c"] and "meta" not in got["d"]
+    assert [json.loads(line)["split"] for line in first.decode().splitlines()] == \
+        sorted((m.split_of(i) for i in "abcd"), key=("train", "val", "test").index)
+    assert run_items.write_items(tmp_path, items, m).read_bytes() == first  # deterministic
+    path.write_text(path.read_text() + "{broken\n[1]\n")
+    assert run_items.read_items(tmp_path) == got
+
+
+def test_inspection_and_items_import_no_run_loop_module():
+    """The report layer reads the run directory: no import of experiment, config, api or driver."""
+    pkg = Path(inspect_view.__file__).parent
+    for mod in ("inspect_view.py", "run_items.py"):
+        names = set()
+        for node in ast.walk(ast.parse((pkg / mod).read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names |= {f"{node.module or ''}.{a.name}".strip(".") for a in node.names} | {node.module or ""}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        bad = {n for n in names for m in ("experiment", "config", "api", "driver", "calibrate", "cli")
+               if n == m or n.startswith(m + ".") or n.endswith("." + m) or n == f"verifirst.{m}"}
+        assert not bad, f"{mod} imports {bad}"

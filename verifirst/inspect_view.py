@@ -1,10 +1,11 @@
 """Inspecting an optimization: each item's output and verifier feedback before and after, side
 by side; the diff from the seed to the optimized instructions; and GEPA's candidate lineage.
 
-The per-item rows come from the run directory (eval/{before,after}_{split}.jsonl, written by
-the driver), the instructions and the lineage from the report. `section` renders all three
-for the HTML report; `log_inspection` writes them under run_dir/inspection and logs them to
-the report's MLflow run (the per-item rows as an MLflow table).
+The per-item rows come from the run directory (eval/{before,after}_{split}.jsonl, and each
+item's inputs from items.jsonl, all written by the driver), the instructions and the lineage
+from the report. `section` renders all three for the HTML report; `log_inspection` writes them
+under run_dir/inspection and logs them to the report's MLflow run (the per-item rows as an
+MLflow table).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic
+from .run_items import ITEMS_FILE, read_items
 
 SPLIT_ORDER = ("train", "val", "test")
 # How an item's verdict moved, in the order the table shows them.
@@ -62,33 +64,18 @@ def read_rows(path: Path) -> dict[str, dict]:
 
 
 def item_inputs(run_dir: Path) -> tuple[dict[str, Any], str | None]:
-    """The program inputs of every item, by id, from the suite named in the run's state file;
-    ({}, why) when they cannot be had (no state file, or the suite does not load here).
+    """The program inputs of every item, by id, from the run's items.jsonl (written by the
+    driver for every run, from the Python API or an experiment file alike); ({}, why) when the
+    run directory has none (a run written before the driver recorded its items).
 
     Args:
-        run_dir: the run directory (its run_state.json names the experiment's suite).
+        run_dir: the run directory.
     """
-    state = run_dir / "run_state.json"
-    if not state.exists():
-        return {}, "inputs not recorded: the run directory has no run_state.json naming its suite"
-    try:
-        cfg = json.loads(state.read_text()).get("config")
-    except (OSError, ValueError, AttributeError) as e:
-        return {}, f"inputs not shown: run_state.json is unreadable ({type(e).__name__})"
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("suite"), dict):
-        return {}, "inputs not recorded: run_state.json names no experiment suite (a run from the Python API)"
-    try:
-        from .config import from_dict
-        from .experiment import load_suite
-
-        suite = load_suite(from_dict(_without_none(cfg)))  # as_dict writes unset keys as null
-        return {str(it.id): it.inputs for it in suite.items}, None
-    except Exception as e:  # a suite that does not load here leaves the column empty, not the page
-        return {}, f"inputs not shown: the suite did not load ({type(e).__name__}: {str(e)[:160]})"
-
-
-def _without_none(d: dict) -> dict:
-    return {k: _without_none(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
+    recorded = read_items(run_dir)
+    if not recorded:
+        return {}, (f"inputs not recorded: the run directory has no {ITEMS_FILE} (a run written before "
+                    "the driver recorded the items it ran on)")
+    return {iid: rec.get("inputs") for iid, rec in recorded.items()}, None
 
 
 def change_of(before: dict, after: dict | None) -> str:
