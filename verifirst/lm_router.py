@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ConfigError
+from .lm_base import DEFAULT_TIMEOUT_S, USAGE, check_spec, current_split, is_local
 
 ROUTING = ("simple-shuffle", "least-busy")
 ENDPOINT_KEYS = ("model", "api_base", "api_key", "weight", "fallback")
@@ -58,8 +59,6 @@ def parse_endpoints(role: str, items: list) -> tuple[list[Endpoint], RouterSetti
             (routing, num_retries, allowed_fails, cooldown_s, timeout_s) and LM options (temperature,
             max_tokens) may be given on any endpoint, and must agree where repeated.
     """
-    from .lm import check_spec, is_local
-
     if not isinstance(items, list) or not items:
         raise ConfigError("empty endpoint list", field=f"models.{role}", expected="one or more {model = ..., api_base = ...}")
     endpoints: list[Endpoint] = []
@@ -135,8 +134,6 @@ def _install_failure_logger() -> None:
         return
     from litellm.integrations.custom_logger import CustomLogger
 
-    from .lm import USAGE, current_split
-
     class EndpointFailures(CustomLogger):
         def log_failure_event(self, kwargs, response_obj, start_time, end_time):
             info = (kwargs.get("litellm_params") or {}).get("model_info") or {}
@@ -181,8 +178,6 @@ class RouterEngine:
         self.supported_params = frozenset.intersection(*(c[3] for c in caps))
 
     def _model_list(self) -> list[dict]:
-        from .lm import DEFAULT_TIMEOUT_S
-
         out = []
         for dep_id, ep in self._ids.items():
             params: dict[str, Any] = {"model": ep.model}
@@ -218,8 +213,6 @@ class RouterEngine:
         from dspy.clients.engines.base import validate_request
         from dspy.clients.engines.litellm_errors import litellm_errors
         from dspy.clients.lm15_boundary import request_kwargs, response_value
-
-        from .lm import USAGE, current_split
 
         validate_request(request)
         _install_failure_logger()  # again: another library may have replaced litellm.callbacks
