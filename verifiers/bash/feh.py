@@ -41,7 +41,7 @@ def _default_sandbox(timeout_s: float | None = None, unsafe_local: bool = False)
 
 
 def _default_embed() -> EmbedFn:
-    from verifirst.retrieval.embedder import embed
+    from verifirst.verifiers.embedder import embed
 
     return embed
 
