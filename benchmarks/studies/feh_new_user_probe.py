@@ -64,12 +64,12 @@ def new_user_probe(data_dir: Path, before: FehParams, after: FehParams, cache, e
         data_dir: the InterCode-Bash data dir (nl2bash_fs_N.json, test_queries.json).
         before: parameters fitted with INCONCLUSIVE off (forced off here too).
         after: parameters fitted with INCONCLUSIVE on (forced on).
-        cache: a feh_quality.RunCache for the sandbox runs.
-        embed: texts -> vectors (feh_quality.EmbedCache).
+        cache: a RunCache (_feh_runs) for the sandbox runs.
+        embed: texts -> vectors (an _feh_runs.EmbedCache).
         offset: rotation distance between a task and its wrong candidate.
         workers: sandbox runs in parallel.
     """
-    from verifirst.benchmarks.studies.feh_quality import pair_features, run_pairs
+    from verifirst.benchmarks.studies._feh_runs import pair_features, run_pairs
     from verifirst.benchmarks.intercode import load_intercode
 
     items = load_intercode(data_dir).items
