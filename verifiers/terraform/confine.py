@@ -6,7 +6,9 @@ MLflow. A configuration that names a file or a module source outside its directo
 literal (`file("/etc/shadow")`, `templatefile("../../x")`, `source = "/opt/mod"`) is refused
 the same way before either backend runs: terraform would read it from the host. Expressions
 the pre-check cannot see through (a variable holding a path) are refused by the pure-Python
-evaluator when it reads them (verifiers/terraform/_hcl_eval.py).
+evaluator when it reads them (verifiers/terraform/_hcl_eval.py); confine_eval.py runs that
+evaluation before either backend. This module imports none of the analysis (the evaluator
+imports it).
 """
 from __future__ import annotations
 
@@ -110,36 +112,8 @@ def outside_references(files: dict[str, str]) -> list[tuple[str, int, str]]:
     return out
 
 
-_CALL_ANY = re.compile(r'\b(?:' + "|".join(PATH_FUNCS) + r')\s*\(\s*[^"\s)]')
+# the message _hcl_eval gives a path function's read outside the directory (confine_eval reads it)
 OUTSIDE_MARK = "is outside the configuration directory"
-
-
-def check_evaluated_paths(files: dict[str, str], schema=None, variables: dict | None = None) -> None:
-    """Refuse a configuration whose path-function argument is an expression (a variable, a local)
-    that evaluates outside the directory: terraform would read it; the pure-Python evaluator finds
-    it first. Costs an evaluation only when such a call exists.
-
-    Args:
-        files: {file name: HCL text}.
-        schema: the provider schema, as hcl_check.analyze takes it.
-        variables: variable values (tfvars).
-
-    Raises:
-        OutsideConfiguration: naming the file and line of the read.
-    """
-    calls = [(n, _line(t, m.start())) for n, t in files.items() if n.endswith(".tf") and isinstance(t, str)
-             for m in _CALL_ANY.finditer(t)]
-    if not calls:
-        return
-    from verifirst.verifiers.terraform import hcl_check
-
-    a = hcl_check.analyze(files, schema, variables)
-    for f in (a.ev.findings if a.ev is not None else ()):
-        if OUTSIDE_MARK in f.message:
-            # where the evaluation does not say (an output's value), the first such call does
-            name, line = (f.file, f.line) if f.file and f.line else calls[0]
-            raise OutsideConfiguration(f"a path function reads outside the configuration directory: {f.message}",
-                                       path=name, line=line, expected="paths inside the configuration")
 
 
 def check_references(files: dict[str, str]) -> None:

@@ -24,7 +24,8 @@ from verifirst.errors import InputError
 from verifirst.task import Item
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
-from verifirst.verifiers.terraform.confine import check_evaluated_paths, check_references
+from verifirst.verifiers.terraform.confine import check_references
+from verifirst.verifiers.terraform.confine_eval import check_evaluated_paths
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
                                                          find_terraform, mirror_candidates, read_config)
