@@ -3,22 +3,28 @@
 MLflow's `Judge.align(traces, optimizer)` calls `optimizer.align(judge, traces)`. This one reads
 each trace's human assessment named like the judge (as MLflow's own aligners do), splits the
 labelled traces itself (seeded, grouped by session or by identical view, stratified by label),
-runs the AutoRefine loop (informed teacher, balanced edits, validation selects) on train and
-validation, scores the starting and the calibrated judge once on the test traces the loop never
-saw, and returns `make_judge(...)` with the same name, model and feedback type whose
-instructions are the calibrated prompt (template variables kept).
+and runs the calibration on verifirst's one run loop (`vf.optimize` through
+`verifirst.calibration.calibrate_suite`): the MLflow judge is the program, the label verifier
+scores it. The loop scores the starting judge on every split, runs AutoRefine (informed teacher,
+balanced edits, validation selects) on train and validation only, then scores the calibrated
+judge on every split; each judge is scored once on the test traces, which decide nothing. It
+returns `make_judge(...)` with the same name, model and feedback type whose instructions are the
+calibrated prompt (template variables kept).
 
 The judge inside the loop is the MLflow judge itself, called as MLflow calls it (its model over
 HTTP, its output format), so what is calibrated is what the user runs. The teacher's
 keep/correct/abstain counts, the loop and the held-out report go to the active MLflow run
-(metrics, params and a JSON artifact) and stay on `aligner.last_report`.
+(metrics, params and a JSON artifact) and stay on `aligner.last_report`; the run directory keeps
+the evaluations, the loop's report and calibrated_prompt.txt.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import dspy
@@ -30,7 +36,7 @@ from verifirst.errors import InputError
 from verifirst.labels import LabelRule, rating_value
 from verifirst.programs.judges import JudgeError
 from verifirst.splits import make_splits
-from verifirst.task import Item
+from verifirst.task import Item, Suite
 from verifirst.verdicts import normalize_label
 
 VIEW_VARIABLES = ("inputs", "outputs", "expectations", "trace")  # template variables filled from a trace
@@ -142,6 +148,37 @@ class MLflowJudgeProgram:
         out.threshold = self.threshold
         return out
 
+    def deepcopy(self) -> "MLflowJudgeProgram":
+        """A copy with the same judge and threshold (the loop optimizes a copy)."""
+        out = MLflowJudgeProgram(self.judge, self.view_fields, self.rule)
+        out.threshold = self.threshold
+        return out
+
+    def save(self, path: str | Path) -> None:
+        """The instructions and threshold as JSON (the loop keeps the optimized program in the run directory).
+
+        Args:
+            path: the file to write.
+        """
+        Path(path).write_text(json.dumps({"instructions": self.judge.instructions, "threshold": self.threshold},
+                                         ensure_ascii=False), encoding="utf-8")
+
+    def load(self, path: str | Path) -> None:
+        """Take the instructions and threshold `save` wrote (a finished run resumed).
+
+        Args:
+            path: a file written by `save`.
+        """
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+        loaded = self.copy_with_prompt(state["instructions"])
+        self.judge, self.runner, self.threshold = loaded.judge, loaded.runner, state.get("threshold")
+
+    def __repr__(self) -> str:  # the program's identity in the run's resume key and the test-reuse ledger
+        return "MLflowJudgeProgram(" + json.dumps(
+            {"name": self.judge.name, "model": self.judge.model, "view_fields": self.view_fields,
+             "instructions": self.judge.instructions, "threshold": self.threshold, "labels": self.rule.describe()},
+            sort_keys=True, default=str) + ")"
+
     def __call__(self, **view) -> dspy.Prediction:
         args = {"inputs": view["trace"]} if self.runner is not self.judge else {f: view[f] for f in self.view_fields}
         try:
@@ -245,7 +282,7 @@ def split_traces(items: list[Item], ratios: Sequence[float], seed: int):
 
 
 class AutoRefineAligner(AlignmentOptimizer):
-    """MLflow AlignmentOptimizer running AutoRefine with its own held-out split.
+    """MLflow AlignmentOptimizer running AutoRefine on the one run loop with its own held-out split.
 
     Args:
         teacher: the informed teacher's LM (dspy.LM, MLflow URI like "openai:/gpt-4o", or a
@@ -256,7 +293,7 @@ class AutoRefineAligner(AlignmentOptimizer):
         max_iters: loop iterations at most.
         target_pi: stop when train π reaches it.
         splits: train/validation/test ratios over the labelled traces.
-        seed: split seed.
+        seed: split seed (and the held-out bootstrap's).
         use_teacher: run the informed teacher (else labels are trusted as given).
         num_threads: judge calls in parallel.
         batch_size: disagreements per proposer call.
@@ -266,17 +303,26 @@ class AutoRefineAligner(AlignmentOptimizer):
         pass_at: numeric ratings (the human labels, and a rating judge's own answers) at or above
             it read PASS; a 1-5 rating judge needs it.
         label_map: categorical labels to PASS/FAIL, e.g. {"excellent": "PASS", "poor": "FAIL"}.
+        run_dir: the run directory of each `align` call: it holds the split manifest, the
+            evaluations (eval/before_*.jsonl, eval/after_*.jsonl), the loop's checkpoint, the
+            report files and calibrated_prompt.txt; the test-reuse ledger goes in the workdir it
+            lives in (WORKDIR/runs/NAME, else its parent). The same alignment (judge, traces,
+            settings) resumes in it, a finished one without asking a model again; another one is
+            refused. Default: a new temporary directory per call (TMP/verifirst-align-XXXX/run);
+            `last_report["run_dir"]` names it.
     """
 
     def __init__(self, teacher=None, proposer=None, max_iters: int = 3, *, target_pi: float = 0.9,
                  splits: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0, use_teacher: bool = True,
                  num_threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
-                 log_to_mlflow: bool = True, pass_at: float | None = None, label_map: dict | str | None = None):
+                 log_to_mlflow: bool = True, pass_at: float | None = None, label_map: dict | str | None = None,
+                 run_dir: str | Path | None = None):
         self.teacher, self.proposer = teacher, proposer
         self.max_iters, self.target_pi = int(max_iters), float(target_pi)
         self.splits, self.seed = tuple(float(r) for r in splits), int(seed)
         self.use_teacher, self.num_threads, self.batch_size = use_teacher, int(num_threads), int(batch_size)
         self.length_cap, self.n_boot, self.log_to_mlflow = int(length_cap), int(n_boot), log_to_mlflow
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         self.last_report: dict | None = None
         try:
             self.rule = LabelRule.of(pass_at, label_map, field_prefix="")
@@ -284,14 +330,15 @@ class AutoRefineAligner(AlignmentOptimizer):
             raise AlignmentInputError(str(e)) from None
 
     def align(self, judge: Judge, traces: list) -> Judge:
-        """Calibrate `judge` on the labelled traces; returns the aligned judge.
+        """Calibrate `judge` on the labelled traces through the one run loop; returns the aligned judge.
 
         Args:
             judge: an MLflow make_judge judge with {{ inputs }}/{{ outputs }}/{{ expectations }}.
             traces: traces carrying a HUMAN assessment named like the judge (the label).
         """
-        from verifirst.lm import FastJSONAdapter
-        from verifirst.optimizers.autorefine import calibrate, held_out_report, run_judge
+        from verifirst.calibration import CalibrationSettings, calibrate_suite
+        from verifirst.ledger import ledger_for_run_dir
+        from verifirst.optimizers.autorefine import held_out_report
 
         t0 = time.perf_counter()
         variables = _variables(judge)
@@ -305,42 +352,52 @@ class AutoRefineAligner(AlignmentOptimizer):
                                       f"named {judge.name!r}", field="traces",
                                       expected="traces with human feedback for the judge")
         manifest, grouped_by = split_traces(items, self.splits, self.seed)
-        train, val, test = (manifest.select(items, s) for s in ("train", "val", "test"))
-        manifest.admit_to_optimizer([it.id for it in train + val], who="autorefine-aligner")
         program = MLflowJudgeProgram(judge, variables, self.rule)
-        teacher_lm = _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None
-        proposer_lm = _resolve_lm(self.proposer, judge.model, "reflection")
-        with dspy.context(adapter=FastJSONAdapter()):
-            res = calibrate(program, train, val, teacher_lm, proposer_lm, max_iters=self.max_iters,
-                            target_pi=self.target_pi, length_cap=self.length_cap, use_teacher=self.use_teacher,
-                            batch_size=self.batch_size, num_threads=self.num_threads)
-        aligned = res.judge.judge
-        loop_s = time.perf_counter() - t0
+        lms = {"judge": _resolve_lm(None, judge.model, "judge"),
+               "teacher": _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None,
+               "reflection": _resolve_lm(self.proposer, judge.model, "reflection")}
+        run_dir = self.run_dir or Path(tempfile.mkdtemp(prefix="verifirst-align-")) / "run"
+        labels_rule = {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map}
+        settings = CalibrationSettings(max_iters=self.max_iters, threads=self.num_threads, model=judge.model,
+                                       workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=self.n_boot,
+                                       cache=False, extra={"labels": labels_rule})
+        options = {"target_pi": self.target_pi, "length_cap": self.length_cap, "use_teacher": self.use_teacher,
+                   "batch_size": self.batch_size}
+        config = {"aligner": "autorefine", "judge": judge.name, "max_iters": self.max_iters, "seed": self.seed,
+                  "splits": list(self.splits), "labels": self.rule.describe(), **options}
+        res = calibrate_suite(Suite(f"traces-{judge.name}", items), manifest, settings, lms, run_dir=run_dir,
+                              tracking=None, echo=lambda line: None, engine_options=options, config=config,
+                              program=program, name=f"align-{judge.name}")
+        rep, aligned = res.report, res.program.judge
+        details, judged = rep["details"], rep["judge"]
 
-        manifest.check_test([it.id for it in test])  # scored once, after the loop: it decides nothing
-        labels = {it.id: it.gold["label"] for it in test}
-        verdicts = {name: {k: v["verdict"] for k, v in run_judge(prog, test, num_threads=self.num_threads).items()}
-                    for name, prog in (("aligned", res.judge), ("unaligned", program))}
-        held_out = held_out_report(labels, verdicts, "aligned", ["unaligned"], n_boot=self.n_boot, seed=self.seed)
-        selected = res.iterations[res.selected_iteration] if res.iterations else {}
-        counts = res.teacher_stats.get("overall", {})
+        # the held-out report from the loop's one test scoring of each judge: unaligned (before), aligned (after)
+        test_labels = {it.id: it.gold["label"] for it in manifest.select(items, "test")}
+        scored = judged.get("test_verdicts") or {}
+        verdicts = {"aligned": dict(scored.get("calibrated") or {}), "unaligned": dict(scored.get("uncalibrated") or {})}
+        held_out = held_out_report(test_labels, verdicts, "aligned", ["unaligned"], n_boot=self.n_boot, seed=self.seed)
+        iterations = details.get("iterations") or []
+        selected = iterations[details["selected_iteration"]] if iterations else {}
+        counts = judged.get("teacher") or {}
+        loop = {k: v for k, v in details.items() if k not in ("teacher_used", "teacher_decisions", "metric")}
         report = {
             "judge": {"name": judge.name, "model": judge.model, "template_variables": variables,
                       "feedback_value_type": getattr(judge.feedback_value_type, "__name__", str(judge.feedback_value_type))},
-            "labels": {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map,
-                       "judge_pass_at": res.judge.threshold},  # a rating judge's calibrated threshold
+            "labels": {**labels_rule, "judge_pass_at": res.program.threshold},  # a rating judge's calibrated threshold
             "traces": {"given": len(traces), "labelled": len(items), "skipped": {k: len(v) for k, v in skipped.items()},
                        "skipped_ids": skipped},
             "split": {"seed": self.seed, "ratios": list(self.splits), "sizes": manifest.sizes(),
                       "digest": manifest.digest, "grouped_by": grouped_by,
                       "test_ids": manifest.test},
             "teacher": {"used": self.use_teacher, "keep": counts.get("keep"), "correct": counts.get("correct"),
-                        "abstain": counts.get("skip"), "error": counts.get("error")},
-            "loop": {**res.summary(), "validation_pi": selected.get("val_pi"),
-                     "initial_validation_pi": res.iterations[0].get("val_pi") if res.iterations else None},
+                        "abstain": counts.get("abstain"), "error": counts.get("error")},
+            "loop": {**loop, "validation_pi": selected.get("val_pi"),
+                     "initial_validation_pi": iterations[0].get("val_pi") if iterations else None},
             "held_out": held_out, "test_verdicts": verdicts,
             "aligned_instructions": aligned.instructions, "initial_instructions": judge.instructions,
-            "wall_s": {"loop": round(loop_s, 2), "total": round(time.perf_counter() - t0, 2)},
+            # loop: the one run loop (scoring before, AutoRefine, scoring after); total: the whole align call
+            "wall_s": {"loop": rep.get("wall_s"), "total": round(time.perf_counter() - t0, 2)},
+            "run_dir": str(res.run_dir),
         }
         self.last_report = report
         if self.log_to_mlflow:
