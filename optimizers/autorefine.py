@@ -266,7 +266,7 @@ def _paired_majority_ci(labels: dict[str, str], a: dict, b: dict) -> list[float]
     return [boot.lo, boot.hi]
 
 
-def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], teacher_lm=None,
+def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], teacher_lm=None,
               proposer_lm=None, max_iters: int = 5, target_pi: float = DEFAULT_TARGET_PI,
               length_cap: int = DEFAULT_LENGTH_CAP, *, judge_lm=None, run_dir: str | Path | None = None,
               use_teacher: bool = True, teacher: InformedTeacher | None = None, batch_size: int = 6,
@@ -283,7 +283,7 @@ def calibrate(judge, train_items: Sequence[Item], val_items: Sequence[Item], tea
     the teacher's abstentions, with the judge's reasoning beside the teacher's justification.
     """
     if not hasattr(judge, "prompt") or not hasattr(judge, "copy_with_prompt"):
-        raise TypeError("calibrate needs a judge with a settable `prompt` and `copy_with_prompt`")
+        raise TypeError("refine_judge needs a judge with a settable `prompt` and `copy_with_prompt`")
     if len(judge.prompt) > length_cap:
         raise InputError(f"starting prompt has {len(judge.prompt)} chars, over the length cap {length_cap}",
                          field="length_cap", expected="a cap at least as long as the starting prompt")
@@ -591,7 +591,7 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
     program, label verifier, AutoRefine engine; the report is the driver's plus `judge`.
     Writes report.json, calibrated_prompt.txt, the loop checkpoint and the evaluations into run_dir.
     `view` maps record fields to the prompt's template variables; `repeats` > 1 runs the judge that
-    many times per validation item (see `calibrate`).
+    many times per validation item (see `refine_judge`).
     """
     from verifirst.calibrate import run_experiment
 
@@ -641,7 +641,7 @@ def _items_from_examples(examples: Sequence, label_key: str = "label") -> list[I
         inputs = {k: ex[k] for k in ex.inputs().keys()}
         iid = str(ex[ITEM_ID]) if ITEM_ID in ex else hashlib.sha256(
             json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
-        raw = ex[label_key]  # an unreadable label stays as written: calibrate refuses it by name
+        raw = ex[label_key]  # an unreadable label stays as written: refine_judge refuses it by name
         out.append(Item(iid, inputs, {"label": normalize_label(raw) or str(raw).upper()}))
     return out
 
@@ -661,7 +661,7 @@ class AutoRefineEngine:
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         # agreement (Scott's pi) on labels is the objective; `metric` is the driver's to report
-        res = calibrate(program, _items_from_examples(trainset), _items_from_examples(valset),
+        res = refine_judge(program, _items_from_examples(trainset), _items_from_examples(valset),
                         ctx.teacher_lm, ctx.reflection_lm, judge_lm=ctx.task_lm,
                         max_iters=5 if budget.max_iters is None else budget.max_iters, target_pi=self.target_pi,
                         length_cap=self.length_cap, run_dir=ctx.run_dir, use_teacher=self.use_teacher,

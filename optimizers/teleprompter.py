@@ -158,7 +158,7 @@ class AutoRefine(Teleprompter):
             valset: labelled dspy.Examples that select the prompt; default a seeded share of trainset.
             kwargs: refused: AutoRefine's options go to the constructor.
         """
-        from verifirst.optimizers.autorefine import calibrate
+        from verifirst.optimizers.autorefine import refine_judge
 
         if teacher is not None:  # DSPy's teacher program has no role here: say so rather than ignore it
             raise InputError(f"AutoRefine.compile got a teacher program ({type(teacher).__name__}); AutoRefine's "
@@ -178,7 +178,7 @@ class AutoRefine(Teleprompter):
             train, val = m.select(train, "train"), m.select(train, "val")
             held_out = {"from": "trainset", "fraction": self.val_fraction, "seed": self.seed, "n": len(val)}
         lm = dspy.settings.lm
-        res = calibrate(judge, train, val, self.teacher_lm or lm, self.proposer_lm or lm,
+        res = refine_judge(judge, train, val, self.teacher_lm or lm, self.proposer_lm or lm,
                         max_iters=self.max_iters, target_pi=self.target_pi, length_cap=self.length_cap,
                         judge_lm=self.judge_lm, use_teacher=self.use_teacher, batch_size=self.batch_size,
                         num_threads=self.num_threads)

@@ -138,7 +138,7 @@ def run_autorefine(run_dir: Path, workdir: Path) -> dict:
     from test_autorefine import RuleFollowingLM, make_world
 
     from verifirst.lm import configure_cache
-    from verifirst.optimizers.autorefine import calibrate
+    from verifirst.optimizers.autorefine import refine_judge
     from verifirst.programs.judges import PassFailJudge
     from verifirst.splits import make_splits
 
@@ -159,7 +159,7 @@ def run_autorefine(run_dir: Path, workdir: Path) -> dict:
     import dspy
 
     with dspy.context(lm=lm):
-        res = calibrate(judge, train, val, teacher_lm=lm, proposer_lm=lm, judge_lm=lm, max_iters=4,
+        res = refine_judge(judge, train, val, teacher_lm=lm, proposer_lm=lm, judge_lm=lm, max_iters=4,
                         run_dir=run_dir)
     return {"prompt": res.prompt, "selected_iteration": res.selected_iteration,
             "iterations": len(res.iterations), "stop_reason": res.stop_reason,

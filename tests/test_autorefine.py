@@ -23,7 +23,7 @@ from verifirst.benchmarks.studies.noise_injection import flip_labels, run_noise_
 from verifirst.errors import ErrorRateExceeded, InputError, LeakageError
 from verifirst.optimizers import _edits
 from verifirst.optimizers.autorefine import (STATE_FILE, AutoRefineEngine, CalibrationMismatch,
-                                             calibrate, choose_threshold, held_out_report,
+                                             choose_threshold, held_out_report, refine_judge,
                                              run_calibration)
 from verifirst.optimizers.base import Budget, EngineContext
 from verifirst.programs.judges import PassFailJudge, RubricJudge
@@ -242,7 +242,7 @@ def test_abstained_samples_never_reach_disagreement_analysis(world, tmp_path):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM()
-    res = calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
+    res = refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
     skipped = [i for i, d in res.teacher.items() if d.decision == "SKIP"]
     assert skipped
     by_id = {it.id: it for it in train}
@@ -260,7 +260,7 @@ def test_teacher_sees_exactly_view_plus_label(world, tmp_path):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM()
-    calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=1)
+    refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=1)
     teacher_calls = [f for r, f in lm.calls if r == "teacher"]
     assert len(teacher_calls) == len(train)
     for f in teacher_calls:
@@ -301,7 +301,7 @@ def test_unbalanced_proposal_is_reasked_and_pairs_land_together(world):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM()
-    res = calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3)
+    res = refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3)
     rounds = [it["edits"] for it in res.iterations[1:]]
     assert rounds and all(r["rebalance_asked"] for r in rounds)
     for r in rounds:
@@ -313,7 +313,7 @@ def test_unpaired_fail_reasons_are_dropped_not_applied(world):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM(pair_edits=False)
-    res = calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3)
+    res = refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3)
     assert "FAIL if the code contains" not in res.prompt
     r = res.iterations[1]["edits"]
     assert r["dropped_unbalanced"] and not r["kept"]
@@ -326,7 +326,7 @@ def test_length_cap_is_enforced_on_the_rewrite(world):
     lm = RuleFollowingLM(pad_rewrite=400)  # the applier bloats every rewrite past the cap
     judge = PassFailJudge(["code", "task"])
     cap = len(judge.prompt) + 200
-    res = calibrate(judge, train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3, length_cap=cap)
+    res = refine_judge(judge, train, val, lm, lm, judge_lm=lm, batch_size=100, max_iters=3, length_cap=cap)
     assert all(it["prompt_chars"] <= cap for it in res.iterations)
     assert len(res.prompt) <= cap
     r = res.iterations[1]["edits"]
@@ -363,17 +363,17 @@ def test_balance_function():
 def test_resume_after_interrupt_loses_at_most_one_iteration(world, tmp_path):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
-    full = calibrate(PassFailJudge(["code", "task"]), train, val, RuleFollowingLM(), RuleFollowingLM(),
+    full = refine_judge(PassFailJudge(["code", "task"]), train, val, RuleFollowingLM(), RuleFollowingLM(),
                      judge_lm=RuleFollowingLM(), max_iters=5, batch_size=100)
     per_eval = len([i for i, d in full.teacher.items() if d.kept]) + len(val)
     # kill during the evaluation of iteration 2 (iterations 0 and 1 done)
     lm = RuleFollowingLM(interrupt_after=2 * per_eval + 5)
     with pytest.raises(Interrupt):
-        calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
+        refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert state["teacher_done"] and [i["iteration"] for i in state["iterations"]] == [0, 1]
     lm2 = RuleFollowingLM()
-    res = calibrate(PassFailJudge(["code", "task"]), train, val, lm2, lm2, judge_lm=lm2, batch_size=100, run_dir=tmp_path)
+    res = refine_judge(PassFailJudge(["code", "task"]), train, val, lm2, lm2, judge_lm=lm2, batch_size=100, run_dir=tmp_path)
     assert not [c for c in lm2.calls if c[0] == "teacher"]  # teacher pass not redone
     judged = sum(1 for r, _ in lm2.calls if r == "judge")
     abstained = sum(d.decision == "SKIP" for d in full.teacher.values())  # judged once for the review queue
@@ -381,7 +381,7 @@ def test_resume_after_interrupt_loses_at_most_one_iteration(world, tmp_path):
     assert res.prompt == full.prompt and res.selected_iteration == full.selected_iteration
     # a third call finds the run complete and calls nothing
     lm3 = RuleFollowingLM()
-    calibrate(PassFailJudge(["code", "task"]), train, val, lm3, lm3, judge_lm=lm3, batch_size=100, run_dir=tmp_path)
+    refine_judge(PassFailJudge(["code", "task"]), train, val, lm3, lm3, judge_lm=lm3, batch_size=100, run_dir=tmp_path)
     assert not lm3.calls
 
 
@@ -390,11 +390,11 @@ def test_resume_mid_teacher_pass(world, tmp_path):
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM(interrupt_after=20, interrupt_role="teacher")
     with pytest.raises(Interrupt):
-        calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
+        refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path)
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert len(state["teacher"]) == 16 and not state["teacher_done"]
     lm2 = RuleFollowingLM()
-    calibrate(PassFailJudge(["code", "task"]), train, val, lm2, lm2, judge_lm=lm2, batch_size=100, run_dir=tmp_path,
+    refine_judge(PassFailJudge(["code", "task"]), train, val, lm2, lm2, judge_lm=lm2, batch_size=100, run_dir=tmp_path,
               max_iters=1)
     assert sum(1 for r, _ in lm2.calls if r == "teacher") == len(train) - 16
 
@@ -403,9 +403,9 @@ def test_other_calibration_in_same_run_dir_is_refused(world, tmp_path):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     lm = RuleFollowingLM()
-    calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path, max_iters=1)
+    refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, batch_size=100, run_dir=tmp_path, max_iters=1)
     with pytest.raises(CalibrationMismatch):
-        calibrate(PassFailJudge(["code", "task"], prompt="Other prompt."), train, val, lm, lm, judge_lm=lm, batch_size=100,
+        refine_judge(PassFailJudge(["code", "task"], prompt="Other prompt."), train, val, lm, lm, judge_lm=lm, batch_size=100,
                   run_dir=tmp_path, max_iters=1)
 
 
@@ -495,9 +495,9 @@ def test_calibrate_rejects_bad_input(world):
     suite, manifest = world
     train, val, _ = split(suite, manifest)
     with pytest.raises(InputError):
-        calibrate(PassFailJudge(["code"]), train, val, None, None, length_cap=10)
+        refine_judge(PassFailJudge(["code"]), train, val, None, None, length_cap=10)
     with pytest.raises(InputError):
-        calibrate(PassFailJudge(["code"]), train, [], None, None)
+        refine_judge(PassFailJudge(["code"]), train, [], None, None)
 
 
 # -- noise injection --------------------------------------------------------------------
@@ -540,7 +540,7 @@ def test_lm_errors_are_not_fails(world, tmp_path):
     train, val, _ = split(suite, manifest)
     lm = GarbageJudgeLM()
     with pytest.raises(ErrorRateExceeded):
-        calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, run_dir=tmp_path)
+        refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, run_dir=tmp_path)
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert state["teacher_done"] and not state["iterations"]  # the teacher pass is kept
     from verifirst.optimizers.autorefine import run_judge
@@ -624,7 +624,7 @@ def test_repeats_report_pi_spread_and_flip_rates(world):
     suite, manifest = world
     train, val = manifest.select(suite.items, "train"), manifest.select(suite.items, "val")
     lm = NoisyJudgeLM()
-    res = calibrate(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, max_iters=2, batch_size=100,
+    res = refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, max_iters=2, batch_size=100,
                     repeats=4, temperature=0.8)
     noise = res.noise
     assert noise["repeats"] == 4 and noise["temperature"] == 0.8
