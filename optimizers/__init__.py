@@ -1,21 +1,22 @@
 """Optimizer engines (GEPA, SIMBA, AutoRefine) behind the kernel's one interface.
 
-The driver (`verifirst.driver.optimize`), the engine protocol (`verifirst.engine`) and the
-metric (`verifirst.metric`) live in the kernel; the names below stay importable from here.
+The run loop (`verifirst.driver`: `vf.optimize` is its only entry), the engine protocol
+(`verifirst.engine`) and the metric (`verifirst.metric`) live in the kernel; the engine names
+below stay importable from here.
 Engines are found by name through `verifirst.registry.ENGINES`.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from verifirst.driver import OptimizationResult, compare, optimize
+from verifirst.driver import OptimizationResult, compare
 from verifirst.engine import Budget, Engine, EngineContext, EngineResult, TeleprompterEngine, resolve_engine
 from verifirst.registry import ENGINES as _REGISTERED
 
 from .metric import VerifierMetric
 
 __all__ = ["Budget", "Engine", "EngineContext", "EngineResult", "TeleprompterEngine", "VerifierMetric",
-           "get_engine", "optimize", "OptimizationResult", "compare"]
+           "get_engine", "OptimizationResult", "compare"]
 
 ENGINES = tuple(_REGISTERED) + ("none",)
 

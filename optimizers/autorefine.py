@@ -585,23 +585,28 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
                     length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
                     batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None,
                     view: str | None = None, repeats: int = 1, temperature: float = 0.7) -> dict:
-    """The calibration experiment through the one driver, without tracking: its report dict.
+    """The calibration experiment through the one run loop (`vf.optimize`), without tracking: its report.
 
-    The same composition as `verifirst calibrate` (verifirst.calibrate.run_experiment): judge
-    program, label verifier, AutoRefine engine; the report is the driver's plus `judge`.
-    Writes report.json, calibrated_prompt.txt, the loop checkpoint and the evaluations into run_dir.
-    `view` maps record fields to the prompt's template variables; `repeats` > 1 runs the judge that
-    many times per validation item (see `refine_judge`).
+    The same composition as `verifirst calibrate` (verifirst.calibration.calibrate_suite): judge
+    program, label verifier, AutoRefine engine; the report is the loop's plus `judge`.
+    Writes the report files, calibrated_prompt.txt, the loop checkpoint and the evaluations into
+    run_dir; the test-reuse ledger is the one of the workdir run_dir lives in. `view` maps record
+    fields to the prompt's template variables; `repeats` > 1 runs the judge that many times per
+    validation item (see `refine_judge`).
     """
-    from verifirst.calibrate import run_experiment
+    from verifirst.calibration import CalibrationSettings, calibrate_suite
+    from verifirst.ledger import ledger_for_run_dir
 
-    res = run_experiment(suite, manifest, judge_kind, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
-                         proposer_lm=proposer_lm, max_iters=max_iters, run_dir=Path(run_dir),
-                         threads=num_threads, n_boot=n_boot, log_metrics=log_metrics,
-                         engine_options={"target_pi": target_pi, "length_cap": length_cap,
-                                         "use_teacher": use_teacher, "batch_size": batch_size,
-                                         "repeats": repeats, "temperature": temperature}, view=view)
-    atomic.write_json(Path(run_dir) / "report.json", res.report)
+    run_dir = Path(run_dir)
+    settings = CalibrationSettings(judge=judge_kind, max_iters=max_iters, threads=num_threads, view=view,
+                                   repeats=repeats, workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=n_boot,
+                                   cache=False)
+    res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
+                                                      "reflection": proposer_lm},
+                          prompt=prompt, run_dir=run_dir, echo=lambda line: None, log_metrics=log_metrics,
+                          engine_options={"target_pi": target_pi, "length_cap": length_cap,
+                                          "use_teacher": use_teacher, "batch_size": batch_size,
+                                          "repeats": repeats, "temperature": temperature})
     return res.report
 
 

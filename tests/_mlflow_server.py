@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
 from verifirst.testing import json_answer, scripted_lm
@@ -59,7 +60,7 @@ def tiny_config(workdir: Path, tracking_uri: str | None = None, limit: int = 16,
 
 def run_tiny(workdir: Path, run_dir: Path, tracking_uri: str | None = None, **kw):
     exp = tiny_config(workdir, tracking_uri, **kw)
-    return experiment.run(exp, run_dir, progress=False, models=make_models(), echo=lambda m: None,
+    return api.run(exp, run_dir=run_dir, progress=False, models=make_models(), echo=lambda m: None,
                           tracking_uri=tracking_uri)
 
 
@@ -168,6 +169,7 @@ def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
     import mlflow
 
     from verifirst.html_report import log_plots
+    from verifirst.tracking import Tracker
 
     root = tmp_path_factory.mktemp("mlflow-server")
     server = start_server(root / "server")
@@ -175,12 +177,12 @@ def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
     previous_uri = mlflow.get_tracking_uri()
     try:
         out = run_tiny(root / "wd", root / "run", tracking_uri=server.url)
-        log_plots(out.tracker, out.report, out.run_dir)
+        log_plots(Tracker(root / "wd", uri=out.tracking_uri), out.report, out.run_dir)
     except BaseException:
         server.stop()
         raise
     finally:
         mlflow.set_tracking_uri(previous_uri)
-    exp = out.tracker.experiment_id
+    exp = mlflow.MlflowClient(tracking_uri=out.tracking_uri).get_run(out.run_id).info.experiment_id
     _SHARED["run"] = TrackedRun(server, out, exp)
     return _SHARED["run"]

@@ -112,7 +112,7 @@ def experiment_config(mode: str, workdir: Path) -> dict:
 
 
 def run_experiment(mode: str, run_dir: Path, workdir: Path) -> dict:
-    from verifirst import config, experiment, html_report
+    from verifirst import api, config, experiment, html_report
     from verifirst.lm import Models
     from verifirst.testing import scripted_lm
 
@@ -123,7 +123,7 @@ def run_experiment(mode: str, run_dir: Path, workdir: Path) -> dict:
     models = Models(task=task_lm(cache=cached),
                     reflection=scripted_lm(reflection_fn, role="reflection", latency_s=LATENCY_S,
                                            name="resume-refl", cache=cached))
-    out = experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=run_dir, progress=False, models=models, echo=lambda m: None)
     rep = out.report
     return {"splits": {s: {"before": v["before"]["pass"], "after": v["after"]["pass"],
                            "n": v["after"]["n"], "errors": v["after"]["errors"]}

@@ -299,21 +299,21 @@ def test_a_callback_hears_the_run_its_rows_and_each_iteration(tmp_path):
     heard = {"start": 0, "rows": [], "iterations": 0, "end": None, "evals": []}
 
     class Ears(vf.RunCallback):
-        def run_start(self, name, params, tags):
+        def on_run_start(self, e):
             heard["start"] += 1
             return "rid-1"
 
-        def row(self, phase, split, item, row):
-            heard["rows"].append((phase, split, item.id, row.status))
+        def on_row(self, e):
+            heard["rows"].append((e.phase, e.split, e.item.id, e.row.status))
 
-        def evaluation_done(self, phase, split, result, checkpoint):
-            heard["evals"].append((phase, split, result.n))
+        def on_evaluation_end(self, e):
+            heard["evals"].append((e.phase, e.split, e.result.n))
 
-        def iteration(self, metrics, step):
+        def on_iteration(self, e):
             heard["iterations"] += 1
 
-        def run_end(self, status):
-            heard["end"] = status
+        def on_run_end(self, e):
+            heard["end"] = e.status
 
     res = vf.optimize(dspy.Predict(QA), records(), metric, "gepa", models=models(), tracking=Ears(),
                       budget=vf.Budget(max_metric_calls=20), run_dir=tmp_path / "r", workdir=tmp_path)

@@ -549,7 +549,7 @@ def test_lm_errors_are_not_fails(world, tmp_path):
 
 
 def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path, capsys):
-    from verifirst.calibrate import print_calibration
+    from verifirst.calibration import print_calibration
     from verifirst.splits import SplitManifest
 
     suite = make_world(n_groups=10, seed=3, opaque_rate=0.0)
@@ -660,7 +660,7 @@ def test_an_edit_within_the_repeat_noise_is_not_accepted():
 
 
 def test_repeats_reach_the_loop_through_the_driver_and_the_report_prints_them(tmp_path, capsys):
-    from verifirst.calibrate import print_calibration
+    from verifirst.calibration import print_calibration
 
     suite = make_world(n_groups=6, seed=2)
     manifest = make_splits(suite.items, group="group", seed=1)

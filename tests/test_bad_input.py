@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from verifirst import api
 from verifirst.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,7 +284,7 @@ def test_passfail_judge_experiment_runs_and_scores_against_the_labels(tmp_path):
 
     exp = _judge_experiment(tmp_path, "passfail-judge")
     lm = scripted_lm(lambda messages: json_answer(reasoning="looks fine", verdict="PASS"), name="pf-judge")
-    out = experiment.run(exp, tmp_path / "run", progress=False, models=Models(task=lm), echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run", progress=False, models=Models(task=lm), echo=lambda m: None)
     test = out.report["splits"]["test"]["before"]
     assert test["scored"] == test["n"] > 0 and 0 < test["pass"] < test["n"]  # PASS on all: right on PASS labels only
 

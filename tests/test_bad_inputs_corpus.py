@@ -68,11 +68,9 @@ def test_bad_input_is_refused_with_exit_2_a_named_place_and_nothing_written(case
     def reached(*a, **k):  # a case that is not refused must fail here, not run a model for minutes
         raise AssertionError(f"case {case['id']} was not refused: the run reached the driver")
 
-    import verifirst.calibrate
-    import verifirst.experiment
+    import verifirst.driver
 
-    monkeypatch.setattr(verifirst.experiment, "optimize", reached)
-    monkeypatch.setattr(verifirst.calibrate, "run_experiment", reached)
+    monkeypatch.setattr(verifirst.driver, "run", reached)  # the one run loop: run and calibrate alike
     before = tree(work)
     res = CliRunner().invoke(app, case["argv"])
     out = res.output

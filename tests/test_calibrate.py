@@ -6,7 +6,7 @@ import mlflow
 import pytest
 
 from test_autorefine import RuleFollowingLM, make_world
-from verifirst.calibrate import apply_judge, calibrate_outcomes, print_calibration
+from verifirst.calibration import apply_judge, calibrate_outcomes, print_calibration
 from verifirst.optimizers import autorefine
 
 
@@ -165,7 +165,7 @@ def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
 def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_judge(tmp_path, monkeypatch, capsys):
     import types
 
-    import verifirst.calibrate as cal
+    import verifirst.calibration as cal
     from test_autorefine import make_world
     from verifirst.errors import InputError
     from verifirst.splits import make_splits

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from test_autorefine import RuleFollowingLM, rule_verdict
 from test_calibrate import write_outcomes
-from verifirst.calibrate import calibrate_outcomes, print_calibration
+from verifirst.calibration import calibrate_outcomes, print_calibration
 from verifirst.cli import app
 from verifirst.errors import InputError
 from verifirst.judge_prompt import bind_view, render, template_variables
@@ -189,7 +189,7 @@ def _cli(args, wd):
 
 def test_bad_input_exits_2_naming_what_is_missing_before_any_lm_call(records, monkeypatch):
     root, src, prompt = records
-    import verifirst.calibrate as cal
+    import verifirst.calibration as cal
 
     def no_models(*a, **k):
         raise AssertionError("an LM was built before the input was checked")
@@ -237,7 +237,7 @@ def test_cli_calibrates_the_example_prompt_on_the_embedded_model(tmp_path):
 
 
 def test_verifirst_judge_applies_the_registered_template_with_its_view(file_run, records, monkeypatch):
-    import verifirst.calibrate as cal
+    import verifirst.calibration as cal
 
     root, src, _ = records
     rep, _ = file_run

@@ -8,6 +8,7 @@ import stat
 import pytest
 from typer.testing import CliRunner
 
+from verifirst import api
 from verifirst.cli import app
 from verifirst.errors import InputError, VerifirstError
 from verifirst.verifiers.terraform import iac_taxonomy as T
@@ -191,7 +192,7 @@ def test_gate_runs_through_verifirst_run_and_its_stage_reaches_the_report(tmp_pa
     models = Models(task=scripted_lm(answer, name="ckv-task"),
                     reflection=scripted_lm(lambda m: json_answer(new_instruction="Log bucket access."),
                                            role="reflection", name="ckv-refl"))
-    rep = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None).report
+    rep = api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None).report
     assert rep["stage_order"] == list(T.STAGES)
     stages = {k: n for s in rep["splits"].values() for k, n in s["before"]["stages"].items() if n}
     assert stages == {T.SCANNER_FAIL: 1, T.PASS: 1}  # the bucket lacks access logging (CKV_AWS_18)

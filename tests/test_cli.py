@@ -77,14 +77,14 @@ def test_judge_summary_counts_errors_and_agreement():
 
 QUIET_DRIVER = '''
 import sys
-from verifirst import experiment
+from verifirst import lm as _lm
 from verifirst.lm import Models
 from verifirst.testing import json_answer, scripted_lm
 
 def task(messages):
     return json_answer(command="printf hi" if "printf" in messages[0]["content"] else "echo hi")
 
-experiment.make_models = lambda *a, **k: Models(
+_lm.make_models = lambda *a, **k: Models(
     task=scripted_lm(task, name="quiet-task"),
     reflection=scripted_lm(lambda m: json_answer(new_instruction="Always answer with printf."),
                            role="reflection", name="quiet-refl"))

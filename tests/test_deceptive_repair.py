@@ -11,6 +11,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
+from verifirst import api
 from verifirst.benchmarks.studies import iac_experiment as exp
 from verifirst.programs import iac
 from verifirst.task import Item
@@ -261,7 +262,7 @@ def _run_repair_experiment(tmp_path, program_options: dict | None = None, verifi
         "tracking": {"enabled": False},
     })
     models = Models(task=scripted_lm(answer, name="deceptive-task"))
-    experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     rows = [json.loads(ln) for f in sorted((tmp_path / "run" / "eval").glob("*.jsonl"))
             for ln in f.read_text().splitlines() if ln.strip()]
     return {r["id"]: r for r in rows}

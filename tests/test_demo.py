@@ -8,9 +8,10 @@ from pathlib import Path
 import dspy
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.cli import demo_config, demo_outcome
-from verifirst.evaluate import ERROR, PASS, Scorer, evaluate
+from verifirst.evaluation import ERROR, PASS, Scorer, evaluate
 from verifirst.lm import USAGE, FastJSONAdapter, Models, UnusableReply
 from verifirst.programs.bash import BashGenerator
 from verifirst.task import Item
@@ -141,7 +142,7 @@ def test_the_demo_runs_end_to_end_with_placeholders_counted_apart(tmp_path):
     models = Models(task=scripted_lm(task_answer, name="demo-task"),
                     reflection=scripted_lm(lambda m: json_answer(new_instruction="Answer with one command."),
                                            role="reflection", name="demo-refl"))
-    out = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     splits = out.report["splits"]
     errors = sum(splits[s]["before"]["lm_errors"] for s in splits)
     passed = sum(splits[s]["before"]["pass"] for s in splits)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
 from verifirst.testing import json_answer, scripted_lm
@@ -35,7 +36,7 @@ def test_example_runs(name, tmp_path):
     exp.sections["suite"]["limit"] = 9
     exp.sections["optimizer"]["max_metric_calls"] = 8
     exp.sections["tracking"]["enabled"] = False
-    out = experiment.run(exp, tmp_path / "run", progress=False, models=models(), echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run", progress=False, models=models(), echo=lambda m: None)
     rep = out.report
     assert set(rep["splits"]) == {"train", "val", "test"}
     assert sum(rep["splits"][s]["before"]["n"] for s in rep["splits"]) == 9

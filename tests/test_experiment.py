@@ -4,6 +4,7 @@ import json
 import mlflow
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.errors import ConfigError
 from verifirst.lm import Models
@@ -39,11 +40,11 @@ def models():
 
 def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
     exp = cfg(tmp_path)
-    out = experiment.run(exp, tmp_path / "run1", progress=False, models=models(), echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run1", progress=False, models=models(), echo=lambda m: None)
     rep = out.report
     assert set(rep["splits"]) == {"train", "val", "test"}
     assert (tmp_path / "run1" / "report.md").read_text().count("McNemar") >= 1
-    client = mlflow.MlflowClient(tracking_uri=out.tracker.uri)
+    client = mlflow.MlflowClient(tracking_uri=out.tracking_uri)
     parent = client.get_run(out.run_id)
     assert parent.info.status == "FINISHED"
     assert parent.data.params["split_digest"] == rep["split_digest"]
@@ -66,7 +67,7 @@ def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
     # GEPA kept the seed instructions (no proposal beat them): nothing new, so nothing registered
     assert not rep["instructions_changed"] and "prompt_uri" not in rep
     assert not client.search_prompts(filter_string="name = 't-exp-instructions'")
-    mlflow.set_tracking_uri(out.tracker.uri)
+    mlflow.set_tracking_uri(out.tracking_uri)
     traces = mlflow.search_traces(locations=[parent.info.experiment_id], return_type="list")
     assert traces, "program calls must be traced"
     scored = [t for t in traces if any(a.name == "verifier_score" for a in t.info.assessments)]
@@ -75,9 +76,9 @@ def test_run_logs_parent_nested_runs_metrics_artifacts_and_prompt(tmp_path):
 
 def test_second_identical_run_costs_zero_lm_calls(tmp_path):
     exp = cfg(tmp_path, tracking={"traces": False})
-    first = experiment.run(exp, tmp_path / "a", progress=False, models=models(), echo=lambda m: None)
+    first = api.run(exp, run_dir=tmp_path / "a", progress=False, models=models(), echo=lambda m: None)
     assert first.report["usage_this_run"]["lm_calls"] > 0
-    second = experiment.run(exp, tmp_path / "b", progress=False, models=models(), echo=lambda m: None)
+    second = api.run(exp, run_dir=tmp_path / "b", progress=False, models=models(), echo=lambda m: None)
     u = second.report["usage_this_run"]
     assert u["lm_calls"] == 0 and u["cache_hits"] > 0
     strip = lambda r: {s: (b["before"]["pass"], b["after"]["pass"]) for s, b in r["splits"].items()}
@@ -108,10 +109,10 @@ def test_unreachable_tracking_server_fails_before_work(tmp_path):
 
     exp = cfg(tmp_path, tracking={"uri": "http://127.0.0.1:9", "traces": False})
     with pytest.raises(VerifirstError, match="unreachable"):
-        experiment.run(exp, tmp_path / "r", progress=False, models=models(), echo=lambda m: None)
+        api.run(exp, run_dir=tmp_path / "r", progress=False, models=models(), echo=lambda m: None)
     assert not (tmp_path / "r" / "report.json").exists()
-    out = experiment.run(exp, tmp_path / "r2", progress=False, models=models(), echo=lambda m: None, offline=True)
-    assert out.tracker.uri.startswith("sqlite:")
+    out = api.run(exp, run_dir=tmp_path / "r2", progress=False, models=models(), echo=lambda m: None, offline=True)
+    assert out.tracking_uri.startswith("sqlite:")
 
 
 def test_prompt_registry_reuses_an_identical_latest_version(tmp_path):
@@ -169,7 +170,7 @@ def test_vf_run_is_optimize_of_load_config_and_matches_the_cli_path(tmp_path):
     kw = vf.load_config(path, models=models())
     assert kw["optimizer"] == "gepa" and kw["tracking"] is None and kw["output_field"] == "command"
     res = vf.run(path, models=models(), run_dir=tmp_path / "api")
-    out = experiment.run(config.load(path), tmp_path / "cli", progress=False, models=models(), echo=lambda m: None)
+    out = api.run(config.load(path), run_dir=tmp_path / "cli", progress=False, models=models(), echo=lambda m: None)
     assert res.report["split_digest"] == out.report["split_digest"]
     for s in ("train", "val", "test"):
         for phase in ("before", "after"):

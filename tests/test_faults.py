@@ -13,10 +13,11 @@ import mlflow
 import pytest
 from typer.testing import CliRunner
 
-from verifirst import config, evaluate as ev, experiment
-from verifirst.driver import RunCallback
+from verifirst import api
+from verifirst import config, evaluation as ev, experiment
+from verifirst.callbacks import RunCallback
 from verifirst.errors import ErrorRateExceeded
-from verifirst.evaluate import Scorer, evaluate
+from verifirst.evaluation import Scorer, evaluate
 from verifirst.lm import FastJSONAdapter, Models, configure_cache
 from verifirst.optimizers import compare
 from verifirst.programs.bash import BashGenerator
@@ -218,7 +219,7 @@ def test_error_rate_above_the_limit_stops_the_experiment_keeping_what_it_has(tmp
     run_dir = tmp_path / "run"
     models = Models(task=scripted_lm(dies_after_five, name="dying"))
     with pytest.raises(ErrorRateExceeded) as e:
-        experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)
+        api.run(exp, run_dir=run_dir, progress=False, models=models, echo=lambda m: None)
     msg = str(e.value)
     assert "LM errors" in msg and "20%" in msg and "rerun to resume" in msg and "before_train.jsonl" in msg
     rows = [json.loads(x) for x in (run_dir / "eval" / "before_train.jsonl").read_text().splitlines()]
@@ -255,7 +256,7 @@ def test_unreachable_tracking_server_fails_before_work_and_offline_logs_locally(
         built.append(1)
         return Models(task=scripted_lm(lambda m: GOOD, name="offline"))
 
-    monkeypatch.setattr(experiment, "make_models", no_model_loading)
+    monkeypatch.setattr("verifirst.lm.make_models", no_model_loading)
     runner = CliRunner()
     res = runner.invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "r1")])
     assert res.exit_code == 2, res.output
@@ -424,7 +425,7 @@ def test_requests_time_out_by_default_and_per_role():
 
 
 def test_a_split_without_any_verdict_fails_the_run():
-    from verifirst.evaluate import EvalResult, Row, unscored_splits
+    from verifirst.evaluation import EvalResult, Row, unscored_splits
 
     ok = EvalResult("train", [Row("a", "train", "PASS", 1.0), Row("b", "train", "ERROR", None, error_kind="lm")])
     dead = EvalResult("val", [Row("c", "val", "ERROR", None, error_kind="lm"),
@@ -448,7 +449,7 @@ def test_an_optimizer_that_saw_only_errors_fails_the_run_and_registers_nothing(t
                                     optimizer={"name": "gepa", "max_metric_calls": 4}))
     models = Models(task=scripted_lm(dead_while_optimizing, name="opt-dead"))
     with pytest.raises(RunFailed, match="the optimizer saw only errors"):
-        experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+        api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     assert not (tmp_path / "run" / "engine_done.json").exists() and not (tmp_path / "run" / "report.json").exists()
     uri = f"sqlite:///{(workdir / 'mlflow.db').resolve()}"
     client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
@@ -473,8 +474,8 @@ class _StatusCallback(RunCallback):
 
     status = None
 
-    def run_end(self, status: str) -> None:
-        self.status = status
+    def on_run_end(self, event) -> None:
+        self.status = event.status
 
 
 def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_runs(tmp_path, sleeps):

@@ -666,7 +666,7 @@ class _ThreeStates:
 
 
 def test_consumers_keep_no_verdict_apart_from_rejection():
-    from verifirst.evaluate import Scorer, evaluate
+    from verifirst.evaluation import Scorer, evaluate
     from verifirst.optimizers import VerifierMetric
     from verifirst.task import ERROR, INCONCLUSIVE, PASS
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from test_autorefine import make_world
 from test_calibrate_user_prompt import TemplateRuleLM
-from verifirst.calibrate import calibrate_outcomes
+from verifirst.calibration import calibrate_outcomes
 from verifirst.cli import app
 from verifirst.judge_prompt import template_variables
 

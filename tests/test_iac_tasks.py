@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.benchmarks.iac_tasks import load_tasks
 from verifirst.data import to_suite
@@ -200,7 +201,7 @@ def test_example_runs_through_verifirst_run(tmp_path, monkeypatch):
     models = Models(task=scripted_lm(_answer, name="tasks-task"),
                     reflection=scripted_lm(lambda m: json_answer(new_instruction="Tag every resource with its owner."),
                                            role="reflection", name="tasks-refl"))
-    out = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     rep = out.report
     assert sum(rep["splits"][s]["before"]["n"] for s in rep["splits"]) == 2
     rows = [json.loads(ln) for f in (tmp_path / "run").rglob("*.jsonl") for ln in f.read_text().splitlines()

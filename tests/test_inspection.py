@@ -13,6 +13,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment, html_report, inspect_view
 from verifirst.lm import Models
 from verifirst.programs.bash import BashGenerator
@@ -74,7 +75,7 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("inspect")
     exp = cfg(root / "wd")
     models, info = scripted(exp)
-    out = experiment.run(exp, root / "run", progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=root / "run", progress=False, models=models, echo=lambda m: None)
     return out, info
 
 
@@ -153,24 +154,25 @@ def test_html_shows_prompt_diff_and_lineage(run, tmp_path):
 
 def test_mlflow_gets_the_table_diff_and_lineage_once(run):
     out, _ = run
-    client = mlflow.MlflowClient(tracking_uri=out.tracker.uri)
+    client = mlflow.MlflowClient(tracking_uri=out.tracking_uri)
     arts = {a.path for a in client.list_artifacts(out.run_id, "inspection")}
     assert {"inspection/per_item.json", "inspection/prompt_diff.diff", "inspection/gepa_lineage.json"} <= arts
-    mlflow.set_tracking_uri(out.tracker.uri)
+    mlflow.set_tracking_uri(out.tracking_uri)
     table = mlflow.load_table("inspection/per_item.json", run_ids=[out.run_id])
     n = sum(out.report["sizes"].values())
     assert len(table) == n and set(table["split"]) == {"train", "val", "test"}
     assert set(table["change"]) >= {"gained", "lost", "same"}
     diff = Path(client.download_artifacts(out.run_id, "inspection/prompt_diff.diff")).read_text()
     assert f"+{R1}" in diff and f"+{R2}" in diff and "--- seed/generate" in diff
-    opt = next(r for r in client.search_runs([out.tracker.experiment_id],
+    opt = next(r for r in client.search_runs([client.get_run(out.run_id).info.experiment_id],
                                              filter_string=f"tags.mlflow.parentRunId = '{out.run_id}'")
                if r.info.run_name == "optimize/gepa")
     lin = json.loads(Path(client.download_artifacts(opt.info.run_id, "gepa_lineage.json")).read_text())
     assert [r["parents"] for r in lin] == [[], [0], [1]]
     # logging again (as a second report pass does) leaves one copy of each row
-    out.tracker.enabled = True
-    html_report.log_plots(out.tracker, out.report, out.run_dir)
+    from verifirst.tracking import Tracker
+
+    html_report.log_plots(Tracker(out.run_dir.parent, uri=out.tracking_uri), out.report, out.run_dir)
     assert len(mlflow.load_table("inspection/per_item.json", run_ids=[out.run_id])) == n
 
 

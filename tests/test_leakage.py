@@ -7,8 +7,9 @@ import dspy
 import pytest
 
 from verifirst.errors import LeakageError
-from verifirst.evaluate import Scorer
-from verifirst.optimizers import Budget, EngineContext, EngineResult, VerifierMetric, optimize
+from verifirst.evaluation import Scorer
+from verifirst.driver import optimize
+from verifirst.optimizers import Budget, EngineContext, EngineResult, VerifierMetric
 from verifirst.programs.bash import BashGenerator
 from verifirst.splits import make_splits
 from verifirst.task import Item

@@ -5,9 +5,10 @@ import multiprocessing as mp
 
 import dspy
 
-from verifirst.evaluate import Scorer
+from verifirst.evaluation import Scorer
 from verifirst.ledger import LEDGER_FILE, TestLedger, ledger_for_run_dir, program_hash
-from verifirst.optimizers import Budget, EngineContext, EngineResult, optimize
+from verifirst.driver import optimize
+from verifirst.optimizers import Budget, EngineContext, EngineResult
 from verifirst.programs.bash import BashGenerator
 from verifirst.splits import make_splits
 from verifirst.task import Item

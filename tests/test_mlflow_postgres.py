@@ -28,14 +28,14 @@ def run_small(root: Path, url: str, name: str):
     """The shared tiny scripted experiment, smaller, tracked at `url` (waits for the server first).
     Returns (run output, (start, end) of the run)."""
     from _mlflow_server import make_models, tiny_config
-    from verifirst import experiment
+    from verifirst import api, experiment
     from verifirst.team_server import wait_healthy
 
     exp = tiny_config(root / "wd", url, limit=LIMIT, name=name)
     exp.optimizer["max_metric_calls"] = METRIC_CALLS
     wait_healthy(url)
     t0 = time.time()
-    out = experiment.run(exp, root / "run", progress=False, models=make_models(), echo=lambda m: None,
+    out = api.run(exp, run_dir=root / "run", progress=False, models=make_models(), echo=lambda m: None,
                          tracking_uri=url)
     return out, (t0, time.time())
 
@@ -71,7 +71,7 @@ def team(tmp_path_factory):
             pytest.skip(str(e))
     from test_calibrate import write_outcomes
     from test_autorefine import RuleFollowingLM
-    from verifirst.calibrate import calibrate_outcomes
+    from verifirst.calibration import calibrate_outcomes
 
     root = tmp_path_factory.mktemp("team")
     pg = team_server.start_postgres()  # throwaway data directory, owned by `nobody` when we are root

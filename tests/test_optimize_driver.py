@@ -7,8 +7,9 @@ import pytest
 
 from verifirst import lm as L
 from verifirst.errors import ErrorRateExceeded, LeakageError
-from verifirst.evaluate import Scorer, evaluate
-from verifirst.optimizers import Budget, EngineContext, VerifierMetric, get_engine, optimize
+from verifirst.evaluation import Scorer, evaluate
+from verifirst.driver import optimize
+from verifirst.optimizers import Budget, EngineContext, VerifierMetric, get_engine
 from verifirst.programs.bash import BashGenerator
 from verifirst.splits import make_splits
 from verifirst.task import Item

@@ -38,7 +38,7 @@ def counted_models(monkeypatch):
 
     models = Models(task=scripted_lm(answer, name="pf-task"),
                     reflection=scripted_lm(answer, role="reflection", name="pf-refl"))
-    monkeypatch.setattr(experiment, "make_models", lambda *a, **k: models)
+    monkeypatch.setattr("verifirst.lm.make_models", lambda *a, **k: models)
     return calls
 
 

@@ -10,7 +10,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, RESOURCE_DOES_NOT_EXIST
 
-from verifirst.calibrate import promote
+from verifirst.calibration import promote
 from verifirst.errors import InputError
 from verifirst.promotion import detectable_delta, parse_rule
 

@@ -21,6 +21,7 @@ import dspy
 import pytest
 
 import verifirst as vf
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
 from verifirst.testing import json_answer, scripted_lm
@@ -116,7 +117,7 @@ def test_ray_experiment_equals_the_thread_experiment(tmp_path, cluster):
     for ex in ("thread", "ray"):
         exp = exp_cfg(tmp_path, ex, cluster if ex == "ray" else None)
         assert isinstance(experiment.make_executor(exp), vf.Ray if ex == "ray" else vf.Threads)
-        runs[ex] = experiment.run(exp, tmp_path / f"run-{ex}", progress=False, models=models(), echo=lambda m: None)
+        runs[ex] = api.run(exp, run_dir=tmp_path / f"run-{ex}", progress=False, models=models(), echo=lambda m: None)
     rows = {ex: _rows(out.run_dir) for ex, out in runs.items()}
     assert set(rows["thread"]) == {f"{p}_{s}" for p in ("before", "after") for s in ("train", "val", "test")}
     assert rows["ray"] == rows["thread"]
@@ -266,7 +267,7 @@ def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_pa
         '[verifier]\nname = "exact"\n[tracking]\nenabled = false\n')
     t0 = time.time()
     with pytest.raises(ConfigError) as e:  # the CLI prints it and exits 2
-        experiment.run(config.load(path), progress=False, models=models(), echo=lambda m: None)
+        api.run(config.load(path), progress=False, models=models(), echo=lambda m: None)
     assert f"{path}:5 [experiment.ray_address]" in str(e.value) and "no Ray cluster answers" in str(e.value)
     assert time.time() - t0 < 30  # not Ray's own minutes-long wait for a cluster
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["exp.toml"]  # nothing written
@@ -274,7 +275,7 @@ def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_pa
 
 def test_a_driver_stopped_mid_run_resumes_from_its_checkpoint_losing_only_items_in_flight(tmp_path, cluster):
     from verifirst.data import to_suite
-    from verifirst.evaluate import evaluate
+    from verifirst.evaluation import evaluate
     from verifirst.metric import Metric
 
     items = to_suite(qa_records(), inputs=["question"]).items

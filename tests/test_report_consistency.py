@@ -9,11 +9,12 @@ import re
 import dspy
 import pytest
 
-from verifirst import config, evaluate as ev, experiment
-from verifirst.evaluate import Scorer, evaluate
+from verifirst import api, config, evaluation as ev, experiment
+from verifirst.evaluation import Scorer, evaluate
 from verifirst.html_report import render
 from verifirst.lm import FastJSONAdapter, Models
-from verifirst.optimizers import Budget, EngineContext, compare, optimize
+from verifirst.driver import optimize
+from verifirst.optimizers import Budget, EngineContext, compare
 from verifirst.programs.bash import BashGenerator
 from verifirst.report import footer_lines, markdown, print_report
 from verifirst.splits import SplitManifest
@@ -184,7 +185,7 @@ def test_report_with_lm_errors_through_an_experiment(tmp_path):
         "verifier": {"name": "exact"}, "splits": {"ratios": [0.34, 0.33, 0.33]},
         "optimizer": {"name": "none"}, "models": {"task": "local"}, "tracking": {"enabled": False}})
     models = Models(task=scripted_lm(first_answer_only, name="malformed"))
-    out = experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     md = (tmp_path / "run" / "report.md").read_text()
     sizes = out.report["sizes"]
     for split in ("train", "val", "test"):

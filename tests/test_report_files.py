@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from verifirst import api
 from verifirst import atomic, config, experiment
 from verifirst.html_report import write_html
 from verifirst.lm import Models
@@ -40,7 +41,7 @@ def _run(tmp_path: Path, name: str = "run"):
     models = Models(task=scripted_lm(lambda m: json_answer(command="printf hi"), name="files-task"),
                     reflection=scripted_lm(lambda m: json_answer(new_instruction="Be precise."),
                                            role="reflection", name="files-refl"))
-    return experiment.run(exp, tmp_path / name, progress=False, models=models, echo=lambda m: None)
+    return api.run(exp, run_dir=tmp_path / name, progress=False, models=models, echo=lambda m: None)
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ def test_every_report_the_project_writes_is_strict_json(tmp_path, run027):
     from test_autorefine import RuleFollowingLM
     from test_calibrate import write_outcomes
 
-    from verifirst.calibrate import calibrate_outcomes
+    from verifirst.calibration import calibrate_outcomes
 
     run = run027
     src = tmp_path / "outcomes.jsonl"

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
-from verifirst import config, experiment
-from verifirst.calibrate import calibrate_outcomes, print_calibration
+from verifirst import api, config, experiment
+from verifirst.calibration import calibrate_outcomes, print_calibration
 from verifirst.lm import Models
 from verifirst.report import HEADERS, JUDGE_HEADERS, markdown, print_report
 from verifirst.testing import json_answer, scripted_lm
@@ -30,7 +30,7 @@ def run_report(tmp_path) -> dict:
     models = Models(task=scripted_lm(lambda m: json_answer(reasoning="short", command="ls /"), name="shape-task"),
                     reflection=scripted_lm(lambda m: json_answer(new_instruction="Be precise."),
                                            role="reflection", name="shape-refl"))
-    return experiment.run(exp, tmp_path / "run", progress=False, models=models, echo=lambda m: None).report
+    return api.run(exp, run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None).report
 
 
 def calibrate_report(tmp_path) -> dict:

@@ -163,7 +163,7 @@ def test_autorefine_resumes_from_its_loop_checkpoint(tmp_path):
 def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(tmp_path):
     import dspy
 
-    from verifirst.evaluate import Scorer, evaluate
+    from verifirst.evaluation import Scorer, evaluate
     from verifirst.lm import FastJSONAdapter
     from verifirst.programs.bash import BashGenerator
     from verifirst.task import Item
@@ -188,7 +188,7 @@ def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(t
 
 
 def test_run_dir_of_another_config_is_refused(tmp_path):
-    from verifirst import config, experiment, html_report
+    from verifirst import api, config, experiment, html_report
     from verifirst.errors import VerifirstError
     from verifirst.lm import Models
     from verifirst.testing import json_answer, scripted_lm
@@ -203,8 +203,8 @@ def test_run_dir_of_another_config_is_refused(tmp_path):
     html_report_write = html_report.write_html
     try:
         html_report.write_html = lambda *a, **k: None
-        experiment.run(exp(8), tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+        api.run(exp(8), run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
         with pytest.raises(VerifirstError, match="run_state.json"):
-            experiment.run(exp(12), tmp_path / "run", progress=False, models=models, echo=lambda m: None)
+            api.run(exp(12), run_dir=tmp_path / "run", progress=False, models=models, echo=lambda m: None)
     finally:
         html_report.write_html = html_report_write

@@ -11,7 +11,7 @@ import pytest
 
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
-from verifirst.calibrate import calibrate_outcomes, print_calibration
+from verifirst.calibration import calibrate_outcomes, print_calibration
 from verifirst.mlflow_records import load_trace_suite
 
 

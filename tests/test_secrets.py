@@ -11,6 +11,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from verifirst import api
 from verifirst import config, experiment
 from verifirst.local_server import serve_local
 from verifirst.redaction import (REDACTED, RedactingFilter, install_log_redaction, is_credential_name, redact,
@@ -106,13 +107,13 @@ def test_experiment_file_key_is_nowhere_on_disk_nor_in_mlflow_and_the_run_resume
     path = _toml(tmp_path / "exp.toml", wd, endpoint, KEY)
     exp = config.load(path)
     assert exp.models["task"]["api_key"] == KEY  # the key is used, in memory
-    out = experiment.run(exp, wd / "run", progress=False, offline=True, echo=lambda m: None)
+    out = api.run(exp, run_dir=wd / "run", progress=False, offline=True, echo=lambda m: None)
     assert out.report["usage_this_run"]["lm_calls"] > 0, "the endpoint was called with the key"
     assert not _hits_in_files(wd, (KEY, HEADER_TOKEN))
-    dump = _mlflow_dump(out.tracker.uri)
+    dump = _mlflow_dump(out.tracking_uri)
     assert KEY not in dump and HEADER_TOKEN not in dump
     assert '"spanType": "LLM"' in dump or "LLM" in dump, "LM calls were traced"
-    params = mlflow.MlflowClient(tracking_uri=out.tracker.uri).get_run(out.run_id).data.params
+    params = mlflow.MlflowClient(tracking_uri=out.tracking_uri).get_run(out.run_id).data.params
     assert params["config.models.task.api_key"] == REDACTED
     assert params["config.models.task.extra_headers.Authorization"] == REDACTED
     assert params["config.models.task.model"] == "openai/scripted"  # only the credentials go
@@ -121,7 +122,7 @@ def test_experiment_file_key_is_nowhere_on_disk_nor_in_mlflow_and_the_run_resume
 
     # resume: the key comes from the file (here a rotated one), never from disk
     rotated = config.load(_toml(tmp_path / "exp2.toml", wd, endpoint, ROTATED))
-    again = experiment.run(rotated, wd / "run", progress=False, offline=True, echo=lambda m: None)
+    again = api.run(rotated, run_dir=wd / "run", progress=False, offline=True, echo=lambda m: None)
     assert again.report["split_digest"] == out.report["split_digest"]
     assert not _hits_in_files(wd, (KEY, ROTATED, HEADER_TOKEN))
 

@@ -3,7 +3,8 @@
 The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `calibrate`,
 `Budget`, `MLflow`, `Metric`, `Suite`, `Item`; `mlflow_scorer` and `dspy_metric` put a verifier
 into MLflow or DSPy outside any run. Also `make_lm`, `make_models`, `make_splits`,
-`SplitManifest`, `stats`, `Tracker`, `run_experiment`. Heavy modules (dspy, mlflow) load on
+`SplitManifest`, `stats`, `Tracker`; `RunCallback` (and the events in `verifirst.callbacks`)
+observes the one run loop. Heavy modules (dspy, mlflow) load on
 first use.
 
     import verifirst as vf
@@ -29,7 +30,7 @@ _LAZY = {
     "evaluate": ("verifirst.api", "evaluate"),
     "run": ("verifirst.api", "run"),
     "load_config": ("verifirst.api", "load_config"),
-    "calibrate": ("verifirst.api", "calibrate"),
+    "calibrate": ("verifirst.calibration", "calibrate"),
     "Result": ("verifirst.api", "Result"),
     "MLflow": ("verifirst.api", "MLflow"),
     "Budget": ("verifirst.engine", "Budget"),
@@ -40,10 +41,9 @@ _LAZY = {
     "Metric": ("verifirst.metric", "Metric"),
     "mlflow_scorer": ("verifirst.scorers", "mlflow_scorer"),
     "dspy_metric": ("verifirst.scorers", "dspy_metric"),
-    "RunCallback": ("verifirst.driver", "RunCallback"),
+    "RunCallback": ("verifirst.callbacks", "RunCallback"),
     "make_models": ("verifirst.lm", "make_models"),
     "Tracker": ("verifirst.tracking", "Tracker"),
-    "run_experiment": ("verifirst.experiment", "run"),
     "LeakageError": ("verifirst.errors", "LeakageError"),
     "InputError": ("verifirst.errors", "InputError"),
     "Ray": ("verifirst.executor", "Ray"),
@@ -59,7 +59,7 @@ def __getattr__(name: str):
     if name in public:  # classes a domain package provides (AutoRefine, AutoRefineAligner)
         mod, attr = public[name].split(":")
         return getattr(importlib.import_module(mod), attr)
-    if name in ("stats", "splits", "lm", "config", "tracking", "report", "errors", "atomic", "task"):
+    if name in ("stats", "splits", "lm", "config", "tracking", "report", "errors", "atomic", "task", "callbacks"):
         return importlib.import_module(f"verifirst.{name}")
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 

@@ -1,7 +1,7 @@
 """The Python API: bring your own program, data, metric and optimizer.
 
     import verifirst as vf
-    res = vf.optimize(program, data, metric, optimizer="gepa", splits=(0.6, 0.2, 0.2),
+    res = vf.optimize(program, data, metric, optimizer="gepa", splits=(0.5, 0.25, 0.25),
                       models={"task": "openai/gpt-4o-mini", "reflection": "openai/gpt-4o"},
                       budget=vf.Budget(max_metric_calls=200), run_dir="runs/a", tracking=vf.MLflow())
     res.program; res.report; res.save("out/")
@@ -13,17 +13,16 @@ same for all.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import atomic
-from .driver import RunCallback, TrackerCallback
+from .callbacks import RunCallback
 from .engine import Budget, EngineContext, resolve_engine
 from .errors import InputError
 from .config import DEFAULT_MAX_ERROR_RATE
-from .splits import SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
+from .console import Console
+from .splits import DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -36,17 +35,35 @@ class MLflow:
         uri: the tracking URI (default: MLFLOW_TRACKING_URI, else a local store in the workdir).
         experiment: the MLflow experiment (default: the run's name).
         traces: log DSPy traces with the verifier's feedback on each.
+        register_prompt: register the optimized instructions when the optimizer changed them.
+        offline: log to the workdir's local store whatever the URI or environment says.
     """
 
     uri: str | None = None
     experiment: str | None = None
     traces: bool = True
+    register_prompt: bool = True
+    offline: bool = False
 
-    def callback(self, workdir: str | Path, name: str) -> TrackerCallback:
-        from .tracking import Tracker
+    def check_reachable(self) -> None:
+        """Refuse a tracking server that does not answer, before any work (offline: the local store)."""
+        from .tracking import _USER_URI, check_reachable
 
-        return TrackerCallback(Tracker(workdir, uri=self.uri, experiment=self.experiment or name,
-                                       enabled=True, autolog=self.traces))
+        uri = self.uri or _USER_URI
+        if uri and not self.offline:
+            check_reachable(uri)
+
+    def callback(self, workdir: str | Path, name: str) -> RunCallback:
+        """The observer that logs a run named `name` (built now: an unreachable server refuses here).
+
+        Args:
+            workdir: where the local store goes when no URI is given.
+            name: the run's name (the experiment's, unless `experiment` is set).
+        """
+        from .mlflow_callback import MLflowCallback
+
+        return MLflowCallback(workdir, uri=self.uri, experiment=self.experiment or name, traces=self.traces,
+                              offline=self.offline, register_prompt=self.register_prompt)
 
 
 @dataclass
@@ -64,6 +81,16 @@ class Result:
     run_dir: Path
     before: dict = field(default_factory=dict)
     after: dict = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str | None:
+        """The MLflow run id (None when the run was not tracked)."""
+        return self.report.get("run_id")
+
+    @property
+    def tracking_uri(self) -> str | None:
+        """Where the run was tracked (None when it was not)."""
+        return self.report.get("tracking_uri")
 
     def save(self, out: str | Path) -> list[Path]:
         """Write program.json, report.json, report.md and split_manifest.json to `out`.
@@ -165,51 +192,17 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
                        stratify=stratify, **split_by)
 
 
-def _run_digest(program: Any, manifest: SplitManifest, metric: Any, optimizer: str, splits: Sequence[str]) -> str:
-    """What a run directory may be resumed with: the same program, splits, metric and optimizer."""
-    import hashlib
-    import json
-
-    from .ledger import program_hash
-
-    body = {"program": program_hash(program), "split_digest": manifest.digest, "metric": metric.name,
-            "output_field": metric.output_field, "threshold": metric.threshold, "optimizer": optimizer,
-            "splits": list(splits)}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def _check_resume(run_dir: Path, digest: str) -> None:
-    """An existing run directory resumes only the run that started it."""
-    import json
-
-    state = run_dir / "run_state.json"
-    if not state.exists():
-        return
-    try:
-        old = json.loads(state.read_text()).get("api_digest")
-    except (OSError, ValueError):
-        old = None
-    if old != digest:
-        raise InputError("this run directory belongs to another run (program, data, metric or optimizer differ)",
-                         path=str(state), field="api_digest",
-                         expected="the same arguments to resume, or a new run_dir")
-
-
-def _usage_delta(before: Any, after: Any) -> dict:
-    return {k: getattr(after, k) - getattr(before, k)
-            for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens")}
-
-
 def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
-             splits: Any = (0.6, 0.2, 0.2), models: Any = None, budget: Budget | None = None,
+             splits: Any = DEFAULT_RATIOS, models: Any = None, budget: Budget | None = None,
              run_dir: str | Path | None = None, tracking: MLflow | RunCallback | None = None,
              inputs: Sequence[str] | None = None, output_field: str | None = None,
-             threshold: float | None = None, optimizer_options: dict | None = None, seed: int = 0,
+             threshold: float | None = None, optimizer_options: dict | None = None, seed: int = DEFAULT_SEED,
              threads: int = 1, workdir: str | Path | None = None, name: str | None = None,
              max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE, progress: bool | None = False,
              eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
              executor: Any = None, compile_kwargs: dict | None = None, no_val: bool = False,
-             no_test: bool = False) -> Result:
+             no_test: bool = False, callbacks: Sequence[RunCallback] = (), echo: Any = None,
+             cache: str | Path | None = None, config: dict | None = None) -> Result:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -252,15 +245,23 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
             there too, where compile takes one, unless compile_kwargs sets it.
         no_val: run with an empty validation split (ratios with val 0), on purpose.
         no_test: run without a held-out test split (ratios with test 0), on purpose: no test number.
+        callbacks: more observers of the run (verifirst.callbacks.RunCallback), after `tracking`.
+        echo: a callable for progress lines (e.g. print); None prints nothing.
+        cache: a directory for the disk cache of LM replies (only replies that parsed are kept);
+            None keeps DSPy's cache as configured.
+        config: the experiment file's settings this run came from (`vf.load_config` passes it):
+            kept, credentials masked, in run_state.json and MLflow, and part of the resume key.
     """
     import dspy
 
     from . import driver
     from .data import to_suite
     from .ledger import LEDGER_FILE, TestLedger
-    from .lm import USAGE, FastJSONAdapter
+    from .lm import FastJSONAdapter, configure_cache
     from .metric import Metric
-    from .rundir import lock_run_dir, new_run_dir
+    from .redaction import redact
+    from .html_report import publish
+    from .rundir import new_run_dir
 
     # Everything that can refuse the run comes before anything is written.
     suite = to_suite(data, inputs=inputs, program=program)
@@ -283,6 +284,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                     threshold=threshold)
     engine = resolve_engine(optimizer, optimizer_options)
     check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
+    if isinstance(tracking, MLflow):
+        tracking.check_reachable()  # an unreachable server refuses the run before any model is built
     lms = build_models(models)
     task_lm = lms.task if lms is not None else dspy.settings.lm
     if task_lm is None:
@@ -303,57 +306,32 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                          expected="a dspy.Teleprompter or SIMBA, or no compile_kwargs")
     if hasattr(engine, "compile_arguments"):  # bad compile arguments, a missing package: refused before any LM call
         engine.compile_arguments(ctx)
-    opt_name = getattr(engine, "name", "none")
-    digest = _run_digest(program, manifest, scorer, opt_name, eval_splits)
-    _check_resume(run_dir, digest)
-    callback = tracking.callback(workdir, name) if isinstance(tracking, MLflow) else (tracking or RunCallback())
-    hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
-    try:
-        _check_resume(hold.path, digest)  # again under the lock: another run may have started it meanwhile
-    except BaseException:
-        hold.release()
-        raise
-    run_dir = ctx.run_dir = hold.path
+    config = redact(config) if config is not None else None  # the key never reaches run_state.json or MLflow
+    digest = driver.run_digest(program, manifest, scorer, getattr(engine, "name", "none"), eval_splits, config)
+    driver.check_resume(run_dir, digest)  # another run's directory: refused before a tracker starts
+    observers: list[Any] = [tracking.callback(workdir, name) if isinstance(tracking, MLflow) else tracking]
+    observers += [*callbacks, *([Console(echo)] if echo else [])]
     specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
              for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
-    status = "FAILED"
-    try:
-        run_id = callback.run_start(name, params={"split_digest": manifest.digest, "models": specs,
-                                                  "suite_size": len(suite), "optimizer": opt_name,
-                                                  "metric": scorer.name},
-                                    tags={"verifirst.split_digest": manifest.digest, "verifirst.suite": suite.name,
-                                          "verifirst.optimizer": opt_name, "verifirst.run_dir": str(run_dir)})
-        atomic.write_json(run_dir / "run_state.json", {"status": "running", "api_digest": digest})
-        usage_before = USAGE.total()
-        scope = contextlib.ExitStack()
-        if lms is not None:  # a context, not dspy.configure: the caller's global settings stay as they are
-            scope.enter_context(dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter()))
-        t0 = time.time()
-        with scope:
-            res = driver.optimize(program, scorer, suite.items, manifest, engine, budget, ctx, threads=threads,
-                                  splits=eval_splits, progress=progress, max_error_rate=max_error_rate,
-                                  ledger=TestLedger(workdir / LEDGER_FILE), callback=callback, executor=executor)
-        report = res.report
-        report.update({"experiment": name, "suite": suite.name, "metric": scorer.name, "run_dir": str(run_dir),
-                       "run_id": run_id, "wall_s": round(time.time() - t0, 2), "models": specs,
-                       "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
-                       "usage_this_run": _usage_delta(usage_before, USAGE.total())})
-        from .report import write_reports
+    if cache is not None:
+        configure_cache(cache)
 
-        write_reports(report, run_dir)
-        atomic.write_json(run_dir / "run_state.json", {"status": "finished", "run_id": run_id, "api_digest": digest})
-        status = "FINISHED"
-        return Result(res.program, report, manifest, run_dir, res.before, res.after)
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        callback.run_end(status)
-        hold.release()
+    def lm_scope():  # a context, not dspy.configure: the caller's global settings stay as they are
+        if lms is None:
+            return contextlib.nullcontext()
+        return dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter())
+
+    req = driver.RunRequest(program=program, scorer=scorer, items=suite.items, manifest=manifest, engine=engine,
+                            budget=budget, ctx=ctx, name=name, suite=suite.name, digest=digest, fresh=fresh,
+                            config=config, models=specs, splits=eval_splits, threads=threads, progress=progress,
+                            max_error_rate=max_error_rate, ledger=TestLedger(workdir / LEDGER_FILE),
+                            executor=executor, lm_scope=lm_scope)
+    res, _ = driver.run(req, observers, publish=publish)
+    return Result(res.program, res.report, manifest, req.ctx.run_dir, res.before, res.after)
 
 
 def evaluate(program: Any, data: Any, metric: Any, *, splits: Sequence[str] = SPLITS,
-             ratios: Any = (0.6, 0.2, 0.2), **kwargs: Any) -> Result:
+             ratios: Any = DEFAULT_RATIOS, **kwargs: Any) -> Result:
     """Score `program` on `data` with `metric`, no optimizer: each split once, same report shape.
 
     Args:
@@ -367,23 +345,34 @@ def evaluate(program: Any, data: Any, metric: Any, *, splits: Sequence[str] = SP
     return optimize(program, data, metric, None, splits=ratios, eval_splits=tuple(splits), **kwargs)
 
 
-def load_config(path: str | Path, *, models: Any = None, offline: bool = False) -> dict:
+def load_config(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: str | None = None) -> dict:
     """An experiment file as `optimize` keyword arguments: vf.run(p) is vf.optimize(**vf.load_config(p)).
 
-    Suite, program and verifier are built from the registry by name, as `verifirst run` does.
+    Suite, program, verifier and optimizer are built from the registry by name; anything the file
+    gets wrong is refused here, naming the file and line, before anything is written.
 
     Args:
-        path: the experiment TOML.
+        path: the experiment TOML (or an Experiment from verifirst.config.from_dict).
         models: LMs to use instead of the file's [models] (a Models or {role: spec}).
         offline: track in the workdir's local MLflow store whatever the file says.
+        tracking_uri: the MLflow tracking URI instead of the file's.
     """
     from . import config, experiment
     from .lm import make_models
     from .preflight import check_verifiers
 
-    exp = config.load(path)
+    exp = path if isinstance(path, config.Experiment) else config.load(path)
     ex, o, tr = exp.experiment, exp.optimizer, exp.tracking
+    src = str(exp.path) if exp.path else None
+    experiment.check_dirs(exp)  # a file or a read-only place as workdir refuses the run, nothing written
+    tracking = MLflow(uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
+                      traces=tr.get("traces", True), register_prompt=tr.get("register_prompt", True),
+                      offline=offline) if tr["enabled"] else None
+    if tracking is not None:
+        tracking.check_reachable()  # before any model is built
+    executor = experiment.make_executor(exp)  # a Ray address nothing answers at refuses the run here
     suite = experiment.load_suite(exp)
+    manifest = experiment.make_manifest(exp, suite)
     lms = build_models(models) or make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher",
                                                                                "judge")},
                                               temperature=exp.models.get("temperature"))
@@ -392,145 +381,31 @@ def load_config(path: str | Path, *, models: Any = None, offline: bool = False) 
     program = experiment.build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:
-        raise InputError("program declares no output field", path=str(path), field="program.options.output_field",
+        raise InputError("program declares no output field", path=src, field="program.options.output_field",
                          expected="the name of the program's output to verify")
+    # built here to refuse a bad name or option naming the file; vf.optimize builds it again from the name
+    check_optimizer_needs(manifest, resolve_engine(o["name"], o.get("options") or {}, source=src), src)
     return {"program": program, "data": suite, "metric": verifier, "optimizer": o["name"],
-            "optimizer_options": o.get("options") or {}, "splits": experiment.make_manifest(exp, suite),
+            "optimizer_options": o.get("options") or {}, "splits": manifest,
             "models": lms, "output_field": out_field, "seed": ex["seed"], "threads": ex["threads"],
             "budget": Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"),
                              max_iters=o.get("max_iters"), num_threads=ex["threads"]),
             "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
-            "executor": experiment.make_executor(exp),
-            "tracking": MLflow(uri=None if offline else tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
-                               traces=tr.get("traces", True)) if tr["enabled"] else None}
+            "executor": executor, "tracking": tracking, "cache": Path(ex["workdir"]) / "cache",
+            "config": exp.as_dict()}
 
 
-def run(path: str | Path, **overrides: Any) -> Result:
-    """Run an experiment file through the API: vf.optimize(**vf.load_config(path)).
+def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: str | None = None,
+        **overrides: Any) -> Result:
+    """Run an experiment file through the API: vf.optimize(**vf.load_config(path)); `verifirst run`.
 
     Args:
-        path: the experiment TOML.
-        overrides: `optimize` arguments that replace the file's (e.g. run_dir, models).
+        path: the experiment TOML (or an Experiment).
+        models: LMs to use instead of the file's [models].
+        offline: track in the workdir's local MLflow store whatever the file says.
+        tracking_uri: the MLflow tracking URI instead of the file's.
+        overrides: `optimize` arguments that replace the file's (e.g. run_dir, progress, echo).
     """
-    kw = load_config(path, models=overrides.pop("models", None))
+    kw = load_config(path, models=models, offline=offline, tracking_uri=tracking_uri)
     kw.update(overrides)
     return optimize(**kw)
-
-
-JUDGE_KINDS = ("passfail", "rubric")
-CALIBRATION_ROLES = ("judge", "task", "teacher", "reflection")
-
-
-def _judge_prompt(judge: str, kind: str) -> tuple[str, str | None]:
-    """(kind, starting prompt) from a judge kind, a prompt file or a prompt's text."""
-    if judge in JUDGE_KINDS:
-        return judge, None
-    if kind not in JUDGE_KINDS:
-        raise InputError(f"unknown judge kind {kind!r}", field="kind", expected=" or ".join(JUDGE_KINDS))
-    if "\n" not in judge and len(judge) < 4096:
-        path = Path(judge)
-        if path.is_file():
-            text = path.read_text(encoding="utf-8").strip()
-            if not text:
-                raise InputError("the judge prompt file is empty", path=str(path), expected="a prompt text")
-            return kind, text
-    if not judge.strip():
-        raise InputError("empty judge prompt", field="judge", expected="passfail, rubric, a prompt or its file")
-    return kind, judge.strip()
-
-
-def _calibration_models(models: Any) -> dict:
-    """{judge, teacher, reflection} LMs: teacher defaults to the judge, reflection to the teacher."""
-    import dspy
-
-    given = {k: v for k, v in dict(models or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(CALIBRATION_ROLES))
-    if unknown:
-        raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles judge, teacher, reflection")
-    judge = given.get("judge") or given.get("task")
-    if judge is None and dspy.settings.lm is None:
-        raise InputError("no judge LM: pass models={'judge': ...} or dspy.configure(lm=...)", field="models.judge")
-    if judge is None:
-        judge = dspy.settings.lm
-    teacher = given.get("teacher") or judge
-    lms = build_models({"task": judge, "judge": judge, "teacher": teacher,
-                        "reflection": given.get("reflection") or teacher})
-    return {"judge": lms.judge, "teacher": lms.teacher, "reflection": lms.reflection}
-
-
-def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: Any = None, max_iters: int = 5,
-              splits: Any = (0.5, 0.25, 0.25), run_dir: str | Path | None = None, tracking: MLflow | None = None,
-              kind: str = "passfail", workdir: str | Path | None = None, seed: int = 0, threads: int = 1,
-              limit: int | None = None, anchor: bool | str = False, echo: Any = None,
-              prompt: str | None = None, view: str | None = None, name: str | None = None,
-              promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
-              repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
-              promote_rule: str = "significant") -> Result:
-    """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
-
-    The same experiment as `verifirst calibrate`: the judge program is scored before and after
-    on every split against the recorded labels, AutoRefine sees train and validation only, and
-    the test split is scored once, after selection. The report is `optimize`'s report plus a
-    `judge` section (Scott's π against the uncalibrated judge with a paired bootstrap interval,
-    FAIL recall/precision, PASS recall, McNemar, the teacher's keep/correct/abstain).
-
-    Args:
-        outcomes: a JSONL/CSV file of outcome records: `id`, `label` (PASS/FAIL or words such as
-            merged/rejected), the view fields the judge reads, optionally `group` and metadata.
-        judge: "passfail" or "rubric" (the default prompt), or your own starting prompt: its
-            text or the path of a file holding it (a judge of `kind`).
-        models: {"judge": ..., "teacher": ..., "reflection": ...} as model strings, dicts with
-            api_base, or dspy.LM objects; the teacher defaults to the judge and the reflection
-            (edit proposer) to the teacher; None uses the LM you configured in DSPy.
-        max_iters: AutoRefine iterations at most.
-        splits: (train, val, test) ratios, stratified by label, related records (`group`) kept together;
-            or {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"}.
-        run_dir: where checkpoints, evaluations, calibrated_prompt.txt and the reports go
-            (default: a new WORKDIR/runs/calibrate-KIND-TIME); an unfinished one resumes.
-        tracking: vf.MLflow(...) logs the run and registers the calibrated prompt, whose
-            `champion` alias moves only on validation evidence; None tracks nothing.
-        kind: the judge kind for a prompt of your own ("passfail" or "rubric").
-        workdir: cache, runs, the test-reuse ledger and the local MLflow store (default .verifirst).
-        seed: the split seed.
-        threads: evaluation and loop threads.
-        limit: use the first N records.
-        anchor: also run MLflow make_judge + align() on the same split and compare: True (SIMBA),
-            or aligners as "simba", "gepa", "memalign", a comma list or "all".
-        echo: a callable for progress lines (default: none).
-        prompt: your judge template with {{ variables }}: a file, prompts:/NAME/VERSION or
-            prompts:/NAME@ALIAS (as `verifirst calibrate --prompt`); the calibrated version is
-            registered under the same name (a file: `name` or its stem).
-        view: which record fields fill the template's variables: "title,diff" or "diff=patch,...".
-        name: the registry name for a file prompt.
-        promote: move this alias to the calibrated version, only on validation evidence.
-        from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`,
-            labelled by the human assessment or expectation named `label`.
-        label: the assessment name that carries the label (with from_mlflow).
-        repeats: judge runs per validation item; an edit must beat the repeat noise.
-        no_test: run without a held-out test split (splits with test 0), on purpose.
-        pass_at: numeric ratings at or above it are PASS (e.g. 4 on a 1-5 scale).
-        label_map: categorical labels to PASS/FAIL: {"excellent": "PASS", "poor": "FAIL"} or
-            "excellent=PASS,poor=FAIL"; a value neither covers is refused, naming its records.
-        promote_rule: "significant" (validation Δπ interval above zero), "better" or
-            "noninferior:MARGIN".
-
-    Returns:
-        A Result like `optimize`'s: the calibrated judge program, the report, the split
-        manifest, the run directory and the driver's before/after evaluations.
-    """
-    from .calibrate import calibrate_run
-
-    kind, judge_text = _judge_prompt(str(judge), kind)
-    lms = _calibration_models(models)
-    out = calibrate_run(Path(outcomes) if outcomes is not None else None, kind, max_iters=max_iters, splits=splits,
-                        workdir=Path(workdir or DEFAULT_WORKDIR), limit=limit, seed=seed, threads=threads,
-                        run_dir=Path(run_dir) if run_dir else None, models=lms, anchor=anchor,
-                        echo=echo or (lambda line: None), prompt=judge_text, tracking=tracking is not None,
-                        tracking_uri=tracking.uri if tracking else None,
-                        trace=bool(tracking and tracking.traces),
-                        experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"),
-                        prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
-                        label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
-                        promote_rule=promote_rule)
-    res = out.result
-    return Result(res.program, res.report, out.manifest, out.run_dir, res.before, res.after)

@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import typer  # noqa: E402
 
 from .errors import InputError, VerifirstError  # noqa: E402
+from .splits import DEFAULT_RATIOS  # noqa: E402
 
 app = typer.Typer(
     help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
@@ -106,12 +107,16 @@ def _fail(e: Exception) -> None:
 
 
 def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None):
-    from . import experiment
+    """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
+    from . import api
+    from .config import check_workdir
     from .report import print_report
 
     set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
-    out = experiment.run(exp, run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
-                         echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
+    if run_dir:
+        check_workdir(run_dir, field="--run-dir")
+    out = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
+                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
     if as_json:
         from .report import report_json
 
@@ -120,7 +125,7 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
     print_report(out.report)
     typer.echo(f"report: {out.run_dir / 'report.md'}")
     if out.run_id:
-        typer.echo(f"MLflow run {out.run_id} in {out.tracker.uri}")
+        typer.echo(f"MLflow run {out.run_id} in {out.tracking_uri}")
         typer.echo(f"inspect it: verifirst ui --workdir {exp.experiment['workdir']}")
     if out.report.get("prompt_uri"):
         typer.echo(f"optimized prompt registered as {out.report['prompt_uri']}")
@@ -452,7 +457,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
                                                         help="seconds one request to a served model may take "
                                                              "(default 60; each attempt, retries too)"),
-              splits: str = typer.Option("0.5,0.25,0.25", help="train,val,test fractions (grouped, stratified)"),
+              splits: str = typer.Option(",".join(map(str, DEFAULT_RATIOS)),
+                                         help="train,val,test fractions (grouped, stratified)"),
               no_test: bool = typer.Option(False, "--no-test", help="allow a test fraction of 0 (--splits 0.5,0.5,0): "
                                                                     "no held-out number is reported"),
               split_by: str = typer.Option("random", "--split-by", help="random (seeded, stratified) | time "
@@ -480,7 +486,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
     recall, McNemar), writes the review queue and registers the prompt in MLflow's prompt registry.
     """
     try:
-        from .calibrate import cli_calibrate
+        from .calibration import cli_calibrate
         from .splits import check_split_method
 
         check_split_method(split_by, time_field, windows, prefix="--")
@@ -527,7 +533,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
     """
     try:
-        from .calibrate import apply_judge
+        from .calibration import apply_judge
 
         rows = apply_judge(prompt, input, kind, model, workdir, threshold, view=view, tracking_uri=tracking_uri)
         for row in rows:

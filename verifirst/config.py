@@ -14,6 +14,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from .errors import ConfigError, InputError
+from .splits import DEFAULT_RATIOS
 from .textfile import read_text  # noqa: F401  (config.read_text: the reader experiment files use)
 
 DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Python API
@@ -47,7 +48,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "options": ((dict,), {}, "verifier-specific options"),
     },
     "splits": {
-        "ratios": ((list,), [0.5, 0.25, 0.25], "train, val, test fractions"),
+        "ratios": ((list,), list(DEFAULT_RATIOS), "train, val, test fractions"),
         "stratify": ((str,), None, "item meta field to stratify on"),
         "manifest": ((str,), None, "reuse a saved split manifest instead of splitting"),
         "no_val": ((bool,), False, "run with an empty validation split (ratios give val 0)"),

@@ -6,120 +6,32 @@ CIs, paired bootstrap). The test split is scored only through the guard, after s
 test evaluation goes into the workdir's test-reuse ledger, and the report says how many other
 programs were already scored on the same test split.
 
-Tracking is a callback the driver calls (evaluation scopes and rows, the optimizer's scope and
-iterations); engines never see a tracker, only `EngineContext.log_metrics`.
+`run` is the one run loop around it: every entry point (the CLI's `run` and `calibrate`, the
+TOML file, `vf.optimize`, `vf.run`, `vf.calibrate`) comes through it. It locks the run directory,
+refuses to resume another run's, records the run state, tells the observers (typed events of
+`verifirst.callbacks`: tracking, console, a domain's post-steps), adds usage to the report and
+hands it to the caller's `publish` (the report files). Engines never see a tracker, only
+`EngineContext.log_metrics`.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from . import atomic, stats
+from .callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
+                        ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
 from .engine import Budget, Engine, EngineContext
 from .errors import RunFailed
-from .evaluate import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
+from .evaluation import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
 from .ledger import TestLedger, ledger_for_run_dir, program_hash
 from .lm import USAGE, usage_phase
 from .metric import Metric
+from .run_items import write_items
 from .splits import SPLITS, SplitManifest
 from .task import Item
-
-
-class RunCallback:
-    """What the driver tells a tracker; every method is a no-op here. Subclass what you need."""
-
-    def run_start(self, name: str, params: dict, tags: dict) -> str | None:
-        """A run begins (called by the API, which owns the run); returns a run id or None."""
-        return None
-
-    @contextlib.contextmanager
-    def evaluation(self, phase: str, split: str) -> Iterator[None]:
-        """Scope of one evaluation."""
-        yield None
-
-    def row(self, phase: str, split: str, item: Item, row: Any) -> None:
-        """One evaluated item, called in the thread that ran the program (its trace is the last active)."""
-
-    def evaluation_done(self, phase: str, split: str, result: EvalResult, checkpoint: Path) -> None:
-        """One evaluation finished (inside its scope)."""
-
-    @contextlib.contextmanager
-    def optimization(self, engine_name: str) -> Iterator[None]:
-        """Scope of the engine's compile."""
-        yield None
-
-    def iteration(self, metrics: dict, step: int) -> None:
-        """One optimizer iteration's metrics (through EngineContext.log_metrics)."""
-
-    def artifact(self, path: Path) -> None:
-        """A file the engine wrote (through EngineContext.log_artifact)."""
-
-    def optimization_done(self, history: list, details: dict) -> None:
-        """The engine finished (inside its scope)."""
-
-    def run_end(self, status: str) -> None:
-        """The run ends: FINISHED, FAILED or KILLED."""
-
-
-class TrackerCallback(RunCallback):
-    """An MLflow `Tracker` as the driver's callback: nested runs per evaluation and per optimizer."""
-
-    def __init__(self, tracker: Any):
-        self.tracker = tracker
-        self._opt_run: str | None = None
-        self._eval_run: str | None = None
-        self._hook: Any = None
-
-    def run_start(self, name: str, params: dict, tags: dict) -> str | None:
-        return self.tracker.start(name, params=params, tags=tags)
-
-    @contextlib.contextmanager
-    def evaluation(self, phase: str, split: str) -> Iterator[None]:
-        t = self.tracker
-        with t.child(f"eval/{phase}/{split}", tags={"verifirst.split": split, "verifirst.phase": phase}) as rid:
-            hook = t.feedback_hook(rid, split)
-            self._eval_run, self._hook = rid, hook
-            try:
-                yield None
-            finally:
-                self._hook = None
-                t.attach_feedback(hook)
-
-    def row(self, phase: str, split: str, item: Item, row: Any) -> None:
-        if self._hook is not None:
-            self._hook(item, row)  # notes the item's trace; attach_feedback adds the verdicts at scope end
-
-    def evaluation_done(self, phase: str, split: str, result: EvalResult, checkpoint: Path) -> None:
-        t, rid = self.tracker, self._eval_run
-        summ = result.summary()
-        t.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")}, run_id=rid)
-        t.log_metrics({f"{phase}_{split}_pass_rate": summ["pass_rate"], f"{phase}_{split}_errors": summ["errors"]})
-        t.log_artifact(checkpoint, "per_item", run_id=rid)
-
-    @contextlib.contextmanager
-    def optimization(self, engine_name: str) -> Iterator[None]:
-        with self.tracker.child(f"optimize/{engine_name}", tags={"verifirst.phase": "optimize"}) as rid:
-            self._opt_run = rid
-            try:
-                yield None
-            finally:
-                self._opt_run = None
-
-    def iteration(self, metrics: dict, step: int) -> None:
-        self.tracker.log_metrics(metrics, step, run_id=self._opt_run)
-
-    def artifact(self, path: Path) -> None:
-        self.tracker.log_artifact(path, run_id=self._opt_run)
-
-    def optimization_done(self, history: list, details: dict) -> None:
-        self.tracker.log_json(history, "history.json", run_id=self._opt_run)
-        self.tracker.log_json(details, "details.json", run_id=self._opt_run)
-
-    def run_end(self, status: str) -> None:
-        self.tracker.finish(status)
 
 
 def compare(before: EvalResult, after: EvalResult) -> dict:
@@ -181,7 +93,7 @@ def _instructions(prog) -> dict:
 
 def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: SplitManifest,
              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int = 1,
-             tracker: Any = None, splits: Sequence[str] = SPLITS, progress: bool | None = None,
+             splits: Sequence[str] = SPLITS, progress: bool | None = None,
              max_error_rate: float | None = None, ledger: TestLedger | None = None,
              callback: RunCallback | None = None, executor: Any = None) -> OptimizationResult:
     """Guard -> score every split -> engine on train + val -> score again -> paired comparisons.
@@ -195,12 +107,11 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
         budget: the engine's budget.
         ctx: run directory, LMs by role; its log_metrics/log_artifact are set to the callback's.
         threads: evaluation threads.
-        tracker: an MLflow Tracker (wrapped in a TrackerCallback), or None.
         splits: the splits to evaluate.
         progress: show progress bars (None: when attached to a terminal).
         max_error_rate: LM error rate that stops an evaluation.
         ledger: the test-reuse ledger; default WORKDIR/test_ledger.jsonl of the run directory.
-        callback: what the driver tells about the run (instead of `tracker`).
+        callback: the observers of the evaluations and the engine (verifirst.callbacks).
         executor: where verifier calls run, for evaluations and the engine's metric alike
             (vf.Threads, the default, or vf.Ray); closed when the run ends.
 
@@ -209,25 +120,25 @@ def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spli
             starts and after it), or an engine that saw only errors; nothing is saved or registered.
     """
     if executor is None:
-        return _optimize(program, scorer, items, manifest, engine, budget, ctx, threads=threads, tracker=tracker,
+        return _optimize(program, scorer, items, manifest, engine, budget, ctx, threads=threads,
                          splits=splits, progress=progress, max_error_rate=max_error_rate, ledger=ledger,
                          callback=callback)
     try:
         if not isinstance(scorer, Metric):
             scorer = Metric(scorer)
         return _optimize(program, executor.metric(scorer), items, manifest, engine, budget, ctx,
-                         threads=executor.concurrency(threads), tracker=tracker, splits=splits, progress=progress,
+                         threads=executor.concurrency(threads), splits=splits, progress=progress,
                          max_error_rate=max_error_rate, ledger=ledger, callback=callback)
     finally:
         executor.close()
 
 
 def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: SplitManifest,
-              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int, tracker: Any,
+              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int,
               splits: Sequence[str], progress: bool | None, max_error_rate: float | None,
               ledger: TestLedger | None, callback: RunCallback | None) -> OptimizationResult:
     if callback is None:
-        callback = TrackerCallback(tracker) if tracker is not None else RunCallback()
+        callback = RunCallback()
     if not isinstance(scorer, Metric):
         scorer = Metric(scorer)
     run_dir = Path(ctx.run_dir)
@@ -239,18 +150,22 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     # The guard: the engine sees train and val only, and we record that it did.
     manifest.admit_to_optimizer([it.id for it in train + val], who=getattr(engine, "name", "optimizer"))
     manifest.save(run_dir / "split_manifest.json")
+    write_items(run_dir, items, manifest)
 
     def run_eval(prog, split: str, phase: str) -> EvalResult:
         ckpt = run_dir / "eval" / f"{phase}_{split}.jsonl"
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        with callback.evaluation(phase, split):
+        callback.on_evaluation_start(EvaluationStart(phase, split))
+        res = None
+        try:
             def on_row(item: Item, row: Any) -> None:
-                callback.row(phase, split, item, row)
+                callback.on_row(RowScored(phase, split, item, row))
 
             res = evaluate(prog, by_split[split], scorer, split=split, threads=threads, manifest=manifest,
                            checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
                            max_error_rate=max_error_rate, on_row=on_row)
-            callback.evaluation_done(phase, split, res, ckpt)
+        finally:
+            callback.on_evaluation_end(EvaluationEnd(phase, split, res, ckpt))
         if split == "test":  # the guard let it through: this program has now been scored on the test split
             h = program_hash(prog)
             scored_on_test.append(h)
@@ -277,18 +192,23 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
 
         def log_metrics(m: dict, step: int) -> None:
             own_metrics(m, step)
-            callback.iteration(m, step)
+            callback.on_iteration(Iteration(m, step))
 
         def log_artifact(p: Path) -> None:
             own_artifact(p)
-            callback.artifact(p)
+            callback.on_artifact(ArtifactWritten(Path(p)))
 
         ctx.log_metrics, ctx.log_artifact = log_metrics, log_artifact
         usage0 = USAGE.total()
         try:
-            with callback.optimization(engine.name), usage_phase("optimize"):
-                res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
-                callback.optimization_done(res.history, res.details)
+            callback.on_optimizer_start(OptimizerStart(engine.name))
+            end = OptimizerEnd([], {}, failed=True)
+            try:
+                with usage_phase("optimize"):
+                    res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
+                end = OptimizerEnd(res.history, res.details)
+            finally:
+                callback.on_optimizer_end(end)
         finally:
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
         best, history, details = res.program, res.history, dict(res.details)
@@ -319,3 +239,167 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     if stages:
         report["stage_order"] = list(stages)
     return OptimizationResult(best, report, before, after)
+
+
+USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens", "attempts",
+              "failed_attempts", "unusable")
+
+
+@dataclass
+class RunRequest:
+    """One run, checked and built by the caller (`vf.optimize`): what the loop runs and where.
+
+    program, scorer, items, manifest, engine, budget, ctx: as for `optimize`.
+    name: the run's name; suite: the data's name.
+    digest: what a run directory may be resumed with (see `run_digest`).
+    fresh: the run directory was made for this run (not given by the user).
+    config: the experiment file's settings with credentials masked, kept in run_state.json.
+    models: the model spec by role (for the report and the tracker's parameters).
+    lm_scope: a context the program runs in (dspy.context with the task LM and adapter), or None.
+    """
+
+    program: Any
+    scorer: Metric
+    items: Sequence[Item]
+    manifest: SplitManifest
+    engine: Engine | None
+    budget: Budget
+    ctx: EngineContext
+    name: str
+    suite: str
+    digest: str
+    fresh: bool = False
+    config: dict | None = None
+    models: dict = field(default_factory=dict)
+    splits: Sequence[str] = SPLITS
+    threads: int = 1
+    progress: bool | None = False
+    max_error_rate: float | None = None
+    ledger: TestLedger | None = None
+    executor: Any = None
+    lm_scope: Any = None
+
+
+def run_digest(program: Any, manifest: SplitManifest, scorer: Metric, optimizer: str, splits: Sequence[str],
+               config: dict | None = None) -> str:
+    """What a run directory may be resumed with: the same program, splits, metric, optimizer and
+    (for an experiment file) the same settings, credentials masked so a rotated key still resumes.
+
+    Args:
+        program: the program before optimization.
+        manifest: the split manifest.
+        scorer: the run's Metric.
+        optimizer: the engine's name.
+        splits: the splits evaluated.
+        config: the experiment file's settings (masked), or None.
+    """
+    import hashlib
+
+    body = {"program": program_hash(program), "split_digest": manifest.digest, "metric": scorer.name,
+            "output_field": scorer.output_field, "threshold": scorer.threshold, "optimizer": optimizer,
+            "splits": list(splits), "config": config}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def check_resume(run_dir: Path, digest: str) -> bool:
+    """Whether run_dir holds this run to resume; another run's directory is refused.
+
+    Args:
+        run_dir: the run directory.
+        digest: this run's `run_digest`.
+
+    Raises:
+        InputError: the directory's run_state.json names another run.
+    """
+    from .errors import InputError
+
+    state = Path(run_dir) / "run_state.json"
+    if not state.exists():
+        return False
+    try:
+        old = json.loads(state.read_text()).get("digest")
+    except (OSError, ValueError):
+        old = None
+    if old != digest:
+        raise InputError("this run directory belongs to another run (program, data, metric, optimizer or "
+                         "experiment settings differ)", path=str(state), field="digest",
+                         expected="the same arguments or experiment file to resume, or a new run directory")
+    return True
+
+
+def _state(req: RunRequest, status: str, run_id: str | None = None) -> dict:
+    body: dict[str, Any] = {"status": status, "digest": req.digest}
+    if req.config is not None:
+        body["config"] = req.config
+    if run_id:
+        body["run_id"] = run_id
+    return body
+
+
+def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[OptimizationResult, str | None]:
+    """The one run loop: lock the run directory, resume or start it, run `optimize`, report.
+
+    Args:
+        req: the checked run (`vf.optimize` builds it; so do `vf.run`, the CLI and calibration,
+            all through `vf.optimize`).
+        callbacks: a RunCallback or a list of them (verifirst.callbacks), told every event.
+        publish: (report, run_dir) -> paths of the report files written (the caller's report
+            writer; the loop sits below the report layer and names none).
+
+    Returns:
+        (the driver's result with the full report, the tracker's run id or None).
+
+    Raises:
+        RunFailed: a split without a verdict or an engine that saw only errors; the run directory
+            stays resumable, nothing is published.
+    """
+    import contextlib
+    import time
+
+    from .rundir import lock_run_dir
+
+    cb = as_callback(callbacks)
+    check_resume(req.ctx.run_dir, req.digest)  # before the lock: a refused run writes nothing
+    hold = lock_run_dir(req.ctx.run_dir, fresh=req.fresh)  # another process on this run dir is refused, by pid
+    try:
+        resumed = check_resume(hold.path, req.digest)  # again under the lock: another run may have started it
+    except BaseException:
+        hold.release()
+        raise
+    run_dir = req.ctx.run_dir = hold.path
+    status, report = "FAILED", None
+    try:
+        opt = getattr(req.engine, "name", "none")
+        run_id = cb.on_run_start(RunStart(
+            name=req.name, run_dir=run_dir, suite=req.suite, n_items=len(req.items), sizes=req.manifest.sizes(),
+            split_digest=req.manifest.digest, optimizer=opt, resumed=resumed, config=req.config,
+            params={"split_digest": req.manifest.digest, "models": req.models, "suite_size": len(req.items),
+                    "optimizer": opt, "metric": req.scorer.name, **({"config": req.config} if req.config else {})},
+            tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
+                  "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)}))
+        atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
+        usage_before, t0 = USAGE.total(), time.time()
+        with req.lm_scope() if req.lm_scope else contextlib.nullcontext():
+            res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
+                           threads=req.threads, splits=req.splits, progress=req.progress,
+                           max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb, executor=req.executor)
+            report = res.report
+            used = USAGE.total()
+            report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
+                           "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
+                           "models": req.models, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
+                           "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
+            cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
+        paths = list(publish(report, run_dir)) if publish else []
+        cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
+        atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
+        status = "FINISHED"
+        return res, run_id
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        try:
+            cb.on_run_end(RunEnd(status, run_dir, report))
+        finally:
+            hold.release()

@@ -366,3 +366,16 @@ def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None) -> 
         tracker.log_artifact(html, "report", run_id=rid)
     inspected = inspect_view.log_inspection(tracker, report, rd)
     return {**images, "html": html, **{f"inspection_{k}": p for k, p in inspected.items()}}
+
+
+def publish(report: dict, run_dir: str | Path) -> list[Path]:
+    """The run's report files: report.json, report.md and report.html (credentials masked).
+
+    Args:
+        report: the run report.
+        run_dir: the run directory.
+    """
+    from .report import write_reports
+
+    run_dir = Path(run_dir)
+    return [*write_reports(report, run_dir), write_html(report, run_dir / "report.html", run_dir=run_dir)]

@@ -73,10 +73,9 @@ ENGINES = {
 # The parts `verifirst calibrate` composes around the outcomes suite and the label verifier.
 CALIBRATION = {
     "make-judge": Entry("verifirst.programs.judges:make_judge", "a judge program by kind (passfail | rubric)"),
-    "run-calibration": Entry("verifirst.optimizers.autorefine:run_calibration", "the AutoRefine calibration loop"),
     "run-judge": Entry("verifirst.optimizers.autorefine:run_judge", "a judge's scores over items"),
     "verdicts-at": Entry("verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold"),
-    "compare-judges": Entry("verifirst.benchmarks.studies.judge_anchor:compare_judges", "paired comparison of judges"),
+    "judge-report": Entry("verifirst.optimizers.autorefine:judge_report", "the judge section of a calibration report"),
     "align-anchor": Entry("verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor"),
 }
 

@@ -17,6 +17,10 @@ from . import atomic
 from .errors import InputError, LeakageError
 
 SPLITS = ("train", "val", "test")
+# The one default for every entry point (experiment files, vf.optimize, vf.evaluate, calibration):
+# validation selects candidates and gates promotion, so it gets a quarter, not a fifth, of the data.
+DEFAULT_RATIOS = (0.5, 0.25, 0.25)
+DEFAULT_SEED = 0
 
 
 def _keyfn(key: str | Callable[[Any], Any] | None) -> Callable[[Any], str]:

@@ -69,11 +69,11 @@ def _timed_html() -> list[float]:
 
 
 def one_run(exp, run_dir: Path, models, html_spent: list[float]) -> dict:
-    from verifirst import experiment
+    from verifirst import api, experiment
 
     html_spent.clear()
     t0 = time.perf_counter()
-    out = experiment.run(exp, run_dir, progress=False, models=models, echo=lambda m: None)
+    out = api.run(exp, run_dir=run_dir, progress=False, models=models, echo=lambda m: None)
     wall = time.perf_counter() - t0
     u = out.report["usage_this_run"]
     return {"wall_s": round(wall, 3), "html_report_s": round(sum(html_spent), 3), "lm_calls": u["lm_calls"],

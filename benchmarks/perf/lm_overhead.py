@@ -17,7 +17,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def measure(calls: int, latency_s: float, threads: int) -> dict:
     import dspy
 
-    from verifirst.evaluate import Scorer, evaluate
+    from verifirst.evaluation import Scorer, evaluate
     from verifirst.lm import FastJSONAdapter
     from verifirst.programs.bash import BashGenerator
     from verifirst.task import Item

@@ -5,7 +5,7 @@ under Ray with 1, 2 and 4 workers, no LM (each candidate is the item's gold), on
 
 bash: the bash-pack verifier (sandboxed FEH) on the built-in bash pack's golds; terraform: the
 pure-Python backend on the built-in IaC pack's references. Each configuration runs the one
-evaluation loop (`verifirst.evaluate.evaluate`) with `threads` = workers. A Ray pool is built and
+evaluation loop (`verifirst.evaluation.evaluate`) with `threads` = workers. A Ray pool is built and
 warmed (one call per worker: imports, sandbox, embedder) before it is timed; the build time is
 reported apart. Efficiency of n workers = (items/s at n) / (n x items/s at 1). The per-task
 overhead of Ray is measured with the exact-match verifier (microseconds of work per item): the
@@ -62,7 +62,7 @@ def exact_items(n: int):
 
 def run_config(items, field: str, verifier_name: str, options: dict, executor, threads: int) -> dict:
     """One timed evaluation; a Ray pool is built and warmed first (its build time reported apart)."""
-    from verifirst.evaluate import evaluate
+    from verifirst.evaluation import evaluate
     from verifirst.executor import VerifierSpec
     from verifirst.metric import Metric
 

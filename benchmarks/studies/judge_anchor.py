@@ -24,73 +24,18 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from verifirst.errors import InputError  # noqa: E402
-from verifirst.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi  # noqa: E402
 
 PASS, FAIL = "PASS", "FAIL"
 
 
-def _pi(y: Sequence[str], pred: Sequence[str]) -> float:
-    return scotts_pi(list(y), list(pred))
-
-
-def pi_interval(y: Sequence[str], pred: Sequence[str], n_boot: int = 2000, seed: int = 0) -> list[float]:
-    """Percentile 95% interval of Scott's π over items resampled with replacement."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    y, pred = list(y), list(pred)
-    vals = []
-    for _ in range(n_boot):
-        ix = rng.integers(0, len(y), len(y))
-        vals.append(_pi([y[i] for i in ix], [pred[i] for i in ix]))
-    lo, hi = np.quantile(vals, [0.025, 0.975])
-    return [float(lo), float(hi)]
-
-
-def judge_metrics(y: Sequence[str], pred: Sequence[str], n_boot: int = 0, seed: int = 0) -> dict:
-    c = confusion(y, pred, labels=[PASS, FAIL])
-    fail, pas = c.per_class[FAIL], c.per_class[PASS]
-    out = {"n": len(y), "pi": _pi(y, pred), "accuracy": c.accuracy, "fail_recall": fail["recall"],
-           "fail_precision": fail["precision"], "pass_recall": pas["recall"],
-           "fail_rate": sum(p == FAIL for p in pred) / len(pred)}
-    if n_boot:
-        out["pi_ci95"] = pi_interval(y, pred, n_boot, seed)
-    return out
-
-
-def compare_judges(labels: dict[str, str], verdicts: dict[str, dict[str, str | None]], ours: str,
-                   anchors: Sequence[str], *, n_boot: int = 2000, seed: int = 0) -> dict:
-    """Held-out comparison of `ours` against each anchor on one common item set."""
-    names = [ours, *anchors]
-    missing = [n for n in names if n not in verdicts]
-    if missing:
-        raise InputError(f"no verdicts for judge(s) {missing}", field="verdicts", expected=", ".join(names))
-    ids = sorted(i for i in labels if all(verdicts[n].get(i) in (PASS, FAIL) for n in names))
-    out: dict[str, Any] = {"n_items": len(labels), "n_scored": len(ids),
-                           "excluded_lm_errors": {n: sum(verdicts[n].get(i) not in (PASS, FAIL) for i in labels)
-                                                  for n in names},
-                           "label_counts": {l: sum(labels[i] == l for i in ids) for l in (PASS, FAIL)},
-                           "judges": {}, "comparisons": {}}
-    if not ids:
-        return out
-    y = [labels[i] for i in ids]
-    for n in names:
-        out["judges"][n] = judge_metrics(y, [verdicts[n][i] for i in ids], n_boot, seed)
-    mine = [verdicts[ours][i] for i in ids]
-    for a in anchors:
-        theirs = [verdicts[a][i] for i in ids]
-        boot = paired_bootstrap(_pi, theirs, mine, y, n=n_boot, seed=seed)  # Δ = ours - anchor
-        mc = mcnemar_paired([p == t for p, t in zip(mine, y)], [p == t for p, t in zip(theirs, y)])
-        out["comparisons"][f"{ours}_vs_{a}"] = {"pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi],
-                                                "bootstrap": boot.as_dict(), "mcnemar_exact": mc.as_dict(),
-                                                "ours_right_anchor_wrong": mc.b, "anchor_right_ours_wrong": mc.c}
-    return out
+# The judge statistics live in the kernel (verifirst.stats): calibration's anchors use them too.
+from verifirst.stats import compare_judges, judge_metrics, pi_interval  # noqa: E402,F401
 
 
 TABLE_ORDER = ("uncalibrated", "calibrated", "mlflow_unaligned", "mlflow_simba", "mlflow_gepa", "mlflow_memalign")
@@ -171,7 +116,7 @@ def mlflow_model_uri(spec: str) -> str | None:
 def load_suite_and_splits(outcomes: str | None, problems: int | None, snippets: int | None,
                           splits: str, seed: int):
     from verifirst.benchmarks import outcomes as oc
-    from verifirst.calibrate import load_outcome_suite, parse_ratios
+    from verifirst.calibration import load_outcome_suite, parse_ratios
     from verifirst.splits import make_splits
 
     if outcomes is None or (Path(outcomes).suffix == ".json" and "grade" in Path(outcomes).name):

@@ -1,24 +1,21 @@
 """Journey 1: calibrate a judge prompt on workflow outcomes (AutoRefine) and apply it.
 
-Calibration is an experiment run by the one driver (`verifirst.driver.optimize`), like `run`:
-the outcomes suite, the judge program (passfail | rubric, or your prompt), the label verifier
-and the AutoRefine engine, with the same split guard, run directory, cache, tracking callback
-and test-reuse ledger. Its report is the driver's report plus a `judge` section (π, FAIL/PASS
-recall, McNemar, the teacher), computed from the driver's before/after evaluations.
-
-After the driver: the prompt registry with a `champion` alias that moves only on validation
+Calibration is the judge domain on the one run loop: `vf.optimize` with the outcomes suite, the
+judge program (passfail | rubric, or your prompt), the label verifier and the AutoRefine engine,
+so the split guard, run directory, cache, tracking and test-reuse ledger are `run`'s own. Its
+steps observe the loop (`CalibrationSteps`, a RunCallback): when the report is ready they add a
+`judge` section (π, FAIL/PASS recall, McNemar, the teacher) computed from the loop's
+before/after evaluations, then the review queue, the anchors, the prompt registry with an alias
+that moves only on validation with a `champion` alias that moves only on validation
 evidence (verifirst.promotion: the --promote-rule against the current champion, both scored by
 this run's judge LM on this run's validation items; test numbers are reported and decide
-nothing); and optionally the
-MLflow make_judge + align() anchor on the same split.
+nothing). `calibrate` is the Python API (`vf.calibrate`); `cli_calibrate` is `verifirst calibrate`.
 """
 from __future__ import annotations
 
 import json
 import re
 import sys
-import time
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,15 +23,15 @@ from typing import Any, Callable
 import dspy
 
 from . import atomic, registry
-from .driver import OptimizationResult, TrackerCallback, optimize
-from .engine import Budget, EngineContext, resolve_engine
+from .api import DEFAULT_WORKDIR, MLflow, Result, build_models
+from .splits import DEFAULT_RATIOS
+from .callbacks import RunCallback
+from .engine import Budget, resolve_engine
 from .errors import InputError
 from .judge_prompt import template_variables
 from .ledger import LEDGER_FILE, TestLedger, program_hash
-from .lm import USAGE, FastJSONAdapter, configure_cache, make_lm
-from .metric import Metric
+from .lm import FastJSONAdapter, configure_cache, make_lm
 from .preflight import check_verifiers
-from .rundir import lock_run_dir, new_run_dir
 from .splits import SplitManifest, make_splits
 from .stats import scotts_pi
 from .task import Suite
@@ -218,56 +215,184 @@ def _progress(echo, metrics: dict, step: int) -> None:
     echo(f"  step {step}: {shown}")
 
 
-def run_experiment(suite: Suite, manifest: SplitManifest, judge: str = "passfail", *, prompt: str | None = None,
-                   judge_lm=None, teacher_lm=None, proposer_lm=None, max_iters: int = 5,
-                   run_dir: Path, threads: int = 1, callback=None, ledger: TestLedger | None = None,
-                   engine_options: dict | None = None, n_boot: int = 2000, progress: bool | None = False,
-                   log_metrics: Callable[[dict, int], None] | None = None, adapter=None,
-                   view: str | None = None, max_error_rate: float | None = MAX_ERROR_RATE) -> OptimizationResult:
-    """The calibration experiment through the one driver; report["judge"] holds the judge statistics.
+@dataclass
+class CalibrationSettings:
+    """What a calibration run was asked to do, beyond the loop's own arguments (its post-steps'
+    inputs; also logged as the run's settings and part of its resume key)."""
+
+    judge: str = "passfail"
+    max_iters: int = 5
+    threads: int = 1
+    view: str | None = None
+    repeats: int = 1
+    model: str | None = None  # the judge model spec (the anchor's model)
+    workdir: Path = Path(".verifirst")
+    experiment: str = "verifirst-calibrate"  # the MLflow experiment (its -review twin holds the queue)
+    start: "StartPrompt | None" = None
+    promote_alias: str | None = None
+    promote_rule: Any = None
+    aligners: list = field(default_factory=list)
+    anchor_engine: Any = None
+    n_boot: int = 2000
+    cache: bool = True  # the workdir's disk cache of LM replies
+    extra: dict = field(default_factory=dict)  # report sections known before the run (labels, from_mlflow)
+
+
+class CalibrationSteps(RunCallback):
+    """The judge domain's steps on the one loop: progress lines, then, when the report is ready,
+    the judge statistics, calibrated_prompt.txt, the review queue, the anchors, the registered
+    prompt and its champion alias (moved only on validation evidence).
+
+    Args:
+        settings: the calibration's settings.
+        suite: the outcome records.
+        manifest: the run's split manifest (the loop records in it every item the engine scored).
+        program: the starting judge program (the uncalibrated judge).
+        engine: the AutoRefine engine the loop runs.
+        lms: {"judge", "teacher", "reflection"} LMs.
+        mlflow: the run's MLflow observer (registry and review-queue export), or None.
+        echo: where progress lines go.
+        source_line: the lines said before the splits (records read from MLflow traces).
+    """
+
+    def __init__(self, settings: CalibrationSettings, suite: Suite, manifest: SplitManifest, program: Any,
+                 engine: Any, lms: dict, mlflow: Any, echo: Callable[[str], None], source_line: str | None = None):
+        self.s, self.suite, self.program, self.engine, self.lms = settings, suite, program, engine, lms
+        self.manifest = manifest
+        self.mlflow, self.echo, self.source_line = mlflow, echo, source_line
+        self.log_metrics: Callable[[dict, int], None] | None = None
+        self.run_id: str | None = None
+
+    def on_run_start(self, event) -> None:
+        if self.source_line:
+            self.echo(self.source_line)
+        z = event.sizes
+        self.echo(f"{event.suite}: {event.n_items} outcome records; splits train {z['train']} / val {z['val']} / "
+                  f"test {z['test']} (digest {event.split_digest}); run dir {event.run_dir}")
+        m = self.manifest
+        if m.method == "time":
+            c = m.cuts
+            self.echo(f"time split on {m.time_field}: train to {c.get('train_end')}, validation from "
+                      f"{c.get('val_start')}, test from {c.get('test_start')}")
+        return None
+
+    def on_iteration(self, event) -> None:
+        _progress(self.echo, event.metrics, event.step)
+        if self.log_metrics is not None:
+            self.log_metrics(event.metrics, event.step)
+
+    def on_report(self, event) -> None:
+        s, rep, res, run_dir = self.s, event.report, event.result, Path(event.run_dir)
+        self.run_id = rep.get("run_id")
+        manifest = self.manifest
+        # the judge domain's statistics, by registered name: the kernel's Engine protocol has no such method
+        rep["judge"] = _part("judge-report")(self.program, res.before, res.after, self.suite.items, manifest,
+                                             rep["details"], judge_lm=self.lms["judge"],
+                                             teacher_lm=self.lms["teacher"], num_threads=s.threads, n_boot=s.n_boot)
+        prompt_text = rep["judge"].get("calibrated_prompt") or getattr(res.program, "prompt", "")
+        atomic.write_text(run_dir / "calibrated_prompt.txt", str(prompt_text) + "\n")
+        rep["models"] = {"judge": _spec(self.lms["judge"], s.model), "teacher": _spec(self.lms["teacher"], s.model),
+                         "proposer": _spec(self.lms["reflection"], s.model)}
+        rep.update(s.extra)
+        if s.start is not None:
+            rep["start_prompt"] = {"source": s.start.source, "name": s.start.name, "version": s.start.version,
+                                   "alias": s.start.alias, "view": s.view}
+        tracker = self.mlflow.tracker if self.mlflow is not None else None
+        judged = judge_section(rep)
+        rep["review_queue"] = export_review_queue(judged.get("review_queue") or [], run_dir, tracker,
+                                                  s.experiment, self.run_id, self.echo)
+        if s.aligners:
+            self.echo(f"anchor: MLflow make_judge + Judge.align({', '.join(a.upper() for a in s.aligners)}) on the "
+                      f"same train split ...")
+            rep["anchor"] = run_anchor(self.suite, manifest, rep, s.model or "local", s.workdir,
+                                       engine=s.anchor_engine, aligners=s.aligners)
+            rep["test_reuse"] = _record_anchor(TestLedger(s.workdir / LEDGER_FILE), rep, run_dir)
+        if tracker is not None and tracker.enabled:
+            self._track(tracker, rep, judged, manifest)
+
+    def _track(self, tracker: Tracker, rep: dict, judged: dict, manifest: SplitManifest) -> None:
+        s = self.s
+        for jname, j in judged.get("test", {}).get("judges", {}).items():
+            tracker.log_metrics({f"test_{jname}_pi": j["pi"], f"test_{jname}_fail_recall": j["fail_recall"],
+                                 f"test_{jname}_fail_precision": j["fail_precision"],
+                                 f"test_{jname}_pass_recall": j["pass_recall"]})
+        t = judged.get("teacher", {})
+        tracker.log_metrics({f"teacher_{k}": v for k, v in t.items() if isinstance(v, (int, float))})
+        pname = s.start.name if s.start else f"verifirst-{s.judge}-judge"
+        uri = tracker.register_prompt(pname, judged["calibrated_prompt"], tags={
+            "split_digest": manifest.digest, "test_pi": f"{_test_pi(rep) or float('nan'):.6f}",
+            "val_pi": f"{_val_pi_of(rep):.6f}",
+            "run_id": self.run_id or "", "judge": s.judge, "threshold": str(judged.get("calibrated_threshold")),
+            **({"calibrated_from": s.start.source, "view": s.view or ""} if s.start else {})},
+            message=f"AutoRefine, {s.max_iters} max iterations, run {self.run_id}")
+        rep["prompt_uri"] = uri
+        val_items = manifest.select(self.suite.items, "val")
+
+        def rescore(text: str, threshold: float | None) -> dict:
+            return _score_prompt(s.judge, sorted(self.suite.items[0].inputs), text, threshold, val_items,
+                                 self.lms["judge"], s.threads, s.view)
+
+        alias = s.promote_alias if s.start else (s.promote_alias or CHAMPION)
+        if alias:
+            rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias,
+                                      rule=s.promote_rule)
+        else:
+            rep["champion"] = {"moved": False, "alias": None, "decided_on": "validation",
+                               "reason": "no alias moves without --promote ALIAS"}
+
+    def on_report_written(self, event) -> None:
+        tracker = self.mlflow.tracker if self.mlflow is not None else None
+        if tracker is None or not tracker.enabled:
+            return
+        for f in ("calibrated_prompt.txt", "split_manifest.json", REVIEW_QUEUE_FILE):
+            if (Path(event.run_dir) / f).exists():
+                tracker.log_artifact(Path(event.run_dir) / f, "report")
+
+
+def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: CalibrationSettings, lms: dict, *,
+                    prompt: str | None = None, run_dir: Path | None = None, tracking: Any = None,
+                    echo: Callable[[str], None] = print, engine_options: dict | None = None,
+                    source_line: str | None = None, config: dict | None = None,
+                    log_metrics: Callable[[dict, int], None] | None = None, program: Any = None,
+                    name: str | None = None):
+    """Calibrate a judge on these records through the one loop (`vf.optimize`) with its steps.
 
     Args:
         suite: the outcome records (inputs: the judge's view; gold["label"]: PASS/FAIL).
         manifest: the split manifest (train for the loop, val to select, test held out).
-        judge: the judge kind, "passfail" or "rubric".
+        settings: the calibration's settings (judge kind, view, iterations, promotion, anchors).
+        lms: {"judge", "teacher", "reflection"} LMs.
         prompt: the starting prompt (default: the kind's default prompt).
-        judge_lm: the judge's LM (the program's task LM); None uses DSPy's configured LM.
-        teacher_lm: the informed teacher's LM.
-        proposer_lm: the LM proposing and applying prompt edits.
-        max_iters: AutoRefine iterations at most.
-        run_dir: the run directory (checkpoints, evaluations, calibrated_prompt.txt).
-        threads: evaluation and loop threads.
-        callback: the driver's RunCallback (e.g. a TrackerCallback), or None.
-        ledger: the test-reuse ledger (default: the run directory's workdir's).
-        engine_options: AutoRefineEngine options (target_pi, length_cap, use_teacher, batch_size).
-        n_boot: bootstrap resamples for the judge statistics.
-        progress: show progress bars.
+        run_dir: the run directory (default: a new WORKDIR/runs/calibrate-KIND-TIME).
+        tracking: the MLflow observer (verifirst.mlflow_callback.MLflowCallback), or None.
+        echo: where progress lines go.
+        engine_options: AutoRefineEngine options (repeats, temperature, target_pi, ...).
+        source_line: a line said before the splits.
+        config: the calibration's settings as logged and resumed.
         log_metrics: also told each loop iteration's metrics.
-        adapter: the DSPy adapter for the judge (default: the configured one).
-        view: which record fields the judge reads, or fill the prompt's `{{ variables }}`
-            ("title,diff" or "diff=patch,title=title"; see verifirst.judge_prompt).
-        max_error_rate: the judge's LM error rate that stops an evaluation; also turns on the stop
-            when the first requests all fail (ErrorRateExceeded, exit 1). None: never stop.
+        program: the judge program to calibrate (default: the kind's judge over the records'
+            fields, or `prompt` as a template); e.g. an MLflow judge wrapped as a program.
+        name: the run's name (default calibrate-KIND).
+
+    Returns:
+        The api Result (program, report with `judge`, manifest, run_dir, before, after).
     """
-    run_dir = Path(run_dir)
-    program = make_judge_program(judge, suite, prompt, view)
-    scorer = Metric(registry.component("verifier", "label")(), "verdict")
+    from .api import optimize
+    from .lm import Models
+
+    s = settings
+    program = program if program is not None else make_judge_program(s.judge, suite, prompt, s.view)
+    verifier = registry.component("verifier", "label")()
     engine = resolve_engine("autorefine", engine_options)
-    ctx = EngineContext(run_dir=run_dir, reflection_lm=proposer_lm, teacher_lm=teacher_lm, task_lm=judge_lm,
-                        log_metrics=log_metrics or (lambda m, step: None))
-    scope: dict[str, Any] = {"lm": judge_lm} if judge_lm is not None else {}
-    if adapter is not None:
-        scope["adapter"] = adapter
-    with dspy.context(**scope):
-        res = optimize(program, scorer, suite.items, manifest, engine, Budget(max_iters=max_iters, num_threads=threads),
-                       ctx, threads=threads, progress=progress, ledger=ledger, callback=callback,
-                       max_error_rate=max_error_rate)
-        res.report["judge"] = engine.judge_report(program, res.before, res.after, suite.items, manifest,
-                                                  res.report["details"], judge_lm=judge_lm, teacher_lm=teacher_lm,
-                                                  num_threads=threads, n_boot=n_boot)
-    prompt_text = res.report["judge"].get("calibrated_prompt") or getattr(res.program, "prompt", "")
-    atomic.write_text(run_dir / "calibrated_prompt.txt", str(prompt_text) + "\n")
-    return res
+    steps = CalibrationSteps(s, suite, manifest, program, engine, lms, tracking, echo, source_line)
+    steps.log_metrics = log_metrics
+    judge_lm = lms["judge"] if lms.get("judge") is not None else dspy.settings.lm
+    models = Models(task=judge_lm, judge=judge_lm, teacher=lms["teacher"], reflection=lms["reflection"])
+    return optimize(program, suite, verifier, engine, splits=manifest, models=models,
+                    budget=Budget(max_iters=s.max_iters, num_threads=s.threads), run_dir=run_dir,
+                    tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
+                    workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
+                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config)
 
 
 def make_judge_program(judge: str, suite: Suite, prompt: str | None, view: str | None = None):
@@ -289,7 +414,7 @@ def make_judge_program(judge: str, suite: Suite, prompt: str | None, view: str |
 class CalibrationRun:
     """What `calibrate_run` returns: the driver's result (report with `judge`), splits, run dir."""
 
-    result: OptimizationResult
+    result: Any  # the api Result: program, report, before, after
     manifest: SplitManifest
     run_dir: Path
 
@@ -393,7 +518,7 @@ def parse_anchor(anchor: Any) -> list[str]:
 
 
 def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "local", teacher: str | None = None,
-                  proposer: str | None = None, max_iters: int = 5, splits: Any = "0.5,0.25,0.25",
+                  proposer: str | None = None, max_iters: int = 5, splits: Any = DEFAULT_RATIOS,
                   workdir: Path = Path(".verifirst"), limit: int | None = None,
                   snippets: int | None = None, seed: int = 0,
                   tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
@@ -494,114 +619,31 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         proposer_lm = make_lm(proposer or teacher or model, role="reflection", timeout_s=timeout_s)
     else:
         judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
-    configure_cache(workdir / "cache")
-    fresh = not run_dir
-    run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, f"calibrate-{judge}")
-    tracker = Tracker(workdir, uri=tracking_uri, experiment=experiment, offline=offline, autolog=trace,
-                      enabled=tracking)
-    ledger = TestLedger(workdir / LEDGER_FILE)  # the workdir's, even for a given run dir
-    hold = lock_run_dir(run_dir, fresh=fresh)  # another process on this run dir is refused here, by pid
-    run_dir = hold.path
-    status = "FAILED"
-    try:
-        if not fresh:
-            check_resumed_manifest(run_dir, manifest)  # a time split does not resume a random one
-        if trace_stats is not None:
-            echo(f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
-                 f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
-        echo(f"{suite.name}: {len(suite)} outcome records; splits train {len(manifest.train)} / val "
-             f"{len(manifest.val)} / test {len(manifest.test)} (digest {manifest.digest}); run dir {run_dir}")
-        if manifest.method == "time":
-            c = manifest.cuts
-            echo(f"time split on {manifest.time_field}: train to {c.get('train_end')}, validation from "
-                 f"{c.get('val_start')}, test from {c.get('test_start')}")
-        specs = {"judge": _spec(judge_lm, model), "teacher": _spec(teacher_lm, teacher or model),
-                 "proposer": _spec(proposer_lm, proposer or teacher or model)}
-        run_id = tracker.start(f"calibrate-{judge}", params={
-            "judge": judge, "models": specs, "max_iters": max_iters, "splits": str(splits), "split_by": split_by["by"],
-            "split_digest": manifest.digest, "outcomes": source, "prompt": prompt_source or "", "view": view or "",
-            "repeats": repeats},
-            tags={"verifirst.split_digest": manifest.digest, "verifirst.optimizer": "autorefine",
-                  "verifirst.suite": suite.name, "verifirst.run_dir": str(run_dir)})
-        usage_before, t0 = USAGE.total(), time.time()
-        options = {"repeats": repeats, "temperature": temperature} if repeats > 1 else None
-        res = run_experiment(suite, manifest, judge, prompt=prompt, judge_lm=judge_lm, teacher_lm=teacher_lm,
-                             proposer_lm=proposer_lm, max_iters=max_iters, run_dir=run_dir, threads=threads,
-                             callback=TrackerCallback(tracker) if tracker.enabled else None, ledger=ledger,
-                             log_metrics=lambda m, step: _progress(echo, m, step), adapter=FastJSONAdapter(),
-                             view=view, engine_options=options)
-        rep = res.report
-        used = USAGE.total()
-        rep.update({"experiment": f"calibrate-{judge}", "suite": suite.name, "run_dir": str(run_dir),
-                    "run_id": run_id, "tracking_uri": tracker.uri, "wall_s": round(time.time() - t0, 2),
-                    "models": specs, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
-                    "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k)
-                                       for k in ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens",
-                                                 "completion_tokens", "attempts", "failed_attempts", "unusable")}})
-        if trace_stats is not None:
-            rep["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
-        rep["labels"] = {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map}
-        if start is not None:
-            rep["start_prompt"] = {"source": start.source, "name": start.name, "version": start.version,
-                                   "alias": start.alias, "view": view}
-        from .experiment import tracking_failures
+    if run_dir is not None and (Path(run_dir) / "split_manifest.json").exists():
+        check_resumed_manifest(Path(run_dir), manifest)  # a time split does not resume a random one
+    source_line = None
+    if trace_stats is not None:
+        source_line = (f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
+                       f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
+    extra: dict[str, Any] = {"labels": {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map}}
+    if trace_stats is not None:
+        extra["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
+    settings = CalibrationSettings(judge=judge, max_iters=max_iters, threads=threads, view=view, repeats=repeats,
+                                   model=model, workdir=workdir, experiment=experiment, start=start,
+                                   promote_alias=promote_alias, promote_rule=promote_by, aligners=aligners,
+                                   anchor_engine=anchor_engine, extra=extra)
+    from .mlflow_callback import MLflowCallback
 
-        rep["tracking_failures"] = tracking_failures(tracker, res)
-        judged = judge_section(rep)
-        rep["review_queue"] = export_review_queue(judged.get("review_queue") or [], run_dir, tracker,
-                                                  experiment, run_id, echo)
-        if aligners:
-            echo(f"anchor: MLflow make_judge + Judge.align({', '.join(a.upper() for a in aligners)}) on the same "
-                 f"train split ...")
-            rep["anchor"] = run_anchor(suite, manifest, rep, model, workdir, engine=anchor_engine, aligners=aligners)
-            rep["test_reuse"] = _record_anchor(ledger, rep, run_dir)
-        for jname, j in judged.get("test", {}).get("judges", {}).items():
-            tracker.log_metrics({f"test_{jname}_pi": j["pi"], f"test_{jname}_fail_recall": j["fail_recall"],
-                                 f"test_{jname}_fail_precision": j["fail_precision"],
-                                 f"test_{jname}_pass_recall": j["pass_recall"]})
-        t = judged.get("teacher", {})
-        tracker.log_metrics({f"teacher_{k}": v for k, v in t.items() if isinstance(v, (int, float))})
-        if tracker.enabled:
-            pname = start.name if start else f"verifirst-{judge}-judge"
-            uri = tracker.register_prompt(pname, judged["calibrated_prompt"], tags={
-                "split_digest": manifest.digest, "test_pi": f"{_test_pi(rep) or float('nan'):.6f}",
-                "val_pi": f"{_val_pi_of(rep):.6f}",
-                "run_id": run_id or "", "judge": judge, "threshold": str(judged.get("calibrated_threshold")),
-                **({"calibrated_from": start.source, "view": view or ""} if start else {})},
-                message=f"AutoRefine, {max_iters} max iterations, run {run_id}")
-            rep["prompt_uri"] = uri
-            val_items = manifest.select(suite.items, "val")
-
-            def rescore(text: str, threshold: float | None) -> dict:
-                return _score_prompt(judge, sorted(suite.items[0].inputs), text, threshold, val_items, judge_lm,
-                                     threads, view)
-
-            alias = promote_alias if start else (promote_alias or CHAMPION)
-            if alias:
-                rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias,
-                                          rule=promote_by)
-            else:
-                rep["champion"] = {"moved": False, "alias": None, "decided_on": "validation",
-                                   "reason": "no alias moves without --promote ALIAS"}
-        from .report import write_reports
-
-        for path in write_reports(rep, run_dir):
-            tracker.log_artifact(path, "report")
-        if tracker.enabled:
-            from .html_report import log_plots
-
-            log_plots(tracker, rep, run_dir)
-        for f in ("calibrated_prompt.txt", "split_manifest.json", REVIEW_QUEUE_FILE):
-            if (run_dir / f).exists():
-                tracker.log_artifact(run_dir / f, "report")
-        status = "FINISHED"
-        return CalibrationRun(res, manifest, run_dir)
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        tracker.finish(status)
-        hold.release()
+    mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
+                            register_prompt=False) if tracking else None
+    config = {"judge": judge, "max_iters": max_iters, "splits": str(splits), "split_by": split_by["by"],
+              "outcomes": source, "prompt": prompt_source or "", "view": view or "", "repeats": repeats}
+    res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
+                                                      "reflection": proposer_lm},
+                          prompt=prompt, run_dir=Path(run_dir) if run_dir else None, tracking=mlflow,
+                          echo=echo, source_line=source_line, config=config,
+                          engine_options={"repeats": repeats, "temperature": temperature} if repeats > 1 else None)
+    return CalibrationRun(res, manifest, res.run_dir)
 
 
 def export_review_queue(rows: list[dict], run_dir: Path, tracker: Tracker, experiment: str, run_id: str | None,
@@ -624,7 +666,7 @@ def export_review_queue(rows: list[dict], run_dir: Path, tracker: Tracker, exper
     for r in rows:
         reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
     out: dict[str, Any] = {"file": str(path), "n": len(rows), "by_reason": reasons}
-    if tracker.enabled and rows:
+    if tracker is not None and tracker.enabled and rows:
         from .mlflow_records import export_review_queue as to_mlflow
 
         try:
@@ -692,7 +734,9 @@ def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, eng
     """
     import inspect
 
-    compare_judges, align_anchor = _part("compare-judges"), _part("align-anchor")
+    from .stats import compare_judges
+
+    align_anchor = _part("align-anchor")
     train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
     judged = judge_section(rep)
     aligners = list(aligners or ["simba"])
@@ -850,14 +894,117 @@ def cli_calibrate(**kw) -> int:
     return 0
 
 
-class _CallableModule(types.ModuleType):
-    """`vf.calibrate(...)` is the API's calibrate even after this module, of the same name, is
-    imported (importing a submodule binds its name on the package)."""
-
-    def __call__(self, *args: Any, **kwargs: Any):
-        from .api import calibrate as api_calibrate
-
-        return api_calibrate(*args, **kwargs)
+JUDGE_KINDS = ("passfail", "rubric")
+CALIBRATION_ROLES = ("judge", "task", "teacher", "reflection")
 
 
-sys.modules[__name__].__class__ = _CallableModule
+def _judge_prompt(judge: str, kind: str) -> tuple[str, str | None]:
+    """(kind, starting prompt) from a judge kind, a prompt file or a prompt's text."""
+    if judge in JUDGE_KINDS:
+        return judge, None
+    if kind not in JUDGE_KINDS:
+        raise InputError(f"unknown judge kind {kind!r}", field="kind", expected=" or ".join(JUDGE_KINDS))
+    if "\n" not in judge and len(judge) < 4096:
+        path = Path(judge)
+        if path.is_file():
+            text = path.read_text(encoding="utf-8").strip()
+            if not text:
+                raise InputError("the judge prompt file is empty", path=str(path), expected="a prompt text")
+            return kind, text
+    if not judge.strip():
+        raise InputError("empty judge prompt", field="judge", expected="passfail, rubric, a prompt or its file")
+    return kind, judge.strip()
+
+
+def _calibration_models(models: Any) -> dict:
+    """{judge, teacher, reflection} LMs: teacher defaults to the judge, reflection to the teacher."""
+    import dspy
+
+    given = {k: v for k, v in dict(models or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(CALIBRATION_ROLES))
+    if unknown:
+        raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles judge, teacher, reflection")
+    judge = given.get("judge") or given.get("task")
+    if judge is None and dspy.settings.lm is None:
+        raise InputError("no judge LM: pass models={'judge': ...} or dspy.configure(lm=...)", field="models.judge")
+    if judge is None:
+        judge = dspy.settings.lm
+    teacher = given.get("teacher") or judge
+    lms = build_models({"task": judge, "judge": judge, "teacher": teacher,
+                        "reflection": given.get("reflection") or teacher})
+    return {"judge": lms.judge, "teacher": lms.teacher, "reflection": lms.reflection}
+
+
+def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: Any = None, max_iters: int = 5,
+              splits: Any = DEFAULT_RATIOS, run_dir: str | Path | None = None, tracking: MLflow | None = None,
+              kind: str = "passfail", workdir: str | Path | None = None, seed: int = 0, threads: int = 1,
+              limit: int | None = None, anchor: bool | str = False, echo: Any = None,
+              prompt: str | None = None, view: str | None = None, name: str | None = None,
+              promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
+              repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
+              promote_rule: str = "significant") -> Result:
+    """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
+
+    The same experiment as `verifirst calibrate`: the judge program is scored before and after
+    on every split against the recorded labels, AutoRefine sees train and validation only, and
+    the test split is scored once, after selection. The report is `optimize`'s report plus a
+    `judge` section (Scott's π against the uncalibrated judge with a paired bootstrap interval,
+    FAIL recall/precision, PASS recall, McNemar, the teacher's keep/correct/abstain).
+
+    Args:
+        outcomes: a JSONL/CSV file of outcome records: `id`, `label` (PASS/FAIL or words such as
+            merged/rejected), the view fields the judge reads, optionally `group` and metadata.
+        judge: "passfail" or "rubric" (the default prompt), or your own starting prompt: its
+            text or the path of a file holding it (a judge of `kind`).
+        models: {"judge": ..., "teacher": ..., "reflection": ...} as model strings, dicts with
+            api_base, or dspy.LM objects; the teacher defaults to the judge and the reflection
+            (edit proposer) to the teacher; None uses the LM you configured in DSPy.
+        max_iters: AutoRefine iterations at most.
+        splits: (train, val, test) ratios, stratified by label, related records (`group`) kept together;
+            or {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"}.
+        run_dir: where checkpoints, evaluations, calibrated_prompt.txt and the reports go
+            (default: a new WORKDIR/runs/calibrate-KIND-TIME); an unfinished one resumes.
+        tracking: vf.MLflow(...) logs the run and registers the calibrated prompt, whose
+            `champion` alias moves only on validation evidence; None tracks nothing.
+        kind: the judge kind for a prompt of your own ("passfail" or "rubric").
+        workdir: cache, runs, the test-reuse ledger and the local MLflow store (default .verifirst).
+        seed: the split seed.
+        threads: evaluation and loop threads.
+        limit: use the first N records.
+        anchor: also run MLflow make_judge + align() on the same split and compare: True (SIMBA),
+            or aligners as "simba", "gepa", "memalign", a comma list or "all".
+        echo: a callable for progress lines (default: none).
+        prompt: your judge template with {{ variables }}: a file, prompts:/NAME/VERSION or
+            prompts:/NAME@ALIAS (as `verifirst calibrate --prompt`); the calibrated version is
+            registered under the same name (a file: `name` or its stem).
+        view: which record fields fill the template's variables: "title,diff" or "diff=patch,...".
+        name: the registry name for a file prompt.
+        promote: move this alias to the calibrated version, only on validation evidence.
+        from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`,
+            labelled by the human assessment or expectation named `label`.
+        label: the assessment name that carries the label (with from_mlflow).
+        repeats: judge runs per validation item; an edit must beat the repeat noise.
+        no_test: run without a held-out test split (splits with test 0), on purpose.
+        pass_at: numeric ratings at or above it are PASS (e.g. 4 on a 1-5 scale).
+        label_map: categorical labels to PASS/FAIL: {"excellent": "PASS", "poor": "FAIL"} or
+            "excellent=PASS,poor=FAIL"; a value neither covers is refused, naming its records.
+        promote_rule: "significant" (validation Δπ interval above zero), "better" or
+            "noninferior:MARGIN".
+
+    Returns:
+        A Result like `optimize`'s: the calibrated judge program, the report, the split
+        manifest, the run directory and the driver's before/after evaluations.
+    """
+    kind, judge_text = _judge_prompt(str(judge), kind)
+    lms = _calibration_models(models)
+    out = calibrate_run(Path(outcomes) if outcomes is not None else None, kind, max_iters=max_iters, splits=splits,
+                        workdir=Path(workdir or DEFAULT_WORKDIR), limit=limit, seed=seed, threads=threads,
+                        run_dir=Path(run_dir) if run_dir else None, models=lms, anchor=anchor,
+                        echo=echo or (lambda line: None), prompt=judge_text, tracking=tracking is not None,
+                        tracking_uri=tracking.uri if tracking else None,
+                        trace=bool(tracking and tracking.traces),
+                        experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"),
+                        prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
+                        label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
+                        promote_rule=promote_rule)
+    return out.result

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextvars
 import json
 import sys
-import types
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -401,16 +400,3 @@ def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | No
                 return (f"{phase} {split}: none of its {res.n} items got a verdict ({res.n_errors_of('lm')} LM "
                         f"errors, {res.n_errors_of('verifier')} verifier errors, {res.n_inconclusive} inconclusive)")
     return None
-
-
-class _CallableModule(types.ModuleType):
-    """`vf.evaluate(...)` is the API's evaluate even after this module, of the same name, is imported
-    (importing a submodule binds its name on the package)."""
-
-    def __call__(self, *args: Any, **kwargs: Any):
-        from .api import evaluate as api_evaluate
-
-        return api_evaluate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
