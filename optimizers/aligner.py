@@ -367,7 +367,8 @@ class AutoRefineAligner(AlignmentOptimizer):
                   "splits": list(self.splits), "labels": self.rule.describe(), **options}
         res = calibrate_suite(Suite(f"traces-{judge.name}", items), manifest, settings, lms, run_dir=run_dir,
                               tracking=None, echo=lambda line: None, engine_options=options, config=config,
-                              program=program, name=f"align-{judge.name}")
+                              program=program, name=f"align-{judge.name}",
+                              eval_splits=("test",))  # only the held-out numbers are reported: no train/val scoring
         rep, aligned = res.report, res.program.judge
         details, judged = rep["details"], rep["judge"]
 

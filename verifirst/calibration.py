@@ -24,7 +24,7 @@ import dspy
 
 from . import atomic, registry
 from .api import DEFAULT_WORKDIR, MLflow, Result, build_models
-from .splits import DEFAULT_RATIOS
+from .splits import DEFAULT_RATIOS, SPLITS, SplitManifest, make_splits
 from .callbacks import RunCallback
 from .engine import Budget, resolve_engine
 from .errors import InputError
@@ -32,7 +32,6 @@ from .judge_prompt import template_variables
 from .ledger import LEDGER_FILE, TestLedger, program_hash
 from .lm import FastJSONAdapter, configure_cache, make_lm
 from .preflight import check_verifiers
-from .splits import SplitManifest, make_splits
 from .stats import scotts_pi
 from .task import Suite
 from .tracking import Tracker
@@ -354,7 +353,7 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
                     echo: Callable[[str], None] = print, engine_options: dict | None = None,
                     source_line: str | None = None, config: dict | None = None,
                     log_metrics: Callable[[dict, int], None] | None = None, program: Any = None,
-                    name: str | None = None):
+                    name: str | None = None, eval_splits: tuple[str, ...] = SPLITS):
     """Calibrate a judge on these records through the one loop (`vf.optimize`) with its steps.
 
     Args:
@@ -373,6 +372,7 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
         program: the judge program to calibrate (default: the kind's judge over the records'
             fields, or `prompt` as a template); e.g. an MLflow judge wrapped as a program.
         name: the run's name (default calibrate-KIND).
+        eval_splits: the splits scored before and after (the loop scores test once either way).
 
     Returns:
         The api Result (program, report with `judge`, manifest, run_dir, before, after).
@@ -392,7 +392,8 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
                     budget=Budget(max_iters=s.max_iters, num_threads=s.threads), run_dir=run_dir,
                     tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
                     workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
-                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config)
+                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
+                    eval_splits=eval_splits)
 
 
 def make_judge_program(judge: str, suite: Suite, prompt: str | None, view: str | None = None):
