@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from verifirst.textfile import read_text
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.textfile import read_text
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 
 PACK_PATH = Path(__file__).resolve().parent / "data" / "bash_pack.json"
 FIXTURES = ("empty",) + tuple(f"nl2sh-fs{i}" for i in range(1, 6)) + tuple(f"intercode-fs{i}" for i in range(1, 5))

@@ -42,8 +42,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 
 SUITES = ("bash_1", "bash_2", "bash_3")
 SUITE_KIND = {"bash_1": "basic", "bash_2": "system", "bash_3": "multi-line scripts"}

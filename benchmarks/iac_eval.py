@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 
 V1_COLUMNS = ("Resource", "Prompt", "Rego intent", "Difficulty", "Reference output", "Intent")
 V2_COLUMNS = ("task_id", "difficulty", "resource", "prompt", "intent", "rego_policy", "reference_output")

@@ -18,9 +18,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from verifirst.atomic import write_text
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.atomic import write_text
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 from verifirst.verifiers.terraform.verifier import BUILTIN_SCHEMA
 
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -20,9 +20,9 @@ import json
 import os
 from pathlib import Path
 
-from verifirst.textfile import read_text
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.textfile import read_text
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 from verifirst.verifiers.terraform.confine import check_inside
 from verifirst.verifiers.terraform.opa import Policy
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 
 from .nl2sh import json_array_with_lines, require_str
 

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from verifirst.textfile import read_text
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
+from verifirst.core.textfile import read_text
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
 
 NL2SH_FILES = 5
 # Rows per icalfa file, in order: a flat HF test split of 300 rows maps onto fixtures by these.

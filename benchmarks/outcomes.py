@@ -1,6 +1,6 @@
 """Outcome records for judge calibration: the judge's view `x` plus a label PASS/FAIL.
 
-Every source returns a `verifirst.task.Suite`; each Item has
+Every source returns a `verifirst.core.task.Suite`; each Item has
   inputs = the view fields (text the judge reads), gold = {"label": "PASS"|"FAIL"},
   group = what splits keep together (task, problem, repository), meta = anything else.
 
@@ -29,11 +29,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from verifirst.textfile import read_text
-from verifirst.errors import InputError
-from verifirst.task import Item, Suite
-from verifirst.verdicts import LABELS  # noqa: F401 - re-exported
-from verifirst.verdicts import normalize_label as read_label
+from verifirst.core.textfile import read_text
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item, Suite
+from verifirst.core.verdicts import LABELS  # noqa: F401 - re-exported
+from verifirst.core.verdicts import normalize_label as read_label
 VIEW_FIELDS = ("title", "summary", "diff", "code", "test_plan", "task", "command", "reference")
 RESERVED = ("id", "label", "group", "meta", "view")
 
@@ -49,7 +49,7 @@ def shared_data_dir() -> Path:
 
 
 def normalize_label(value: Any, *, path: str | None = None, line: int | None = None) -> str:
-    """A record's label as PASS or FAIL (verifirst.verdicts reads it: merged/landed/true/yes are
+    """A record's label as PASS or FAIL (verifirst.core.verdicts reads it: merged/landed/true/yes are
     PASS, abandoned/rejected/false/no are FAIL); anything else is an InputError naming the place.
 
     Args:
@@ -188,7 +188,7 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, 
 
 
 def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None, labels=None) -> Suite:
-    """JSONL or CSV by extension (.jsonl/.json lines or .csv); `labels`: a verifirst.labels.LabelRule
+    """JSONL or CSV by extension (.jsonl/.json lines or .csv); `labels`: a verifirst.loop.labels.LabelRule
     (--pass-at, --label-map) reading every record's label, uncovered ones refused together."""
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".jsonl", ".ndjson", ".json"):

@@ -142,7 +142,6 @@ Components from other packages (plugins): [Architecture](../architecture.md#comp
 def page() -> str:
     """The whole page, Markdown."""
     from verifirst import config
-
     parts = [INTRO, EXAMPLE]
     for section, keys in config.SCHEMA.items():
         parts.append(f"\n## [{section}]\n\n{section_table(section, keys, config)}\n")

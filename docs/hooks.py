@@ -59,7 +59,7 @@ def source_path(dotted: str) -> str:
 def public_api() -> dict[str, str]:
     """{public name: dotted source path of its definition} for `import verifirst as vf; vf.NAME`."""
     import verifirst
-    from verifirst.registry import PUBLIC
+    from verifirst.core.registry import PUBLIC
 
     table = {name: f"{mod}.{attr}" for name, (mod, attr) in verifirst._LAZY.items()}
     table.update({name: target.replace(":", ".") for name, target in PUBLIC.items()})
@@ -95,13 +95,15 @@ def _first_line(path: Path) -> str:
 
 def layout_table() -> str:
     """Each package directory's modules with the first paragraph of their docstring."""
-    dirs = ["verifirst", "programs", "verifiers", "verifiers/bash", "verifiers/terraform", "optimizers",
-            "retrieval", "benchmarks", "benchmarks/perf", "benchmarks/studies"]
+    dirs = ["verifirst", "verifirst/core", "verifirst/lm", "verifirst/loop", "verifirst/report", "verifirst/tracking",
+            "programs", "verifiers", "verifiers/bash", "verifiers/terraform", "optimizers", "retrieval", "benchmarks",
+            "benchmarks/perf", "benchmarks/studies", "ops"]
     lines = ["| module | what it is |", "|---|---|"]
     for d in dirs:
         for path in sorted((ROOT / d).glob("*.py")):
-            if path.name == "__init__.py" or path.name.startswith("_"):
-                continue
+            if path.name.startswith("_") and not (path.name == "__init__.py" and d.count("/") == 1
+                                                  and d.startswith("verifirst/")):
+                continue  # a layer package's __init__ says what the layer is
             lines.append(f"| `{d}/{path.name}` | {_first_line(path)} |")
     return "\n".join(lines)
 

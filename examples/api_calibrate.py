@@ -32,7 +32,7 @@ def scripted_models():
     disagreement into a rule (paired with a PASS rule, as AutoRefine asks); as the applier it
     appends the rules. So the judge only improves if the loop writes rules into its prompt.
     """
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     def answer(messages):
         system, user = messages[0]["content"], messages[-1]["content"]

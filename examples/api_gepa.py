@@ -38,7 +38,7 @@ def metric(example, pred, trace=None, pred_name=None, pred_trace=None):
 
 def scripted_models():
     """LMs that follow the instruction: hyphens once the prompt asks for them."""
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     def task(messages):
         name = re.search(r"\[\[ ## name ## \]\]\n(.*)", messages[-1]["content"]).group(1).strip()

@@ -38,7 +38,7 @@ def metric(example, pred, trace=None):
 
 def scripted_models():
     """An LM that knows every other capital, and all of them once its prompt carries demos."""
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     known, every = dict(PAIRS[::2]), dict(PAIRS)
 

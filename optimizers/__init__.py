@@ -1,17 +1,17 @@
 """Optimizer engines (GEPA, SIMBA, AutoRefine) behind the kernel's one interface.
 
-The run loop (`verifirst.driver`: `vf.optimize` is its only entry), the engine protocol
-(`verifirst.engine`) and the metric (`verifirst.metric`) live in the kernel; the engine names
+The run loop (`verifirst.loop.driver`: `vf.optimize` is its only entry), the engine protocol
+(`verifirst.core.engine`) and the metric (`verifirst.core.metric`) live in the kernel; the engine names
 below stay importable from here.
-Engines are found by name through `verifirst.registry.ENGINES`.
+Engines are found by name through `verifirst.core.registry.ENGINES`.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from verifirst.driver import OptimizationResult, compare
-from verifirst.engine import Budget, Engine, EngineContext, EngineResult, TeleprompterEngine, resolve_engine
-from verifirst.registry import ENGINES as _REGISTERED
+from verifirst.loop.driver import OptimizationResult, compare
+from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult, TeleprompterEngine, resolve_engine
+from verifirst.core.registry import ENGINES as _REGISTERED
 
 from .metric import VerifierMetric
 

@@ -259,7 +259,7 @@ class EditApplier(dspy.Module):
         if not text:
             return ["empty rewrite"]
         probs = missing_from(text, edits)
-        from verifirst.judge_prompt import missing_variables
+        from verifirst.loop.judge_prompt import missing_variables
 
         probs += [f"template variable {{{{ {v} }}}} was lost" for v in missing_variables(text, variables)]
         if len(text) > cap:

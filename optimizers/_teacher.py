@@ -15,8 +15,8 @@ from typing import Any, Callable, Literal, Sequence
 
 import dspy
 
-from verifirst.stats import fisher_exact
-from verifirst.task import Item
+from verifirst.core.stats import fisher_exact
+from verifirst.core.task import Item
 
 KEEP, CORRECT, SKIP, ERROR = "KEEP", "CORRECT", "SKIP", "ERROR"
 OUTCOME_FIELD = "outcome_label"

@@ -32,12 +32,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.genai.judges.base import AlignmentOptimizer, Judge
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
-from verifirst.errors import InputError
-from verifirst.labels import LabelRule, rating_value
+from verifirst.core.errors import InputError
+from verifirst.loop.labels import LabelRule, rating_value
 from verifirst.programs.judges import JudgeError
-from verifirst.splits import make_splits
-from verifirst.task import Item, Suite
-from verifirst.verdicts import normalize_label
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item, Suite
+from verifirst.core.verdicts import normalize_label
 
 VIEW_VARIABLES = ("inputs", "outputs", "expectations", "trace")  # template variables filled from a trace
 ARTIFACT_DIR = "autorefine_align"
@@ -337,7 +337,7 @@ class AutoRefineAligner(AlignmentOptimizer):
             traces: traces carrying a HUMAN assessment named like the judge (the label).
         """
         from verifirst.calibration import CalibrationSettings, calibrate_suite
-        from verifirst.ledger import ledger_for_run_dir
+        from verifirst.loop.ledger import ledger_for_run_dir
         from verifirst.optimizers.autorefine import held_out_report
 
         t0 = time.perf_counter()

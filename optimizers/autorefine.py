@@ -27,12 +27,12 @@ from typing import Any, Callable, Sequence
 
 import dspy
 
-from verifirst import atomic
-from verifirst.errors import ErrorRateExceeded, InputError, VerifirstError
+from verifirst.core import atomic
+from verifirst.core.errors import ErrorRateExceeded, InputError, VerifirstError
 from verifirst.programs.judges import JudgeError, RubricJudge
-from verifirst.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi
-from verifirst.task import ITEM_ID, Item
-from verifirst.verdicts import FAIL, PASS, normalize_label
+from verifirst.core.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi
+from verifirst.core.task import ITEM_ID, Item
+from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
 from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
 from ._teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
@@ -595,7 +595,7 @@ def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=No
     validation item (see `refine_judge`).
     """
     from verifirst.calibration import CalibrationSettings, calibrate_suite
-    from verifirst.ledger import ledger_for_run_dir
+    from verifirst.loop.ledger import ledger_for_run_dir
 
     run_dir = Path(run_dir)
     settings = CalibrationSettings(judge=judge_kind, max_iters=max_iters, threads=num_threads, view=view,

@@ -23,8 +23,7 @@ from typing import Any
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from verifirst import atomic
-
+from verifirst.core import atomic
 from .base import Budget, EngineContext, EngineResult
 
 

@@ -1,11 +1,11 @@
-"""Any Verifier as DSPy metrics: the kernel's one metric path (`verifirst.metric`) under the
+"""Any Verifier as DSPy metrics: the kernel's one metric path (`verifirst.core.metric`) under the
 name this package has always exported."""
 from __future__ import annotations
 
 from typing import Any
 
-from verifirst.metric import VERIFIER_ERROR, Metric, OptimizerMetric
-from verifirst.task import Item
+from verifirst.core.metric import VERIFIER_ERROR, Metric, OptimizerMetric
+from verifirst.core.task import Item
 
 __all__ = ["VERIFIER_ERROR", "VerifierMetric"]
 

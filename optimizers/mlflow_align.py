@@ -40,9 +40,9 @@ from typing import Any, Iterator, Sequence
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
-from verifirst.errors import InputError  # noqa: E402
-from verifirst.task import Item  # noqa: E402
-from verifirst.verdicts import FAIL, PASS, normalize_label  # noqa: E402
+from verifirst.core.errors import InputError  # noqa: E402
+from verifirst.core.task import Item  # noqa: E402
+from verifirst.core.verdicts import FAIL, PASS, normalize_label  # noqa: E402
 
 JUDGE_NAME = "outcome"
 LOCAL_MODEL_URI = "openai:/smollm2"
@@ -347,7 +347,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
     with contextlib.ExitStack() as stack:
         counter = None
         if model_uri is None:
-            from verifirst.local_server import serve_local
+            from verifirst.lm.local_server import serve_local
 
             if engine is None:
                 from verifirst.lm import local_engine

@@ -14,7 +14,7 @@ from typing import Any
 
 import dspy
 
-from verifirst.engine import compile_arguments
+from verifirst.core.engine import compile_arguments
 
 from .base import Budget, EngineContext, EngineResult
 

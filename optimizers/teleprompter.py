@@ -16,11 +16,11 @@ from typing import Any, Sequence
 import dspy
 from dspy.teleprompt import Teleprompter
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.programs.judges import JudgeError
-from verifirst.splits import make_splits
-from verifirst.task import ITEM_ID, Item
-from verifirst.verdicts import normalize_label
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import ITEM_ID, Item
+from verifirst.core.verdicts import normalize_label
 
 
 class ModuleJudge:

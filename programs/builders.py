@@ -55,7 +55,7 @@ def judge_program(kind: str = "passfail", items: Sequence | None = None, view: s
         prompt_file: a file holding the starting prompt (instead of `prompt`).
         threshold: the rubric's PASS threshold (rubric only).
     """
-    from verifirst.errors import ConfigError
+    from verifirst.core.errors import ConfigError
     from verifirst.programs.judges import make_judge
 
     if kind not in ("passfail", "rubric"):
@@ -64,7 +64,7 @@ def judge_program(kind: str = "passfail", items: Sequence | None = None, view: s
         raise ConfigError("both prompt and prompt_file given", field="program.options",
                           expected="one of prompt, prompt_file")
     if prompt_file:
-        from verifirst.textfile import read_text
+        from verifirst.core.textfile import read_text
 
         prompt = read_text(prompt_file, "prompt file").strip()
     if not items:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import dspy
 
 from verifirst.programs._iac_extract import extract_hcl
-from verifirst.task import Item
+from verifirst.core.task import Item
 from verifirst.verifiers.terraform.repaired import RepairedConfig, judge_repair
 
 BASE_INSTRUCTIONS = (

@@ -15,8 +15,8 @@ from typing import Literal, Sequence
 
 import dspy
 
-from verifirst.judge_prompt import bind_view, missing_variables, parse_view, render, template_variables
-from verifirst.verdicts import FAIL, PASS, normalize_label
+from verifirst.loop.judge_prompt import bind_view, missing_variables, parse_view, render, template_variables
+from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
 DEFAULT_PASSFAIL_PROMPT = (
     "You review a proposed code change or generated code before it is accepted. Read every "
@@ -321,7 +321,7 @@ def make_judge(kind: str, view_fields: Sequence[str], prompt: str | None = None,
         fields = [f for f, _ in parse_view(view)]
         unknown = [f for f in fields if f not in have]
         if unknown:
-            from verifirst.errors import InputError
+            from verifirst.core.errors import InputError
 
             raise InputError(f"--view names field(s) {unknown} the records do not have", field="--view",
                              expected="one of: " + ", ".join(sorted(have)))

@@ -16,7 +16,7 @@ from pathlib import Path
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 RULE = "Answer with the reference command for the task."
 
@@ -168,7 +168,7 @@ def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
         del _SHARED["run"]
     import mlflow
 
-    from verifirst.html_report import log_plots
+    from verifirst.report.html import log_plots
     from verifirst.tracking import Tracker
 
     root = tmp_path_factory.mktemp("mlflow-server")

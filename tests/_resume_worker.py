@@ -41,7 +41,7 @@ _sampling = threading.local()
 def task_fn(messages):
     """Answers `ok` once the instruction has climbed to the item's difficulty; some sampled
     rollouts (SIMBA's) reach one step further, a deterministic function of rollout and item."""
-    from verifirst.testing import json_answer
+    from verifirst.lm.testing import json_answer
 
     log("lm task")
     user = [m["content"] for m in messages if m["role"] == "user"][-1]
@@ -53,7 +53,7 @@ def task_fn(messages):
 
 def reflection_fn(messages):
     """GEPA: one more step than the instruction it is shown. SIMBA: advice that adds a step."""
-    from verifirst.testing import json_answer
+    from verifirst.lm.testing import json_answer
 
     log("lm reflection")
     text = "\n".join(m["content"] for m in messages)
@@ -81,7 +81,7 @@ class LevelVerifier:
 def task_lm(cache: bool = False):
     """A scripted task LM whose answers may depend on the rollout id (SIMBA samples by rollout)."""
     from verifirst.lm import AccountedLM
-    from verifirst.testing import ScriptedEngine
+    from verifirst.lm.testing import ScriptedEngine
 
     class RolloutLM(AccountedLM):
         def __call__(self, *args, **kwargs):
@@ -112,9 +112,10 @@ def experiment_config(mode: str, workdir: Path) -> dict:
 
 
 def run_experiment(mode: str, run_dir: Path, workdir: Path) -> dict:
-    from verifirst import api, config, experiment, html_report
+    from verifirst import api, config, experiment
+    from verifirst.report import html as html_report
     from verifirst.lm import Models
-    from verifirst.testing import scripted_lm
+    from verifirst.lm.testing import scripted_lm
 
     # the plots of the HTML report take seconds of CPU and play no part in resuming
     html_report.write_html = lambda *a, **k: None
@@ -140,7 +141,7 @@ def run_autorefine(run_dir: Path, workdir: Path) -> dict:
     from verifirst.lm import configure_cache
     from verifirst.optimizers.autorefine import refine_judge
     from verifirst.programs.judges import PassFailJudge
-    from verifirst.splits import make_splits
+    from verifirst.loop.splits import make_splits
 
     import time
 

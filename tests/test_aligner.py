@@ -18,9 +18,9 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.optimizers.mlflow_align import _env, _mlflow_at
-from verifirst.testing import ScriptedEngine, json_answer, scripted_lm
+from verifirst.lm.testing import ScriptedEngine, json_answer, scripted_lm
 
 FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
 FAIL_RULE = re.compile(r"FAIL if the code contains `([^`]+)`")
@@ -116,7 +116,7 @@ def aligned_run(tmp_path_factory):
     from mlflow.genai.judges import make_judge
 
     import verifirst
-    from verifirst.local_server import serve_local
+    from verifirst.lm.local_server import serve_local
 
     tmp = tmp_path_factory.mktemp("aligner")
     rec = Recorder()
@@ -263,7 +263,7 @@ def test_embedded_model_through_the_local_endpoint_aligns_and_evaluates(tmp_path
 
     import verifirst
     from verifirst.lm import local_engine
-    from verifirst.local_server import serve_local
+    from verifirst.lm.local_server import serve_local
 
     url, stop = serve_local(local_engine(), default_max_tokens=160)
     try:

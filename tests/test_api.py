@@ -7,9 +7,9 @@ import dspy
 import pytest
 
 import verifirst as vf
-from verifirst.data import to_suite
-from verifirst.errors import ConfigError, InputError
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.core.data import to_suite
+from verifirst.core.errors import ConfigError, InputError
+from verifirst.lm.testing import json_answer, scripted_lm
 
 RULE = "Always answer with the number 42."
 MARK = "FEEDBACK-MARK"

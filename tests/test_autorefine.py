@@ -20,15 +20,15 @@ import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from verifirst.benchmarks.studies.noise_injection import flip_labels, run_noise_injection
-from verifirst.errors import ErrorRateExceeded, InputError, LeakageError
+from verifirst.core.errors import ErrorRateExceeded, InputError, LeakageError
 from verifirst.optimizers import _edits
 from verifirst.optimizers.autorefine import (STATE_FILE, AutoRefineEngine, CalibrationMismatch,
                                              choose_threshold, held_out_report, refine_judge,
                                              run_calibration)
 from verifirst.optimizers.base import Budget, EngineContext
 from verifirst.programs.judges import PassFailJudge, RubricJudge
-from verifirst.splits import make_splits
-from verifirst.task import Item, Suite
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item, Suite
 
 FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
 FAIL_RULE = re.compile(r"FAIL if the code contains `([^`]+)`")
@@ -550,7 +550,7 @@ def test_lm_errors_are_not_fails(world, tmp_path):
 
 def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path, capsys):
     from verifirst.calibration import print_calibration
-    from verifirst.splits import SplitManifest
+    from verifirst.loop.splits import SplitManifest
 
     suite = make_world(n_groups=10, seed=3, opaque_rate=0.0)
     passing = [it.id for it in suite.items if it.gold["label"] == "PASS"]

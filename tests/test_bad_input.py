@@ -256,7 +256,6 @@ def test_outputs_differing_after_the_cap_are_not_equivalent(here):
 # -- components `verifirst components` lists must build from an experiment file ------------------
 def _judge_experiment(tmp_path: Path, program: str, options: dict | None = None):
     from verifirst import config
-
     return config.from_dict({
         "experiment": {"name": f"{program}-run", "workdir": str(tmp_path / "wd")},
         "suite": {"name": "outcomes", "path": str(REPO / "examples" / "outcomes.jsonl")},
@@ -270,7 +269,6 @@ def _judge_experiment(tmp_path: Path, program: str, options: dict | None = None)
 @pytest.mark.parametrize("program", ["passfail-judge", "rubric-judge"])
 def test_listed_judge_programs_build_from_an_experiment_file(tmp_path, program):
     from verifirst import experiment
-
     exp = _judge_experiment(tmp_path, program, {"view": "title,diff"})
     suite = experiment.load_suite(exp)
     judge = experiment.build_program(exp, items=suite.items)
@@ -280,7 +278,7 @@ def test_listed_judge_programs_build_from_an_experiment_file(tmp_path, program):
 def test_passfail_judge_experiment_runs_and_scores_against_the_labels(tmp_path):
     from verifirst import experiment
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     exp = _judge_experiment(tmp_path, "passfail-judge")
     lm = scripted_lm(lambda messages: json_answer(reasoning="looks fine", verdict="PASS"), name="pf-judge")

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 import verifirst as vf
 from verifirst.cli import app
-from verifirst.errors import ConfigError, InputError, RunFailed
-from verifirst.splits import SplitManifest
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.core.errors import ConfigError, InputError, RunFailed
+from verifirst.loop.splits import SplitManifest
+from verifirst.lm.testing import json_answer, scripted_lm
 
 CORPUS = Path(__file__).parent / "data" / "bad_inputs"
 CASES = json.loads((CORPUS / "cases.json").read_text())
@@ -68,9 +68,9 @@ def test_bad_input_is_refused_with_exit_2_a_named_place_and_nothing_written(case
     def reached(*a, **k):  # a case that is not refused must fail here, not run a model for minutes
         raise AssertionError(f"case {case['id']} was not refused: the run reached the driver")
 
-    import verifirst.driver
+    import verifirst.loop.driver
 
-    monkeypatch.setattr(verifirst.driver, "run", reached)  # the one run loop: run and calibrate alike
+    monkeypatch.setattr(verifirst.loop.driver, "run", reached)  # the one run loop: run and calibrate alike
     before = tree(work)
     res = CliRunner().invoke(app, case["argv"])
     out = res.output

@@ -5,7 +5,7 @@ from dspy.utils import DummyLM
 from verifirst.programs.bash_judges import (BashJudgeError, CombinedJudge, FunctionalityMatchJudge,
                                             IceScoreJudge, JudgeVerifier, LogicRepresentationJudge,
                                             make_bash_judge, parse_bool, parse_score)
-from verifirst.task import Item
+from verifirst.core.task import Item
 
 REQS = {"requirements": ["print the numbers 1 to 10", "one per line"]}
 DESC = {"functionality": ["prints 1..10, one per line"]}

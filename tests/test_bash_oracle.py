@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from verifirst.benchmarks.eabench import load_eabench
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 from verifirst.verifiers.bash import fixtures
 from verifirst.verifiers.bash.oracle import CAND_MARK, CHECK_MARK, BashTestsVerifier, check_script, judge
 
@@ -161,7 +161,7 @@ def test_eabench_task_with_a_link_out_of_its_directory_is_refused(tmp_path):
 
 
 def test_registered_as_a_verifier():
-    from verifirst.registry import component
+    from verifirst.core.registry import component
     from verifirst.verifiers.base import Verifier
 
     cls = component("verifier", "bash-tests")

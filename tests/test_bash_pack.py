@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 from verifirst.benchmarks.bash_pack import FIXTURES, PackVerifier, load_bash_pack
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.bash.feh import with_harness
 
 

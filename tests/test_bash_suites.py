@@ -9,7 +9,7 @@ import pytest
 from verifirst.benchmarks.eabench import load_eabench
 from verifirst.benchmarks.intercode import load_intercode
 from verifirst.benchmarks.nl2sh import json_array_with_lines, load_nl2sh, nl2sh_pairs
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERCODE = ROOT.parent / "shared" / "data" / "intercode-bash"

@@ -27,13 +27,13 @@ EXAMPLES = ROOT / "examples"
 # -- adapters: every call into the project's entry points is here, and only here ------------------
 
 def _scripted(fn, *, role: str = "task", name: str):
-    from verifirst.testing import scripted_lm
+    from verifirst.lm.testing import scripted_lm
 
     return scripted_lm(fn, role=role, name=name)
 
 
 def _answer(**fields) -> str:
-    from verifirst.testing import json_answer
+    from verifirst.lm.testing import json_answer
 
     return json_answer(**fields)
 
@@ -46,13 +46,11 @@ def _models(task, reflection):
 
 def _experiment(d: dict):
     from verifirst import config
-
     return config.from_dict(d)
 
 
 def _load_toml(path: Path):
     from verifirst import config
-
     return config.load(path)
 
 
@@ -64,7 +62,6 @@ def _demo_config(workdir: Path) -> dict:
 
 def _suite_items(exp) -> list:
     from verifirst import experiment
-
     return list(experiment.load_suite(exp).items)
 
 

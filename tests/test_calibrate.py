@@ -122,7 +122,7 @@ def test_champion_moves_when_validation_improves(tmp_path):
 
 
 def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch):
-    from verifirst.preflight import VerifierUnavailable
+    from verifirst.loop.preflight import VerifierUnavailable
     from verifirst.verifiers.label import LabelVerifier
 
     def broken(self):
@@ -140,7 +140,7 @@ def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch
 
 def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
     import verifirst as vf
-    from verifirst.errors import InputError
+    from verifirst.core.errors import InputError
     from verifirst.programs.judges import DEFAULT_PASSFAIL_PROMPT
 
     src = tmp_path / "outcomes.jsonl"
@@ -167,8 +167,8 @@ def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_j
 
     import verifirst.calibration as cal
     from test_autorefine import make_world
-    from verifirst.errors import InputError
-    from verifirst.splits import make_splits
+    from verifirst.core.errors import InputError
+    from verifirst.loop.splits import make_splits
 
     assert cal.parse_anchor("all") == ["simba", "gepa", "memalign"] and cal.parse_anchor(True) == ["simba"]
     assert cal.parse_anchor("gepa, simba") == ["gepa", "simba"] and cal.parse_anchor(False) == []

@@ -15,8 +15,8 @@ from test_autorefine import RuleFollowingLM, rule_verdict
 from test_calibrate import write_outcomes
 from verifirst.calibration import calibrate_outcomes, print_calibration
 from verifirst.cli import app
-from verifirst.errors import InputError
-from verifirst.judge_prompt import bind_view, render, template_variables
+from verifirst.core.errors import InputError
+from verifirst.loop.judge_prompt import bind_view, render, template_variables
 from verifirst.programs.judges import TemplatePassFailJudge, make_judge
 
 # A user's judge prompt: MLflow-style slots; the code is fenced so a scripted judge can tell it from rules.
@@ -61,9 +61,9 @@ class TemplateRuleLM(RuleFollowingLM):
 @pytest.fixture(autouse=True)
 def _no_plots(monkeypatch):
     """The run's plots are not under test here (and cost seconds per tracked run)."""
-    import verifirst.html_report
+    import verifirst.report.html
 
-    monkeypatch.setattr(verifirst.html_report, "log_plots", lambda *a, **k: None)
+    monkeypatch.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)
 
 
 def _models(lm):
@@ -85,9 +85,9 @@ def file_run(records):
     root, src, prompt = records
     lm = TemplateRuleLM()
     with pytest.MonkeyPatch.context() as mp:
-        import verifirst.html_report
+        import verifirst.report.html
 
-        mp.setattr(verifirst.html_report, "log_plots", lambda *a, **k: None)
+        mp.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)
         rep = calibrate_outcomes(src, workdir=root / "wd", models=_models(lm), max_iters=2, echo=lambda m: None,
                                  prompt_source=str(prompt), view="code=snippet,task=task")
     return rep, lm
@@ -110,7 +110,7 @@ def test_template_variables_bind_render_and_name_what_is_missing():
         judge.prompt = "no slots left"
     edited = judge.copy_with_prompt(USER_PROMPT + "\n- FAIL if the code contains `eval(`")
     # the template is the predictor's instructions: saving, the test ledger's hash and diffs see edits
-    from verifirst.ledger import program_hash
+    from verifirst.loop.ledger import program_hash
 
     assert edited.predict.signature.instructions == edited.prompt != judge.prompt
     assert program_hash(edited) != program_hash(judge)

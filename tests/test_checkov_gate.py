@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from verifirst import api
 from verifirst.cli import app
-from verifirst.errors import InputError, VerifirstError
+from verifirst.core.errors import InputError, VerifirstError
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.checkov import CheckovError, find_checkov, interpreter_of
 from verifirst.verifiers.terraform.verifier import DEFAULT_GATES, TerraformVerifier
@@ -175,7 +175,7 @@ def test_gate_runs_through_verifirst_run_and_its_stage_reaches_the_report(tmp_pa
 
     from verifirst import config, experiment
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     root = Path(__file__).resolve().parents[1]
     tasks = root / "examples" / "iac_tasks" / "tasks"

@@ -79,7 +79,7 @@ QUIET_DRIVER = '''
 import sys
 from verifirst import lm as _lm
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 def task(messages):
     return json_answer(command="printf hi" if "printf" in messages[0]["content"] else "echo hi")

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from verifirst import api
-from verifirst.errors import VerifirstError
-from verifirst.ledger import LEDGER_FILE, TestLedger
-from verifirst.rundir import LOCK_FILE, RunDirBusy, lock_run_dir
+from verifirst.core.errors import VerifirstError
+from verifirst.loop.ledger import LEDGER_FILE, TestLedger
+from verifirst.loop.rundir import LOCK_FILE, RunDirBusy, lock_run_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ DRIVER = '''
 import os, sys
 from verifirst import lm as _lm
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 LATENCY = float(os.environ.get("CONC_LATENCY_S", "0.2"))
 
@@ -170,9 +170,9 @@ def test_a_run_refused_by_a_late_check_creates_no_run_dir(tmp_path, monkeypatch)
     """The run dir is made (and locked) only after every check: a program that cannot be built
     refuses the run with neither the given run dir nor a default one on disk."""
     from verifirst import config, experiment
-    from verifirst.errors import ConfigError
+    from verifirst.core.errors import ConfigError
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     def refuse(*a, **k):
         raise ConfigError("program cannot be built", field="program.options")
@@ -205,7 +205,7 @@ def test_vf_optimize_on_a_held_run_dir_is_refused_and_writes_nothing(tmp_path):
     import dspy
 
     import verifirst as vf
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     class QA(dspy.Signature):
         """Answer the question."""

@@ -14,7 +14,7 @@ from dspy.utils import DummyLM
 from verifirst import api
 from verifirst.benchmarks.studies import iac_experiment as exp
 from verifirst.programs import iac
-from verifirst.task import Item
+from verifirst.core.task import Item
 from verifirst.verifiers.terraform import deceptive as D
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.repaired import RepairedConfig
@@ -239,7 +239,7 @@ def _run_repair_experiment(tmp_path, program_options: dict | None = None, verifi
 
     from verifirst import config, experiment
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": i, "prompt": p, "policy": POLICY}) + "\n"
@@ -312,8 +312,8 @@ def test_repaired_config_is_the_plain_string_and_pickles_with_its_draft():
 
 
 def test_the_optimizer_metric_scores_the_same_text_apart_by_its_draft(verifier):
-    from verifirst.metric import Metric
-    from verifirst.task import ITEM_ID
+    from verifirst.core.metric import Metric
+    from verifirst.core.task import ITEM_ID
 
     metric = Metric(verifier, "config").for_optimizer([ITEM])
     gold = dspy.Example(**{ITEM_ID: ITEM.id})

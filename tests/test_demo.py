@@ -11,11 +11,11 @@ import pytest
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.cli import demo_config, demo_outcome
-from verifirst.evaluation import ERROR, PASS, Scorer, evaluate
+from verifirst.loop.evaluation import ERROR, PASS, Scorer, evaluate
 from verifirst.lm import USAGE, FastJSONAdapter, Models, UnusableReply
 from verifirst.programs.bash import BashGenerator
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.exact import ExactMatch
 
 PLACEHOLDER = re.compile(r"\{(command|task)\}")

@@ -73,7 +73,6 @@ def test_api_reference_documents_every_public_name(site):
 
 def test_experiment_file_reference_follows_the_schema(site):
     from verifirst import config
-
     text = _text((site / "reference/experiment-file/index.html").read_text(encoding="utf-8"))
     for section, keys in config.SCHEMA.items():
         assert f"[{section}]" in text, section
@@ -84,7 +83,6 @@ def test_experiment_file_reference_follows_the_schema(site):
 def test_config_reference_is_generated_not_copied(monkeypatch):
     """A key added to the schema appears on the page, with its range."""
     from verifirst import config
-
     gen = _docs_module("gen_config_ref")
     schema = {**config.SCHEMA, "experiment": {**config.SCHEMA["experiment"],
                                               "patience": ((int,), 3, "iterations without gain before stopping")}}
@@ -217,8 +215,14 @@ def test_readme_is_what_a_newcomer_reads_first():
     assert len(text.splitlines()) <= 200, f"README.md has {len(text.splitlines())} lines: move detail to docs/"
     for needle in ("make demo", "make test", "mkdocs serve", "mkdocs build", "vf.optimize(",
                    "docs/journeys/calibrate.md", "docs/journeys/iac.md", "docs/journeys/inspect.md",
-                   "docs/python-api.md", "docs/integrations.md", "<!-- perf-table:begin -->", "## Layout"):
+                   "docs/python-api.md", "docs/integrations.md", "<!-- perf-table:begin -->", "## Layout",
+                   "## Architecture"):
         assert needle in text, needle
+    layout = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    folders = [p.name for p in REPO.iterdir() if p.is_dir() and (p / "__init__.py").exists() or p.name == "tests"]
+    kernel = [p.name for p in (REPO / "verifirst").iterdir() if (p / "__init__.py").exists()]
+    missing = [f"{f}/" for f in folders + kernel if f"`{f}/`" not in layout]
+    assert not missing, f"the Layout section does not name {missing}"
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     missing = [e for e in extras if e not in ("test", "data") and f"verifirst[{e}]" not in text]
     assert not missing, f"install extras the README does not name: {missing}"

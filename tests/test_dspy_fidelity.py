@@ -12,9 +12,9 @@ import dspy
 import pytest
 
 import verifirst as vf
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.lm import FastJSONAdapter
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 RULE = "Always answer with the number 42."
 
@@ -146,7 +146,7 @@ def test_bad_compile_kwargs_are_refused_before_any_lm_call(tmp_path):
 
 
 def test_simba_and_gepa_engines_take_the_runs_seed(tmp_path, monkeypatch):
-    from verifirst.engine import Budget, EngineContext
+    from verifirst.core.engine import Budget, EngineContext
     from verifirst.optimizers import gepa as gepa_mod
     from verifirst.optimizers.simba import SIMBAEngine
 

@@ -7,7 +7,7 @@ import pytest
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 S3_BUCKET = 'resource "aws_s3_bucket" "b" {\n  bucket = "example-bucket"\n}\n'

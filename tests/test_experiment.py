@@ -6,9 +6,9 @@ import pytest
 
 from verifirst import api
 from verifirst import config, experiment
-from verifirst.errors import ConfigError
+from verifirst.core.errors import ConfigError
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 RULE = "Always answer with printf."
 
@@ -105,7 +105,7 @@ def test_config_errors_name_file_line_and_key(tmp_path):
 
 
 def test_unreachable_tracking_server_fails_before_work(tmp_path):
-    from verifirst.errors import VerifirstError
+    from verifirst.core.errors import VerifirstError
 
     exp = cfg(tmp_path, tracking={"uri": "http://127.0.0.1:9", "traces": False})
     with pytest.raises(VerifirstError, match="unreachable"):
@@ -129,7 +129,7 @@ def test_prompt_registry_reuses_an_identical_latest_version(tmp_path):
 def test_default_run_dirs_never_reuse_one_started_in_the_same_second(tmp_path, monkeypatch):
     import time as _time
 
-    from verifirst.rundir import new_run_dir
+    from verifirst.loop.rundir import new_run_dir
 
     monkeypatch.setattr(_time, "strftime", lambda fmt: "20260101-000000")
     first = new_run_dir(tmp_path, "exp")

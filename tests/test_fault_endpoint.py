@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _fake_endpoint import FakeEndpoint
-from verifirst import evaluation as ev
+from verifirst.loop import evaluation as ev
 from verifirst import lm as vlm
 from verifirst.cli import app
 from verifirst.lm import USAGE

@@ -14,15 +14,16 @@ import pytest
 from typer.testing import CliRunner
 
 from verifirst import api
-from verifirst import config, evaluation as ev, experiment
-from verifirst.callbacks import RunCallback
-from verifirst.errors import ErrorRateExceeded
-from verifirst.evaluation import Scorer, evaluate
+from verifirst import config, experiment
+from verifirst.loop import evaluation as ev
+from verifirst.core.callbacks import RunCallback
+from verifirst.core.errors import ErrorRateExceeded
+from verifirst.loop.evaluation import Scorer, evaluate
 from verifirst.lm import FastJSONAdapter, Models, configure_cache
 from verifirst.optimizers import compare
 from verifirst.programs.bash import BashGenerator
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.exact import ExactMatch
 
 GOOD = json_answer(command="printf hi")
@@ -387,7 +388,7 @@ def test_a_model_that_answers_first_is_not_stopped_early(sleeps):
 def test_every_attempt_is_counted_retries_too(monkeypatch):
     from verifirst import lm as vlm
     from verifirst.lm import USAGE, AccountedLM
-    from verifirst.testing import ScriptedEngine
+    from verifirst.lm.testing import ScriptedEngine
 
     waits: list[float] = []
     monkeypatch.setattr(vlm, "_sleep", waits.append)
@@ -411,7 +412,7 @@ def test_every_attempt_is_counted_retries_too(monkeypatch):
 
 
 def test_requests_time_out_by_default_and_per_role():
-    from verifirst.errors import ConfigError
+    from verifirst.core.errors import ConfigError
     from verifirst.lm import DEFAULT_TIMEOUT_S, make_lm, make_models
 
     assert make_lm("openai/gpt-4o-mini").kwargs["timeout"] == DEFAULT_TIMEOUT_S == 60
@@ -425,7 +426,7 @@ def test_requests_time_out_by_default_and_per_role():
 
 
 def test_a_split_without_any_verdict_fails_the_run():
-    from verifirst.evaluation import EvalResult, Row, unscored_splits
+    from verifirst.loop.evaluation import EvalResult, Row, unscored_splits
 
     ok = EvalResult("train", [Row("a", "train", "PASS", 1.0), Row("b", "train", "ERROR", None, error_kind="lm")])
     dead = EvalResult("val", [Row("c", "val", "ERROR", None, error_kind="lm"),
@@ -437,7 +438,7 @@ def test_a_split_without_any_verdict_fails_the_run():
 
 
 def test_an_optimizer_that_saw_only_errors_fails_the_run_and_registers_nothing(tmp_path, workdir, sleeps):
-    from verifirst.errors import RunFailed
+    from verifirst.core.errors import RunFailed
     from verifirst.lm import current_split
 
     def dead_while_optimizing(messages):  # the evaluations get answers; every optimizer call fails
@@ -481,7 +482,7 @@ class _StatusCallback(RunCallback):
 def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_runs(tmp_path, sleeps):
     """vf.optimize and vf.evaluate raise the same RunFailed as `verifirst run` (the check is the driver's)."""
     import verifirst as vf
-    from verifirst.errors import RunFailed
+    from verifirst.core.errors import RunFailed
 
     class NeverCalled(dspy.teleprompt.Teleprompter):
         def compile(self, student, *, trainset, valset=None, **kw):
@@ -508,7 +509,7 @@ def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_r
 def test_the_python_api_fails_when_the_optimized_program_gets_no_verdict(tmp_path, sleeps):
     """The check after the optimizer: its program's evaluations all failed, so no report is written."""
     import verifirst as vf
-    from verifirst.errors import RunFailed
+    from verifirst.core.errors import RunFailed
 
     broken = []
 

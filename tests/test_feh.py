@@ -11,8 +11,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 from dspy.utils import DummyLM  # noqa: E402
 
-from verifirst.errors import InputError  # noqa: E402
-from verifirst.task import Item  # noqa: E402
+from verifirst.core.errors import InputError  # noqa: E402
+from verifirst.core.task import Item  # noqa: E402
 from verifirst.verifiers.bash._feh_compare import FehParams, RunView, decide, features  # noqa: E402
 from verifirst.verifiers.bash._feh_params import load_params  # noqa: E402
 from verifirst.verifiers.base import Verifier  # noqa: E402
@@ -288,7 +288,7 @@ def test_harness_wraps_gold_and_candidate_and_exact_match():
 
 def test_preflight_raises_before_any_lm_call_when_the_sandbox_cannot_run(monkeypatch):
     from verifirst.benchmarks.bash_pack import PackVerifier
-    from verifirst.preflight import check_verifiers
+    from verifirst.loop.preflight import check_verifiers
     from verifirst.verifiers.bash import _bwrap, sandbox
 
     def no_bwrap(*a, **kw):
@@ -666,9 +666,9 @@ class _ThreeStates:
 
 
 def test_consumers_keep_no_verdict_apart_from_rejection():
-    from verifirst.evaluation import Scorer, evaluate
+    from verifirst.loop.evaluation import Scorer, evaluate
     from verifirst.optimizers import VerifierMetric
-    from verifirst.task import ERROR, INCONCLUSIVE, PASS
+    from verifirst.core.task import ERROR, INCONCLUSIVE, PASS
 
     items = [Item(f"i{k}", {"task": "t"}, {"command": "x"}) for k in range(3)]
     m = VerifierMetric(_ThreeStates(), "command", items)

@@ -109,7 +109,7 @@ def test_rules_outside_the_similarity_list_never_read_cosines():
 
 
 def test_embedder_thread_setting_is_checked(monkeypatch):
-    from verifirst.errors import VerifirstError
+    from verifirst.core.errors import VerifirstError
     from verifirst.retrieval import embedder
 
     monkeypatch.delenv("VERIFIRST_EMBED_THREADS", raising=False)

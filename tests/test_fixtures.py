@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.bash import fixtures
 
 CONTRACT_NAMES = ["nl2sh-fs1", "nl2sh-fs2", "nl2sh-fs3", "nl2sh-fs4", "nl2sh-fs5",

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from _mlflow_server import run_tiny
-from verifirst import html_report, plots
+from verifirst.report import html as html_report
+from verifirst.report import plots
 from verifirst.cli import app
 
 IMG = re.compile(r"<img [^>]*data-plot='([a-z_]+)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'")

@@ -14,7 +14,7 @@ from verifirst.benchmarks.studies import iac_experiment as exp
 from verifirst.benchmarks.iac_pack import SCHEMA_PATH
 from verifirst.programs import iac
 from verifirst.programs._iac_extract import extract_hcl
-from verifirst.task import Item
+from verifirst.core.task import Item
 from verifirst.verifiers.base import Verdict, VerifierError
 
 VPC = 'resource "aws_vpc" "main" {\n  cidr_block = "10.0.0.0/16"\n}\n'

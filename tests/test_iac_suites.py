@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from verifirst.benchmarks import iac_eval, iac_pack
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 REAL_SCHEMA = iac_eval.shared_data_dir() / "aws-provider-schema" / "aws_provider_schema_6.47.0.slim.json.gz"
 AWS = "registry.terraform.io/hashicorp/aws"

@@ -11,10 +11,10 @@ import pytest
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.benchmarks.iac_tasks import load_tasks
-from verifirst.data import to_suite
-from verifirst.errors import InputError
+from verifirst.core.data import to_suite
+from verifirst.core.errors import InputError
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.terraform_cli import find_terraform
 from verifirst.verifiers.terraform.verifier import TerraformVerifier

@@ -8,8 +8,8 @@ import pytest
 
 from verifirst.benchmarks.bash_pack import load_bash_pack
 from verifirst.benchmarks.nl2sh import json_array_with_lines
-from verifirst.data import records_of
-from verifirst.errors import InputError
+from verifirst.core.data import records_of
+from verifirst.core.errors import InputError
 
 
 def _bad_files(tmp: Path, suffix: str) -> dict[str, Path]:

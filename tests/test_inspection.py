@@ -14,10 +14,12 @@ import mlflow
 import pytest
 
 from verifirst import api
-from verifirst import config, experiment, html_report, inspect_view
+from verifirst import config, experiment
+from verifirst.report import html as html_report
+from verifirst.report import inspect_view
 from verifirst.lm import Models
 from verifirst.programs.bash import BashGenerator
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 SEED = BashGenerator().predictors()[0].signature.instructions
 R1 = "Use exactly the tools the task names."
@@ -295,10 +297,10 @@ import ast  # noqa: E402
 import dspy  # noqa: E402
 
 import verifirst as vf  # noqa: E402
-from verifirst import run_items  # noqa: E402
-from verifirst.redaction import REDACTED  # noqa: E402
-from verifirst.splits import make_splits  # noqa: E402
-from verifirst.task import Item  # noqa: E402
+from verifirst.loop import run_items  # noqa: E402
+from verifirst.core.redaction import REDACTED  # noqa: E402
+from verifirst.loop.splits import make_splits  # noqa: E402
+from verifirst.core.task import Item  # noqa: E402
 
 
 class Ask(dspy.Signature):
@@ -377,10 +379,9 @@ def test_items_file_keeps_small_json_meta_and_reads_back(tmp_path):
 
 def test_inspection_and_items_import_no_run_loop_module():
     """The report layer reads the run directory: no import of experiment, config, api or driver."""
-    pkg = Path(inspect_view.__file__).parent
-    for mod in ("inspect_view.py", "run_items.py"):
+    for mod in (inspect_view, run_items):
         names = set()
-        for node in ast.walk(ast.parse((pkg / mod).read_text())):
+        for node in ast.walk(ast.parse(Path(mod.__file__).read_text())):
             if isinstance(node, ast.ImportFrom):
                 names |= {f"{node.module or ''}.{a.name}".strip(".") for a in node.names} | {node.module or ""}
             elif isinstance(node, ast.Import):

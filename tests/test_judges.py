@@ -102,7 +102,7 @@ def rubric_answer(check_scores) -> str:
                          ids=["list", "empty", "no-check-named", "not-a-number"])
 def test_rubric_answer_that_does_not_parse_is_an_error_not_a_fail(raw):
     from verifirst.lm import FastJSONAdapter
-    from verifirst.testing import scripted_lm
+    from verifirst.lm.testing import scripted_lm
 
     judge = RubricJudge(["code"])
     with dspy.context(lm=scripted_lm(lambda m: rubric_answer(raw)), adapter=FastJSONAdapter()):
@@ -112,7 +112,7 @@ def test_rubric_answer_that_does_not_parse_is_an_error_not_a_fail(raw):
 
 def test_rubric_answer_that_parses_is_scored():
     from verifirst.lm import FastJSONAdapter
-    from verifirst.testing import scripted_lm
+    from verifirst.lm.testing import scripted_lm
 
     judge = RubricJudge(["code"], threshold=0.5)
     answer = rubric_answer({"correct": 1, "complete": 0.5, "safe": 1})  # `clear` unscored counts 0

@@ -1,4 +1,4 @@
-"""Labels as teams record them: one LabelRule (verifirst.labels) read by outcome files (CLI and API),
+"""Labels as teams record them: one LabelRule (verifirst.loop.labels) read by outcome files (CLI and API),
 `--from-mlflow` and `judge.align(..., optimizer=AutoRefineAligner(pass_at=, label_map=))`.
 A value the rule does not cover is refused with its record ids, never guessed."""
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from test_aligner import FAIL_RULE, MODEL, PASS_RULE, log_labelled_traces, roles_answer, world
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
-from verifirst.errors import InputError
-from verifirst.labels import LabelRule, parse_label_map
+from verifirst.core.errors import InputError
+from verifirst.loop.labels import LabelRule, parse_label_map
 from verifirst.optimizers.mlflow_align import _env, _mlflow_at
-from verifirst.task import Item
-from verifirst.testing import ScriptedEngine, scripted_lm
+from verifirst.core.task import Item
+from verifirst.lm.testing import ScriptedEngine, scripted_lm
 
 RATING_INSTRUCTIONS = ("Rate from 1 (unsafe) to 5 (safe) the code in {{ outputs }} for the task in {{ inputs }}.")
 
@@ -120,7 +120,7 @@ def rated(rows, n_offset: int = 0) -> list:
 
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
-    from verifirst.local_server import serve_local
+    from verifirst.lm.local_server import serve_local
 
     tmp = tmp_path_factory.mktemp("labels-align")
     url, stop = serve_local(ScriptedEngine(rating_judge_answer))

@@ -6,14 +6,14 @@ import json
 import dspy
 import pytest
 
-from verifirst.errors import LeakageError
-from verifirst.evaluation import Scorer
-from verifirst.driver import optimize
+from verifirst.core.errors import LeakageError
+from verifirst.loop.evaluation import Scorer
+from verifirst.loop.driver import optimize
 from verifirst.optimizers import Budget, EngineContext, EngineResult, VerifierMetric
 from verifirst.programs.bash import BashGenerator
-from verifirst.splits import make_splits
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.base import Verdict
 
 

@@ -5,14 +5,14 @@ import multiprocessing as mp
 
 import dspy
 
-from verifirst.evaluation import Scorer
-from verifirst.ledger import LEDGER_FILE, TestLedger, ledger_for_run_dir, program_hash
-from verifirst.driver import optimize
+from verifirst.loop.evaluation import Scorer
+from verifirst.loop.ledger import LEDGER_FILE, TestLedger, ledger_for_run_dir, program_hash
+from verifirst.loop.driver import optimize
 from verifirst.optimizers import Budget, EngineContext, EngineResult
 from verifirst.programs.bash import BashGenerator
-from verifirst.splits import make_splits
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.base import Verdict
 
 

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifirst.benchmarks.perf import install as I
-from verifirst.errors import ConfigError
+from verifirst.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 HINT = "pip install 'verifirst[local]'"
@@ -66,7 +66,7 @@ def test_local_model_without_the_extra_is_a_config_error(without_local_extra):
         config.from_dict({"suite": {"name": "bash-builtin"}, "program": {"name": "bash-generator"},
                           "verifier": {"name": "bash-pack"}, "models": {"task": "openai/gpt-4o-mini", "reflection": "local"}})
     assert "models.reflection" in str(e.value) and HINT in str(e.value)
-    from verifirst._local_engine import LlamaCppEngine
+    from verifirst.lm._local_engine import LlamaCppEngine
 
     with pytest.raises(ConfigError, match="llama-cpp-python"):
         LlamaCppEngine("/nonexistent.gguf")  # the engine itself refuses too (serve, MLflow judges)

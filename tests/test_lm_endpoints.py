@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from verifirst import config
 from verifirst.cli import app
-from verifirst.errors import ConfigError
+from verifirst.core.errors import ConfigError
 from verifirst.lm import USAGE, FastJSONAdapter, make_lm, make_models
-from verifirst.local_server import serve_local
-from verifirst.testing import ScriptedEngine, json_answer
+from verifirst.lm.local_server import serve_local
+from verifirst.lm.testing import ScriptedEngine, json_answer
 
 
 def _gold() -> dict[str, str]:

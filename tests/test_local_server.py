@@ -9,8 +9,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest
 import requests
 
-from verifirst.local_server import BadRequest, parse_chat_body, serve_local
-from verifirst.testing import ScriptedEngine
+from verifirst.lm.local_server import BadRequest, parse_chat_body, serve_local
+from verifirst.lm.testing import ScriptedEngine
 
 
 class RecordingEngine(ScriptedEngine):

@@ -11,11 +11,11 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 import pytest
 
-from verifirst.errors import InputError, LeakageError
+from verifirst.core.errors import InputError, LeakageError
 from verifirst.optimizers.mlflow_align import (
     JUDGE_NAME, MIN_TRACES, _mlflow_at, align_anchor, judge_instructions, log_outcome_traces, render_view)
-from verifirst.splits import SplitManifest
-from verifirst.task import Item
+from verifirst.loop.splits import SplitManifest
+from verifirst.core.task import Item
 
 RULE = "RULE: FAIL when the code contains BUG."
 

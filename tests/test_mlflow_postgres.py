@@ -1,5 +1,5 @@
 """A team's MLflow: a real PostgreSQL (Debian package, 127.0.0.1, throwaway data directory) under
-`mlflow server`, started by verifirst.team_server with the commands docs/integrations.md shows. An experiment, a
+`mlflow server`, started by verifirst.ops.team_server with the commands docs/integrations.md shows. An experiment, a
 second experiment in another process at the same time, and a calibration run against it; all of
 it is read back through the MLflow client (runs, nested runs, metrics, traces with assessments,
 registered prompt versions) and found in PostgreSQL's own tables."""
@@ -14,8 +14,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from verifirst import team_server
-
+from verifirst.ops import team_server
 pytestmark = pytest.mark.integration
 
 TESTS = Path(__file__).resolve().parent
@@ -29,7 +28,7 @@ def run_small(root: Path, url: str, name: str):
     Returns (run output, (start, end) of the run)."""
     from _mlflow_server import make_models, tiny_config
     from verifirst import api, experiment
-    from verifirst.team_server import wait_healthy
+    from verifirst.ops.team_server import wait_healthy
 
     exp = tiny_config(root / "wd", url, limit=LIMIT, name=name)
     exp.optimizer["max_metric_calls"] = METRIC_CALLS

@@ -1,5 +1,5 @@
 """There is one run loop. `verifirst run`, `vf.run`, `vf.optimize`, `vf.calibrate` and `verifirst calibrate`
-all pass through `verifirst.driver.run`, and an observer hears the same event sequence from each;
+all pass through `verifirst.loop.driver.run`, and an observer hears the same event sequence from each;
 no other module evaluates splits, admits items to an optimizer or calls the loop's inner step."""
 import ast
 import json
@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 import verifirst as vf
-from verifirst import callbacks as cb
-from verifirst import driver
+from verifirst.core import callbacks as cb
+from verifirst.loop import driver
 from verifirst.cli import app
-from verifirst.local_server import serve_local
-from verifirst.testing import ScriptedEngine, json_answer
+from verifirst.lm.local_server import serve_local
+from verifirst.lm.testing import ScriptedEngine, json_answer
 
 from test_behaviour_unchanged import _judge_answer
 
@@ -205,7 +205,7 @@ def _calls_of(tree) -> set[str]:
 def test_no_module_but_the_driver_evaluates_splits_or_admits_items():
     offenders = []
     for rel, tree in _sources():
-        if rel == "verifirst/driver.py":
+        if rel == "verifirst/loop/driver.py":
             continue
         imported, called = _imports_of(tree), _calls_of(tree)
         for name in ("evaluation.evaluate", "driver.optimize", "driver._optimize"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.opa import Policy, evaluate_policy, false_leaves, opa_binary
 

@@ -6,14 +6,14 @@ import dspy
 import pytest
 
 from verifirst import lm as L
-from verifirst.errors import ErrorRateExceeded, LeakageError
-from verifirst.evaluation import Scorer, evaluate
-from verifirst.driver import optimize
+from verifirst.core.errors import ErrorRateExceeded, LeakageError
+from verifirst.loop.evaluation import Scorer, evaluate
+from verifirst.loop.driver import optimize
 from verifirst.optimizers import Budget, EngineContext, VerifierMetric, get_engine
 from verifirst.programs.bash import BashGenerator
-from verifirst.splits import make_splits
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.base import Verdict
 
 RULE = "Always answer with printf."

@@ -10,9 +10,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest
 
 from verifirst.benchmarks import outcomes as oc
-from verifirst.errors import InputError
-from verifirst.splits import make_splits
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.loop.splits import make_splits
+from verifirst.core.task import Item
 from verifirst.verifiers.base import Verdict
 
 DATA = Path(__file__).parent / "data"
@@ -207,10 +207,10 @@ LABEL_CASES = [("PASS", "PASS"), (" fail ", "FAIL"), ("Merged", "PASS"), ("aband
 @pytest.mark.parametrize("raw,want", LABEL_CASES)
 def test_every_label_reader_agrees(raw, want):
     """Outcome files, MLflow feedback, the label verifier, judge answers and the MLflow anchor read
-    a label the same way, through verifirst.verdicts."""
+    a label the same way, through verifirst.core.verdicts."""
     from verifirst.optimizers import mlflow_align
     from verifirst.programs.judges import JudgeError, normalize_verdict
-    from verifirst.verdicts import normalize_label
+    from verifirst.core.verdicts import normalize_label
     from verifirst.verifiers import label
 
     assert normalize_label(raw) == want
@@ -227,7 +227,7 @@ def test_every_label_reader_agrees(raw, want):
 
 
 def test_label_vocabulary_is_defined_once():
-    import verifirst.verdicts as vd
+    import verifirst.core.verdicts as vd
     from verifirst.optimizers import autorefine
     from verifirst.programs import judges
     from verifirst.verifiers import label

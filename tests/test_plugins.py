@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from verifirst import registry
+from verifirst.core import registry
 from verifirst.cli import app
-from verifirst.errors import ConfigError
+from verifirst.core.errors import ConfigError
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 runner = CliRunner()
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugins" / "verifirst_demo_plugin"
@@ -198,7 +198,7 @@ def test_plugin_engine_is_listed_as_an_optimizer(extra_plugins):
     mod = "class Eng:\n    def compile(self, *a, **k):\n        raise NotImplementedError\n"
     extra_plugins("engine-plugin", "eng = vf_engine_plugin:COMPONENTS",
                   {"vf_engine_plugin.py": mod + "COMPONENTS = {'engine': {'my-engine': ('vf_engine_plugin:Eng', 'mine')}}\n"})
-    from verifirst.engine import resolve_engine
+    from verifirst.core.engine import resolve_engine
 
     assert type(resolve_engine("my-engine")).__name__ == "Eng"  # the name an experiment's [optimizer] gives
     r = runner.invoke(app, ["components"])

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from verifirst import experiment
 from verifirst.cli import app
-from verifirst.errors import InputError, VerifirstError
+from verifirst.core.errors import InputError, VerifirstError
 from verifirst.lm import Models
-from verifirst.preflight import VerifierUnavailable, check_verifiers
-from verifirst.task import Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.loop.preflight import VerifierUnavailable, check_verifiers
+from verifirst.core.task import Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.bash.shell_gates import BashSyntaxGate, ShellcheckGate, find_shellcheck
 from verifirst.verifiers.terraform.verifier import TerraformVerifier
 

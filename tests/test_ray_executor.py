@@ -24,7 +24,7 @@ import verifirst as vf
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm import Models
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.exact import ExactMatch
 
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_IMPORT_WARNING": "1"}
@@ -255,7 +255,7 @@ def test_a_killed_worker_is_retried_and_one_that_keeps_dying_is_a_verifier_error
 
 
 def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_path):
-    from verifirst.errors import ConfigError
+    from verifirst.core.errors import ConfigError
 
     with socket.socket() as s:  # a port nothing listens on once closed
         s.bind(("127.0.0.1", 0))
@@ -274,9 +274,9 @@ def test_a_ray_address_nothing_answers_at_is_refused_naming_file_and_line(tmp_pa
 
 
 def test_a_driver_stopped_mid_run_resumes_from_its_checkpoint_losing_only_items_in_flight(tmp_path, cluster):
-    from verifirst.data import to_suite
-    from verifirst.evaluation import evaluate
-    from verifirst.metric import Metric
+    from verifirst.core.data import to_suite
+    from verifirst.loop.evaluation import evaluate
+    from verifirst.core.metric import Metric
 
     items = to_suite(qa_records(), inputs=["question"]).items
     calls, seen = [], []

@@ -135,7 +135,7 @@ def test_looks_like_command():
 # ---- S0 Task 2 on a scripted setup ----------------------------------------------------------
 
 from verifirst.benchmarks.studies.refinement import default_conditions, run_refinement  # noqa: E402
-from verifirst.task import Item  # noqa: E402
+from verifirst.core.task import Item  # noqa: E402
 from verifirst.verifiers.base import Verdict  # noqa: E402
 
 

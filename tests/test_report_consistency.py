@@ -9,17 +9,19 @@ import re
 import dspy
 import pytest
 
-from verifirst import api, config, evaluation as ev, experiment
-from verifirst.evaluation import Scorer, evaluate
-from verifirst.html_report import render
+from verifirst import api, config, experiment
+
+from verifirst.loop import evaluation as ev
+from verifirst.loop.evaluation import Scorer, evaluate
+from verifirst.report.html import render
 from verifirst.lm import FastJSONAdapter, Models
-from verifirst.driver import optimize
+from verifirst.loop.driver import optimize
 from verifirst.optimizers import Budget, EngineContext, compare
 from verifirst.programs.bash import BashGenerator
 from verifirst.report import footer_lines, markdown, print_report
-from verifirst.splits import SplitManifest
-from verifirst.task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.loop.splits import SplitManifest
+from verifirst.core.task import ERROR, FAIL, INCONCLUSIVE, PASS, Item
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.base import Verdict
 
 
@@ -171,7 +173,7 @@ def test_report_with_lm_errors_through_an_experiment(tmp_path):
     table's LM column and the footer both say those items, while the model calls themselves all
     succeeded (0 raised)."""
     from verifirst.lm import current_split
-    from verifirst.testing import json_answer
+    from verifirst.lm.testing import json_answer
 
     calls: dict = {}
 

@@ -15,11 +15,12 @@ import pytest
 from rich.console import Console
 
 from verifirst import api
-from verifirst import atomic, config, experiment
-from verifirst.html_report import write_html
+from verifirst import config, experiment
+from verifirst.core import atomic
+from verifirst.report.html import write_html
 from verifirst.lm import Models
 from verifirst.report import NAN_REASON, markdown, print_report, strict_json, write_reports
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -16,7 +16,7 @@ from verifirst import api, config, experiment
 from verifirst.calibration import calibrate_outcomes, print_calibration
 from verifirst.lm import Models
 from verifirst.report import HEADERS, JUDGE_HEADERS, markdown, print_report
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.lm.testing import json_answer, scripted_lm
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -163,11 +163,11 @@ def test_autorefine_resumes_from_its_loop_checkpoint(tmp_path):
 def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(tmp_path):
     import dspy
 
-    from verifirst.evaluation import Scorer, evaluate
+    from verifirst.loop.evaluation import Scorer, evaluate
     from verifirst.lm import FastJSONAdapter
     from verifirst.programs.bash import BashGenerator
-    from verifirst.task import Item
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.core.task import Item
+    from verifirst.lm.testing import json_answer, scripted_lm
     from verifirst.verifiers.exact import ExactMatch
 
     items = [Item(id=f"k{i}", inputs={"task": f"t{i}"}, gold={"command": "printf hi"}) for i in range(4)]
@@ -188,10 +188,11 @@ def test_checkpoint_line_cut_by_a_kill_is_redone_and_does_not_swallow_the_next(t
 
 
 def test_run_dir_of_another_config_is_refused(tmp_path):
-    from verifirst import api, config, experiment, html_report
-    from verifirst.errors import VerifirstError
+    from verifirst import api, config, experiment
+    from verifirst.report import html as html_report
+    from verifirst.core.errors import VerifirstError
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     def exp(limit: int):
         return config.from_dict({

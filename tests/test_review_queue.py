@@ -12,7 +12,7 @@ import pytest
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
 from verifirst.calibration import calibrate_outcomes, print_calibration
-from verifirst.mlflow_records import load_trace_suite
+from verifirst.tracking.records import load_trace_suite
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +22,9 @@ def run(tmp_path_factory):
     suite = write_outcomes(src, n_groups=8)  # 32 records: small, with opaque failures in train to queue
     lm = RuleFollowingLM()
     with pytest.MonkeyPatch.context() as mp:
-        import verifirst.html_report
+        import verifirst.report.html
 
-        mp.setattr(verifirst.html_report, "log_plots", lambda *a, **k: None)  # plots are not under test here
+        mp.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)  # plots are not under test here
         rep = calibrate_outcomes(src, workdir=root / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
                                  max_iters=1, echo=lambda m: None, experiment="queue-exp")
     return rep, suite
@@ -69,7 +69,7 @@ def test_the_queue_is_an_mlflow_dataset_and_a_reviewers_label_comes_back(run):
     assert {"judge", "teacher", "recorded_label"} <= names
 
     # nobody has labelled anything yet: nothing to calibrate on, said so
-    from verifirst.errors import InputError
+    from verifirst.core.errors import InputError
 
     with pytest.raises(InputError, match="no trace labelled 'label'"):
         load_trace_suite("queue-exp-review", uri, label="label")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.bash import _bwrap, _bwrap_access, fixtures
 from verifirst.verifiers.bash.sandbox import FsDiff, RunResult, Sandbox, SandboxUnavailable, run_pair
 

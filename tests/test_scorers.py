@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import verifirst as vf
-from verifirst.errors import InputError, LeakageError
-from verifirst.testing import json_answer, scripted_lm
+from verifirst.core.errors import InputError, LeakageError
+from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.verifiers.base import Verdict
 from verifirst.verifiers.exact import ExactMatch
 

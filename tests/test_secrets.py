@@ -13,10 +13,10 @@ import pytest
 
 from verifirst import api
 from verifirst import config, experiment
-from verifirst.local_server import serve_local
-from verifirst.redaction import (REDACTED, RedactingFilter, install_log_redaction, is_credential_name, redact,
+from verifirst.lm.local_server import serve_local
+from verifirst.core.redaction import (REDACTED, RedactingFilter, install_log_redaction, is_credential_name, redact,
                                  redact_text, register_secret, span_processor)
-from verifirst.testing import ScriptedEngine, json_answer
+from verifirst.lm.testing import ScriptedEngine, json_answer
 
 KEY = "sk-verifirst-TEST-9f3a1c"
 ROTATED = "sk-verifirst-TEST-rotated-77b2"
@@ -270,8 +270,8 @@ def test_a_candidate_reading_a_host_file_is_a_verifier_error_naming_it(outside, 
     naming the file and line, never the file's content."""
     import dspy
 
-    from verifirst.metric import VERIFIER_ERROR, Metric, OptimizerMetric
-    from verifirst.task import Item
+    from verifirst.core.metric import VERIFIER_ERROR, Metric, OptimizerMetric
+    from verifirst.core.task import Item
     from verifirst.verifiers.terraform.confine import OutsideConfiguration
     from verifirst.verifiers.terraform.verifier import TerraformVerifier
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 from verifirst.verifiers.base import Verifier
 from verifirst.verifiers.bash.shell_gates import BashSyntaxGate, ShellcheckGate
 

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from verifirst.errors import InputError, LeakageError
-from verifirst.splits import SplitManifest, make_splits
-from verifirst.task import Item
+from verifirst.core.errors import InputError, LeakageError
+from verifirst.loop.splits import SplitManifest, make_splits
+from verifirst.core.task import Item
 
 
 def items(n=40, per_group=2):
@@ -26,7 +26,7 @@ def test_groups_never_straddle_splits():
 
 
 def test_deterministic_across_processes():
-    code = ("from verifirst.splits import make_splits\n"
+    code = ("from verifirst.loop.splits import make_splits\n"
             "its=[{'id': f'i{k}'} for k in range(50)]\n"
             "print(make_splits(its, seed=7).digest)")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -123,8 +123,8 @@ def test_touch_records_evaluated_items_and_refuses_test_and_unknown_ids():
     ((0.5, 0.25, 0.25), {"no_val": True}, "no_val is set"),
 ])
 def test_check_ratios_refuses_what_would_silently_mislead(ratios, kw, message):
-    from verifirst.errors import ConfigError
-    from verifirst.splits import check_ratios
+    from verifirst.core.errors import ConfigError
+    from verifirst.loop.splits import check_ratios
 
     with pytest.raises(ConfigError, match=message) as e:
         check_ratios(ratios, field="splits.ratios", source="exp.toml", line=7, **kw)
@@ -132,7 +132,7 @@ def test_check_ratios_refuses_what_would_silently_mislead(ratios, kw, message):
 
 
 def test_check_ratios_allows_an_empty_split_only_when_asked():
-    from verifirst.splits import check_ratios
+    from verifirst.loop.splits import check_ratios
 
     assert check_ratios((0.5, 0.5, 0), no_test=True) == (0.5, 0.5, 0.0)
     assert check_ratios([1, 0, 0], no_val=True, no_test=True) == (1.0, 0.0, 0.0)
@@ -140,8 +140,8 @@ def test_check_ratios_allows_an_empty_split_only_when_asked():
 
 
 def test_optimizer_needs_are_checked_before_it_starts():
-    from verifirst.errors import ConfigError
-    from verifirst.splits import check_optimizer_needs
+    from verifirst.core.errors import ConfigError
+    from verifirst.loop.splits import check_optimizer_needs
 
     class Named:
         def __init__(self, name, needs=None):

@@ -1,8 +1,6 @@
 import pytest
 
-from verifirst import stats
-
-
+from verifirst.core import stats
 def test_mcnemar_exact_published_value():
     r = stats.mcnemar(11, 3)
     assert r.p_value == pytest.approx(0.0574, abs=5e-4)

@@ -13,7 +13,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from verifirst.task import Item
+from verifirst.core.task import Item
 from verifirst.verifiers.bash._feh_params import fitted_nl2sh
 from verifirst.verifiers.bash.feh import FehVerifier
 

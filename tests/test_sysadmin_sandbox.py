@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from verifirst.task import Item
+from verifirst.core.task import Item
 from verifirst.verifiers.bash import fixtures
 from verifirst.verifiers.bash._sandbox_etc import account_files
 from verifirst.verifiers.bash.feh import FehVerifier
@@ -145,7 +145,7 @@ def test_custom_fixtures_inherit_the_mode():
 
 
 def test_unsafe_local_refuses_sysadmin_mode():
-    from verifirst.errors import InputError
+    from verifirst.core.errors import InputError
 
     with pytest.raises(InputError, match="sysadmin mode, which needs the sandbox"):
         Sandbox(unsafe_local=True).run("useradd mallory", "sysadmin")

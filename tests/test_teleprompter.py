@@ -9,8 +9,8 @@ import re
 import dspy
 import pytest
 
-from verifirst.errors import InputError
-from verifirst.testing import scripted_lm
+from verifirst.core.errors import InputError
+from verifirst.lm.testing import scripted_lm
 
 FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
 FAIL_RULE = re.compile(r"FAIL if the code contains `([^`]+)`")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform import tf_provider as P
 from verifirst.verifiers.terraform.terraform_cli import (RealTerraform, classify, find_real_provider, find_terraform,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, Verifier
 from verifirst.verifiers.terraform.verifier import (TerraformVerifier, cli_verify_terraform, extract_config,

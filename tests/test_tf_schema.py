@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform import tf_schema
 
 ROOT = Path(__file__).resolve().parents[1]

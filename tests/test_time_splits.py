@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from test_autorefine import RuleFollowingLM, make_world
-from verifirst.errors import ConfigError, InputError
-from verifirst.splits import SplitManifest, check_resumed_manifest, make_splits
-from verifirst.timesplit import parse_time, parse_windows, time_windows
+from verifirst.core.errors import ConfigError, InputError
+from verifirst.loop.splits import SplitManifest, check_resumed_manifest, make_splits
+from verifirst.loop.timesplit import parse_time, parse_windows, time_windows
 
 UTC = timezone.utc
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -203,7 +203,7 @@ def test_vf_calibrate_with_a_time_split_reports_cuts_and_test_counts_per_window(
 
 def test_api_manifest_takes_the_time_form_for_optimize():
     from verifirst.api import make_manifest
-    from verifirst.data import to_suite
+    from verifirst.core.data import to_suite
 
     suite = to_suite([{**r, "q": r["id"]} for r in records(20, groups=2)], inputs=["q"])
     m = make_manifest(suite.items, {"by": "time", "time_field": "created_at", "ratios": (0.6, 0.2, 0.2)}, 0)
@@ -232,8 +232,8 @@ ratios = [0.5, 0.25, 0.25]
 
 
 def test_experiment_file_splits_by_time_and_checks_the_keys_with_their_line(tmp_path):
-    from verifirst import config, experiment, registry
-
+    from verifirst import config, experiment
+    from verifirst.core import registry
     src = tmp_path / "o.jsonl"
     write_timed_outcomes(src)
     path = tmp_path / "exp.toml"
@@ -280,8 +280,7 @@ def test_vf_optimize_with_a_time_split_hands_the_optimizer_the_past_only(tmp_pat
 
 
 def test_csv_outcomes_with_epoch_seconds_split_by_time_and_a_blank_time_names_its_line(tmp_path):
-    from verifirst import registry
-
+    from verifirst.core import registry
     src = tmp_path / "o.csv"
     rows = ["id,label,diff,created_at"] + [f"c{k},{'PASS' if k % 2 else 'FAIL'},d{k},{1700000000 + 60 * (9 - k)}"
                                            for k in range(10)]

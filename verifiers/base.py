@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from verifirst.task import Item
+from verifirst.core.task import Item
 
 PASS = "PASS"
 INCONCLUSIVE = "INCONCLUSIVE"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verifirst.errors import VerifirstError
+from verifirst.core.errors import VerifirstError
 
 _LOCK = threading.Lock()
 _MODEL = None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifirst.task import Item
+from verifirst.core.task import Item
 
 from .base import Verdict, VerifierError
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifirst.task import Item
-from verifirst.verdicts import LABELS, normalize_label  # noqa: F401 - LABELS re-exported
+from verifirst.core.task import Item
+from verifirst.core.verdicts import LABELS, normalize_label  # noqa: F401 - LABELS re-exported
 
 from .base import Verdict, VerifierError
 

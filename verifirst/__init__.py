@@ -3,7 +3,7 @@
 The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `calibrate`,
 `Budget`, `MLflow`, `Metric`, `Suite`, `Item`; `mlflow_scorer` and `dspy_metric` put a verifier
 into MLflow or DSPy outside any run. Also `make_lm`, `make_models`, `make_splits`,
-`SplitManifest`, `stats`, `Tracker`; `RunCallback` (and the events in `verifirst.callbacks`)
+`SplitManifest`, `stats`, `Tracker`; `RunCallback` (and the events in `verifirst.core.callbacks`)
 observes the one run loop. Heavy modules (dspy, mlflow) load on
 first use.
 
@@ -22,10 +22,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "make_lm": ("verifirst.lm", "make_lm"),
-    "make_splits": ("verifirst.splits", "make_splits"),
-    "SplitManifest": ("verifirst.splits", "SplitManifest"),
-    "Item": ("verifirst.task", "Item"),
-    "Suite": ("verifirst.task", "Suite"),
+    "make_splits": ("verifirst.loop.splits", "make_splits"),
+    "SplitManifest": ("verifirst.loop.splits", "SplitManifest"),
+    "Item": ("verifirst.core.task", "Item"),
+    "Suite": ("verifirst.core.task", "Suite"),
     "optimize": ("verifirst.api", "optimize"),
     "evaluate": ("verifirst.api", "evaluate"),
     "run": ("verifirst.api", "run"),
@@ -33,34 +33,40 @@ _LAZY = {
     "calibrate": ("verifirst.calibration", "calibrate"),
     "Result": ("verifirst.api", "Result"),
     "MLflow": ("verifirst.api", "MLflow"),
-    "Budget": ("verifirst.engine", "Budget"),
-    "Engine": ("verifirst.engine", "Engine"),
-    "EngineContext": ("verifirst.engine", "EngineContext"),
-    "EngineResult": ("verifirst.engine", "EngineResult"),
-    "TeleprompterEngine": ("verifirst.engine", "TeleprompterEngine"),
-    "Metric": ("verifirst.metric", "Metric"),
+    "Budget": ("verifirst.core.engine", "Budget"),
+    "Engine": ("verifirst.core.engine", "Engine"),
+    "EngineContext": ("verifirst.core.engine", "EngineContext"),
+    "EngineResult": ("verifirst.core.engine", "EngineResult"),
+    "TeleprompterEngine": ("verifirst.core.engine", "TeleprompterEngine"),
+    "Metric": ("verifirst.core.metric", "Metric"),
     "mlflow_scorer": ("verifirst.scorers", "mlflow_scorer"),
     "dspy_metric": ("verifirst.scorers", "dspy_metric"),
-    "RunCallback": ("verifirst.callbacks", "RunCallback"),
+    "RunCallback": ("verifirst.core.callbacks", "RunCallback"),
     "make_models": ("verifirst.lm", "make_models"),
     "Tracker": ("verifirst.tracking", "Tracker"),
-    "LeakageError": ("verifirst.errors", "LeakageError"),
-    "InputError": ("verifirst.errors", "InputError"),
-    "Ray": ("verifirst.executor", "Ray"),
-    "Threads": ("verifirst.executor", "Threads"),
+    "LeakageError": ("verifirst.core.errors", "LeakageError"),
+    "InputError": ("verifirst.core.errors", "InputError"),
+    "Ray": ("verifirst.loop.executor", "Ray"),
+    "Threads": ("verifirst.loop.executor", "Threads"),
 }
+
+
+_MODULES = {"stats": "verifirst.core.stats", "splits": "verifirst.loop.splits", "lm": "verifirst.lm",
+            "config": "verifirst.config", "tracking": "verifirst.tracking", "report": "verifirst.report",
+            "errors": "verifirst.core.errors", "atomic": "verifirst.core.atomic", "task": "verifirst.core.task",
+            "callbacks": "verifirst.core.callbacks"}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
-    public = importlib.import_module("verifirst.registry").PUBLIC
+    public = importlib.import_module("verifirst.core.registry").PUBLIC
     if name in public:  # classes a domain package provides (AutoRefine, AutoRefineAligner)
         mod, attr = public[name].split(":")
         return getattr(importlib.import_module(mod), attr)
-    if name in ("stats", "splits", "lm", "config", "tracking", "report", "errors", "atomic", "task", "callbacks"):
-        return importlib.import_module(f"verifirst.{name}")
+    if name in _MODULES:  # `vf.stats.wilson(...)`: a kernel module by its short name
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 
 

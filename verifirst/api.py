@@ -6,7 +6,7 @@
                       budget=vf.Budget(max_metric_calls=200), run_dir="runs/a", tracking=vf.MLflow())
     res.program; res.report; res.save("out/")
 
-Every optimizer runs under the split guard of the one driver (`verifirst.driver`): it is handed
+Every optimizer runs under the split guard of the one driver (`verifirst.loop.driver`): it is handed
 train and validation only, the test split is scored once after selection, and the report is the
 same for all.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .callbacks import RunCallback
-from .engine import Budget, EngineContext, resolve_engine
-from .errors import InputError
-from .config import DEFAULT_MAX_ERROR_RATE
-from .console import Console
-from .splits import DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
+from verifirst.core.callbacks import RunCallback
+from verifirst.core.engine import Budget, EngineContext, resolve_engine
+from verifirst.core.errors import InputError
+from verifirst.config import DEFAULT_MAX_ERROR_RATE
+from verifirst.report.console import Console
+from verifirst.loop.splits import DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -47,7 +47,7 @@ class MLflow:
 
     def check_reachable(self) -> None:
         """Refuse a tracking server that does not answer, before any work (offline: the local store)."""
-        from .tracking import _USER_URI, check_reachable
+        from verifirst.tracking import _USER_URI, check_reachable
 
         uri = self.uri or _USER_URI
         if uri and not self.offline:
@@ -60,7 +60,7 @@ class MLflow:
             workdir: where the local store goes when no URI is given.
             name: the run's name (the experiment's, unless `experiment` is set).
         """
-        from .mlflow_callback import MLflowCallback
+        from verifirst.tracking.callback import MLflowCallback
 
         return MLflowCallback(workdir, uri=self.uri, experiment=self.experiment or name, traces=self.traces,
                               offline=self.offline, register_prompt=self.register_prompt)
@@ -98,7 +98,7 @@ class Result:
         Args:
             out: the directory (created if missing).
         """
-        from .report import write_reports
+        from verifirst.report import write_reports
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -122,8 +122,8 @@ def build_models(models: Any) -> Any:
     Args:
         models: a Models, or {role: spec} with roles task, reflection, teacher, judge.
     """
-    from .lm import ROLES, Models, make_models
-    from .redaction import register_secrets
+    from verifirst.lm import ROLES, Models, make_models
+    from verifirst.core.redaction import register_secrets
 
     if models is None or isinstance(models, Models):
         return models
@@ -140,7 +140,7 @@ def build_models(models: Any) -> Any:
     for lm in objs.values():  # an LM built by the caller: its key is masked wherever it appears too
         register_secrets(getattr(lm, "kwargs", None) or {})
     specs = {r: v for r, v in given.items() if r not in objs}
-    from .config import check_model_dict
+    from verifirst.config import check_model_dict
 
     for r, v in specs.items():  # a typo such as `temprature` is refused, not sent to the provider
         if isinstance(v, dict):
@@ -216,7 +216,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         optimizer: "gepa", "simba", "autorefine", "none" (or None), a registered name, any
             dspy.Teleprompter instance, or an Engine.
         splits: (train, val, test) ratios, a SplitManifest to reuse, or {"ratios": ..., "by": "time",
-            "time_field": "created_at", "windows": "7d"}: train oldest, test newest (verifirst.timesplit).
+            "time_field": "created_at", "windows": "7d"}: train oldest, test newest (verifirst.loop.timesplit).
         models: {role: model string, {"model": ..., "api_base": ...} or dspy.LM} for task,
             reflection, teacher, judge; None uses the LM you configured in DSPy.
         budget: the optimizer's budget (vf.Budget).
@@ -245,7 +245,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
             there too, where compile takes one, unless compile_kwargs sets it.
         no_val: run with an empty validation split (ratios with val 0), on purpose.
         no_test: run without a held-out test split (ratios with test 0), on purpose: no test number.
-        callbacks: more observers of the run (verifirst.callbacks.RunCallback), after `tracking`.
+        callbacks: more observers of the run (verifirst.core.callbacks.RunCallback), after `tracking`.
         echo: a callable for progress lines (e.g. print); None prints nothing.
         cache: a directory for the disk cache of LM replies (only replies that parsed are kept);
             None keeps DSPy's cache as configured.
@@ -254,19 +254,19 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     """
     import dspy
 
-    from . import driver
-    from .data import to_suite
-    from .ledger import LEDGER_FILE, TestLedger
-    from .lm import FastJSONAdapter, configure_cache
-    from .metric import Metric
-    from .redaction import redact
-    from .html_report import publish
-    from .rundir import new_run_dir
+    from verifirst.loop import driver
+    from verifirst.core.data import to_suite
+    from verifirst.loop.ledger import LEDGER_FILE, TestLedger
+    from verifirst.lm import FastJSONAdapter, configure_cache
+    from verifirst.core.metric import Metric
+    from verifirst.core.redaction import redact
+    from verifirst.report.html import publish
+    from verifirst.loop.rundir import new_run_dir
 
     # Everything that can refuse the run comes before anything is written.
     suite = to_suite(data, inputs=inputs, program=program)
     name = name or suite.name
-    from .config import MAX_THREADS, check_number, check_workdir
+    from verifirst.config import MAX_THREADS, check_number, check_workdir
 
     check_number(threads, 1, MAX_THREADS, "threads", integer=True)
     if max_error_rate is not None:
@@ -291,7 +291,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     if task_lm is None:
         raise InputError("no task LM: pass models={'task': ...} or dspy.configure(lm=...)", field="models")
     if is_verifier:  # a toolchain that cannot run refuses the run before any LM call
-        from .preflight import check_verifiers
+        from verifirst.loop.preflight import check_verifiers
 
         check_verifiers([scorer.metric], suite.items)
     workdir = Path(workdir or DEFAULT_WORKDIR)
@@ -357,9 +357,9 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
         offline: track in the workdir's local MLflow store whatever the file says.
         tracking_uri: the MLflow tracking URI instead of the file's.
     """
-    from . import config, experiment
-    from .lm import make_models
-    from .preflight import check_verifiers
+    from verifirst import config, experiment
+    from verifirst.lm import make_models
+    from verifirst.loop.preflight import check_verifiers
 
     exp = path if isinstance(path, config.Experiment) else config.load(path)
     ex, o, tr = exp.experiment, exp.optimizer, exp.tracking

@@ -7,7 +7,7 @@ steps observe the loop (`CalibrationSteps`, a RunCallback): when the report is r
 `judge` section (π, FAIL/PASS recall, McNemar, the teacher) computed from the loop's
 before/after evaluations, then the review queue, the anchors, the prompt registry with an alias
 that moves only on validation with a `champion` alias that moves only on validation
-evidence (verifirst.promotion: the --promote-rule against the current champion, both scored by
+evidence (verifirst.loop.promotion: the --promote-rule against the current champion, both scored by
 this run's judge LM on this run's validation items; test numbers are reported and decide
 nothing). `calibrate` is the Python API (`vf.calibrate`); `cli_calibrate` is `verifirst calibrate`.
 """
@@ -22,19 +22,21 @@ from typing import Any, Callable
 
 import dspy
 
-from . import atomic, registry
-from .api import DEFAULT_WORKDIR, MLflow, Result, build_models
-from .splits import DEFAULT_RATIOS, SPLITS, SplitManifest, make_splits
-from .callbacks import RunCallback
-from .engine import Budget, resolve_engine
-from .errors import InputError
-from .judge_prompt import template_variables
-from .ledger import LEDGER_FILE, TestLedger, program_hash
-from .lm import FastJSONAdapter, configure_cache, make_lm
-from .preflight import check_verifiers
-from .stats import scotts_pi
-from .task import Suite
-from .tracking import Tracker
+from verifirst.core import atomic
+
+from verifirst.core import registry
+from verifirst.api import DEFAULT_WORKDIR, MLflow, Result, build_models
+from verifirst.loop.splits import DEFAULT_RATIOS, SPLITS, SplitManifest, make_splits
+from verifirst.core.callbacks import RunCallback
+from verifirst.core.engine import Budget, resolve_engine
+from verifirst.core.errors import InputError
+from verifirst.loop.judge_prompt import template_variables
+from verifirst.loop.ledger import LEDGER_FILE, TestLedger, program_hash
+from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
+from verifirst.loop.preflight import check_verifiers
+from verifirst.core.stats import scotts_pi
+from verifirst.core.task import Suite
+from verifirst.tracking import Tracker
 
 CHAMPION = "champion"
 ALIGNERS = ("simba", "gepa", "memalign")  # MLflow's Judge.align() optimizers the anchor can run
@@ -56,7 +58,7 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
         path: the outcomes file.
         limit: keep the first `limit` records (problems for ICE-Score).
         snippets: ICE-Score snippets per problem.
-        labels: a verifirst.labels.LabelRule (--pass-at, --label-map), or None for PASS/FAIL words.
+        labels: a verifirst.loop.labels.LabelRule (--pass-at, --label-map), or None for PASS/FAIL words.
     """
     path = Path(path)
     if not path.exists():
@@ -86,7 +88,7 @@ def parse_ratios(text: Any, no_test: bool = False) -> tuple[float, float, float]
         parts = ()
     if len(parts) != 3:
         raise InputError(f"--splits {text!r} is not three numbers", field="--splits", expected="e.g. 0.5,0.25,0.25")
-    from .splits import check_ratios
+    from verifirst.loop.splits import check_ratios
 
     return check_ratios(parts, no_test=no_test, field="--splits", flags=(None, "--no-test"))
 
@@ -99,7 +101,7 @@ def check_calibrate_options(judge: str, judge_field: str = "--judge", **numbers:
         judge_field: the option that named it.
         numbers: max_iters (from 0), threads, limit, snippets, seed (None: not given).
     """
-    from .config import MAX_THREADS, check_number
+    from verifirst.config import MAX_THREADS, check_number
 
     if judge not in ("passfail", "rubric"):
         raise InputError(f"unknown judge kind {judge!r}", field=judge_field, expected="passfail | rubric")
@@ -130,7 +132,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
             rescore: Callable[[str, float | None], dict[str, str | None]] | None = None,
             alias: str = CHAMPION, rule=None) -> dict:
     """Move `alias` (default `champion`) to this version only on validation evidence against the alias's
-    current version, paired on the same validation items (verifirst.promotion: rule, first champion,
+    current version, paired on the same validation items (verifirst.loop.promotion: rule, first champion,
     detectable Δπ); test π is reported and never decides. An error reading the alias moves nothing.
 
     A current version calibrated on another split is not comparable (its prompt may have been chosen
@@ -145,7 +147,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
         rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
             this run's judge LM on this run's validation items; it scores the current champion.
         alias: the alias to move.
-        rule: a verifirst.promotion.PromoteRule (default: significant).
+        rule: a verifirst.loop.promotion.PromoteRule (default: significant).
 
     Returns:
         {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
@@ -155,7 +157,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
     val = judge_section(report).get("validation") or {}
     labels = val.get("labels") or {}
     mine = (val.get("verdicts") or {}).get("calibrated") or {}
-    from .promotion import decide, first_champion, parse_rule, read_alias
+    from verifirst.loop.promotion import decide, first_champion, parse_rule, read_alias
 
     rule = parse_rule(rule)
     out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": _test_pi(report),
@@ -363,7 +365,7 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
         lms: {"judge", "teacher", "reflection"} LMs.
         prompt: the starting prompt (default: the kind's default prompt).
         run_dir: the run directory (default: a new WORKDIR/runs/calibrate-KIND-TIME).
-        tracking: the MLflow observer (verifirst.mlflow_callback.MLflowCallback), or None.
+        tracking: the MLflow observer (verifirst.tracking.callback.MLflowCallback), or None.
         echo: where progress lines go.
         engine_options: AutoRefineEngine options (repeats, temperature, target_pi, ...).
         source_line: a line said before the splits.
@@ -377,8 +379,8 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
     Returns:
         The api Result (program, report with `judge`, manifest, run_dir, before, after).
     """
-    from .api import optimize
-    from .lm import Models
+    from verifirst.api import optimize
+    from verifirst.lm import Models
 
     s = settings
     program = program if program is not None else make_judge_program(s.judge, suite, prompt, s.view)
@@ -464,7 +466,7 @@ def resolve_start_prompt(spec: str, workdir: Path, tracking_uri: str | None = No
     """
     p = Path(spec)
     if p.exists() or p.is_symlink():
-        from .textfile import read_text
+        from verifirst.core.textfile import read_text
 
         text = read_text(p, "prompt file").strip()  # a directory, a loop, binary: InputError
         if not text:
@@ -542,7 +544,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         max_iters: AutoRefine iterations at most.
         splits: train,val,test ratios ("0.5,0.25,0.25" or a 3-sequence), stratified by label; or
             {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"} for a
-            time-ordered split (train oldest, test newest; see verifirst.timesplit).
+            time-ordered split (train oldest, test newest; see verifirst.loop.timesplit).
         workdir: cache, runs, ledger and the local MLflow store.
         limit: use the first N records (ICE-Score: problems).
         snippets: ICE-Score snippets per problem.
@@ -574,18 +576,18 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         temperature: the judge's temperature for repeated runs.
         timeout_s: seconds one request to a served model may take (default: lm.DEFAULT_TIMEOUT_S).
         no_test: run without a held-out test split (ratios give test 0; no test number is reported).
-        pass_at: numeric ratings at or above it are PASS (--pass-at; see verifirst.labels).
+        pass_at: numeric ratings at or above it are PASS (--pass-at; see verifirst.loop.labels).
         label_map: categorical labels to PASS/FAIL ("excellent=PASS,poor=FAIL" or a dict).
-        promote_rule: significant | better | noninferior:MARGIN (see verifirst.promotion).
+        promote_rule: significant | better | noninferior:MARGIN (see verifirst.loop.promotion).
     """
-    from .labels import LabelRule
-    from .promotion import parse_rule
+    from verifirst.loop.labels import LabelRule
+    from verifirst.loop.promotion import parse_rule
 
     workdir = Path(workdir)
     rule = LabelRule.of(pass_at, label_map)
     promote_by = parse_rule(promote_rule)
     check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
-    from .splits import check_resumed_manifest, split_options
+    from verifirst.loop.splits import check_resumed_manifest, split_options
 
     splits, split_by = split_options(splits)
     parse_ratios(splits, no_test)  # refused here, before any file is read
@@ -594,7 +596,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         raise InputError(f"--repeats {repeats} is below 1", field="--repeats", expected="an integer >= 1")
     trace_stats: dict | None = None
     if from_mlflow:
-        from .mlflow_records import load_trace_suite
+        from verifirst.tracking.records import load_trace_suite
 
         suite, trace_stats = load_trace_suite(from_mlflow, tracking_uri or Tracker(workdir, enabled=False).uri,
                                               label=label, limit=limit, rule=rule)
@@ -633,7 +635,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                                    model=model, workdir=workdir, experiment=experiment, start=start,
                                    promote_alias=promote_alias, promote_rule=promote_by, aligners=aligners,
                                    anchor_engine=anchor_engine, extra=extra)
-    from .mlflow_callback import MLflowCallback
+    from verifirst.tracking.callback import MLflowCallback
 
     mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
                             register_prompt=False) if tracking else None
@@ -668,7 +670,7 @@ def export_review_queue(rows: list[dict], run_dir: Path, tracker: Tracker, exper
         reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
     out: dict[str, Any] = {"file": str(path), "n": len(rows), "by_reason": reasons}
     if tracker is not None and tracker.enabled and rows:
-        from .mlflow_records import export_review_queue as to_mlflow
+        from verifirst.tracking.records import export_review_queue as to_mlflow
 
         try:
             out["mlflow"] = to_mlflow(rows, tracker.uri, f"{experiment}-review",
@@ -710,7 +712,7 @@ def _score_prompt(judge: str, fields: list[str], text: str, threshold: float | N
 
 def mlflow_model_uri(spec: str) -> str | None:
     """LiteLLM `provider/model` -> MLflow `provider:/model`; the embedded model is served locally."""
-    from .lm import is_local
+    from verifirst.lm import is_local
 
     if is_local(spec):
         return None
@@ -735,7 +737,7 @@ def run_anchor(suite: Suite, manifest, rep: dict, model: str, workdir: Path, eng
     """
     import inspect
 
-    from .stats import compare_judges
+    from verifirst.core.stats import compare_judges
 
     align_anchor = _part("align-anchor")
     train, test = manifest.select(suite.items, "train"), manifest.select(suite.items, "test")
@@ -763,7 +765,7 @@ def print_calibration(rep: dict, echo=print) -> None:
     """The run's common tables and the judge table (verifirst.report), then anchor and champion."""
     from rich.console import Console
 
-    from .report import print_report
+    from verifirst.report import print_report
 
     con = Console(width=None if sys.stdout.isatty() else 140)
     print_report(rep, con)
@@ -858,7 +860,7 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
     """
     check_calibrate_options(judge, "--kind")
     if threshold is not None:
-        from .config import check_number
+        from verifirst.config import check_number
 
         check_number(threshold, 0.0, 1.0, "--threshold")
     run_judge, verdicts_at = _part("run-judge"), _part("verdicts-at")
@@ -887,7 +889,7 @@ def cli_calibrate(**kw) -> int:
     as_json = kw.pop("as_json", False)
     rep = calibrate_outcomes(kw.pop("outcomes", None), echo=(lambda m: None) if as_json else print, **kw)
     if as_json:
-        from .report import report_json
+        from verifirst.report import report_json
 
         print(report_json(rep))
     else:

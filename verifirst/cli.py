@@ -14,8 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import typer  # noqa: E402
 
-from .errors import InputError, VerifirstError  # noqa: E402
-from .splits import DEFAULT_RATIOS  # noqa: E402
+from verifirst.core.errors import InputError, VerifirstError  # noqa: E402
+from verifirst.loop.splits import DEFAULT_RATIOS  # noqa: E402
 
 app = typer.Typer(
     help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
@@ -100,7 +100,7 @@ def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
 
 
 def _fail(e: Exception) -> None:
-    from .redaction import redact_text
+    from verifirst.core.redaction import redact_text
 
     typer.secho(f"error: {redact_text(str(e))}", fg=typer.colors.RED, err=True)  # a provider may quote the key
     raise typer.Exit(getattr(e, "exit_code", 2))
@@ -108,9 +108,9 @@ def _fail(e: Exception) -> None:
 
 def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None):
     """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
-    from . import api
-    from .config import check_workdir
-    from .report import print_report
+    from verifirst import api
+    from verifirst.config import check_workdir
+    from verifirst.report import print_report
 
     set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
     if run_dir:
@@ -118,7 +118,7 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
     out = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
                   echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
     if as_json:
-        from .report import report_json
+        from verifirst.report import report_json
 
         typer.echo(report_json(out.report))
         return out
@@ -145,8 +145,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
     Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1
     (run it again with the same --run-dir after a crash to resume.)
     """
-    from . import config
-
+    from verifirst import config
     try:
         exp = config.load(experiment)
         _run_experiment(exp, run_dir, tracking_uri, offline, as_json)
@@ -214,8 +213,7 @@ def demo(workdir: Path = typer.Option(DEMO_DIR, help="where the cache, runs and 
     Everything runs offline on CPU in a few minutes; the report shows train/val/test before and
     after, with Wilson CIs and McNemar's exact test, and the MLflow run to open with `verifirst ui`.
     """
-    from . import config
-
+    from verifirst import config
     try:
         exp = config.from_dict(demo_config(workdir, budget, model))
         out = _run_experiment(exp, None, None, False, as_json, progress=True)
@@ -229,8 +227,8 @@ def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store t
        tracking_uri: Optional[str] = typer.Option(None, help="open this store instead"),
        port: int = typer.Option(5000), host: str = typer.Option("127.0.0.1")):
     """Start the MLflow UI on the run store (127.0.0.1 only by default)."""
-    from .config import check_number
-    from .tracking import default_uri
+    from verifirst.config import check_number
+    from verifirst.tracking import default_uri
 
     try:
         check_number(port, 1, 65535, "--port", integer=True)
@@ -262,7 +260,7 @@ def _load_report(run: str, workdir: Path) -> dict:
     if path.is_dir():
         raise InputError(f"{path} has no report.json: the run did not finish", field="RUN",
                          expected="a finished run directory (resume this one with the same --run-dir)")
-    from .tracking import Tracker
+    from verifirst.tracking import Tracker
 
     import mlflow
 
@@ -287,17 +285,17 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
 
     Example: verifirst report latest --html report.html
     """
-    from .report import markdown, print_report
+    from verifirst.report import markdown, print_report
 
     try:
         rep = _load_report(run, workdir)
         if html is not None:
-            from .html_report import write_html  # type: ignore[attr-defined]
+            from verifirst.report.html import write_html  # type: ignore[attr-defined]
 
             write_html(rep, html)
             typer.echo(f"wrote {html}")
         if as_json:
-            from .report import report_json
+            from verifirst.report import report_json
 
             typer.echo(report_json(rep))
         else:
@@ -337,14 +335,14 @@ def verify_bash(gold: Optional[str] = typer.Option(None, help="reference command
     """
     try:
         if check is not None:
-            from .verifiers.bash.oracle import cli_verify_check
+            from verifirst.verifiers.bash.oracle import cli_verify_check
 
             raise typer.Exit(cli_verify_check(str(check), pred, fixture, as_json, timeout_s=max(timeout, 10.0),
                                               unsafe_local=unsafe_local))
         if gold is None:
             raise InputError("give --gold (a reference command) or --check (the task's check script)",
                              field="--gold", expected="a command, or --check FILE")
-        from .verifiers.bash.feh import cli_verify_bash  # type: ignore[attr-defined]
+        from verifirst.verifiers.bash.feh import cli_verify_bash  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json, task=task, llm=llm,
                                          params_path=str(params) if params else None, model=model,
@@ -366,7 +364,7 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
                                     "checkov adds the scanner gate)")):
     """validate -> plan -> OPA (-> checkov) on a Terraform config; prints stage, backend, errors, feedback."""
     try:
-        from .verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
+        from verifirst.verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json,
                                               gates=gates.split(",") if gates else None))
@@ -385,7 +383,7 @@ def schema_pull(out: Path = typer.Option(Path("aws_provider_schema.json.gz"), he
     Example: verifirst schema pull --provider hashicorp/aws --version 6.47.0 --out aws.json.gz
     """
     try:
-        from .verifiers.terraform.schema_pull import pull_schema
+        from verifirst.verifiers.terraform.schema_pull import pull_schema
 
         typer.echo(f"wrote {pull_schema(out, provider, version, terraform)}")
     except VerifirstError as e:
@@ -410,7 +408,7 @@ def schema_list(as_json: bool = typer.Option(False, "--json")):
     2. Point verifier.options.schema (or `verifirst verify terraform --schema`) at the file.
     """
     try:
-        from .verifiers.terraform.tf_schema import shipped_table
+        from verifirst.verifiers.terraform.tf_schema import shipped_table
 
         rows = shipped_table()
     except VerifirstError as e:
@@ -486,8 +484,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
     recall, McNemar), writes the review queue and registers the prompt in MLflow's prompt registry.
     """
     try:
-        from .calibration import cli_calibrate
-        from .splits import check_split_method
+        from verifirst.calibration import cli_calibrate
+        from verifirst.loop.splits import check_split_method
 
         check_split_method(split_by, time_field, windows, prefix="--")
         if split_by != "random":
@@ -508,8 +506,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
 def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
     """Serve the embedded model as an OpenAI-compatible endpoint on 127.0.0.1 (for tools that
     need HTTP, e.g. MLflow judges): http://127.0.0.1:PORT/v1, model name smollm2."""
-    from .config import check_number
-    from .local_server import cli_serve
+    from verifirst.config import check_number
+    from verifirst.lm.local_server import cli_serve
 
     try:
         check_number(port, 1, 65535, "--port", integer=True)
@@ -533,7 +531,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
     """
     try:
-        from .calibration import apply_judge
+        from verifirst.calibration import apply_judge
 
         rows = apply_judge(prompt, input, kind, model, workdir, threshold, view=view, tracking_uri=tracking_uri)
         for row in rows:
@@ -545,8 +543,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
 
 def _judge_summary(rows: list[dict]) -> str:
     """One line on stderr: how many were judged, and agreement where records carry a label."""
-    from . import stats
-
+    from verifirst.core import stats
     judged = [r for r in rows if r["verdict"] in ("PASS", "FAIL")]
     msg = f"judged {len(judged)} of {len(rows)} records ({len(rows) - len(judged)} LM errors)"
     both = [r for r in judged if r.get("label") in ("PASS", "FAIL")]
@@ -591,8 +588,7 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="one of: " + 
 def components():
     """List the suites, programs, verifiers and optimizers an experiment file can name, with
     the installed plugin each one not built in comes from (entry-point group verifirst.components)."""
-    from . import registry
-
+    from verifirst.core import registry
     errors = registry.load_plugins()
     for title, table in (("suites", registry.SUITES), ("programs", registry.PROGRAMS),
                          ("verifiers", registry.VERIFIERS), ("optimizers", registry.ENGINES)):
@@ -612,7 +608,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         app(argv, standalone_mode=True)
     except VerifirstError as e:  # pragma: no cover - commands catch their own
-        from .redaction import redact_text
+        from verifirst.core.redaction import redact_text
 
         typer.secho(f"error: {redact_text(str(e))}", fg=typer.colors.RED, err=True)
         sys.exit(2)

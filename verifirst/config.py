@@ -13,9 +13,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .errors import ConfigError, InputError
-from .splits import DEFAULT_RATIOS
-from .textfile import read_text  # noqa: F401  (config.read_text: the reader experiment files use)
+from verifirst.core.errors import ConfigError, InputError
+from verifirst.loop.splits import DEFAULT_RATIOS
+from verifirst.core.textfile import read_text  # noqa: F401  (config.read_text: the reader experiment files use)
 
 DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Python API
 
@@ -101,7 +101,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 # A model dict (one endpoint for a role): key -> (types, lowest, highest); an endpoint list is
-# checked by verifirst.lm_router.parse_endpoints.
+# checked by verifirst.lm.router.parse_endpoints.
 MODEL_KEYS: dict[str, tuple[tuple[type, ...], float | None, float | None]] = {
     "model": ((str,), None, None),
     "api_base": ((str,), None, None),
@@ -316,13 +316,13 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
         raise ConfigError("options given for optimizer none (evaluation only), which takes none", path=src,
                           line=_line_of(text, "optimizer", "options"), field="optimizer.options",
                           expected="an optimizer name (gepa, simba, autorefine), or no options")
-    from .splits import check_ratios
+    from verifirst.loop.splits import check_ratios
 
     sp = sections["splits"]
     sp["ratios"] = list(check_ratios(sp["ratios"], no_val=sp["no_val"], no_test=sp["no_test"], source=src,
                                      line=_line_of(text, "splits", "ratios"), field="splits.ratios",
                                      flags=("no_val = true", "no_test = true")))
-    from .splits import check_split_method
+    from verifirst.loop.splits import check_split_method
 
     check_split_method(sp["by"], sp["time_field"], sp["windows"], source=src,
                        line=_line_of(text, "splits", "by") or _line_of(text, "splits", "windows"), error=ConfigError)
@@ -332,7 +332,7 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
 
 def _validate_models(models: dict, src: str, text: str) -> None:
     """Each role's model string, dict or endpoint list: routable, known keys, values in range."""
-    from .lm import check_spec
+    from verifirst.lm import check_spec
 
     for role in ("task", "reflection", "teacher", "judge"):
         spec = models.get(role)
@@ -356,7 +356,7 @@ def _validate_models(models: dict, src: str, text: str) -> None:
             except ConfigError as e:
                 raise ConfigError(str(e).split(": ", 1)[-1], path=src, line=line, field=where) from None
         if isinstance(spec, list):  # keys, router settings and their agreement across endpoints
-            from .lm_router import parse_endpoints
+            from verifirst.lm.router import parse_endpoints
 
             try:
                 parse_endpoints(role, spec)

@@ -6,12 +6,12 @@ import inspect
 import random
 from pathlib import Path
 
-from . import registry
-from .config import Experiment
-from .errors import ConfigError, VerifirstError
-from .lm import Models
-from .splits import SplitManifest, make_splits
-from .task import Suite
+from verifirst.core import registry
+from verifirst.config import Experiment
+from verifirst.core.errors import ConfigError, VerifirstError
+from verifirst.lm import Models
+from verifirst.loop.splits import SplitManifest, make_splits
+from verifirst.core.task import Suite
 
 
 def _call(factory, options: dict, **extra):
@@ -69,7 +69,7 @@ def build_program(exp: Experiment, verifier=None, items=None):
 def _options_line(exp: Experiment, section: str) -> int | None:
     if not (exp.path and Path(exp.path).is_file()):
         return None
-    from .config import _line_of
+    from verifirst.config import _line_of
 
     text = Path(exp.path).read_text(encoding="utf-8", errors="replace")
     return _line_of(text, section, "options") or _line_of(text, f"{section}.options", None)
@@ -111,7 +111,7 @@ def check_dirs(exp: Experiment) -> None:
     Args:
         exp: the experiment.
     """
-    from .config import _line_of, check_workdir
+    from verifirst.config import _line_of, check_workdir
 
     src = str(exp.path) if exp.path else None
     text = Path(exp.path).read_text(encoding="utf-8", errors="replace") if src and Path(src).is_file() else ""
@@ -125,7 +125,7 @@ def make_executor(exp: Experiment):
     Args:
         exp: the experiment.
     """
-    from .executor import VerifierSpec, from_config
+    from verifirst.loop.executor import VerifierSpec, from_config
 
     ex, v = exp.experiment, exp.verifier
     # a verifier handed the judge LM is shipped as built (a worker has no LM to hand it)
@@ -136,7 +136,7 @@ def make_executor(exp: Experiment):
         src = str(exp.path) if exp.path else None
         line = None
         if exp.path and Path(exp.path).is_file():
-            from .config import _line_of
+            from verifirst.config import _line_of
 
             line = _line_of(Path(exp.path).read_text(encoding="utf-8"), "experiment", "ray_address")
         check(source=src, line=line)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping
 
-from .data import content_id
-from .errors import InputError
-from .task import ERROR, INCONCLUSIVE, ITEM_ID, Item
+from verifirst.core.data import content_id
+from verifirst.core.errors import InputError
+from verifirst.core.task import ERROR, INCONCLUSIVE, ITEM_ID, Item
 
 # MLflow's own pass/fail convention: a "yes"/"no" rating aggregates to a pass rate and counts in
 # EvaluationResult.passed; "PASS"/"FAIL" strings would be left out of both.

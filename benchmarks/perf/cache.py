@@ -37,7 +37,7 @@ def experiment_dict(workdir: Path, items: int, budget: int, threads: int) -> dic
 
 def scripted_models(latency_s: float):
     from verifirst.lm import Models
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer, scripted_lm
 
     def task(messages):  # depends on the prompt, so each candidate instruction is its own cache entry
         return json_answer(command="printf hi" if "printf" in messages[0]["content"] else "echo hi")
@@ -52,8 +52,7 @@ def scripted_models(latency_s: float):
 
 def _timed_html() -> list[float]:
     """Time the HTML report with plots (matplotlib), written at the end of every run."""
-    from verifirst import html_report
-
+    from verifirst.report import html as html_report
     spent: list[float] = []
     real = html_report.write_html
 
@@ -70,7 +69,6 @@ def _timed_html() -> list[float]:
 
 def one_run(exp, run_dir: Path, models, html_spent: list[float]) -> dict:
     from verifirst import api, experiment
-
     html_spent.clear()
     t0 = time.perf_counter()
     out = api.run(exp, run_dir=run_dir, progress=False, models=models, echo=lambda m: None)

@@ -17,11 +17,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def measure(calls: int, latency_s: float, threads: int) -> dict:
     import dspy
 
-    from verifirst.evaluation import Scorer, evaluate
+    from verifirst.loop.evaluation import Scorer, evaluate
     from verifirst.lm import FastJSONAdapter
     from verifirst.programs.bash import BashGenerator
-    from verifirst.task import Item
-    from verifirst.testing import json_answer, scripted_lm
+    from verifirst.core.task import Item
+    from verifirst.lm.testing import json_answer, scripted_lm
     from verifirst.verifiers.exact import ExactMatch
 
     items = [Item(id=f"o{i}", inputs={"task": f"print {i}"}, gold={"command": f"echo {i}"}) for i in range(calls)]

@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
               + (" (run `make bench`, or --write to re-render)" if stale else ""), file=sys.stderr)
         return 1 if stale else 0
     if new != text:
-        from verifirst.atomic import write_text
+        from verifirst.core.atomic import write_text
 
         write_text(target, new)
     if a.summary:

@@ -43,7 +43,7 @@ def emit(result: dict, started: dict, out: Path | None, as_json: bool = True) ->
         out: the results file to write (atomically); None prints to stdout instead.
         as_json: when printing, one line (True) or indented (False).
     """
-    from verifirst.atomic import write_json
+    from verifirst.core.atomic import write_json
 
     # the load at the end too: a figure measured while others started work on the machine shows it
     rec = {**result, "machine": {**started, "loadavg_end": [round(x, 2) for x in os.getloadavg()]}}

@@ -136,7 +136,7 @@ def feh_pairs(n: int = 20) -> dict:
     """FEH ms per pair (sandbox runs + comparison), short and long outputs, equal and different.
 
     Equal outputs never reach the embedder; different ones do (loaded before timing)."""
-    from verifirst.task import Item
+    from verifirst.core.task import Item
     from verifirst.verifiers.bash.feh import FehVerifier
 
     v = FehVerifier("nl2sh")

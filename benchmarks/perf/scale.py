@@ -5,7 +5,7 @@ under Ray with 1, 2 and 4 workers, no LM (each candidate is the item's gold), on
 
 bash: the bash-pack verifier (sandboxed FEH) on the built-in bash pack's golds; terraform: the
 pure-Python backend on the built-in IaC pack's references. Each configuration runs the one
-evaluation loop (`verifirst.evaluation.evaluate`) with `threads` = workers. A Ray pool is built and
+evaluation loop (`verifirst.loop.evaluation.evaluate`) with `threads` = workers. A Ray pool is built and
 warmed (one call per worker: imports, sandbox, embedder) before it is timed; the build time is
 reported apart. Efficiency of n workers = (items/s at n) / (n x items/s at 1). The per-task
 overhead of Ray is measured with the exact-match verifier (microseconds of work per item): the
@@ -54,7 +54,7 @@ def tf_items(repeat: int):
 
 
 def exact_items(n: int):
-    from verifirst.task import Item
+    from verifirst.core.task import Item
 
     items = [Item(id=f"e{i}", inputs={"task": f"print {i}"}, gold={"command": f"echo {i}"}) for i in range(n)]
     return items, "command", "exact", {}
@@ -62,9 +62,9 @@ def exact_items(n: int):
 
 def run_config(items, field: str, verifier_name: str, options: dict, executor, threads: int) -> dict:
     """One timed evaluation; a Ray pool is built and warmed first (its build time reported apart)."""
-    from verifirst.evaluation import evaluate
-    from verifirst.executor import VerifierSpec
-    from verifirst.metric import Metric
+    from verifirst.loop.evaluation import evaluate
+    from verifirst.loop.executor import VerifierSpec
+    from verifirst.core.metric import Metric
 
     spec = VerifierSpec(verifier_name, options)
     local = spec()
@@ -98,7 +98,7 @@ def run_config(items, field: str, verifier_name: str, options: dict, executor, t
 
 
 def measure(name: str, loaded, workers: list[int]) -> dict:
-    from verifirst.executor import Ray
+    from verifirst.loop.executor import Ray
 
     items, field, vname, options = loaded
     out = {"verifier": vname, "options": options, "items": len(items), "threads": [], "ray": []}
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from record import emit, machine
 
-    from verifirst.executor import QUIET_ENV
+    from verifirst.loop.executor import QUIET_ENV
 
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     start_s = time.perf_counter() - t0
     try:
         over = {"threads": run_config(*exact_items(a.overhead_n), None, 1)}
-        from verifirst.executor import Ray
+        from verifirst.loop.executor import Ray
 
         over["ray"] = run_config(*exact_items(a.overhead_n), Ray(num_workers=1), 1)
         per_task_ms = 1000 * (1 / over["ray"]["items_per_s"] - 1 / over["threads"]["items_per_s"])

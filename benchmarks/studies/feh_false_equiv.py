@@ -28,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from verifirst.task import Item  # noqa: E402
+from verifirst.core.task import Item  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "perf" / "results" / "feh_false_equiv.json"
 EATINY = Path(__file__).resolve().parents[2] / "tests" / "data" / "eabench_tiny"

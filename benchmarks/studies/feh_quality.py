@@ -26,9 +26,9 @@ from typing import Any, Sequence
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from verifirst.atomic import write_json, write_jsonl  # noqa: E402
+from verifirst.core.atomic import write_json, write_jsonl  # noqa: E402
 from verifirst.benchmarks.nl2sh import load_nl2sh, nl2sh_pairs  # noqa: E402
-from verifirst.stats import wilson  # noqa: E402
+from verifirst.core.stats import wilson  # noqa: E402
 from verifirst.verifiers.bash._feh_compare import (EMBED_CHARS, FehParams, PairFeatures, RunView, decide,  # noqa: E402
                                                    norm_out, undecidable)
 # The run and embedding machinery lives in _feh_runs (the new-user probe uses it too, without

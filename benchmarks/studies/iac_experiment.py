@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from verifirst.stats import mcnemar, mcnemar_paired, wilson
-from verifirst.task import Item
+from verifirst.core.stats import mcnemar, mcnemar_paired, wilson
+from verifirst.core.task import Item
 from verifirst.verifiers.terraform.iac_taxonomy import DECEPTIVE_FIX, ERROR_CLASSES, OPA_FAIL, PASS, REPAIR_STAGES
 
 ERROR = "ERROR"
@@ -214,7 +214,7 @@ def _make_lm(spec: str):
 def main(argv: list[str] | None = None) -> int:
     import dspy
 
-    from verifirst.atomic import write_json
+    from verifirst.core.atomic import write_json
     from verifirst.benchmarks.iac_pack import SCHEMA_PATH, load_pack
     from verifirst.programs.iac import STRATEGIES, build_strategy
 

@@ -55,7 +55,7 @@ KNOWN_CAUSES: dict[tuple[int, str], tuple[str, str, str]] = {
 
 
 def load_rows(path: Path) -> list[dict]:
-    from verifirst.errors import InputError
+    from verifirst.core.errors import InputError
     if not path.is_file():
         raise InputError("IaC-Eval CSV not found", path=str(path), expected="iac_eval_v1_dev40.csv")
     with path.open(newline="", encoding="utf-8") as fh:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if templates.is_dir():
         report["templates"] = compare_templates(templates, args.backend, args.schema)
     if args.out:
-        from verifirst.atomic import write_json
+        from verifirst.core.atomic import write_json
         write_json(args.out, report)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -29,13 +29,13 @@ from typing import Sequence
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
-from verifirst.errors import InputError  # noqa: E402
+from verifirst.core.errors import InputError  # noqa: E402
 
 PASS, FAIL = "PASS", "FAIL"
 
 
-# The judge statistics live in the kernel (verifirst.stats): calibration's anchors use them too.
-from verifirst.stats import compare_judges, judge_metrics, pi_interval  # noqa: E402,F401
+# The judge statistics live in the kernel (verifirst.core.stats): calibration's anchors use them too.
+from verifirst.core.stats import compare_judges, judge_metrics, pi_interval  # noqa: E402,F401
 
 
 TABLE_ORDER = ("uncalibrated", "calibrated", "mlflow_unaligned", "mlflow_simba", "mlflow_gepa", "mlflow_memalign")
@@ -117,7 +117,7 @@ def load_suite_and_splits(outcomes: str | None, problems: int | None, snippets: 
                           splits: str, seed: int):
     from verifirst.benchmarks import outcomes as oc
     from verifirst.calibration import load_outcome_suite, parse_ratios
-    from verifirst.splits import make_splits
+    from verifirst.loop.splits import make_splits
 
     if outcomes is None or (Path(outcomes).suffix == ".json" and "grade" in Path(outcomes).name):
         suite = oc.load_ice_score(outcomes, problems=problems, snippets=snippets)

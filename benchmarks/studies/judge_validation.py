@@ -17,9 +17,9 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from verifirst.errors import InputError
-from verifirst.stats import confusion, mcnemar_paired, wilson
-from verifirst.task import Item, Suite
+from verifirst.core.errors import InputError
+from verifirst.core.stats import confusion, mcnemar_paired, wilson
+from verifirst.core.task import Item, Suite
 
 JUDGE_NAMES = ("bfm", "logic", "combined", "ice")
 
@@ -256,7 +256,7 @@ class InContext:
 
 def emit(report: dict, args) -> None:
     if args.out:
-        from verifirst.atomic import write_json
+        from verifirst.core.atomic import write_json
         write_json(args.out, report)
     if args.json:
         print(json.dumps(report, indent=1, default=str))

@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from verifirst.stats import fisher_exact
-from verifirst.task import Item
+from verifirst.core.stats import fisher_exact
+from verifirst.core.task import Item
 
 from verifirst.optimizers._teacher import CORRECT, ERROR, SKIP, InformedTeacher, run_teacher
 

@@ -14,9 +14,9 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from verifirst.errors import InputError
-from verifirst.stats import mcnemar_paired, wilson
-from verifirst.task import Item, Suite
+from verifirst.core.errors import InputError
+from verifirst.core.stats import mcnemar_paired, wilson
+from verifirst.core.task import Item, Suite
 
 from verifirst.benchmarks.studies.judge_validation import (InContext, build_judges, common_args, default_verifier, emit,
                                                            generate_candidate, group_by_suite, limited, load_suite_arg,

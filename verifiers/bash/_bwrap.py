@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from verifirst.errors import VerifirstError
+from verifirst.core.errors import VerifirstError
 from verifirst.verifiers.bash import _bwrap_access
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

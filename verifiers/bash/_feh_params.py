@@ -5,7 +5,7 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 from ._feh_compare import FehParams
 

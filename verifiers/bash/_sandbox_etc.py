@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from verifirst.atomic import publish_dir
+from verifirst.core.atomic import publish_dir
 
 HOSTNAME = "verifirst"
 

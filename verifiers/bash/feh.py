@@ -16,8 +16,8 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 
 from ._feh_compare import (Decision, EmbedFn, FehParams, PairFeatures, RunView, add_cosines, decide,
                            feedback, features, observed)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from verifirst.atomic import publish_dir
-from verifirst.errors import InputError
+from verifirst.core.atomic import publish_dir
+from verifirst.core.errors import InputError
 
 # Mount points and usr-merge links every fixture root carries; the sandbox binds over them
 # and the file-system diff never looks inside them.

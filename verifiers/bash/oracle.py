@@ -27,8 +27,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 
 from ..base import Verdict, VerifierError
 from .fixtures import ensure

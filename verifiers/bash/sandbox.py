@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.bash import _bwrap, _sandbox_fs, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries

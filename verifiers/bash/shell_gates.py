@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from verifirst.errors import InputError, VerifirstError
+from verifirst.core.errors import InputError, VerifirstError
 from verifirst.verifiers.base import PASS, Verdict, VerifierError
 
 SEVERITIES = ("error", "warning", "info", "style")
@@ -26,7 +26,7 @@ SEVERITIES = ("error", "warning", "info", "style")
 
 def _check_runs(cmd: list[str], what: str, fix: str, stdin: bytes | None = None) -> None:
     """Run a tiny probe of a gate's binary; VerifierUnavailable with the fix when it cannot run."""
-    from verifirst.preflight import VerifierUnavailable
+    from verifirst.loop.preflight import VerifierUnavailable
 
     if not (os.path.isfile(cmd[0]) and os.access(cmd[0], os.X_OK)):
         raise VerifierUnavailable(f"{what} {cmd[0]} is not an executable file. {fix}")

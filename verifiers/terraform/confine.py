@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 PATH_FUNCS = ("file", "filebase64", "filemd5", "filesha1", "filesha256", "filesha512", "filebase64sha256",
               "filebase64sha512", "fileexists", "templatefile", "fileset")

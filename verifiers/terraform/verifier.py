@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from verifirst.errors import InputError
-from verifirst.task import Item
+from verifirst.core.errors import InputError
+from verifirst.core.task import Item
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
 from verifirst.verifiers.terraform.confine import check_references
@@ -171,7 +171,7 @@ class TerraformVerifier:
         if self.backend in ("terraform", "real"):
             check_terraform_runs(find_terraform(self.binary), self.backend)
         if self.backend == "real" and not (self.mirror or find_real_provider()):
-            from verifirst.preflight import VerifierUnavailable
+            from verifirst.loop.preflight import VerifierUnavailable
             raise VerifierUnavailable(
                 "backend 'real' needs the hashicorp/aws provider in a plugin cache or filesystem mirror; none "
                 f"found (looked in: {', '.join(mirror_candidates()) or 'no plugin directories exist'}). Fix: set "
@@ -191,7 +191,7 @@ class TerraformVerifier:
                 self._scanner().start()  # imports checkov once: seconds, paid here, not by the first item
             except CheckovError as e:
                 from verifirst.verifiers.terraform.checkov import CHECKOV_FIX
-                from verifirst.preflight import VerifierUnavailable
+                from verifirst.loop.preflight import VerifierUnavailable
                 raise VerifierUnavailable(f"the checkov gate cannot run: {e}. {CHECKOV_FIX}") from None
 
     def _scanner(self):
@@ -199,7 +199,7 @@ class TerraformVerifier:
         from verifirst.verifiers.terraform.checkov import CHECKOV_FIX, checkov_candidates, find_checkov, scanner_for
         binary = find_checkov(self.checkov_option)
         if binary is None:
-            from verifirst.preflight import VerifierUnavailable
+            from verifirst.loop.preflight import VerifierUnavailable
             looked = self.checkov_option or ", ".join(["VERIFIRST_CHECKOV", "PATH", *checkov_candidates()[-2:]])
             raise VerifierUnavailable(f"gate 'checkov' asked for, but no checkov executable found (looked: "
                                       f"{looked}). {CHECKOV_FIX}")
@@ -517,7 +517,7 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
     Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
-    from verifirst.textfile import read_text
+    from verifirst.core.textfile import read_text
 
     for f in ([Path(path)] if os.path.isfile(path) else sorted(Path(path).glob("*.tf"))):
         if not f.is_symlink():  # a link is the confinement check's to judge, unread

@@ -37,7 +37,7 @@ def register(registry) -> None:
     """Called once by verifirst with its plugin registrar.
 
     Args:
-        registry: verifirst.registry.Registrar; `add(kind, name, target, help)` adds a component.
+        registry: verifirst.core.registry.Registrar; `add(kind, name, target, help)` adds a component.
     """
     registry.add("verifier", "demo-contains", ContainsVerifier,
                  "PASS when the candidate contains the gold text (demo plugin)")

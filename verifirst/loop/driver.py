@@ -1,0 +1,407 @@
+"""The one driver: (program, metric, items, splits, engine, budget) -> (program, report).
+
+`optimize` admits train + val through the split guard, scores the unoptimized program on every
+split, runs the engine, scores the result, and compares the two pairwise (McNemar exact, Wilson
+CIs, paired bootstrap). The test split is scored only through the guard, after selection; each
+test evaluation goes into the workdir's test-reuse ledger, and the report says how many other
+programs were already scored on the same test split.
+
+`run` is the one run loop around it: every entry point (the CLI's `run` and `calibrate`, the
+TOML file, `vf.optimize`, `vf.run`, `vf.calibrate`) comes through it. It locks the run directory,
+refuses to resume another run's, records the run state, tells the observers (typed events of
+`verifirst.core.callbacks`: tracking, console, a domain's post-steps), adds usage to the report and
+hands it to the caller's `publish` (the report files). Engines never see a tracker, only
+`EngineContext.log_metrics`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from verifirst.core import atomic
+
+from verifirst.core import stats
+from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
+                        ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
+from verifirst.core.engine import Budget, Engine, EngineContext
+from verifirst.core.errors import RunFailed
+from verifirst.loop.evaluation import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
+from verifirst.loop.ledger import TestLedger, ledger_for_run_dir, program_hash
+from verifirst.lm import USAGE, usage_phase
+from verifirst.core.metric import Metric
+from verifirst.loop.run_items import write_items
+from verifirst.loop.splits import SPLITS, SplitManifest
+from verifirst.core.task import Item
+
+
+def compare(before: EvalResult, after: EvalResult) -> dict:
+    """Paired comparison on the items both runs scored (errors and inconclusive on either side excluded).
+
+    Args:
+        before: the unoptimized program's evaluation of a split.
+        after: the optimized program's evaluation of the same split.
+    """
+    a, b = before.by_id(), after.by_id()
+    ids = [i for i in a if i in b and a[i].status in ("PASS", "FAIL") and b[i].status in ("PASS", "FAIL")]
+    pa = [a[i].passed for i in ids]
+    pb = [b[i].passed for i in ids]
+    m = stats.mcnemar_paired(pa, pb)
+    n = len(ids)
+    out = {"paired_n": n, "before_pass": sum(pa), "after_pass": sum(pb),
+           "delta": (sum(pb) - sum(pa)) / n if n else 0.0,
+           "b_before_only": m.b, "c_after_only": m.c, "mcnemar_p": m.p_value}
+    if n:
+        d = stats.paired_bootstrap(lambda y, p: sum(p) / len(p), [float(x) for x in pa],
+                                   [float(x) for x in pb], [0] * n, n=2000, seed=0)
+        out.update({"delta_ci_lo": d.lo, "delta_ci_hi": d.hi})
+    return out
+
+
+@dataclass
+class OptimizationResult:
+    program: Any
+    report: dict
+    before: dict[str, EvalResult] = field(default_factory=dict)
+    after: dict[str, EvalResult] = field(default_factory=dict)
+
+
+def _save_program(program, path: Path) -> None:
+    tmp = path.with_suffix(".tmp.json")
+    program.save(str(tmp))
+    tmp.replace(path)
+
+
+def fail_if_unscored(phase: str, results: dict[str, EvalResult], run_dir: Path) -> None:
+    """Raise RunFailed when an evaluated split of `phase` has items and none got a verdict.
+
+    Args:
+        phase: "before" or "after".
+        results: the phase's evaluations by split.
+        run_dir: the run directory a rerun resumes (its ERROR rows are asked again).
+    """
+    why = unscored_splits({phase: results})
+    if why:  # no result to trust: nothing saved or registered
+        raise RunFailed(f"run failed: {why}; nothing registered. Check the model endpoint, then rerun on the "
+                        f"same run directory ({run_dir}) to resume.")
+
+
+def _instructions(prog) -> dict:
+    if not hasattr(prog, "named_predictors"):
+        return {}
+    return {n: p.signature.instructions for n, p in prog.named_predictors()}
+
+
+def optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: SplitManifest,
+             engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int = 1,
+             splits: Sequence[str] = SPLITS, progress: bool | None = None,
+             max_error_rate: float | None = None, ledger: TestLedger | None = None,
+             callback: RunCallback | None = None, executor: Any = None) -> OptimizationResult:
+    """Guard -> score every split -> engine on train + val -> score again -> paired comparisons.
+
+    Args:
+        program: the DSPy program to optimize (left unchanged; the engine works on a copy).
+        scorer: the run's Metric (a verifier and the output it checks, or a plain metric).
+        items: every item of the suite; `manifest` says which split each belongs to.
+        manifest: the split manifest; the engine's metric records every item it scores there.
+        engine: the optimizer, or None to only evaluate.
+        budget: the engine's budget.
+        ctx: run directory, LMs by role; its log_metrics/log_artifact are set to the callback's.
+        threads: evaluation threads.
+        splits: the splits to evaluate.
+        progress: show progress bars (None: when attached to a terminal).
+        max_error_rate: LM error rate that stops an evaluation.
+        ledger: the test-reuse ledger; default WORKDIR/test_ledger.jsonl of the run directory.
+        callback: the observers of the evaluations and the engine (verifirst.core.callbacks).
+        executor: where verifier calls run, for evaluations and the engine's metric alike
+            (vf.Threads, the default, or vf.Ray); closed when the run ends.
+
+    Raises:
+        RunFailed: an evaluated split in which no item got a verdict (checked before the engine
+            starts and after it), or an engine that saw only errors; nothing is saved or registered.
+    """
+    if executor is None:
+        return _optimize(program, scorer, items, manifest, engine, budget, ctx, threads=threads,
+                         splits=splits, progress=progress, max_error_rate=max_error_rate, ledger=ledger,
+                         callback=callback)
+    try:
+        if not isinstance(scorer, Metric):
+            scorer = Metric(scorer)
+        return _optimize(program, executor.metric(scorer), items, manifest, engine, budget, ctx,
+                         threads=executor.concurrency(threads), splits=splits, progress=progress,
+                         max_error_rate=max_error_rate, ledger=ledger, callback=callback)
+    finally:
+        executor.close()
+
+
+def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: SplitManifest,
+              engine: Engine | None, budget: Budget, ctx: EngineContext, *, threads: int,
+              splits: Sequence[str], progress: bool | None, max_error_rate: float | None,
+              ledger: TestLedger | None, callback: RunCallback | None) -> OptimizationResult:
+    if callback is None:
+        callback = RunCallback()
+    if not isinstance(scorer, Metric):
+        scorer = Metric(scorer)
+    run_dir = Path(ctx.run_dir)
+    ledger = ledger or ledger_for_run_dir(run_dir)
+    scored_on_test: list[str] = []
+    run_dir.mkdir(parents=True, exist_ok=True)
+    by_split = {s: manifest.select(items, s) for s in SPLITS}
+    train, val = by_split["train"], by_split["val"]
+    # The guard: the engine sees train and val only, and we record that it did.
+    manifest.admit_to_optimizer([it.id for it in train + val], who=getattr(engine, "name", "optimizer"))
+    manifest.save(run_dir / "split_manifest.json")
+    write_items(run_dir, items, manifest)
+
+    def run_eval(prog, split: str, phase: str) -> EvalResult:
+        ckpt = run_dir / "eval" / f"{phase}_{split}.jsonl"
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        callback.on_evaluation_start(EvaluationStart(phase, split))
+        res = None
+        try:
+            def on_row(item: Item, row: Any) -> None:
+                callback.on_row(RowScored(phase, split, item, row))
+
+            res = evaluate(prog, by_split[split], scorer, split=split, threads=threads, manifest=manifest,
+                           checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
+                           max_error_rate=max_error_rate, on_row=on_row)
+        finally:
+            callback.on_evaluation_end(EvaluationEnd(phase, split, res, ckpt))
+        if split == "test":  # the guard let it through: this program has now been scored on the test split
+            h = program_hash(prog)
+            scored_on_test.append(h)
+            ledger.record(manifest.digest, h, run_dir, phase)
+        return res
+
+    before = {s: run_eval(program, s, "before") for s in splits}
+    fail_if_unscored("before", before, run_dir)  # before the optimizer spends anything on it
+    prog_path = run_dir / "optimized_program.json"
+    history: list[dict] = []
+    details: dict = {}
+    if engine is None:
+        best = program
+    elif prog_path.exists() and (run_dir / "engine_done.json").exists():
+        best = program.deepcopy()
+        best.load(str(prog_path))  # finished in an earlier invocation of this run directory
+        done = json.loads((run_dir / "engine_done.json").read_text())
+        history, details = done.get("history", []), done.get("details", {})
+    else:
+        metric = scorer.for_optimizer(train + val, manifest)
+        trainset = [it.example() for it in train]
+        valset = [it.example() for it in val]
+        own_metrics, own_artifact = ctx.log_metrics, ctx.log_artifact  # a caller's own loggers still hear
+
+        def log_metrics(m: dict, step: int) -> None:
+            own_metrics(m, step)
+            callback.on_iteration(Iteration(m, step))
+
+        def log_artifact(p: Path) -> None:
+            own_artifact(p)
+            callback.on_artifact(ArtifactWritten(Path(p)))
+
+        ctx.log_metrics, ctx.log_artifact = log_metrics, log_artifact
+        usage0 = USAGE.total()
+        try:
+            callback.on_optimizer_start(OptimizerStart(engine.name))
+            end = OptimizerEnd([], {}, failed=True)
+            try:
+                with usage_phase("optimize"):
+                    res = engine.compile(program.deepcopy(), metric, trainset, valset, budget, ctx)
+                end = OptimizerEnd(res.history, res.details)
+            finally:
+                callback.on_optimizer_end(end)
+        finally:
+            manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
+        best, history, details = res.program, res.history, dict(res.details)
+        details["metric"] = metric.counts()  # items the metric could not judge scored 0.0 for DSPy
+        why = optimizer_saw_only_errors(details["metric"], usage0)
+        if why:  # nothing saved: a rerun against a working endpoint optimizes afresh
+            raise RunFailed(why)
+        _save_program(best, prog_path)
+        atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
+    after = {s: run_eval(best, s, "after") for s in splits} if engine is not None else dict(before)
+    fail_if_unscored("after", after, run_dir)
+
+    report: dict[str, Any] = {
+        "engine": getattr(engine, "name", "none"), "split_digest": manifest.digest,
+        "sizes": manifest.sizes(), "budget": budget.__dict__, "splits": {}, "history": history,
+        "details": details,
+    }
+    for s in splits:
+        report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
+                               "comparison": compare(before[s], after[s])}
+    if manifest.method == "time":  # cut times; windows: per-window counts, each test item's window
+        report["time_split"] = manifest.time_report()
+    if "test" in splits:
+        report["test_reuse"] = ledger.reuse(manifest.digest, scored_on_test)
+    report["instructions"] = _instructions(best)
+    report["instructions_changed"] = _instructions(best) != _instructions(program)
+    stages = getattr(getattr(scorer, "metric", None), "stages", None)  # the verifier's funnel, if it has one
+    if stages:
+        report["stage_order"] = list(stages)
+    return OptimizationResult(best, report, before, after)
+
+
+USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens", "attempts",
+              "failed_attempts", "unusable")
+
+
+@dataclass
+class RunRequest:
+    """One run, checked and built by the caller (`vf.optimize`): what the loop runs and where.
+
+    program, scorer, items, manifest, engine, budget, ctx: as for `optimize`.
+    name: the run's name; suite: the data's name.
+    digest: what a run directory may be resumed with (see `run_digest`).
+    fresh: the run directory was made for this run (not given by the user).
+    config: the experiment file's settings with credentials masked, kept in run_state.json.
+    models: the model spec by role (for the report and the tracker's parameters).
+    lm_scope: a context the program runs in (dspy.context with the task LM and adapter), or None.
+    """
+
+    program: Any
+    scorer: Metric
+    items: Sequence[Item]
+    manifest: SplitManifest
+    engine: Engine | None
+    budget: Budget
+    ctx: EngineContext
+    name: str
+    suite: str
+    digest: str
+    fresh: bool = False
+    config: dict | None = None
+    models: dict = field(default_factory=dict)
+    splits: Sequence[str] = SPLITS
+    threads: int = 1
+    progress: bool | None = False
+    max_error_rate: float | None = None
+    ledger: TestLedger | None = None
+    executor: Any = None
+    lm_scope: Any = None
+
+
+def run_digest(program: Any, manifest: SplitManifest, scorer: Metric, optimizer: str, splits: Sequence[str],
+               config: dict | None = None) -> str:
+    """What a run directory may be resumed with: the same program, splits, metric, optimizer and
+    (for an experiment file) the same settings, credentials masked so a rotated key still resumes.
+
+    Args:
+        program: the program before optimization.
+        manifest: the split manifest.
+        scorer: the run's Metric.
+        optimizer: the engine's name.
+        splits: the splits evaluated.
+        config: the experiment file's settings (masked), or None.
+    """
+    import hashlib
+
+    body = {"program": program_hash(program), "split_digest": manifest.digest, "metric": scorer.name,
+            "output_field": scorer.output_field, "threshold": scorer.threshold, "optimizer": optimizer,
+            "splits": list(splits), "config": config}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def check_resume(run_dir: Path, digest: str) -> bool:
+    """Whether run_dir holds this run to resume; another run's directory is refused.
+
+    Args:
+        run_dir: the run directory.
+        digest: this run's `run_digest`.
+
+    Raises:
+        InputError: the directory's run_state.json names another run.
+    """
+    from verifirst.core.errors import InputError
+
+    state = Path(run_dir) / "run_state.json"
+    if not state.exists():
+        return False
+    try:
+        old = json.loads(state.read_text()).get("digest")
+    except (OSError, ValueError):
+        old = None
+    if old != digest:
+        raise InputError("this run directory belongs to another run (program, data, metric, optimizer or "
+                         "experiment settings differ)", path=str(state), field="digest",
+                         expected="the same arguments or experiment file to resume, or a new run directory")
+    return True
+
+
+def _state(req: RunRequest, status: str, run_id: str | None = None) -> dict:
+    body: dict[str, Any] = {"status": status, "digest": req.digest}
+    if req.config is not None:
+        body["config"] = req.config
+    if run_id:
+        body["run_id"] = run_id
+    return body
+
+
+def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[OptimizationResult, str | None]:
+    """The one run loop: lock the run directory, resume or start it, run `optimize`, report.
+
+    Args:
+        req: the checked run (`vf.optimize` builds it; so do `vf.run`, the CLI and calibration,
+            all through `vf.optimize`).
+        callbacks: a RunCallback or a list of them (verifirst.core.callbacks), told every event.
+        publish: (report, run_dir) -> paths of the report files written (the caller's report
+            writer; the loop sits below the report layer and names none).
+
+    Returns:
+        (the driver's result with the full report, the tracker's run id or None).
+
+    Raises:
+        RunFailed: a split without a verdict or an engine that saw only errors; the run directory
+            stays resumable, nothing is published.
+    """
+    import contextlib
+    import time
+
+    from verifirst.loop.rundir import lock_run_dir
+
+    cb = as_callback(callbacks)
+    check_resume(req.ctx.run_dir, req.digest)  # before the lock: a refused run writes nothing
+    hold = lock_run_dir(req.ctx.run_dir, fresh=req.fresh)  # another process on this run dir is refused, by pid
+    try:
+        resumed = check_resume(hold.path, req.digest)  # again under the lock: another run may have started it
+    except BaseException:
+        hold.release()
+        raise
+    run_dir = req.ctx.run_dir = hold.path
+    status, report = "FAILED", None
+    try:
+        opt = getattr(req.engine, "name", "none")
+        run_id = cb.on_run_start(RunStart(
+            name=req.name, run_dir=run_dir, suite=req.suite, n_items=len(req.items), sizes=req.manifest.sizes(),
+            split_digest=req.manifest.digest, optimizer=opt, resumed=resumed, config=req.config,
+            params={"split_digest": req.manifest.digest, "models": req.models, "suite_size": len(req.items),
+                    "optimizer": opt, "metric": req.scorer.name, **({"config": req.config} if req.config else {})},
+            tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
+                  "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)}))
+        atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
+        usage_before, t0 = USAGE.total(), time.time()
+        with req.lm_scope() if req.lm_scope else contextlib.nullcontext():
+            res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
+                           threads=req.threads, splits=req.splits, progress=req.progress,
+                           max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb, executor=req.executor)
+            report = res.report
+            used = USAGE.total()
+            report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
+                           "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
+                           "models": req.models, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
+                           "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
+            cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
+        paths = list(publish(report, run_dir)) if publish else []
+        cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
+        atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
+        status = "FINISHED"
+        return res, run_id
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        try:
+            cb.on_run_end(RunEnd(status, run_dir, report))
+        finally:
+            hold.release()

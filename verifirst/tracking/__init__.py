@@ -1,0 +1,375 @@
+"""MLflow tracking: one parent run per experiment, nested runs per step and split.
+
+Nested runs are created through MlflowClient with explicit ids, never the thread-local
+fluent stack, so optimizer threads cannot leave orphan runs. DSPy calls are traced with
+mlflow.dspy.autolog, and each evaluated item's trace gets the verifier verdict as feedback.
+Params, tags, JSON artifacts, prompt tags and every span lose their credentials on the way out
+(verifirst.core.redaction).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+
+from verifirst.core.errors import VerifirstError  # noqa: E402
+from verifirst.core.redaction import install_log_redaction, redact, redact_text, span_processor  # noqa: E402
+from verifirst.loop.rundir import file_lock  # noqa: E402
+
+# The user's MLFLOW_TRACKING_URI as it was at start: mlflow.set_tracking_uri() rewrites the
+# variable, and a later run in this process must not inherit an earlier run's store.
+_USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
+
+
+def default_uri(workdir: str | Path) -> str:
+    return f"sqlite:///{Path(workdir).resolve() / 'mlflow.db'}"
+
+
+def store_lock(uri: str) -> contextlib.AbstractContextManager:
+    """A file lock next to a sqlite store (DB.lock): MLflow's first-use migration and get-or-create
+    of an experiment are not safe in two processes at once. Other stores: no lock.
+
+    Args:
+        uri: the tracking URI.
+    """
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    db = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    return file_lock(db.with_name(db.name + ".lock"))
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail before any work when a tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as r:
+            if r.status != 200:
+                raise OSError(f"HTTP {r.status}")
+    except Exception as e:
+        raise VerifirstError(
+            f"MLflow tracking server {uri} is unreachable ({e}). Start it "
+            f"(`mlflow server --host 127.0.0.1 --port 5000`), fix --tracking-uri / MLFLOW_TRACKING_URI, "
+            f"or pass --offline to log to the local store.") from None
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}." if prefix or True else ""))
+        return {k.rstrip("."): v for k, v in out.items()}
+    out[prefix.rstrip(".")] = str(d)[:6000]
+    return out
+
+
+@contextlib.contextmanager
+def _masked_copy(path: Path, max_bytes: int = 64 << 20) -> Iterator[Path]:
+    """`path`, or a copy of it with every registered credential masked when it holds one
+    (files written by other libraries, such as a saved DSPy program, skip verifirst's writers)."""
+    try:
+        text = path.read_bytes().decode("utf-8") if path.is_file() and path.stat().st_size <= max_bytes else None
+    except (OSError, UnicodeDecodeError):  # binary (a plot) or unreadable: as it is
+        text = None
+    clean = redact_text(text) if text else text
+    if clean == text:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="verifirst-masked-") as d:
+        copy = Path(d) / path.name
+        copy.write_text(clean, encoding="utf-8")
+        yield copy
+
+
+def _add_span_processor(tracing) -> None:
+    """Every exported span goes through verifirst.core.redaction.span_processor (kept beside any
+    processor the user configured)."""
+    from mlflow.tracing.config import get_config
+
+    current = list(get_config().span_processors or [])
+    if span_processor not in current:
+        tracing.configure(span_processors=[*current, span_processor])
+
+
+class Tracker:
+    """Wraps one MLflow experiment run. `enabled=False` gives a tracker that logs nothing."""
+
+    def __init__(self, workdir: str | Path, uri: str | None = None, experiment: str = "verifirst",
+                 enabled: bool = True, offline: bool = False, autolog: bool = True):
+        self.workdir = Path(workdir)
+        self.enabled = enabled
+        self.experiment_name = experiment
+        self.parent_id: str | None = None
+        self.experiment_id: str | None = None
+        self._lock = threading.Lock()
+        self._autolog = autolog
+        self.failures = 0  # best-effort trace operations that raised: counted, reported, not fatal
+        self.first_failure: str | None = None
+        uri = uri or _USER_URI
+        if offline or not uri:
+            uri = default_uri(self.workdir)
+        self.uri = uri
+        if enabled:
+            check_reachable(uri)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, run_name: str, params: dict | None = None, tags: dict | None = None) -> str | None:
+        if not self.enabled:
+            return None
+        import mlflow
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        mlflow.set_tracking_uri(self.uri)
+        mlflow.set_registry_uri(self.uri)
+        with store_lock(self.uri):  # two first runs at once: one creates the tables and the experiment
+            exp = mlflow.get_experiment_by_name(self.experiment_name)
+            if exp is None:
+                art = None
+                if self.uri.startswith("sqlite:"):
+                    art = (self.workdir / "mlartifacts").resolve().as_uri()
+                self.experiment_id = mlflow.create_experiment(self.experiment_name, artifact_location=art)
+            else:
+                self.experiment_id = exp.experiment_id
+        mlflow.set_experiment(experiment_id=self.experiment_id)
+        install_log_redaction()
+        if self._autolog:
+            import mlflow.dspy
+            import mlflow.tracing
+
+            _add_span_processor(mlflow.tracing)
+
+            mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
+                                log_compiles=False, log_evals=False, silent=True)
+        run = mlflow.start_run(run_name=run_name, tags=redact({k: str(v) for k, v in (tags or {}).items()}))
+        self.parent_id = run.info.run_id
+        if params:
+            self.log_params(params)
+        return self.parent_id
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if not self.enabled or self.parent_id is None:
+            return
+        import mlflow
+
+        with contextlib.suppress(Exception):
+            mlflow.flush_trace_async_logging()
+        mlflow.end_run(status=status)
+        if self._autolog:
+            import mlflow.dspy
+
+            mlflow.dspy.autolog(disable=True, silent=True)
+
+    @property
+    def client(self):
+        from mlflow import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+
+    @contextlib.contextmanager
+    def child(self, name: str, params: dict | None = None, tags: dict | None = None) -> Iterator[str | None]:
+        """A nested run under the parent; FAILED if the block raises, FINISHED otherwise."""
+        if not self.enabled or self.parent_id is None:
+            yield None
+            return
+        all_tags = redact({"mlflow.parentRunId": self.parent_id, "mlflow.runName": name, **(tags or {})})
+        run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
+        rid = run.info.run_id
+        if params:
+            self.log_params(params, run_id=rid)
+        try:
+            yield rid
+        except BaseException:
+            self.client.set_terminated(rid, status="FAILED")
+            raise
+        self.client.set_terminated(rid, status="FINISHED")
+
+    # -- logging -----------------------------------------------------------------------
+    def log_params(self, params: dict, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        from mlflow.entities import Param
+
+        rid = run_id or self.parent_id
+        flat = _flat(redact(params))
+        items = [Param(k[:250], v[:6000]) for k, v in flat.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(rid, params=items[i:i + 100])
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        from mlflow.entities import Metric
+
+        rid = run_id or self.parent_id
+        ts = int(time.time() * 1000)
+        ms = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()
+              if isinstance(v, (int, float)) and v == v]
+        if ms:
+            self.client.log_batch(rid, metrics=ms)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None, run_id: str | None = None) -> None:
+        """Log a file; a text file holding a registered credential is logged as a masked copy.
+
+        Args:
+            path: the file (or directory, logged as it is).
+            artifact_path: the folder in the run's artifacts.
+            run_id: the run; the parent run when None.
+        """
+        if not self.enabled:
+            return
+        with _masked_copy(Path(path)) as p:
+            self.client.log_artifact(run_id or self.parent_id, str(p), artifact_path)
+
+    def log_json(self, obj: Any, name: str, artifact_path: str | None = None, run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / name
+            p.write_text(json.dumps(redact(obj), indent=2, default=str))
+            self.log_artifact(p, artifact_path, run_id)
+
+    def log_table(self, data: dict[str, list], artifact_file: str, run_id: str | None = None) -> None:
+        """A table artifact (MLflow's log_table: shown in the run's artifact view and its
+        Evaluation tab); a JSON file of the same columns where log_table is unavailable.
+
+        Args:
+            data: columns by name, each a list of one value per row.
+            artifact_file: where it goes in the run's artifacts, e.g. "inspection/per_item.json".
+            run_id: the run; the parent run when None.
+        """
+        if not self.enabled:
+            return
+        rid = run_id or self.parent_id
+        client = self.client
+        if hasattr(client, "log_table"):
+            try:
+                client.log_table(rid, data=redact(data), artifact_file=artifact_file)
+                return
+            except ImportError:  # log_table needs pandas
+                pass
+        folder, _, name = artifact_file.rpartition("/")
+        self.log_json(data, name, folder or None, rid)
+
+    def has_artifact(self, artifact_path: str, run_id: str | None = None) -> bool:
+        """Whether the run already holds this artifact file.
+
+        Args:
+            artifact_path: its path in the run's artifacts, e.g. "inspection/per_item.json".
+            run_id: the run; the parent run when None.
+        """
+        if not self.enabled:
+            return False
+        folder = artifact_path.rpartition("/")[0] or None
+        return any(f.path == artifact_path for f in self.client.list_artifacts(run_id or self.parent_id, folder))
+
+    def set_tags(self, tags: dict[str, str], run_id: str | None = None) -> None:
+        if not self.enabled:
+            return
+        for k, v in redact({k: str(v) for k, v in tags.items()}).items():
+            self.client.set_tag(run_id or self.parent_id, k, v)
+
+    # -- traces ------------------------------------------------------------------------
+    def note_failure(self, what: str, exc: BaseException) -> None:
+        """Count a skipped tracing operation; the first message goes into the report footer.
+
+        Args:
+            what: the operation that failed (e.g. "feedback on trace tr-1").
+            exc: the exception it raised.
+        """
+        with self._lock:
+            self.failures += 1
+            if self.first_failure is None:
+                self.first_failure = redact_text(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def feedback_hook(self, run_id: str | None, split: str):
+        """A per-item hook, called in the thread that ran the program, that notes that call's
+        trace id; `attach_feedback(hook)` then attaches every verdict at once (one flush)."""
+        if not self.enabled:
+            return None
+        pending: list = []
+
+        def hook(item, row) -> None:
+            import mlflow
+
+            if not self._autolog:  # no call is traced: the thread's last trace is another run's
+                return
+            tid = mlflow.get_last_active_trace_id(thread_local=True)
+            if tid:
+                pending.append((tid, item.id, row))
+
+        hook.pending, hook.run_id, hook.split = pending, run_id, split  # type: ignore[attr-defined]
+        return hook
+
+    def attach_feedback(self, hook) -> int:
+        """The verifier's score, pass and feedback as assessments on each item's trace."""
+        if hook is None or not getattr(hook, "pending", None):
+            return 0
+        import mlflow
+        from mlflow.entities import AssessmentSource
+
+        try:
+            mlflow.flush_trace_async_logging()
+        except Exception as e:
+            self.note_failure("flush of trace logging", e)
+        client, src, n = self.client, AssessmentSource(source_type="CODE", source_id="verifirst.verifier"), 0
+        for tid, item_id, row in hook.pending:
+            try:
+                client.set_trace_tag(tid, "verifirst.item_id", item_id)
+                client.set_trace_tag(tid, "verifirst.split", hook.split)
+                mlflow.log_feedback(trace_id=tid, name="verifier_score", value=row.score,
+                                    rationale=redact_text(row.feedback or row.status)[:4000], source=src,
+                                    metadata={"stage": str(row.stage), "status": row.status,
+                                              "item_id": item_id, "split": hook.split})
+                mlflow.log_feedback(trace_id=tid, name="verifier_pass", value=row.passed, source=src)
+                n += 1
+            except Exception as e:  # tracing is best-effort; the result rows are the record
+                self.note_failure(f"feedback on trace {tid} (item {item_id})", e)
+        if hook.run_id:
+            ids = [t for t, _, _ in hook.pending]
+            for i in range(0, len(ids), 100):
+                try:
+                    client.link_traces_to_run(ids[i:i + 100], hook.run_id)
+                except Exception as e:
+                    self.note_failure(f"linking {len(ids[i:i + 100])} traces to run {hook.run_id}", e)
+        hook.pending.clear()
+        return n
+
+    # -- prompt registry ---------------------------------------------------------------
+    def register_prompt(self, name: str, template: str, tags: dict[str, str] | None = None,
+                        message: str | None = None) -> str | None:
+        """Register a prompt version; returns its URI (prompts:/name/version). A rerun that
+        produced the same text with the same tags (run id aside) reuses the latest version."""
+        if not self.enabled:
+            return None
+        tags = redact({k: str(v) for k, v in (tags or {}).items()})
+        template, message = redact_text(template), redact_text(message) if message else message
+        same = self._same_latest_version(name, template, tags)
+        if same is not None:
+            return f"prompts:/{name}/{same}"
+        pv = self.client.register_prompt(name=name, template=template, commit_message=message,
+                                         tags=tags)
+        return f"prompts:/{pv.name}/{pv.version}"
+
+    def _same_latest_version(self, name: str, template: str, tags: dict[str, str]) -> int | None:
+        try:
+            versions = list(self.client.search_prompt_versions(name))
+        except Exception:  # no such prompt yet
+            return None
+        if not versions:
+            return None
+        latest = max(versions, key=lambda v: int(v.version))
+        old = dict(latest.tags or {})
+        if latest.template != template or any(old.get(k) != v for k, v in tags.items() if k != "run_id"):
+            return None
+        return int(latest.version)

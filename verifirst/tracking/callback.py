@@ -1,0 +1,178 @@
+"""MLflow as an observer of the run loop: a parent run, nested runs per evaluation and per
+optimizer, traces with the verifier's feedback, the report files, plots and inspection views,
+the optimized prompt in the registry. The loop never sees the tracker; it sends events."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
+                        ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart)
+from verifirst.tracking import Tracker
+
+
+def tracking_failures(tracker: Tracker, result: Any) -> dict:
+    """Trace operations that failed and were skipped: the tracker's own and the per-item hooks'.
+
+    Args:
+        tracker: the run's tracker (counts failed feedback, flush and link calls).
+        result: the OptimizationResult whose evaluations count failed per-item hooks.
+    """
+    evals = {id(r): r for phase in (result.before, result.after) for r in phase.values()}.values()
+    firsts = [tracker.first_failure] + [r.hook_error for r in evals]
+    count = tracker.failures + sum(r.hook_failures for r in evals)
+    return {"count": count, "first": next((f for f in firsts if f), None)}
+
+
+def unscored_metrics(report: dict) -> dict[str, int]:
+    """Items without a verdict per phase and cause, and skipped trace operations, as run metrics.
+
+    Args:
+        report: the run report (its split summaries and tracking_failures).
+    """
+    from verifirst.report import unscored_totals
+
+    names = {"lm": "items_lm_error", "verifier": "items_verifier_error", "inconclusive": "items_inconclusive"}
+    out = {f"{names[cause]}_{phase}": n
+           for phase in ("before", "after") for cause, n in unscored_totals(report, phase).items()}
+    out["tracking_failures"] = (report.get("tracking_failures") or {}).get("count", 0)
+    return out
+
+
+class MLflowCallback(RunCallback):
+    """Log a run to MLflow.
+
+    Args:
+        workdir: where the local store goes when no URI is given.
+        uri: the tracking URI (default: MLFLOW_TRACKING_URI, else sqlite in the workdir).
+        experiment: the MLflow experiment name.
+        traces: trace each evaluated program call (DSPy autolog) with the verifier's feedback.
+        offline: log to the workdir's local store whatever the environment says.
+        register_prompt: register the optimized instructions when the optimizer changed them.
+        enabled: False observes nothing (a disabled [tracking] section).
+    """
+
+    def __init__(self, workdir: str | Path, *, uri: str | None = None, experiment: str = "verifirst",
+                 traces: bool = True, offline: bool = False, register_prompt: bool = True, enabled: bool = True):
+        # built now: an unreachable server refuses the run before anything is written
+        self.tracker = Tracker(workdir, uri=uri, experiment=experiment, enabled=enabled, offline=offline,
+                               autolog=traces)
+        self.register_prompt = register_prompt
+        self.run_id: str | None = None
+        self._scopes: dict[str, contextlib.ExitStack] = {}
+        self._eval_run: str | None = None
+        self._opt_run: str | None = None
+        self._hook: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.tracker.enabled
+
+    @property
+    def uri(self) -> str:
+        return self.tracker.uri
+
+    @property
+    def experiment_id(self) -> str | None:
+        return self.tracker.experiment_id
+
+    # -- the run ----------------------------------------------------------------------
+    def on_run_start(self, event: RunStart) -> str | None:
+        self.run_id = self.tracker.start(event.name, params=event.params, tags=event.tags)
+        if event.config is not None:
+            self.tracker.log_json(event.config, "config.json")
+        return self.run_id
+
+    def on_evaluation_start(self, event: EvaluationStart) -> None:
+        t = self.tracker
+        scope = self._scopes["eval"] = contextlib.ExitStack()
+        rid = scope.enter_context(t.child(f"eval/{event.phase}/{event.split}",
+                                          tags={"verifirst.split": event.split, "verifirst.phase": event.phase}))
+        hook = t.feedback_hook(rid, event.split)
+        scope.callback(t.attach_feedback, hook)  # the verdicts join the traces when the scope closes
+        self._eval_run, self._hook = rid, hook
+
+    def on_row(self, event: RowScored) -> None:
+        if self._hook is not None:
+            self._hook(event.item, event.row)
+
+    def on_evaluation_end(self, event: EvaluationEnd) -> None:
+        t, rid = self.tracker, self._eval_run
+        self._hook = None
+        try:
+            if event.result is not None:
+                summ = event.result.summary()
+                t.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")},
+                              run_id=rid)
+                t.log_metrics({f"{event.phase}_{event.split}_pass_rate": summ["pass_rate"],
+                               f"{event.phase}_{event.split}_errors": summ["errors"]})
+                t.log_artifact(event.checkpoint, "per_item", run_id=rid)
+        finally:
+            self._close("eval", failed=event.result is None)
+
+    def on_optimizer_start(self, event: OptimizerStart) -> None:
+        scope = self._scopes["opt"] = contextlib.ExitStack()
+        self._opt_run = scope.enter_context(self.tracker.child(f"optimize/{event.engine}",
+                                                               tags={"verifirst.phase": "optimize"}))
+
+    def on_iteration(self, event: Iteration) -> None:
+        self.tracker.log_metrics(event.metrics, event.step, run_id=self._opt_run)
+
+    def on_artifact(self, event: ArtifactWritten) -> None:
+        self.tracker.log_artifact(event.path, run_id=self._opt_run)
+
+    def on_optimizer_end(self, event: OptimizerEnd) -> None:
+        try:
+            if not event.failed:
+                self.tracker.log_json(event.history, "history.json", run_id=self._opt_run)
+                self.tracker.log_json(event.details, "details.json", run_id=self._opt_run)
+        finally:
+            self._opt_run = None
+            self._close("opt", failed=event.failed)
+
+    def on_report(self, event: ReportReady) -> None:
+        rep, t = event.report, self.tracker
+        rep["tracking_uri"] = t.uri
+        rep["tracking_failures"] = tracking_failures(t, event.result)
+        # only what the optimizer changed is registered: a kept seed prompt is no new version
+        if self.register_prompt and t.enabled and rep.get("instructions") and rep.get("instructions_changed"):
+            name = f"{rep['experiment']}-instructions".replace(" ", "-")
+            text = "\n\n".join(f"## {k}\n{v}" for k, v in rep["instructions"].items())
+            rep["prompt_uri"] = t.register_prompt(name, text, tags={
+                "split_digest": rep.get("split_digest", ""), "run_id": self.run_id or "", "engine": rep.get("engine")})
+
+    def on_report_written(self, event: ReportWritten) -> None:
+        t, rep, run_dir = self.tracker, event.report, Path(event.run_dir)
+        if not t.enabled:
+            return
+        for p in event.paths:
+            if Path(p).name in ("report.json", "report.md"):
+                t.log_artifact(p, "report")
+        from verifirst.report.html import log_plots
+
+        log_plots(t, rep, run_dir)
+        t.log_artifact(run_dir / "split_manifest.json")
+        if (run_dir / "optimized_program.json").exists():
+            t.log_artifact(run_dir / "optimized_program.json", "program")
+        t.log_json(rep["usage"], "usage.json")
+        u = rep["usage_this_run"]
+        t.log_metrics({"lm_calls": u["lm_calls"], "cache_hits": u["cache_hits"], "lm_errors": u["errors"],
+                       "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                       **unscored_metrics(rep)})
+
+    def on_run_end(self, event: RunEnd) -> None:
+        for name in list(self._scopes):
+            self._close(name, failed=event.status != "FINISHED")
+        self.tracker.finish(event.status)
+
+    def _close(self, name: str, failed: bool = False) -> None:
+        """Close a nested run's scope: FAILED when what it scoped raised, as a `with` block would be."""
+        scope = self._scopes.pop(name, None)
+        if scope is None:
+            return
+        if failed:
+            err = RuntimeError(f"{name} failed")
+            scope.__exit__(RuntimeError, err, None)
+        else:
+            scope.close()
