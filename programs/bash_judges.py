@@ -19,7 +19,7 @@ from typing import Any
 
 import dspy
 
-from verifirst.verifiers.base import Verdict
+from verifirst.core.verdicts import Verdict
 
 
 class BashJudgeError(RuntimeError):

@@ -288,3 +288,31 @@ def test_the_docs_snippet_runs(mlflow_store, capsys):
     exec(compile(code, "docs/integrations.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[-2] == "0.5" and out[-1].startswith("False {'calls': 1, 'passed': 0, 'failed': 1")
+
+
+def test_one_verdict_type_in_the_kernel():
+    """The verifier protocol is the kernel's; verifiers.base re-exports it; a plain metric's answer,
+    an optimizer metric's could-not-judge answer and a verifier's verdict are one type."""
+    import verifirst.core.verdicts as kernel
+    import verifirst.verifiers.base as base
+    from verifirst.core.metric import VERIFIER_ERROR, Metric
+
+    for name in ("Verdict", "Verifier", "VerifierError", "PASS", "INCONCLUSIVE", "ERROR", "UNDECIDED"):
+        assert getattr(base, name) is getattr(kernel, name), name
+    assert VERIFIER_ERROR == kernel.VERIFIER_ERROR and VERIFIER_ERROR in kernel.UNDECIDED
+    assert isinstance(ExactMatch(), kernel.Verifier)
+
+    plain = Metric(lambda ex, pred: 0.5)
+    v = plain.plain(dspy.Example(q="x"), dspy.Prediction(a="y"))
+    assert type(v) is kernel.Verdict and (v.passed, v.stage, v.error_classes) == (False, "FAIL", [])
+    u = Metric(lambda ex, pred: None).plain(dspy.Example(q="x"), dspy.Prediction(a="y"))
+    assert type(u) is kernel.Verdict and u.passed is None and u.inconclusive and u.feedback.startswith("inconclusive")
+
+    def boom(ex, pred):
+        raise RuntimeError("down")
+
+    items = [vf.Item("a", {"q": "x"}, {})]
+    om = Metric(boom).for_optimizer(items)
+    _, _, e = om.verdict(items[0].example(), dspy.Prediction(a="y"))
+    assert type(e) is kernel.Verdict and e.stage == VERIFIER_ERROR and e.passed is None
+    assert om.counts()["verifier_errors"] == 1

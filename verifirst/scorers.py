@@ -24,11 +24,12 @@ from typing import Any, Mapping
 from verifirst.core.data import content_id
 from verifirst.core.errors import InputError
 from verifirst.core.task import ERROR, INCONCLUSIVE, ITEM_ID, Item
+from verifirst.core.verdicts import UNDECIDED, VERIFIER_ERROR
 
 # MLflow's own pass/fail convention: a "yes"/"no" rating aggregates to a pass rate and counts in
 # EvaluationResult.passed; "PASS"/"FAIL" strings would be left out of both.
 YES, NO = "yes", "no"
-NOT_JUDGED_STAGES = frozenset({INCONCLUSIVE, ERROR, "VERIFIER_ERROR"})
+NOT_JUDGED_STAGES = frozenset(UNDECIDED)  # INCONCLUSIVE, ERROR, VERIFIER_ERROR
 _ID_KEYS = (ITEM_ID, "id", "group")
 
 
@@ -147,7 +148,7 @@ def mlflow_scorer(verifier: Any, candidate: str | None = None, *, gold: Mapping[
             from mlflow.entities import AssessmentError, Feedback
 
             return Feedback(error=AssessmentError(error_code=ERROR, error_message=f"{type(e).__name__}: {e}"[:2000]),
-                            metadata={"stage": "VERIFIER_ERROR", "verifier": vname})
+                            metadata={"stage": VERIFIER_ERROR, "verifier": vname})
         return _feedback(verdict, vname)
 
     score.__name__ = name or vname.replace("-", "_")

@@ -1,9 +1,9 @@
 """One metric path for evaluation and every optimizer.
 
-`Metric` wraps either a Verifier (anything with verify(item, candidate) -> Verdict) or a plain
-DSPy metric `(example, pred, trace=None[, pred_name, pred_trace])` returning bool, float or
-`dspy.Prediction(score=, feedback=)`. Evaluation calls it as metric(item, prediction) -> a
-verdict; `Metric.for_optimizer(items, manifest)` gives the DSPy-callable form every optimizer
+`Metric` wraps either a Verifier (anything with verify(item, candidate) -> Verdict, the protocol
+in `verifirst.core.verdicts`) or a plain DSPy metric `(example, pred, trace=None[, pred_name,
+pred_trace])` returning bool, float or `dspy.Prediction(score=, feedback=)`; a plain metric's answer
+becomes the same `Verdict`. Evaluation calls it as metric(item, prediction) -> a Verdict; `Metric.for_optimizer(items, manifest)` gives the DSPy-callable form every optimizer
 uses (GEPA's five-argument feedback form, the two/three-argument form of SIMBA, dspy.Evaluate
 and teleprompters), which records every item it scores in the split manifest, refuses test
 items, memoises verdicts and counts the items it could not judge.
@@ -22,29 +22,18 @@ import inspect
 import math
 import numbers
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from verifirst.core.errors import ConfigError, InputError, LeakageError
-from verifirst.core.task import FAIL, INCONCLUSIVE, ITEM_ID, PASS, Item
+from verifirst.core.task import FAIL, ITEM_ID, PASS, Item
+from verifirst.core.verdicts import VERIFIER_ERROR, Verdict
 
-VERIFIER_ERROR = "VERIFIER_ERROR"
-
-
-@dataclass
-class Judgement:
-    """A verdict from a plain metric: the fields evaluation and optimizers read."""
-
-    score: float
-    passed: bool | None  # None: no verdict (INCONCLUSIVE or ERROR)
-    stage: str = PASS
-    feedback: str = ""
-    inconclusive: str | None = None
-    error_classes: list[str] = field(default_factory=list)
+__all__ = ["VERIFIER_ERROR", "Metric", "OptimizerMetric"]  # VERIFIER_ERROR: re-exported from core.verdicts
 
 
-def _undecided(reason: str, feedback: str = "") -> Judgement:
-    return Judgement(0.0, None, INCONCLUSIVE, feedback or f"inconclusive: {reason}", inconclusive=reason)
+def _verifier_error(feedback: str) -> Verdict:
+    """The optimizer metric's verdict on an item the verifier could not judge: score 0.0, no verdict."""
+    return Verdict(0.0, None, VERIFIER_ERROR, feedback=feedback)
 
 
 def _positional_arity(fn: Callable) -> int:
@@ -132,19 +121,30 @@ class Metric:
         return self.plain(item.example(), pred)
 
     def plain(self, example: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-              pred_trace: Any = None) -> Judgement:
-        """A plain metric's answer as a Judgement (score >= threshold is PASS)."""
+              pred_trace: Any = None) -> Verdict:
+        """A plain metric's answer as a Verdict (score >= threshold is PASS).
+
+        Args:
+            example: the dspy.Example (or the gold an optimizer handed over).
+            pred: the program's prediction.
+            trace, pred_name, pred_trace: as an optimizer passes them (GEPA's five-argument form
+                when pred_name is given).
+
+        Returns:
+            PASS or FAIL with the metric's score and feedback; INCONCLUSIVE when it returned no
+            score. Raises InputError for an answer that is no score (a str, a dict, NaN).
+        """
         args = [example, pred, trace, pred_name, pred_trace][: min(self._arity, 5)] if pred_name is not None \
             else [example, pred, trace][: min(self._arity, 3)]
         out = self.metric(*args)
         if out is None:
-            return _undecided("the metric returned no score")
+            return Verdict.undecided("the metric returned no score")
         feedback = ""
         if hasattr(out, "score") and not isinstance(out, (bool, int, float)):
             feedback = str(getattr(out, "feedback", "") or "")
             out = out.score
             if out is None:
-                return _undecided("the metric returned no score", feedback)
+                return Verdict.undecided("the metric returned no score", feedback=feedback)
         # a str ("0.5", "FAIL"), a dict or NaN is a metric bug: an ERROR row, never a score
         try:
             if isinstance(out, (str, bytes, dict, list, tuple, set)) or isinstance(out, numbers.Complex) \
@@ -159,7 +159,7 @@ class Metric:
             raise InputError(f"metric {self.name} returned {score}, not a finite score", field="metric",
                              expected="a finite number, or None when the item cannot be judged")
         passed = bool(out) if isinstance(out, bool) else score >= self.threshold
-        return Judgement(score, passed, PASS if passed else FAIL, feedback)
+        return Verdict(score, passed, PASS if passed else FAIL, feedback=feedback)
 
     def for_optimizer(self, items: list[Item] | dict[str, Item], manifest: Any = None) -> "OptimizerMetric":
         """The DSPy-callable form handed to an optimizer.
@@ -231,12 +231,12 @@ class OptimizerMetric:
         except Exception as e:  # one item's crash must not end the optimization
             with self._lock:
                 self.verifier_errors += 1
-            return Judgement(0.0, None, VERIFIER_ERROR, f"verifier error: {type(e).__name__}: {e}"[:2000])
+            return _verifier_error(f"verifier error: {type(e).__name__}: {e}"[:2000])
         reason = getattr(v, "inconclusive", None)
         if getattr(v, "passed", False) is None and not reason:  # an ERROR verdict: the verifier could not judge
             with self._lock:
                 self.verifier_errors += 1
-            return Judgement(0.0, None, VERIFIER_ERROR, v.feedback or f"verifier error: {v.stage}")
+            return _verifier_error(v.feedback or f"verifier error: {v.stage}")
         if reason or v.score is None:
             with self._lock:
                 self.inconclusive += 1
@@ -244,7 +244,7 @@ class OptimizerMetric:
             fb = v.feedback or f"inconclusive: {why}"
             if dataclasses.is_dataclass(v):
                 return dataclasses.replace(v, score=0.0, passed=None, feedback=fb, inconclusive=why)
-            return _undecided(why, fb)
+            return Verdict.undecided(why, feedback=fb)
         return v
 
     def _id_by_content(self, gold) -> str | None:
