@@ -62,7 +62,7 @@ def public_api() -> dict[str, str]:
     from verifirst.core.registry import PUBLIC
 
     table = {name: f"{mod}.{attr}" for name, (mod, attr) in verifirst._LAZY.items()}
-    table.update({name: target.replace(":", ".") for name, target in PUBLIC.items()})
+    table.update({name: entry.target.replace(":", ".") for name, entry in PUBLIC.items()})  # registered by domains
     return {name: source_path(path) for name, path in table.items()}
 
 

@@ -1,24 +1,61 @@
 """Optimizer engines (GEPA, SIMBA, AutoRefine) behind the kernel's one interface.
 
 The run loop (`verifirst.loop.driver`: `vf.optimize` is its only entry), the engine protocol
-(`verifirst.core.engine`) and the metric (`verifirst.core.metric`) live in the kernel; the engine names
-below stay importable from here.
-Engines are found by name through `verifirst.core.registry.ENGINES`.
+(`verifirst.core.engine`) and the metric (`verifirst.core.metric`) live in the kernel; the names
+below stay importable from here, loaded on first use so that registering costs no import.
+`register` adds the engines, the calibration parts and the public AutoRefine classes to the
+component registry (entry point `optimizers` of the group `verifirst.components`, declared in
+verifirst's pyproject.toml as a plugin declares its own); engines are then found by name.
 """
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from verifirst.loop.driver import OptimizationResult, compare
-from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult, TeleprompterEngine, resolve_engine
-from verifirst.core.registry import ENGINES as _REGISTERED
-
-from .metric import VerifierMetric
+if TYPE_CHECKING:
+    from verifirst.core.engine import Engine
 
 __all__ = ["Budget", "Engine", "EngineContext", "EngineResult", "TeleprompterEngine", "VerifierMetric",
-           "get_engine", "OptimizationResult", "compare"]
+           "get_engine", "OptimizationResult", "compare", "register"]
 
-ENGINES = tuple(_REGISTERED) + ("none",)
+_LAZY = {
+    "OptimizationResult": ("verifirst.loop.driver", "OptimizationResult"),
+    "compare": ("verifirst.loop.driver", "compare"),
+    "Budget": ("verifirst.core.engine", "Budget"),
+    "Engine": ("verifirst.core.engine", "Engine"),
+    "EngineContext": ("verifirst.core.engine", "EngineContext"),
+    "EngineResult": ("verifirst.core.engine", "EngineResult"),
+    "TeleprompterEngine": ("verifirst.core.engine", "TeleprompterEngine"),
+    "VerifierMetric": ("verifirst.optimizers.metric", "VerifierMetric"),
+}
+
+
+def register(registry) -> None:
+    """The engines an experiment's [optimizer] names, the AutoRefine parts `verifirst calibrate`
+    composes, and the classes reachable as `verifirst.AutoRefine` / `verifirst.AutoRefineAligner`."""
+    add = registry.add
+    add("engine", "gepa", "verifirst.optimizers.gepa:GEPAEngine", "GEPA reflective prompt evolution")
+    add("engine", "simba", "verifirst.optimizers.simba:SIMBAEngine", "SIMBA stochastic introspective mini-batch ascent")
+    add("engine", "autorefine", "verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration")
+    add("calibration", "run-judge", "verifirst.optimizers.autorefine:run_judge", "a judge's scores over items")
+    add("calibration", "verdicts-at", "verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold")
+    add("calibration", "judge-report", "verifirst.optimizers.autorefine:judge_report",
+        "the judge section of a calibration report")
+    add("calibration", "align-anchor", "verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor")
+    add("public", "AutoRefine", "verifirst.optimizers.teleprompter:AutoRefine", "AutoRefine as a DSPy teleprompter")
+    add("public", "AutoRefineAligner", "verifirst.optimizers.aligner:AutoRefineAligner",
+        "AutoRefine as an MLflow judge aligner")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    if name == "ENGINES":  # the registered engine names, and "none" (evaluate only)
+        from verifirst.core.registry import ENGINES as registered
+
+        return tuple(registered) + ("none",)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_engine(name: str, **options: Any) -> Engine | None:
@@ -28,6 +65,9 @@ def get_engine(name: str, **options: Any) -> Engine | None:
         name: "gepa", "simba", "autorefine", "none", or another registered name.
         options: the engine constructor's keyword arguments.
     """
-    if name != "none" and name not in _REGISTERED and ":" not in name:
-        raise ValueError(f"unknown optimizer {name!r}; one of {', '.join(ENGINES)}")
+    from verifirst.core.engine import resolve_engine
+    from verifirst.core.registry import ENGINES as registered
+
+    if name != "none" and name not in registered and ":" not in name:
+        raise ValueError(f"unknown optimizer {name!r}; one of {', '.join((*registered, 'none'))}")
     return resolve_engine(name, options)

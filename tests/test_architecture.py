@@ -1,5 +1,7 @@
 """The kernel (verifirst/) names no domain: only cli.py, the composition root, imports programs,
-verifiers, optimizers, retrieval or benchmarks; the registry names domain modules as strings."""
+verifiers, optimizers, retrieval or benchmarks, and no kernel module (cli.py included) names a domain
+module even in a string. Domains register themselves, built-ins through the same
+`verifirst.components` entry points as plugins."""
 import ast
 import re
 from pathlib import Path
@@ -42,28 +44,51 @@ def test_no_kernel_module_imports_a_domain_in_any_spelling():
     assert offenders == [], "kernel modules importing domain packages:\n" + "\n".join(offenders)
 
 
-def test_only_the_registry_tables_name_domain_modules():
-    """Outside cli.py, a domain module's dotted name appears only in registry.py (as a string)."""
-    named = re.compile(r"verifirst\.(" + "|".join(DOMAINS) + r")\.\w+")
+NAMED = re.compile(r"\bverifirst\.(" + "|".join(DOMAINS + ("ops",)) + r")\b")
+
+
+def test_no_kernel_module_names_a_domain_module_even_in_a_string():
+    """No string literal anywhere in verifirst/ (docstrings, tables, f-strings; cli.py included:
+    its study list comes from the registry) names `verifirst.<domain>...`. The registry holds the
+    mechanism only; each domain's `register` names its own modules."""
     offenders = []
-    for p in _kernel_files():
-        if p.name == "registry.py":
-            continue
-        for n, line in enumerate(p.read_text().splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if named.search(code) and not code.strip().startswith(('"', "'")):  # prose in docstrings is fine
-                offenders.append(f"{p.name}:{n}: {line.strip()}")
-    assert offenders == [], "domain modules named outside the registry:\n" + "\n".join(offenders)
+    for p in sorted(q for q in KERNEL.rglob("*.py") if "__pycache__" not in q.parts):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAMED.search(node.value):
+                offenders.append(f"{p.relative_to(KERNEL.parent)}:{node.lineno}: {node.value.strip()[:80]!r}")
+    assert offenders == [], "kernel modules naming domain modules:\n" + "\n".join(offenders)
+
+
+def test_builtins_register_through_the_entry_point_group_each_naming_only_its_own_modules():
+    from importlib.metadata import distribution
+
+    from verifirst.core import registry
+
+    eps = [ep for ep in distribution("verifirst").entry_points if ep.group == registry.ENTRY_POINT_GROUP]
+    assert {ep.name for ep in eps} >= {"programs", "verifiers", "optimizers", "benchmarks"}, \
+        "verifirst's pyproject.toml declares its domains' register functions (reinstall: pip install -e .)"
+    for ep in eps:
+        package = ep.value.split(":")[0]
+        assert NAMED.fullmatch(package), ep  # a domain package's own register function
+        reg = registry.Registrar("probe")
+        reg.add = lambda kind, name, target, *a, **k: added.append((kind, name, target))  # noqa: B023
+        added: list = []
+        ep.load()(reg)
+        assert added, ep
+        foreign = [(kind, name, t) for kind, name, t in added if not str(t).startswith(package + ".")]
+        assert foreign == [], f"{ep.name} registers another package's modules: {foreign}"
 
 
 def test_registry_targets_all_load():
     """Every built-in name resolves to its factory (a moved module breaks here, not in a user's run)."""
     from verifirst.core import registry
 
-    for kind, table in registry.tables().items():
-        for name, entry in table.items():
-            if entry.origin == "verifirst":
-                assert entry.load() is not None, (kind, name)
+    assert registry.load_builtins() == {}
+    builtins = [(kind, name, entry) for kind, table in registry.tables().items()
+                for name, entry in table.items() if entry.origin == "verifirst"]
+    assert {kind for kind, _, _ in builtins} == set(registry.tables())  # every kind has built-ins
+    for kind, name, entry in builtins:
+        assert entry.load() is not None, (kind, name)
 
 
 def test_report_stage_tables_follow_the_verifiers_declared_funnel():

@@ -26,4 +26,9 @@ def test_wheel_has_all_packages_and_data(tmp_path):
     assert any(n.startswith("verifirst/benchmarks/data/iac_pack/") for n in names)
     assert not any(n.startswith("tests/") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
-    assert entry and "verifirst = verifirst.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+    declared = zipfile.ZipFile(wheel).read(entry[0]).decode() if entry else ""
+    assert "verifirst = verifirst.cli:main" in declared
+    # the built-in components: each domain registers itself through the plugins' entry-point group
+    assert "[verifirst.components]" in declared
+    for domain in ("programs", "verifiers", "optimizers", "benchmarks"):
+        assert f"{domain} = verifirst.{domain}:register" in declared, declared

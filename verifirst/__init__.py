@@ -61,12 +61,12 @@ def __getattr__(name: str):
     if name in _LAZY:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
-    public = importlib.import_module("verifirst.core.registry").PUBLIC
-    if name in public:  # classes a domain package provides (AutoRefine, AutoRefineAligner)
-        mod, attr = public[name].split(":")
-        return getattr(importlib.import_module(mod), attr)
     if name in _MODULES:  # `vf.stats.wilson(...)`: a kernel module by its short name
         return importlib.import_module(_MODULES[name])
+    if not name.startswith("__"):  # classes a domain package registers as "public" (AutoRefine, AutoRefineAligner)
+        public = importlib.import_module("verifirst.core.registry").PUBLIC
+        if name in public:
+            return public[name].load()
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 
 

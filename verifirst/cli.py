@@ -554,31 +554,39 @@ def _judge_summary(rows: list[dict]) -> str:
     return msg
 
 
-STUDIES = "verifirst.benchmarks.studies."
-BENCHES = {
-    "judge-validation": (STUDIES + "judge_validation", "S0 Task 1: bash judges vs execution ground truth"),
-    "refinement": (STUDIES + "refinement", "S0 Task 2: generator vs reflection agents, paired McNemar"),
-    "feh-quality": (STUDIES + "feh_quality", "FEH accuracy/P/R/F1 on the 600 NL2SH-ALFA pairs"),
-    "iac-experiment": (STUDIES + "iac_experiment", "S3 strategies: stage-decomposed pass@1, McNemar"),
-    "iac-references": (STUDIES + "iac_reference_check", "IaC-Eval dev40 references through the gates"),
-    "noise-injection": (STUDIES + "noise_injection", "S2 IV-A: teacher vs flipped labels, Fisher exact"),
-    "judge-anchor": (STUDIES + "judge_anchor", "calibrated judge vs MLflow make_judge + align()"),
-}
+def _studies() -> dict:
+    """The registered research studies (kind "study"): name -> registry entry."""
+    from verifirst.core import registry
+
+    registry.load_plugins()
+    return dict(registry.STUDIES)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def bench(ctx: typer.Context, name: str = typer.Argument(..., help="one of: " + ", ".join(BENCHES))):
+class _BenchCommand(typer.core.TyperCommand):
+    """`verifirst bench`: its NAME help lists the registered studies, read when help is shown
+    (reading the registry at import time would slow every command)."""
+
+    def format_help(self, ctx, formatter):
+        for param in self.params:
+            if param.name == "name":
+                param.help = "one of: " + ", ".join(_studies())
+        return super().format_help(ctx, formatter)
+
+
+@app.command(cls=_BenchCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench(ctx: typer.Context, name: str = typer.Argument(..., help="a registered study (`verifirst components`)")):
     """Run a research experiment; the remaining arguments go to it (try `verifirst bench NAME --help`).
 
     Example: verifirst bench judge-validation --suite bash-pack --limit 10 --judge-lm openai/gpt-4o-mini --json
     """
-    import importlib
+    from verifirst.core import registry
 
-    if name not in BENCHES:
-        _fail(VerifirstError(f"unknown experiment {name!r}; one of {', '.join(BENCHES)}"))
-    mod = importlib.import_module(BENCHES[name][0])
+    studies = _studies()
+    if name not in studies:
+        _fail(VerifirstError(f"unknown experiment {name!r}; one of {', '.join(studies)}"))
     try:
-        rc = mod.main(list(ctx.args))
+        main_fn = registry.component("study", name)
+        rc = main_fn(list(ctx.args))
     except VerifirstError as e:
         _fail(e)
     raise typer.Exit(rc or 0)
@@ -586,22 +594,24 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="one of: " + 
 
 @app.command()
 def components():
-    """List the suites, programs, verifiers and optimizers an experiment file can name, with
-    the installed plugin each one not built in comes from (entry-point group verifirst.components)."""
+    """List the suites, programs, verifiers, optimizers and studies an experiment file or
+    `verifirst bench` can name, with the installed plugin each one not built in comes from
+    (entry-point group verifirst.components, through which verifirst's own domains register too)."""
     from verifirst.core import registry
     errors = registry.load_plugins()
     for title, table in (("suites", registry.SUITES), ("programs", registry.PROGRAMS),
-                         ("verifiers", registry.VERIFIERS), ("optimizers", registry.ENGINES)):
+                         ("verifiers", registry.VERIFIERS), ("optimizers", registry.ENGINES),
+                         ("experiments (verifirst bench NAME)", registry.STUDIES)):
         typer.echo(f"{title}:")
         for k, e in table.items():
-            origin = "" if e.origin == "verifirst" else f"  [{e.origin}]"
+            origin = "" if e.origin == registry.BUILTIN else f"  [{e.origin}]"
             typer.echo(f"  {k:16s} {e.help}{origin}")
+    for name, err in sorted(registry.BUILTIN_ERRORS.items()):
+        typer.secho(f"verifirst's own entry point {name!r} failed to load, its components are unavailable: {err}",
+                    fg=typer.colors.YELLOW, err=True)
     for name, err in sorted(errors.items()):
         typer.secho(f"plugin {name!r} failed to load, its components are unavailable: {err}",
                     fg=typer.colors.YELLOW, err=True)
-    typer.echo("experiments (verifirst bench NAME):")
-    for k, (_, h) in BENCHES.items():
-        typer.echo(f"  {k:16s} {h}")
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -1,15 +1,21 @@
-"""Names in experiment files -> suites, programs, verifiers, engines. Imports are lazy: a suite's
-dependencies load only when that suite is used. Installed packages add names through the
-entry-point group `verifirst.components` (see load_plugins); the tables here are the only place
-the kernel names domain modules, as strings."""
+"""Names in experiment files -> suites, programs, verifiers, engines, studies: the registry
+mechanism, naming no component itself. Every component, built-in ones included, is added by the
+`register(registry)` function (or dict) an installed distribution declares under the entry-point
+group `verifirst.components`: verifirst's own domain packages declare theirs in verifirst's
+pyproject.toml exactly as a plugin does in its own. Built-ins load on the first lookup, plugins
+after them; a component's own module is imported only when that component is used."""
 from __future__ import annotations
 
 import importlib
+import re
 import threading
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from verifirst.core.errors import ConfigError
+
+BUILTIN = "verifirst"  # the origin of a component verifirst's own distribution registers
 
 
 @dataclass(frozen=True)
@@ -17,7 +23,7 @@ class Entry:
     target: str  # "module:attr"
     help: str
     path_arg: str = "path"  # the factory's parameter that [suite] path goes to
-    origin: str = "verifirst"  # or "plugin NAME (DIST VERSION)" for one added by an entry point
+    origin: str = BUILTIN  # or "plugin NAME (DIST VERSION)" for one added by another distribution
     obj: Any = None  # a plugin may hand the factory itself instead of a target string
 
     def load(self) -> Callable[..., Any]:
@@ -27,70 +33,54 @@ class Entry:
         return getattr(importlib.import_module(mod), attr)
 
 
-SUITES = {
-    "bash-builtin": Entry("verifirst.benchmarks.bash_pack:load_bash_pack", "built-in NL->Bash pack (40+ tasks)"),
-    "nl2sh-alfa": Entry("verifirst.benchmarks.nl2sh:load_nl2sh", "NL2SH-ALFA test, 300 tasks (PyPI icalfa)", "source"),
-    "intercode-bash": Entry("verifirst.benchmarks.intercode:load_intercode", "InterCode-Bash from a path"),
-    "eabench": Entry("verifirst.benchmarks.eabench:load_eabench", "NL2Bash-EAbench from a path"),
-    "iac-builtin": Entry("verifirst.benchmarks.iac_pack:load_pack", "built-in NL->Terraform pack (20+ tasks)",
-                         "directory"),
-    "iac-eval-v1": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v1", "IaC-Eval v1 CSV"),
-    "iac-eval-v2": Entry("verifirst.benchmarks.iac_eval:load_iac_eval_v2", "IaC-Eval v2 CSV"),
-    "iac-tasks": Entry("verifirst.benchmarks.iac_tasks:load_tasks", "a user's NL->Terraform tasks (folders or JSONL)"),
-    "outcomes": Entry("verifirst.benchmarks.outcomes:load_outcomes", "outcome records (JSONL/CSV)"),
-    "ice-score": Entry("verifirst.benchmarks.outcomes:load_ice_score", "HumanEval snippets with execution grades"),
-}
+class Table(MutableMapping):
+    """The components of one kind, name -> Entry. Reading it first loads the built-ins (once)."""
 
-PROGRAMS = {
-    "bash-generator": Entry("verifirst.programs.bash:BashGenerator", "NL->Bash (options: variant=predict|cot)"),
-    "iac-generator": Entry("verifirst.programs.builders:iac_program",
-                           "NL->Terraform (options: strategy=cot|react-rag|react-mcp|repair|repair-rag, k)"),
-    "passfail-judge": Entry("verifirst.programs.builders:passfail_judge",
-                            "PASS/FAIL judge over an outcome view (options: view, prompt, prompt_file)"),
-    "rubric-judge": Entry("verifirst.programs.builders:rubric_judge",
-                          "weighted-rubric judge (options: view, prompt, prompt_file, threshold)"),
-}
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._data: dict[str, Entry] = {}
 
-VERIFIERS = {
-    "bash-exec": Entry("verifirst.verifiers.bash.feh:FehVerifier", "sandboxed execution equivalence (NL2SH FEH)"),
-    "bash-tests": Entry("verifirst.verifiers.bash.oracle:BashTestsVerifier",
-                        "the task's own check, run after the candidate in the same sandbox"),
-    "bash-syntax": Entry("verifirst.verifiers.bash.shell_gates:BashSyntaxGate", "bash -n syntax gate"),
-    "bash-pack": Entry("verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks"),
-    "shellcheck": Entry("verifirst.verifiers.bash.shell_gates:ShellcheckGate", "shellcheck gate"),
-    "terraform": Entry("verifirst.verifiers.terraform.verifier:TerraformVerifier", "validate -> plan -> OPA"),
-    "label": Entry("verifirst.verifiers.label:LabelVerifier", "judge verdict vs recorded outcome"),
-    "exact": Entry("verifirst.verifiers.exact:ExactMatch", "exact match with the reference (baseline)"),
-}
+    def __getitem__(self, name: str) -> Entry:
+        load_builtins()
+        return self._data[name]
 
-# Optimizer engines by name; "none" (evaluate only) is not an engine.
-ENGINES = {
-    "gepa": Entry("verifirst.optimizers.gepa:GEPAEngine", "GEPA reflective prompt evolution"),
-    "simba": Entry("verifirst.optimizers.simba:SIMBAEngine", "SIMBA stochastic introspective mini-batch ascent"),
-    "autorefine": Entry("verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration"),
-}
+    def __setitem__(self, name: str, entry: Entry) -> None:
+        self._data[name] = entry
 
-# The parts `verifirst calibrate` composes around the outcomes suite and the label verifier.
-CALIBRATION = {
-    "make-judge": Entry("verifirst.programs.judges:make_judge", "a judge program by kind (passfail | rubric)"),
-    "run-judge": Entry("verifirst.optimizers.autorefine:run_judge", "a judge's scores over items"),
-    "verdicts-at": Entry("verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold"),
-    "judge-report": Entry("verifirst.optimizers.autorefine:judge_report", "the judge section of a calibration report"),
-    "align-anchor": Entry("verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor"),
-}
+    def __delitem__(self, name: str) -> None:
+        del self._data[name]
 
-# Public classes a domain package provides under the top-level name (`verifirst.AutoRefine`):
-# `verifirst/__init__.py` resolves these lazily, so `import verifirst` stays light.
-PUBLIC = {
-    "AutoRefine": "verifirst.optimizers.teleprompter:AutoRefine",
-    "AutoRefineAligner": "verifirst.optimizers.aligner:AutoRefineAligner",
-}
+    def __iter__(self) -> Iterator[str]:
+        load_builtins()
+        return iter(list(self._data))
 
-# Stage funnels (failing stages in the order a candidate meets them, PASS last) for ordering report
-# tables when a report does not carry its verifier's own `stage_order`.
-STAGE_ORDERS = {
-    "terraform": Entry("verifirst.verifiers.terraform.iac_taxonomy:STAGES", "validate -> plan -> OPA"),
-}
+    def __len__(self) -> int:
+        load_builtins()
+        return len(self._data)
+
+    def __contains__(self, name: object) -> bool:
+        load_builtins()
+        return name in self._data
+
+    def __repr__(self) -> str:
+        return f"Table({self.kind!r}, {sorted(self._data)})"
+
+
+# The kinds, each a table. `Registrar.add` documents what each kind's target is.
+SUITES = Table("suite")
+PROGRAMS = Table("program")
+VERIFIERS = Table("verifier")
+ENGINES = Table("engine")  # optimizer engines by name; "none" (evaluate only) is not an engine
+STAGE_ORDERS = Table("stages")  # failing stages in funnel order, PASS last, for report tables
+CALIBRATION = Table("calibration")  # the parts `verifirst calibrate` composes around outcomes and labels
+PUBLIC = Table("public")  # classes reachable as `verifirst.NAME` (resolved lazily by verifirst/__init__.py)
+STUDIES = Table("study")  # research studies, `verifirst bench NAME`: their main(argv)
+_TABLES = {t.kind: t for t in (SUITES, PROGRAMS, VERIFIERS, ENGINES, STAGE_ORDERS, CALIBRATION, PUBLIC, STUDIES)}
+
+
+def tables() -> dict[str, Table]:
+    """The kinds a distribution may add to, each with its table."""
+    return dict(_TABLES)
 
 
 def stage_orders() -> list[tuple[str, ...]]:
@@ -110,7 +100,7 @@ def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str
     """A registered name (built in or added by an installed plugin), or `package.module:attr`
     for your own component."""
     if name not in table:
-        load_plugins()  # lazily: only a name the built-in tables lack needs the installed plugins
+        load_plugins()  # lazily: only a name the built-ins lack needs the installed plugins
     if name not in table and ":" in name:
         try:
             return Entry(name, "").load()
@@ -124,9 +114,9 @@ def resolve(kind: str, table: dict[str, Entry], name: str, field: str, path: str
     try:
         return entry.load()
     except Exception as e:  # a plugin's module may fail in any way; ours only by a missing extra
-        if entry.origin == "verifirst" and not isinstance(e, (ImportError, AttributeError)):
+        if entry.origin == BUILTIN and not isinstance(e, (ImportError, AttributeError)):
             raise
-        by = "" if entry.origin == "verifirst" else f" (from {entry.origin})"
+        by = "" if entry.origin == BUILTIN else f" (from {entry.origin})"
         raise ConfigError(f"{kind} {name!r}{by} is not available: {e}", path=path, field=field,
                           expected="an installed component (`make install`)") from None
 
@@ -180,22 +170,21 @@ def check_options(kind: str, name: str, factory: Callable, options: dict, field:
                               expected=("one of " + ", ".join(names)) if names else "no options")
 
 
-# -- plugins: the entry-point group `verifirst.components` --------------------------------------
-# An installed distribution declares, in its pyproject.toml,
+# -- the entry-point group `verifirst.components` -----------------------------------------------
+# A distribution declares, in its pyproject.toml,
 #   [project.entry-points."verifirst.components"]
 #   mydomain = "mypkg.components:register"
 # whose target is `register(registry)` (called with a Registrar) or a dict
 #   {"verifier": {"name": "mypkg.mod:Factory" | (target, help) | {"target": ..., "help": ...}}}.
+# verifirst's own domain packages are declared the same way in verifirst's pyproject.toml: their
+# entries load first, on the first lookup (origin "verifirst"); every other distribution's load
+# after them, the first time a name the built-ins lack is looked up (origin "plugin NAME (DIST V)").
 ENTRY_POINT_GROUP = "verifirst.components"
 PLUGIN_ERRORS: dict[str, str] = {}  # plugin name -> why it added nothing (shown by `verifirst components`)
+BUILTIN_ERRORS: dict[str, str] = {}  # the same for verifirst's own entry points (a stale or partial install)
+_BUILTINS = ["unloaded"]  # -> "loading" -> "loaded"
 _PLUGINS_LOADED = [False]
-_PLUGINS_LOCK = threading.RLock()
-
-
-def tables() -> dict[str, dict[str, Entry]]:
-    """The kinds a plugin may add to, each with its table."""
-    return {"suite": SUITES, "program": PROGRAMS, "verifier": VERIFIERS, "engine": ENGINES,
-            "stages": STAGE_ORDERS, "calibration": CALIBRATION}
+_LOCK = threading.RLock()
 
 
 def component(kind: str, name: str) -> Any:
@@ -206,11 +195,11 @@ def component(kind: str, name: str) -> Any:
         kind: a key of tables(), e.g. "suite", "verifier", "calibration".
         name: the registered name.
     """
-    return resolve(kind, tables()[kind], name, f"{kind}.name", None)
+    return resolve(kind, _TABLES[kind], name, f"{kind}.name", None)
 
 
 class Registrar:
-    """What a plugin's `register(registry)` receives: adds entries credited to that plugin."""
+    """What an entry point's `register(registry)` receives: adds entries credited to its distribution."""
 
     def __init__(self, origin: str):
         self.origin = origin
@@ -220,21 +209,23 @@ class Registrar:
         """Register one component.
 
         Args:
-            kind: "suite", "program", "verifier", "engine", or "stages" (a tuple of stage
-                names in funnel order, PASS last, that report tables follow).
+            kind: "suite", "program", "verifier", "engine" (an optimizer), "stages" (a tuple of
+                stage names in funnel order, PASS last, that report tables follow), "calibration"
+                (a part `verifirst calibrate` composes), "public" (a class reachable as
+                `verifirst.NAME`) or "study" (a research study's `main(argv)`, `verifirst bench NAME`).
             name: the name experiment files and the CLI use; a name already taken is refused.
             target: "package.module:attr", or the factory (class or function) itself; for
                 "stages", also the tuple of stage names.
             help: one line shown by `verifirst components`.
             path_arg: for a suite, the factory parameter that `[suite] path` goes to.
         """
-        table = tables().get(kind)
+        table = _TABLES.get(kind)
         if table is None:
-            raise ValueError(f"unknown kind {kind!r}; one of {', '.join(tables())}")
+            raise ValueError(f"unknown kind {kind!r}; one of {', '.join(_TABLES)}")
         if not isinstance(name, str) or not name or ":" in name:
             raise ValueError(f"bad {kind} name {name!r}: a non-empty name without ':'")
-        if name in table:
-            raise ValueError(f"{kind} {name!r} is already registered by {table[name].origin}")
+        if name in table._data:
+            raise ValueError(f"{kind} {name!r} is already registered by {table._data[name].origin}")
         if kind == "stages" and isinstance(target, (tuple, list)):
             entry = Entry(f"{self.origin}:{name}", help, path_arg, self.origin, obj=tuple(target))
         elif isinstance(target, str):
@@ -247,7 +238,7 @@ class Registrar:
         else:
             raise ValueError(f"{kind} {name!r}: target must be 'module:attr' or a callable, "
                              f"not {type(target).__name__}")
-        table[name] = entry
+        table._data[name] = entry
         self.added.append((kind, name))
 
 
@@ -264,15 +255,62 @@ def _register_dict(reg: Registrar, spec: dict) -> None:
                 reg.add(kind, name, val)
 
 
+def _is_builtin(ep) -> bool:
+    dist = getattr(ep, "dist", None)
+    return dist is not None and re.sub(r"[-_.]+", "-", dist.name).lower() == BUILTIN
+
+
 def _origin(ep) -> str:
+    if _is_builtin(ep):
+        return BUILTIN
     dist = getattr(ep, "dist", None)
     return f"plugin {ep.name} ({dist.name} {dist.version})" if dist is not None else f"plugin {ep.name}"
 
 
+def _entry_points(builtin: bool) -> list:
+    """verifirst's own entry points in the group, or every other distribution's."""
+    from importlib.metadata import distributions, entry_points
+
+    if not builtin:
+        return [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if not _is_builtin(ep)]
+    for dist in distributions(name=BUILTIN):  # the first that declares the group: metadata left in a
+        eps = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]  # checkout by an older
+        if eps:  # build may come first on sys.path
+            return eps
+    return []
+
+
+def load_builtins() -> dict[str, str]:
+    """Register verifirst's own components, once: the `verifirst.components` entry points of the
+    verifirst distribution (each domain package's `register`), in name order. Called by every
+    table read, so nothing needs to call it first.
+
+    Returns:
+        BUILTIN_ERRORS: entry-point name -> why it added nothing (empty on a sound install).
+    """
+    if _BUILTINS[0] == "loaded":
+        return BUILTIN_ERRORS
+    with _LOCK:  # another thread waits here until the built-ins are all in
+        if _BUILTINS[0] != "unloaded":  # loaded meanwhile, or this thread's register() reading a table
+            return BUILTIN_ERRORS
+        _BUILTINS[0] = "loading"
+        try:
+            eps = sorted(_entry_points(builtin=True), key=lambda ep: ep.name)
+            if not eps:
+                BUILTIN_ERRORS[BUILTIN] = (f"the installed verifirst distribution declares no {ENTRY_POINT_GROUP!r} "
+                                           "entry points (a stale install): reinstall it, e.g. `make install` "
+                                           "or `pip install -e .`")
+            _load_entry_points(eps, BUILTIN_ERRORS)
+        finally:
+            _BUILTINS[0] = "loaded"
+    return BUILTIN_ERRORS
+
+
 def load_plugins(refresh: bool = False) -> dict[str, str]:
-    """Load every installed `verifirst.components` plugin once; one that fails is recorded in
-    PLUGIN_ERRORS under its name (and what it added is withdrawn), never raised, so a broken
-    plugin troubles only the commands that name what it would have provided.
+    """Load every other installed distribution's `verifirst.components` entry points once (after
+    the built-ins); one that fails is recorded in PLUGIN_ERRORS under its name (and what it added
+    is withdrawn), never raised, so a broken plugin troubles only the commands that name what it
+    would have provided.
 
     Args:
         refresh: forget plugins loaded before and look again (tests install plugins mid-process).
@@ -280,18 +318,17 @@ def load_plugins(refresh: bool = False) -> dict[str, str]:
     Returns:
         PLUGIN_ERRORS: plugin name -> the error.
     """
-    from importlib.metadata import entry_points
-
-    with _PLUGINS_LOCK:
+    load_builtins()
+    with _LOCK:
         if _PLUGINS_LOADED[0] and not refresh:
             return PLUGIN_ERRORS
         unload_plugins()
         _PLUGINS_LOADED[0] = True
-        _load_entry_points(entry_points(group=ENTRY_POINT_GROUP))
+        _load_entry_points(_entry_points(builtin=False), PLUGIN_ERRORS)
     return PLUGIN_ERRORS
 
 
-def _load_entry_points(eps) -> None:
+def _load_entry_points(eps, errors: dict[str, str]) -> None:
     seen = set()
     for ep in eps:
         if ep.name in seen:  # one distribution found twice on sys.path
@@ -308,21 +345,24 @@ def _load_entry_points(eps) -> None:
                 raise ValueError(f"{ep.value} is neither register(registry) nor a dict")
         except Exception as e:
             for kind, name in reg.added:
-                tables()[kind].pop(name, None)
-            PLUGIN_ERRORS[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
+                _TABLES[kind]._data.pop(name, None)
+            errors[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
 
 
 def unload_plugins() -> None:
-    """Withdraw every plugin's entries; the next lookup of an unknown name loads them again."""
-    for table in tables().values():
-        for name in [n for n, e in table.items() if e.origin != "verifirst"]:
-            del table[name]
-    PLUGIN_ERRORS.clear()
-    _PLUGINS_LOADED[0] = False
+    """Withdraw every plugin's entries (the built-ins stay); the next lookup of an unknown name
+    loads them again."""
+    with _LOCK:
+        for table in _TABLES.values():
+            for name in [n for n, e in table._data.items() if e.origin != BUILTIN]:
+                del table._data[name]
+        PLUGIN_ERRORS.clear()
+        _PLUGINS_LOADED[0] = False
 
 
 def _plugin_failures_note() -> str:
-    if not PLUGIN_ERRORS:
+    notes = [f"verifirst's own {name!r} ({err})" for name, err in sorted(BUILTIN_ERRORS.items())]
+    notes += [f"{name!r} ({err})" for name, err in sorted(PLUGIN_ERRORS.items())]
+    if not notes:
         return ""
-    return "; plugin(s) that failed to load, which may have provided it: " + "; ".join(
-        f"{name!r} ({err})" for name, err in sorted(PLUGIN_ERRORS.items()))
+    return "; entry point(s) that failed to load, which may have provided it: " + "; ".join(notes)
