@@ -38,6 +38,7 @@ from verifirst.lm.base import (  # noqa: E402,F401
     usage_split,
 )
 from verifirst.lm.router import RouterEngine, parse_endpoints  # noqa: E402
+from verifirst.lm import spend as _spend  # noqa: E402
 from verifirst.lm.output_format import field_structure, placeholder_copies  # noqa: E402
 from verifirst.core.redaction import install_log_redaction, register_env_secrets, register_secrets  # noqa: E402
 
@@ -101,9 +102,16 @@ class AccountedLM(dspy.LM):
         for attempt in range(getattr(self, "retries", 0) + 1):
             _tls.recorded = False
             _tls.finish = []
+            meter = _spend._ACTIVE
+            if meter is not None:  # raises BudgetExceeded before anything is sent or recorded
+                ticket = self._admit(meter, args, kwargs)
             try:
                 out = super().__call__(*args, **kwargs)
-            except Exception as e:
+            except BaseException as e:
+                if meter is not None:
+                    self._settle(meter, ticket, failed=True)
+                if not isinstance(e, Exception):
+                    raise
                 if self.count_attempts:
                     USAGE.record_attempt(self.role, current_split(), failed=True)
                 if attempt < self.retries and is_retryable_lm_error(e):
@@ -113,12 +121,62 @@ class AccountedLM(dspy.LM):
                              wall_s=time.perf_counter() - t0)
                 raise
             usage = _tls.usage if getattr(_tls, "recorded", False) else {}
+            if meter is not None:
+                self._settle(meter, ticket, failed=False)
             # DSPy empties usage on a cache hit; our engines always report tokens.
             if usage and self.count_attempts:
                 USAGE.record_attempt(self.role, current_split(), failed=False)
             USAGE.record(self.role, current_split(), usage=usage, cache_hit=not usage, error=False,
                          wall_s=time.perf_counter() - t0)
             return out
+
+    async def acall(self, *args, **kwargs):
+        """As DSPy's, admitted against the active spend meter (no retries or ledger of our own)."""
+        meter = _spend._ACTIVE
+        if meter is None:
+            return await super().acall(*args, **kwargs)
+        ticket = self._admit(meter, args, kwargs)
+        _tls.recorded = False
+        try:
+            out = await super().acall(*args, **kwargs)
+        except BaseException:
+            self._settle(meter, ticket, failed=True)
+            raise
+        self._settle(meter, ticket, failed=False, cache_unseen=True)  # history: this thread, after the await
+        return out
+
+    def _admit(self, meter, args: tuple, kwargs: dict):
+        """Admit one request against the spend meter (its worst case: the prompt's characters / 4
+        tokens in, max_tokens x n out), and make it this thread's current ticket."""
+        asked = getattr(getattr(args[0], "config", None), "max_tokens", None) if args else None  # a Request
+        max_tokens = asked or kwargs.get("max_tokens") or self.kwargs.get("max_tokens") or self.kwargs.get(
+            "max_completion_tokens")
+        n = kwargs.get("n") or self.kwargs.get("n") or 1
+        if max_tokens is not None and isinstance(n, int) and n > 1:
+            max_tokens *= n
+        engine = getattr(self, "engine", None)
+        model = tuple(ep.model for ep in engine.endpoints) if isinstance(engine, RouterEngine) else self.model
+        ticket = meter.admit(self.role, model, _spend.prompt_chars(args, kwargs), max_tokens)
+        _spend.set_current_ticket(ticket)
+        _tls.cache_hit = False
+        return ticket
+
+    def _settle(self, meter, ticket, *, failed: bool, cache_unseen: bool = False) -> None:
+        """Settle the request with what DSPy recorded: its usage, a cache hit (no usage, read from
+        the cache), or, where usage was not reported for a request that was sent, its reservation.
+        cache_unseen: the cache was read in another thread (async calls): no usage is a cache hit."""
+        _spend.set_current_ticket(None)
+        if failed:
+            return meter.settle(ticket, None, None, cache_hit=False)
+        usage = _tls.usage if getattr(_tls, "recorded", False) else {}
+        if usage:
+            p = usage.get("prompt_tokens") or usage.get("input_tokens") or 0
+            c = usage.get("completion_tokens") or usage.get("output_tokens") or 0
+            return meter.settle(ticket, int(p), int(c), cache_hit=False)
+        if cache_unseen or getattr(_tls, "cache_hit", False) or not isinstance(dspy.cache, ParsedOnlyCache):
+            return meter.settle(ticket, None, None, cache_hit=True)
+        # sent, but no usage came back (or history is off): count the worst case reserved
+        meter.settle(ticket, ticket.prompt_tokens, ticket.completion_tokens, cache_hit=False)
 
 
 _LOCAL_ENGINE = None
@@ -280,6 +338,7 @@ class ParsedOnlyCache(dspy.clients.cache.Cache):
     def get(self, request, ignored_args_for_cache_key=None):
         value = super().get(request, ignored_args_for_cache_key)
         if value is not None:
+            _tls.cache_hit = True  # the spend meter settles this call as free
             self._note(request, ignored_args_for_cache_key)
         return value
 

@@ -5,7 +5,10 @@ model group. The Router balances load (simple-shuffle or least-busy), retries a 
 another endpoint, cools a failing endpoint down, and falls back to endpoints marked
 `fallback = true` when every other one failed. Each attempt is counted per endpoint in the
 usage ledger: successes from the response, failures from LiteLLM's failure callback (which
-LiteLLM runs synchronously, before the Router retries).
+LiteLLM runs synchronously, before the Router retries). With a spend meter active, the call is
+admitted once (priced at the dearest endpoint's model) before the Router sends anything; the
+Router's own retries after a failure are counted as calls as they happen (they cost no tokens or
+money), and the call is settled at the price of the endpoint that answered.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 
 from verifirst.core.errors import ConfigError
 from verifirst.lm.base import DEFAULT_TIMEOUT_S, USAGE, check_spec, current_split, is_local
+from verifirst.lm.spend import note_answering_model, note_failed_attempt
 
 ROUTING = ("simple-shuffle", "least-busy")
 ENDPOINT_KEYS = ("model", "api_base", "api_key", "weight", "fallback")
@@ -141,6 +145,7 @@ def _install_failure_logger() -> None:
             if where is not None:
                 USAGE.record_endpoint(where[0], where[1], error=True)
                 USAGE.record_attempt(where[0], current_split(), failed=True)
+                note_failed_attempt()  # the spend meter counts it as a call (the Router sent it unasked)
 
     with _LOGGER_LOCK:
         if not _LOGGER:
@@ -225,6 +230,7 @@ class RouterEngine:
         ep = self._ids.get(str((getattr(raw, "_hidden_params", None) or {}).get("model_id") or ""))
         if ep is not None:
             USAGE.record_endpoint(self.role, ep.label, usage=getattr(raw, "usage", None), error=False)
+            note_answering_model(ep.model)  # settled at that endpoint's price
         USAGE.record_attempt(self.role, current_split(), failed=False)
         return response_value(raw, "chat", request)
 

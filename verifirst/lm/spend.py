@@ -1,0 +1,469 @@
+"""Spend control: every LM call is admitted against what is left of the run's budget before it is
+sent.
+
+A SpendMeter holds the limits (money, tokens, LM calls, wall time) for the whole run and, where
+given, per role. AccountedLM asks the active meter to `admit` each request before sending it; the
+meter reserves the request's worst case (one call; the prompt's tokens, estimated as characters / 4,
+plus max_tokens of completion; their price) and refuses, with BudgetExceeded, a request that would
+cross a limit. After the request, `settle` replaces the reservation with the real usage (a cache hit
+is free; a failed request counts as a call, with no tokens and no cost).
+
+Admission is atomic (one lock), so under any number of threads the reservations never cross a
+limit: what can exceed a cap is only real usage above its reservation (a prompt longer than
+characters / 4 tokens). A refusal is a hard stop: the run's limit stops every role, a role's limit
+stops that role, and every later admission in that scope is refused too.
+
+Prices are USD per 1M tokens: a user's table first, then LiteLLM's bundled price map (offline), and
+the embedded model and the scripted test models ("local/...") cost nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from verifirst.core.errors import InputError, VerifirstError
+from verifirst.lm.base import is_local
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before any litellm import
+
+LIMITS = ("max_usd", "max_tokens", "max_lm_calls", "max_wall_s")
+DEFAULT_MAX_TOKENS = 1000  # completion tokens reserved for a call that sets no max_tokens
+CHARS_PER_TOKEN = 4
+PRICE_EXPECTED = 'a [budget.prices] entry, e.g. "MODEL" = {input = 0.15, output = 0.60} (USD per 1M tokens)'
+_EPS = 1e-12  # float sums of prices: a cap reached exactly is not crossed
+
+
+def _fmt(limit: str, value: float, *, cap: bool = False) -> str:
+    if limit == "max_usd":
+        if cap:
+            return f"{value:.2f}" if round(value, 2) == value else f"{value:g}"
+        return f"{value:.4f}" if value >= 0.0001 or value == 0 else f"{value:.2g}"
+    if limit == "max_wall_s":
+        return f"{value:g}" if cap else f"{value:.1f}"
+    return str(int(value))
+
+
+class BudgetExceeded(VerifirstError):
+    """A request was not sent: it would have crossed a spend limit of the run or of a role.
+
+    Attributes:
+        limit: "max_usd", "max_tokens", "max_lm_calls" or "max_wall_s".
+        role: None for the whole run's limit, else the role whose limit it is.
+        spent: what counted against the limit when the request was refused (settled usage plus
+            the reservations of requests in flight; for max_wall_s, the seconds elapsed).
+        cap: the limit.
+        need: the refused request's worst case (0 for max_wall_s).
+    """
+
+    exit_code = 1
+
+    def __init__(self, limit: str, role: str | None, spent: float, cap: float, need: float = 0.0,
+                 message: str | None = None):
+        self.limit, self.role, self.spent, self.cap, self.need = limit, role, float(spent), float(cap), float(need)
+        if message is None:
+            scope = "for the run" if role is None else f"for role {role}"
+            if limit == "max_wall_s":
+                detail = f"{_fmt(limit, spent)} s elapsed; the call was not sent"
+            else:
+                detail = (f"{_fmt(limit, spent)} spent; the call needing up to {_fmt(limit, need)}"
+                          " was not sent")
+            message = f"stopped by budget: {limit} {_fmt(limit, cap, cap=True)} {scope} reached ({detail})"
+        self.message = message
+        super().__init__(message)
+
+    def __reduce__(self):  # picklable (executors ship exceptions between processes)
+        return (type(self), (self.limit, self.role, self.spent, self.cap, self.need, self.message))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Spend limits of one scope (the run, or one role); None: no limit. Values are validated
+    where the user gives them (verifirst.core.engine.Budget). max_wall_s counts from the meter's
+    start, for a role too (the role may call until then)."""
+
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    max_lm_calls: int | None = None
+    max_wall_s: float | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(getattr(self, k) is not None for k in LIMITS)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in LIMITS if getattr(self, k) is not None}
+
+
+# -- prices --------------------------------------------------------------------------------------
+
+def _endpoint_models(value: Any) -> list[str]:
+    """Model strings of a role's spec: a string, {model = ...}, or an endpoint list of either."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        m = value.get("model", "local")
+        return [m] if isinstance(m, str) else []
+    if isinstance(value, (list, tuple)):
+        return [m for one in value for m in _endpoint_models(one)]
+    return []
+
+
+class Prices:
+    """USD per token for model strings: the user's table, else LiteLLM's bundled price map
+    (offline), and 0 for the embedded model and the scripted test models ("local/...").
+
+    Args:
+        table: {model string as the user gives it: {"input": USD per 1M input tokens,
+            "output": USD per 1M output tokens}}.
+    """
+
+    def __init__(self, table: dict | None = None):
+        self.table: dict[str, tuple[float, float]] = {}
+        for model, price in (table or {}).items():
+            try:
+                self.table[str(model)] = (float(price["input"]) / 1e6, float(price["output"]) / 1e6)
+            except (TypeError, KeyError, ValueError):
+                raise InputError(f"the price of {model!r} is not {{input, output}}", field=f"prices.{model}",
+                                 expected="{input = USD per 1M input tokens, output = USD per 1M output tokens}"
+                                 ) from None
+        self._known: dict[str, tuple[float, float] | None] = {}
+        self._lock = threading.Lock()
+
+    def per_token(self, model: str) -> tuple[float, float] | None:
+        """(USD per input token, USD per output token), or None when no price is known."""
+        hit = self._known.get(model, self)
+        if hit is not self:
+            return hit  # type: ignore[return-value]
+        found = self._look_up(model)
+        with self._lock:
+            self._known[model] = found
+        return found
+
+    def _look_up(self, model: str) -> tuple[float, float] | None:
+        if model in self.table:
+            return self.table[model]
+        provider, _, bare = model.partition("/")
+        if bare and bare in self.table:
+            return self.table[bare]
+        if is_local(model) or provider == "local":  # the embedded model, scripted test models
+            return (0.0, 0.0)
+        return _litellm_price(model)
+
+    def require(self, models: dict[str, Any]) -> None:
+        """Raise InputError naming the first model with no known price.
+
+        Args:
+            models: {role: model}; a model may also be {model = ...} or an endpoint list.
+        """
+        for role, spec in models.items():
+            for model in _endpoint_models(spec):
+                if self.per_token(model) is None:
+                    raise InputError(f"no price known for model {model!r} (role {role}): max_usd needs one",
+                                     field="prices", expected=PRICE_EXPECTED)
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+        p = self.per_token(model)
+        return None if p is None else prompt_tokens * p[0] + completion_tokens * p[1]
+
+
+def _litellm_price(model: str) -> tuple[float, float] | None:
+    """The model's price in LiteLLM's bundled map: the full string, provider/model as LiteLLM
+    resolves it, then the name after the provider prefix (as LiteLLM's cost functions try)."""
+    import litellm
+
+    cost_map = litellm.model_cost
+    names = [model]
+    try:
+        bare, provider = litellm.get_llm_provider(model)[:2]
+        names += [f"{provider}/{bare}", bare]
+    except Exception:  # a string LiteLLM cannot route: its part after the first "/" only
+        pass
+    if "/" in model:
+        names.append(model.split("/", 1)[1])
+    for name in names:
+        info = cost_map.get(name) or cost_map.get(name.lower())
+        if isinstance(info, dict) and ("input_cost_per_token" in info or "output_cost_per_token" in info):
+            return (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
+    return None
+
+
+# -- the meter -----------------------------------------------------------------------------------
+
+@dataclass
+class _Tally:
+    usd: float = 0.0
+    tokens: int = 0
+    calls: int = 0
+    r_usd: float = 0.0  # reservations of requests in flight
+    r_tokens: int = 0
+    r_calls: int = 0
+
+    def committed(self, limit: str) -> float:
+        if limit == "max_usd":
+            return self.usd + self.r_usd
+        if limit == "max_tokens":
+            return self.tokens + self.r_tokens
+        return self.calls + self.r_calls
+
+    def as_dict(self) -> dict:
+        return {"usd": round(self.usd, 8), "tokens": self.tokens, "lm_calls": self.calls}
+
+
+@dataclass
+class Ticket:
+    """One admitted request: what it reserved, until settled."""
+
+    role: str
+    model: str
+    usd: float
+    tokens: int
+    prompt_tokens: int  # the estimate reserved (characters / 4)
+    completion_tokens: int  # max_tokens reserved
+    price: tuple[float, float]  # USD per input, output token (settled at it)
+    failed_attempts: int = 0  # requests an engine retried by itself (LiteLLM's Router) that failed
+    settled: bool = field(default=False, repr=False)
+
+
+class SpendMeter:
+    """Admission of LM requests against spend limits of the run and of each role. Thread-safe.
+
+    Args:
+        total: the whole run's limits (all roles together).
+        per_role: {role: Limits} for single roles.
+        prices: model prices (default: LiteLLM's map; local models free).
+    """
+
+    def __init__(self, total: Limits, per_role: dict[str, Limits] | None = None, prices: Prices | None = None):
+        self.total = total
+        self.per_role = dict(per_role or {})
+        self.prices = prices or Prices()
+        self._lock = threading.Lock()
+        self._run = _Tally()
+        self._roles: dict[str, _Tally] = {}
+        self._in_flight = 0
+        self._stopped: dict[str | None, BudgetExceeded] = {}  # None: the run; else a role
+        self._stopped_by: str | None = None
+        self._unpriced: set[str] = set()
+        self._needs_price = total.max_usd is not None or any(
+            lim.max_usd is not None for lim in self.per_role.values())
+        self.start()
+
+    def start(self) -> None:
+        """(Re)start the wall clock that max_wall_s counts from."""
+        self._t0 = time.monotonic()
+
+    @property
+    def stopped_by(self) -> str | None:
+        """The message of the first limit that refused a request, else None."""
+        return self._stopped_by
+
+    def admit(self, role: str, model: str | tuple[str, ...], prompt_chars: int, max_tokens: int | None) -> Ticket:
+        """Reserve one request's worst case, or raise BudgetExceeded and reserve nothing.
+
+        Args:
+            role: the LM role the request is counted under.
+            model: the model string it is priced as; several (a role served by endpoints of
+                different models): the dearest input and output prices are reserved.
+            prompt_chars: characters of the messages (or prompt) sent; tokens are estimated as / 4.
+            max_tokens: the completion cap (None: DEFAULT_MAX_TOKENS is reserved).
+
+        Raises:
+            BudgetExceeded: the request would cross a limit (or a limit stopped the run or the role
+                before).
+            InputError: a max_usd limit is set and the model has no known price.
+        """
+        p_tok = -(-max(int(prompt_chars), 0) // CHARS_PER_TOKEN)
+        c_tok = DEFAULT_MAX_TOKENS if max_tokens is None else max(int(max_tokens), 0)
+        if isinstance(model, str):
+            price = self.prices.per_token(model)
+            if price is None:
+                price = self._unknown(role, model)
+        else:
+            prices = [self.prices.per_token(m) or self._unknown(role, m) for m in model]
+            price = (max(p[0] for p in prices), max(p[1] for p in prices))
+            model = model[0] if len(model) == 1 else " | ".join(model)
+        usd = p_tok * price[0] + c_tok * price[1]
+        tokens = p_tok + c_tok
+        role_limits = self.per_role.get(role)
+        with self._lock:
+            stop = self._stopped.get(None) or self._stopped.get(role)
+            if stop is not None:
+                raise BudgetExceeded(stop.limit, stop.role, stop.spent, stop.cap, stop.need, stop.message)
+            elapsed = time.monotonic() - self._t0
+            role_tally = self._roles.get(role)
+            if role_tally is None:
+                role_tally = self._roles[role] = _Tally()
+            for scope, limits, tally in ((None, self.total, self._run), (role, role_limits, role_tally)):
+                if limits is None:
+                    continue
+                exc = self._check(scope, limits, tally, usd, tokens, elapsed)
+                if exc is not None:
+                    self._stopped[scope] = exc
+                    if self._stopped_by is None:
+                        self._stopped_by = exc.message
+                    raise exc
+            for tally in (self._run, role_tally):
+                tally.r_usd += usd
+                tally.r_tokens += tokens
+                tally.r_calls += 1
+            self._in_flight += 1
+        return Ticket(role, model, usd, tokens, p_tok, c_tok, price)
+
+    def _unknown(self, role: str, model: str) -> tuple[float, float]:
+        if self._needs_price:
+            raise InputError(f"no price known for model {model!r} (role {role}): max_usd needs one",
+                             field="prices", expected=PRICE_EXPECTED)
+        self._unpriced.add(model)
+        return (0.0, 0.0)
+
+    @staticmethod
+    def _check(scope: str | None, limits: Limits, tally: _Tally, usd: float, tokens: int,
+               elapsed: float) -> BudgetExceeded | None:
+        if limits.max_wall_s is not None and elapsed >= limits.max_wall_s:
+            return BudgetExceeded("max_wall_s", scope, elapsed, limits.max_wall_s)
+        for limit, need in (("max_usd", usd), ("max_tokens", tokens), ("max_lm_calls", 1)):
+            cap = getattr(limits, limit)
+            if cap is not None:
+                have = tally.committed(limit)
+                if have + need > cap + _EPS:
+                    return BudgetExceeded(limit, scope, have, cap, need)
+        return None
+
+    def settle(self, ticket: Ticket, prompt_tokens: int | None, completion_tokens: int | None,
+               cache_hit: bool) -> None:
+        """Replace a ticket's reservation with the real usage (a second settle does nothing).
+
+        Args:
+            ticket: what admit returned.
+            prompt_tokens, completion_tokens: the usage the model reported; both None for a failed
+                request (it counts as a call, with no tokens and no cost).
+            cache_hit: served from the response cache: free, and no call.
+        """
+        calls, tokens, usd = ticket.failed_attempts, 0, 0.0
+        if cache_hit:
+            pass
+        elif prompt_tokens is not None or completion_tokens is not None:
+            calls += 1
+            p, c = int(prompt_tokens or 0), int(completion_tokens or 0)
+            tokens = p + c
+            usd = p * ticket.price[0] + c * ticket.price[1]
+        elif not ticket.failed_attempts:  # else the failure is the last of the attempts noted
+            calls = 1
+        with self._lock:
+            if ticket.settled:
+                return
+            ticket.settled = True
+            self._in_flight -= 1
+            role_tally = self._roles[ticket.role]
+            for tally in (self._run, role_tally):
+                tally.r_usd -= ticket.usd
+                tally.r_tokens -= ticket.tokens
+                tally.r_calls -= 1
+                if tally.r_calls == 0:  # no drift from float sums once nothing is in flight
+                    tally.r_usd = 0.0
+                tally.usd += usd
+                tally.tokens += tokens
+                tally.calls += calls
+
+    def spent(self) -> dict:
+        """{"run": {usd, tokens, lm_calls}, "roles": {role: {...}}, "limits": {"run": {...},
+        "roles": {...}}, "stopped_by", "wall_s", "in_flight", "unpriced"}; JSON-able."""
+        with self._lock:
+            return {
+                "run": self._run.as_dict(),
+                "roles": {r: t.as_dict() for r, t in sorted(self._roles.items())},
+                "limits": {"run": self.total.as_dict(),
+                           "roles": {r: lim.as_dict() for r, lim in sorted(self.per_role.items())}},
+                "stopped_by": self._stopped_by,
+                "wall_s": round(time.monotonic() - self._t0, 3),
+                "in_flight": self._in_flight,
+                "unpriced": sorted(self._unpriced),  # models counted at 0 USD (no max_usd was set)
+            }
+
+
+# -- activation (process-wide: evaluation threads and DSPy's threads must all see it) -------------
+
+_ACTIVE: SpendMeter | None = None
+_ACTIVE_LOCK = threading.Lock()
+_tls = threading.local()  # the ticket of the request this thread is sending
+
+
+def active_meter() -> SpendMeter | None:
+    return _ACTIVE
+
+
+@contextlib.contextmanager
+def metering(meter: SpendMeter | None) -> Iterator[SpendMeter | None]:
+    """Admit every LM request of the process (any thread) against `meter` inside."""
+    global _ACTIVE
+    with _ACTIVE_LOCK:
+        previous, _ACTIVE = _ACTIVE, meter
+    try:
+        yield meter
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE = previous
+
+
+def current_ticket() -> Ticket | None:
+    """The ticket of the request this thread is sending (engines that retry by themselves, such
+    as LiteLLM's Router, note their failed attempts and the endpoint that answered on it)."""
+    return getattr(_tls, "ticket", None)
+
+
+def set_current_ticket(ticket: Ticket | None) -> None:
+    _tls.ticket = ticket
+
+
+def note_answering_model(model: str) -> None:
+    """An engine that chose among endpoints says which model answered this thread's request: it
+    is settled at that model's price (the reservation took the dearest)."""
+    ticket, meter = current_ticket(), _ACTIVE
+    if ticket is not None and meter is not None:
+        price = meter.prices.per_token(model)
+        if price is not None:
+            ticket.model, ticket.price = model, price
+
+
+def note_failed_attempt() -> None:
+    """An engine that retries by itself (LiteLLM's Router) sent a request of this thread's call
+    that failed: it counts as a call (no tokens, no cost). It was sent before it could be admitted."""
+    ticket = current_ticket()
+    if ticket is not None:
+        ticket.failed_attempts += 1
+
+
+def prompt_chars(args: tuple, kwargs: dict) -> int:
+    """Characters of what an LM call sends: the prompt string or the messages' text."""
+    prompt = args[0] if args else kwargs.get("prompt")
+    messages = kwargs.get("messages")
+    if messages is None and len(args) > 1:
+        messages = args[1]
+    n = 0
+    if isinstance(prompt, str):
+        n += len(prompt)
+    elif prompt is not None and messages is None:  # an explicit lm15 Request
+        system = getattr(prompt, "system", None)
+        n += _text_len(system)
+        messages = getattr(prompt, "messages", None)
+    for m in messages or ():
+        n += _text_len(m.get("content") if isinstance(m, dict) else getattr(m, "parts", None) or
+                       getattr(m, "text", None))
+    return n
+
+
+def _text_len(content: Any) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, (list, tuple)):
+        return sum(_text_len(part) for part in content)
+    if isinstance(content, dict):
+        return _text_len(content.get("text"))
+    text = getattr(content, "text", None)
+    return len(text) if isinstance(text, str) else 0
