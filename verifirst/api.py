@@ -307,7 +307,10 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     if hasattr(engine, "compile_arguments"):  # bad compile arguments, a missing package: refused before any LM call
         engine.compile_arguments(ctx)
     config = redact(config) if config is not None else None  # the key never reaches run_state.json or MLflow
-    digest = driver.run_digest(program, manifest, scorer, getattr(engine, "name", "none"), eval_splits, config)
+    # the spend limits are no part of the resume key: a stopped run resumes with a larger budget
+    resume_config = {k: v for k, v in config.items() if k != "budget"} if config is not None else None
+    digest = driver.run_digest(program, manifest, scorer, getattr(engine, "name", "none"), eval_splits,
+                               resume_config)
     driver.check_resume(run_dir, digest)  # another run's directory: refused before a tracker starts
     observers: list[Any] = [tracking.callback(workdir, name) if isinstance(tracking, MLflow) else tracking]
     observers += [*callbacks, *([Console(echo)] if echo else [])]
@@ -389,14 +392,15 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
             "optimizer_options": o.get("options") or {}, "splits": manifest,
             "models": lms, "output_field": out_field, "seed": ex["seed"], "threads": ex["threads"],
             "budget": Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"),
-                             max_iters=o.get("max_iters"), num_threads=ex["threads"]),
+                             max_iters=o.get("max_iters"), num_threads=ex["threads"],
+                             **{k: v for k, v in exp.budget.items() if v not in (None, {})}),
             "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
             "executor": executor, "tracking": tracking, "cache": Path(ex["workdir"]) / "cache",
             "config": exp.as_dict()}
 
 
 def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: str | None = None,
-        **overrides: Any) -> Result:
+        limits: dict | None = None, **overrides: Any) -> Result:
     """Run an experiment file through the API: vf.optimize(**vf.load_config(path)); `verifirst run`.
 
     Args:
@@ -404,8 +408,14 @@ def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: s
         models: LMs to use instead of the file's [models].
         offline: track in the workdir's local MLflow store whatever the file says.
         tracking_uri: the MLflow tracking URI instead of the file's.
+        limits: spend limits that replace the file's [budget] ones, e.g. {"max_usd": 20} (`--max-usd`).
         overrides: `optimize` arguments that replace the file's (e.g. run_dir, progress, echo).
     """
+    import dataclasses
+
     kw = load_config(path, models=models, offline=offline, tracking_uri=tracking_uri)
+    given = {k: v for k, v in (limits or {}).items() if v is not None}
+    if given:
+        kw["budget"] = dataclasses.replace(kw["budget"], **given)  # checked again: 0 or -1 is refused
     kw.update(overrides)
     return optimize(**kw)

@@ -106,7 +106,7 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
-def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None):
+def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None):
     """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
     from verifirst import api
     from verifirst.config import check_workdir
@@ -116,7 +116,7 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None)
     if run_dir:
         check_workdir(run_dir, field="--run-dir")
     out = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
-                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo)
+                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo, limits=limits)
     if as_json:
         from verifirst.report import report_json
 
@@ -139,16 +139,27 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
         tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default: sqlite in workdir)"),
         offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is configured"),
-        as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
+        as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+        max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD for the run, every role"),
+        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens for the run"),
+        max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on requests to models"),
+        max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds")):
     """Run an experiment file: split, score before, optimize, score after, report.
 
-    Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1
-    (run it again with the same --run-dir after a crash to resume.)
+    Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1 --max-usd 5
+    (run it again with the same --run-dir after a crash, or with a larger --max-usd after a budget
+    stop, to resume: calls already made come from the cache.)
     """
     from verifirst import config
+    from verifirst.core.engine import check_limit
+
     try:
+        limits = {"max_usd": max_usd, "max_tokens": max_tokens, "max_lm_calls": max_lm_calls, "max_wall_s": max_wall_s}
+        for key, value in limits.items():  # refused before the file is read: 0 is never "unlimited"
+            if value is not None:
+                check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
         exp = config.load(experiment)
-        _run_experiment(exp, run_dir, tracking_uri, offline, as_json)
+        _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits)
     except VerifirstError as e:
         _fail(e)
 

@@ -74,6 +74,16 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "judge": ((str, dict, list), None, "model for LLM checks inside verifiers"),
         "temperature": ((float, int), None, "sampling temperature for every role unless set per role"),
     },
+    "budget": {
+        "max_usd": ((float, int), None, "hard cap in US dollars for the whole run, every role (a call that would "
+                                        "cross it is not sent; prices from LiteLLM's map or [budget.prices])"),
+        "max_tokens": ((int,), None, "hard cap on prompt + completion tokens for the whole run"),
+        "max_lm_calls": ((int,), None, "hard cap on requests sent to models (retries count; cache hits are free)"),
+        "max_wall_s": ((float, int), None, "hard cap on wall time in seconds"),
+        "per_role": ((dict,), {}, "limits for one role: [budget.per_role.reflection] max_usd = 2"),
+        "prices": ((dict,), {}, "USD per 1M tokens for models LiteLLM does not price: "
+                                "\"hosted_vllm/m\" = {input = 0.2, output = 0.6}"),
+    },
     "tracking": {
         "uri": ((str,), None, "MLflow tracking URI (default: sqlite in the workdir)"),
         "experiment": ((str,), None, "MLflow experiment name (default: experiment.name)"),
@@ -327,7 +337,33 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
     check_split_method(sp["by"], sp["time_field"], sp["windows"], source=src,
                        line=_line_of(text, "splits", "by") or _line_of(text, "splits", "windows"), error=ConfigError)
     _validate_models(sections["models"], src, text)
+    _validate_budget(sections["budget"], src, text)
     return Experiment(path, data, sections)
+
+
+def _validate_budget(budget: dict, src: str, text: str) -> None:
+    """Each limit a positive number (0 is never "unlimited"), per-role limits under known roles, prices
+    as {input, output}: refused naming the file and line before anything runs."""
+    from verifirst.core.engine import Budget
+    from verifirst.core.errors import InputError
+    from verifirst.lm import ROLES
+
+    for role in budget.get("per_role") or {}:
+        if role not in ROLES:
+            raise ConfigError(f"unknown role {role!r}{_suggest(role, ROLES)}", path=src,
+                              line=_line_of(text, "budget.per_role", role) or _line_of(text, f"budget.per_role.{role}",
+                                                                                     None),
+                              field=f"budget.per_role.{role}", expected="one of " + ", ".join(ROLES))
+    try:
+        Budget(**{k: v for k, v in budget.items() if v is not None})
+    except InputError as e:
+        parts = (e.field or "").split(".")
+        line = None
+        if len(parts) == 2:
+            line = _line_of(text, "budget", parts[1])
+        elif len(parts) > 2:
+            line = _line_of(text, ".".join(parts[:-1]), parts[-1]) or _line_of(text, ".".join(parts[:3]), None)
+        raise ConfigError(e.message, path=src, line=line, field=e.field, expected=e.expected) from None
 
 
 def _validate_models(models: dict, src: str, text: str) -> None:

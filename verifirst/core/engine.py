@@ -17,16 +17,51 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 
+SPEND_LIMITS = ("max_usd", "max_tokens", "max_lm_calls", "max_wall_s")
+_WHOLE = ("max_tokens", "max_lm_calls")  # counted in whole units
+
+
+def check_limit(value: Any, field: str, *, integer: bool = False) -> None:
+    """Refuse a limit that is not a positive number: 0 is never "unlimited" (leave the limit out).
+
+    Args:
+        value: the limit given.
+        field: the option's name in the message (`budget.max_usd`, `--max-usd`).
+        integer: it must be a whole number.
+
+    Raises:
+        InputError: naming the field and what it expects.
+    """
+    from .errors import InputError
+
+    kind = "an integer >= 1" if integer else "a number > 0"
+    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not ok or not value > 0:  # `not > 0` is True for NaN too
+        raise InputError(f"{value!r} is not a limit", field=field,
+                         expected=f"{kind} (0 is not unlimited: leave the limit out for none)")
+
+
 @dataclass
 class Budget:
-    """What an engine may spend.
+    """What a run may spend: the engine's own budget, and a hard cap on money, tokens, LM calls and
+    time for the whole run (every role together) and, where given, per role.
 
     Args:
         max_metric_calls: metric calls (GEPA; SIMBA derives its steps from it).
         auto: "light" | "medium" | "heavy" (GEPA, when no max_metric_calls).
-        max_iters: AutoRefine iterations, SIMBA steps.
+        max_iters: AutoRefine iterations (0: score the start only), SIMBA steps.
         num_threads: threads the engine may use.
         extra: engine-specific settings.
+        max_usd: US dollars for the whole run, all roles (prices: LiteLLM's map, or `prices`).
+        max_tokens: prompt + completion tokens for the whole run.
+        max_lm_calls: requests sent to models (retries included; cache hits are free).
+        max_wall_s: seconds of wall time.
+        per_role: {role: {"max_usd": ..., ...}} limits for one role (task, reflection, teacher, judge).
+        prices: {model: {"input": USD per 1M tokens, "output": USD per 1M tokens}} for models
+            LiteLLM's price map does not know (self-hosted, custom).
+
+    Every LM call is admitted against what is left before it is sent; the call that would cross a
+    limit is not sent and the run stops (verifirst.lm.spend).
     """
 
     max_metric_calls: int | None = None
@@ -34,6 +69,51 @@ class Budget:
     max_iters: int | None = None
     num_threads: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    max_lm_calls: int | None = None
+    max_wall_s: float | None = None
+    per_role: dict[str, dict] = field(default_factory=dict)
+    prices: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from .errors import InputError
+
+        if self.max_metric_calls is not None:
+            check_limit(self.max_metric_calls, "budget.max_metric_calls", integer=True)
+        if self.max_iters is not None and (isinstance(self.max_iters, bool) or not isinstance(self.max_iters, int)
+                                           or self.max_iters < 0):
+            raise InputError(f"{self.max_iters!r} is not a number of iterations", field="budget.max_iters",
+                             expected="an integer >= 0")
+        if isinstance(self.num_threads, bool) or not isinstance(self.num_threads, int) or self.num_threads < 1:
+            raise InputError(f"{self.num_threads!r} is not a number of threads", field="budget.num_threads",
+                             expected="an integer >= 1")
+        for key in SPEND_LIMITS:
+            if getattr(self, key) is not None:
+                check_limit(getattr(self, key), f"budget.{key}", integer=key in _WHOLE)
+        if not isinstance(self.per_role, dict):
+            raise InputError("per_role is not a table", field="budget.per_role", expected="{role: {limit: value}}")
+        for role, limits in self.per_role.items():
+            if not isinstance(limits, dict) or not limits:
+                raise InputError(f"the limits of role {role!r} are not a table", field=f"budget.per_role.{role}",
+                                 expected="{max_usd = ..., max_tokens = ..., max_lm_calls = ..., max_wall_s = ...}")
+            for key, value in limits.items():
+                if key not in SPEND_LIMITS:
+                    raise InputError(f"unknown limit {key!r}", field=f"budget.per_role.{role}.{key}",
+                                     expected=", ".join(SPEND_LIMITS))
+                check_limit(value, f"budget.per_role.{role}.{key}", integer=key in _WHOLE)
+        for model, price in (self.prices or {}).items():
+            bad = not isinstance(price, dict) or set(price) != {"input", "output"} or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 for v in price.values())
+            if bad:
+                raise InputError(f"the price of {model!r} is not {{input, output}}", field=f"budget.prices.{model}",
+                                 expected="{input = USD per 1M input tokens, output = USD per 1M output tokens}, "
+                                          "numbers >= 0")
+
+    @property
+    def spend_limited(self) -> bool:
+        """Whether any money, token, call or time limit is set (for the run or a role)."""
+        return any(getattr(self, k) is not None for k in SPEND_LIMITS) or bool(self.per_role)
 
 
 @dataclass

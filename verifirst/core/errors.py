@@ -18,6 +18,7 @@ class InputError(VerifirstError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
                  field: str | None = None, expected: str | None = None):
         self.path, self.line, self.field, self.expected = path, line, field, expected
+        self.message = message  # without the place: another layer may add the file and line
         where = ""
         if path:
             where = str(path)
