@@ -65,3 +65,102 @@ def test_cli_limit_flags_refuse_zero_and_negative(tmp_path, flag):
     r = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "run"), *flag])
     assert r.exit_code == 2 and f"[{flag[0]}]" in r.output and "0 is not unlimited" in r.output, r.output
     assert not (tmp_path / "run").exists()
+
+
+# -- the hard stop, end to end ----------------------------------------------------------------------
+
+import json  # noqa: E402
+
+import dspy  # noqa: E402
+
+from verifirst.lm.spend import BudgetExceeded  # noqa: E402
+from verifirst.lm.testing import ScriptedEngine, json_answer  # noqa: E402
+from verifirst.lm import AccountedLM  # noqa: E402
+
+RULE = "Always answer with the number 42."
+PRICES = {"local/cap-task": {"input": 1000.0, "output": 4000.0}, "local/cap-refl": {"input": 1000.0, "output": 4000.0}}
+
+
+class QA(dspy.Signature):
+    """Answer the question."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+def _metric(example, pred, trace=None, pred_name=None, pred_trace=None):
+    ok = (pred.answer or "").strip() == example.answer
+    return dspy.Prediction(score=float(ok), feedback="right" if ok else "the answer is 42")
+
+
+def _engines():
+    task = ScriptedEngine(lambda m: json_answer(answer="42" if "42" in m[0]["content"] else "41"))
+    refl = ScriptedEngine(lambda m: json_answer(new_instruction=RULE))
+    return task, refl
+
+
+def _optimize(run_dir, budget, engines, tmp_path):
+    task, refl = engines
+    models = {"task": AccountedLM("local/cap-task", spec="cap-task", engine=task, cache=True, num_retries=0),
+              "reflection": AccountedLM("local/cap-refl", role="reflection", spec="cap-refl", engine=refl, cache=True,
+                                        num_retries=0)}
+    data = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(12)]
+    return vf.optimize(dspy.Predict(QA), data, _metric, "gepa", models=models, budget=budget, run_dir=run_dir,
+                       workdir=tmp_path / "wd", cache=tmp_path / "cache")
+
+
+def _rows(run_dir):
+    out = {}
+    for f in sorted((run_dir / "eval").glob("*.jsonl")):
+        out[f.stem] = sorted((r["id"], r["status"]) for r in map(json.loads, f.read_text().splitlines()))
+    return out
+
+
+@pytest.mark.parametrize("limit", [{"max_lm_calls": 20}, {"max_usd": 3.0}])  # the whole run: 25 calls, 5.32 USD
+def test_a_capped_run_stops_before_the_cap_and_resumes_to_the_uncapped_rows(tmp_path, limit):
+    full = _optimize(tmp_path / "full", vf.Budget(max_metric_calls=30), _engines(), tmp_path / "a")
+    engines = _engines()
+    run_dir = tmp_path / "capped"
+    with pytest.raises(BudgetExceeded) as e:
+        _optimize(run_dir, vf.Budget(max_metric_calls=30, prices=PRICES, **limit), engines, tmp_path / "b")
+    sent = engines[0].calls + engines[1].calls
+    key = next(iter(limit))
+    assert "stopped by budget" in str(e.value) and key in str(e.value) and "resume" in str(e.value)
+    state = json.loads((run_dir / "run_state.json").read_text())
+    assert state["status"] == "stopped" and state["stopped_by"].startswith("stopped by budget")
+    if key == "max_lm_calls":
+        assert sent <= limit[key]  # one thread: not one call past the cap
+    else:
+        assert state["spend"]["run"]["usd"] <= limit[key]
+    assert not (run_dir / "report.json").exists()  # nothing claimed
+    again = _optimize(run_dir, vf.Budget(max_metric_calls=30, prices=PRICES, **{key: limit[key] * 100}), engines,
+                      tmp_path / "b")
+    assert again.report["spend"]["stopped_by"] is None
+    assert _rows(run_dir) == _rows(tmp_path / "full") and again.report["splits"] == full.report["splits"]
+
+
+def test_max_usd_with_a_model_without_a_price_is_refused_before_anything(tmp_path):
+    data = [{"id": f"q{k}", "question": f"q{k}?", "answer": "42"} for k in range(8)]
+    with pytest.raises(InputError) as e:
+        vf.optimize(dspy.Predict(QA), data, _metric, None, budget=vf.Budget(max_usd=1.0),
+                    models={"task": {"model": "hosted_vllm/my-model", "api_base": "http://127.0.0.1:9/v1"}},
+                    run_dir=tmp_path / "run", workdir=tmp_path / "wd")
+    assert e.value.field == "prices" and "hosted_vllm/my-model" in str(e.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "wd").exists()
+
+
+def test_cli_run_stopped_by_budget_exits_1_and_says_how_to_resume(tmp_path, monkeypatch):
+    from verifirst.lm import Models
+    from verifirst.lm.testing import scripted_lm
+
+    engine = ScriptedEngine(lambda m: json_answer(command="echo hi"))
+    monkeypatch.setattr("verifirst.lm.make_models", lambda *a, **k: Models(
+        task=AccountedLM("local/cli-cap", spec="cli-cap", engine=engine, num_retries=0),
+        reflection=scripted_lm(lambda m: json_answer(new_instruction="x"), role="reflection", name="cli-cap-refl")))
+    path = _toml(tmp_path, "").with_suffix(".toml")
+    path.write_text(path.read_text().replace("[budget]\n", "[optimizer]\nname = \"none\"\n[tracking]\nenabled = false\n"))
+    r = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "run"), "--max-lm-calls", "5"])
+    assert r.exit_code == 1, r.output
+    assert "stopped by budget: max_lm_calls 5 for the run reached" in r.output and "resume" in r.output
+    assert engine.calls == 5 and "Traceback" not in r.output
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "stopped"

@@ -316,6 +316,15 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     observers += [*callbacks, *([Console(echo)] if echo else [])]
     specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
              for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
+    if any(lim is not None for lim in [budget.max_usd, *(r.get("max_usd") for r in budget.per_role.values())]):
+        from verifirst.lm.spend import Prices
+
+        Prices(budget.prices).require({r: getattr(getattr(lms, r, None), "model", None) or s  # before any call
+                                       for r, s in specs.items() if s} if lms else {"task": specs["task"]})
+    unknown = sorted(set(budget.per_role) - {"task", "reflection", "teacher", "judge"})
+    if unknown:
+        raise InputError(f"unknown role {unknown[0]!r}", field=f"budget.per_role.{unknown[0]}",
+                         expected="roles task, reflection, teacher, judge")
     if cache is not None:
         configure_cache(cache)
 

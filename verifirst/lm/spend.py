@@ -247,6 +247,7 @@ class SpendMeter:
         self._in_flight = 0
         self._stopped: dict[str | None, BudgetExceeded] = {}  # None: the run; else a role
         self._stopped_by: str | None = None
+        self._first_refusal: BudgetExceeded | None = None
         self._unpriced: set[str] = set()
         self._needs_price = total.max_usd is not None or any(
             lim.max_usd is not None for lim in self.per_role.values())
@@ -260,6 +261,11 @@ class SpendMeter:
     def stopped_by(self) -> str | None:
         """The message of the first limit that refused a request, else None."""
         return self._stopped_by
+
+    @property
+    def first_refusal(self) -> "BudgetExceeded | None":
+        """The first call refused (an engine may have swallowed it; the loop raises it again)."""
+        return self._first_refusal
 
     def admit(self, role: str, model: str | tuple[str, ...], prompt_chars: int, max_tokens: int | None) -> Ticket:
         """Reserve one request's worst case, or raise BudgetExceeded and reserve nothing.
@@ -304,7 +310,7 @@ class SpendMeter:
                 if exc is not None:
                     self._stopped[scope] = exc
                     if self._stopped_by is None:
-                        self._stopped_by = exc.message
+                        self._stopped_by, self._first_refusal = exc.message, exc
                     raise exc
             for tally in (self._run, role_tally):
                 tally.r_usd += usd

@@ -213,6 +213,9 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
                 callback.on_optimizer_end(end)
         finally:
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
+        refused = _refused_call()
+        if refused is not None:  # the engine swallowed a refused call: stop before its result is kept
+            raise refused
         best, history, details = res.program, res.history, dict(res.details)
         details["metric"] = metric.counts()  # items the metric could not judge scored 0.0 for DSPy
         why = optimizer_saw_only_errors(details["metric"], usage0)
@@ -280,6 +283,28 @@ class RunRequest:
     ledger: TestLedger | None = None
     executor: Any = None
     lm_scope: Any = None
+
+
+def _refused_call():
+    """The first LM call the run's budget refused, if any (None without a budget)."""
+    from verifirst.lm.spend import active_meter
+
+    meter = active_meter()
+    return meter.first_refusal if meter is not None else None
+
+
+def spend_meter(budget: Budget):
+    """The meter that admits every LM call of a run against `budget`'s spend limits; None without any.
+
+    Args:
+        budget: the run's budget (max_usd, max_tokens, max_lm_calls, max_wall_s, per_role, prices).
+    """
+    if not getattr(budget, "spend_limited", False):
+        return None
+    from verifirst.lm.spend import Limits, Prices, SpendMeter
+
+    total = Limits(budget.max_usd, budget.max_tokens, budget.max_lm_calls, budget.max_wall_s)
+    return SpendMeter(total, {r: Limits(**lim) for r, lim in budget.per_role.items()}, Prices(budget.prices))
 
 
 def run_digest(program: Any, manifest: SplitManifest, scorer: Metric, optimizer: str, splits: Sequence[str],
@@ -358,6 +383,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
     import contextlib
     import time
 
+    from verifirst.lm.spend import BudgetExceeded, metering
     from verifirst.loop.rundir import lock_run_dir
 
     cb = as_callback(callbacks)
@@ -370,6 +396,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         raise
     run_dir = req.ctx.run_dir = hold.path
     status, report = "FAILED", None
+    meter = spend_meter(req.budget)
     try:
         opt = getattr(req.engine, "name", "none")
         run_id = cb.on_run_start(RunStart(
@@ -381,7 +408,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
                   "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)}))
         atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
         usage_before, t0 = USAGE.total(), time.time()
-        with req.lm_scope() if req.lm_scope else contextlib.nullcontext():
+        with (req.lm_scope() if req.lm_scope else contextlib.nullcontext()), metering(meter):
             res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
                            threads=req.threads, splits=req.splits, progress=req.progress,
                            max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb, executor=req.executor)
@@ -391,12 +418,22 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
                            "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
                            "models": req.models, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
                            "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
+            if meter is not None:
+                report["spend"] = meter.spent()
             cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
         paths = list(publish(report, run_dir)) if publish else []
         cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
         atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
         status = "FINISHED"
         return res, run_id
+    except BudgetExceeded as e:  # a hard stop: nothing past the cap was sent; the run directory resumes
+        status = "KILLED"
+        state = {**_state(req, "stopped"), "stopped_by": e.message, "spend": meter.spent() if meter else None}
+        atomic.write_json(run_dir / "run_state.json", state)
+        raise BudgetExceeded(e.limit, e.role, e.spent, e.cap, e.need,
+                             message=f"{e.message}. Nothing past the limit was sent; rerun on the same run "
+                                     f"directory ({run_dir}) with a larger limit to resume (calls already made "
+                                     f"come from the cache)") from None
     except KeyboardInterrupt:
         status = "KILLED"
         raise

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from verifirst.core.errors import ErrorRateExceeded
+from verifirst.lm.spend import BudgetExceeded
 from verifirst.lm import USAGE, usage_split
 from verifirst.core.metric import Metric
 from verifirst.core.redaction import redact_text
@@ -277,6 +278,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                     pred = program(**item.inputs)
                 err = None
                 break
+            except BudgetExceeded:  # the budget refused the call: the run stops, no item is blamed
+                raise
             except Exception as e:  # any failure to get an output is an LM error
                 err = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"  # one line: it ends up in messages
                 if attempt < retries:
@@ -290,6 +293,8 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         cand = scorer.candidate(pred) if hasattr(scorer, "candidate") else pred
         try:
             v = scorer(item, pred)
+        except BudgetExceeded:  # a judge LM inside the verifier was refused: the run stops
+            raise
         except Exception as e:
             return Row(item.id, split, ERROR, None, output=cand, error=f"{type(e).__name__}: {e}"[:300],
                        error_kind="verifier", wall_s=time.perf_counter() - t0, attempts=attempts)

@@ -144,6 +144,15 @@ def footer_lines(report: dict) -> list[str]:
         if u["lm_calls"] == 0 and u["cache_hits"] > 0:
             msg += " — every call was served from the cache (identical rerun)"
         lines.append(msg + ".")
+    sp = report.get("spend")
+    if isinstance(sp, dict):  # a run under spend limits: what it spent against each limit
+        run, lim = sp.get("run") or {}, (sp.get("limits") or {}).get("run") or {}
+        caps = ", ".join(f"{k} {v}" for k, v in lim.items() if v is not None) or "per role only"
+        roles = "; ".join(f"{r} {c.get('usd', 0):.4f} USD, {c.get('tokens', 0)} tokens, {c.get('lm_calls', 0)} calls"
+                          for r, c in sorted((sp.get("roles") or {}).items()))
+        lines.append(f"Spend: {run.get('usd', 0):.4f} USD, {run.get('tokens', 0)} tokens, {run.get('lm_calls', 0)} "
+                     f"LM calls in {sp.get('wall_s', 0):.0f} s (limits: {caps})" + (f"; by role: {roles}" if roles else "")
+                     + ".")
     for role, eps in sorted((report.get("usage_endpoints") or {}).items()):  # roles served by several endpoints
         lines.append(f"LM endpoints for {role}: " + "; ".join(
             f"{ep} {c['calls']} attempts, {c['errors']} failed, "

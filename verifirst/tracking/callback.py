@@ -156,6 +156,12 @@ class MLflowCallback(RunCallback):
         if (run_dir / "optimized_program.json").exists():
             t.log_artifact(run_dir / "optimized_program.json", "program")
         t.log_json(rep["usage"], "usage.json")
+        sp = rep.get("spend")
+        if isinstance(sp, dict):  # spend/usd, spend/tokens, spend/lm_calls, and per role
+            t.log_metrics({f"spend/{k}": float(v) for k, v in (sp.get("run") or {}).items()
+                           if isinstance(v, (int, float))})
+            t.log_metrics({f"spend/{role}/{k}": float(v) for role, c in (sp.get("roles") or {}).items()
+                           for k, v in c.items() if isinstance(v, (int, float))})
         u = rep["usage_this_run"]
         t.log_metrics({"lm_calls": u["lm_calls"], "cache_hits": u["cache_hits"], "lm_errors": u["errors"],
                        "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
