@@ -164,3 +164,29 @@ def test_cli_run_stopped_by_budget_exits_1_and_says_how_to_resume(tmp_path, monk
     assert "stopped by budget: max_lm_calls 5 for the run reached" in r.output and "resume" in r.output
     assert engine.calls == 5 and "Traceback" not in r.output
     assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "stopped"
+
+
+def _calibrate(run_dir, tmp_path, engine, budget):
+    from pathlib import Path
+
+    from test_behaviour_unchanged import _judge_answer  # noqa: F401  (the scripted judge, teacher and proposer)
+
+    lm = AccountedLM("local/cap-judge", role="judge", spec="cap-judge", engine=engine, cache=True, num_retries=0)
+    outcomes = Path(__file__).resolve().parents[1] / "examples" / "outcomes.jsonl"
+    return vf.calibrate(outcomes, models={"judge": lm}, max_iters=2, run_dir=run_dir, workdir=tmp_path / "wd",
+                        budget=budget)
+
+
+def test_calibration_stops_at_the_cap_and_resumes_to_the_uncapped_rows(tmp_path):
+    from test_behaviour_unchanged import _judge_answer
+
+    full_engine = ScriptedEngine(_judge_answer)
+    full = _calibrate(tmp_path / "full", tmp_path / "a", full_engine, None)
+    cap = full_engine.calls // 2
+    engine = ScriptedEngine(_judge_answer)
+    with pytest.raises(BudgetExceeded, match=f"max_lm_calls {cap} for the run reached"):
+        _calibrate(tmp_path / "capped", tmp_path / "b", engine, vf.Budget(max_lm_calls=cap))
+    assert engine.calls <= cap  # one thread: nothing past the cap was sent
+    again = _calibrate(tmp_path / "capped", tmp_path / "b", engine, vf.Budget(max_lm_calls=10 * full_engine.calls))
+    assert _rows(tmp_path / "capped") == _rows(tmp_path / "full")
+    assert again.report["judge"]["test"] == full.report["judge"]["test"]

@@ -232,6 +232,7 @@ class CalibrationSettings:
     start: "StartPrompt | None" = None
     promote_alias: str | None = None
     promote_rule: Any = None
+    budget: Any = None  # a vf.Budget whose spend limits hold for the run (max_iters and threads come from here)
     aligners: list = field(default_factory=list)
     anchor_engine: Any = None
     n_boot: int = 2000
@@ -350,6 +351,15 @@ class CalibrationSteps(RunCallback):
                 tracker.log_artifact(Path(event.run_dir) / f, "report")
 
 
+def _budget(s: CalibrationSettings) -> Budget:
+    """The loop's budget: AutoRefine's iterations and threads, with the caller's spend limits."""
+    import dataclasses
+
+    if s.budget is None:
+        return Budget(max_iters=s.max_iters, num_threads=s.threads)
+    return dataclasses.replace(s.budget, max_iters=s.max_iters, num_threads=s.threads)
+
+
 def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: CalibrationSettings, lms: dict, *,
                     prompt: str | None = None, run_dir: Path | None = None, tracking: Any = None,
                     echo: Callable[[str], None] = print, engine_options: dict | None = None,
@@ -391,7 +401,7 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
     judge_lm = lms["judge"] if lms.get("judge") is not None else dspy.settings.lm
     models = Models(task=judge_lm, judge=judge_lm, teacher=lms["teacher"], reflection=lms["reflection"])
     return optimize(program, suite, verifier, engine, splits=manifest, models=models,
-                    budget=Budget(max_iters=s.max_iters, num_threads=s.threads), run_dir=run_dir,
+                    budget=_budget(s), run_dir=run_dir,
                     tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
                     workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
                     adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
@@ -532,7 +542,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
                   repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
                   no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
-                  promote_rule: str = "significant") -> CalibrationRun:
+                  promote_rule: str = "significant", budget: Budget | None = None) -> CalibrationRun:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -579,6 +589,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         pass_at: numeric ratings at or above it are PASS (--pass-at; see verifirst.loop.labels).
         label_map: categorical labels to PASS/FAIL ("excellent=PASS,poor=FAIL" or a dict).
         promote_rule: significant | better | noninferior:MARGIN (see verifirst.loop.promotion).
+        budget: a vf.Budget whose spend limits hold for the run (`--max-usd`, ...).
     """
     from verifirst.loop.labels import LabelRule
     from verifirst.loop.promotion import parse_rule
@@ -634,7 +645,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     settings = CalibrationSettings(judge=judge, max_iters=max_iters, threads=threads, view=view, repeats=repeats,
                                    model=model, workdir=workdir, experiment=experiment, start=start,
                                    promote_alias=promote_alias, promote_rule=promote_by, aligners=aligners,
-                                   anchor_engine=anchor_engine, extra=extra)
+                                   anchor_engine=anchor_engine, extra=extra, budget=budget)
     from verifirst.tracking.callback import MLflowCallback
 
     mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
@@ -945,7 +956,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               prompt: str | None = None, view: str | None = None, name: str | None = None,
               promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
               repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
-              promote_rule: str = "significant") -> Result:
+              promote_rule: str = "significant", budget: Budget | None = None) -> Result:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -993,6 +1004,9 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             "excellent=PASS,poor=FAIL"; a value neither covers is refused, naming its records.
         promote_rule: "significant" (validation Δπ interval above zero), "better" or
             "noninferior:MARGIN".
+        budget: spend limits for the run, every role (vf.Budget(max_usd=..., max_lm_calls=...,
+            per_role=..., prices=...)); a call that would cross one is not sent and the run stops,
+            resumable with a larger budget. Its max_iters and threads are this call's.
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
@@ -1009,5 +1023,5 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
                         experiment=(tracking.experiment if tracking and tracking.experiment else "verifirst-calibrate"),
                         prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
                         label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
-                        promote_rule=promote_rule)
+                        promote_rule=promote_rule, budget=budget)
     return out.result

@@ -134,6 +134,18 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     return out
 
 
+def _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s):
+    """A vf.Budget from the --max-* flags (None when none is given); 0 or less is refused, naming the flag."""
+    from verifirst.core.engine import Budget, check_limit
+
+    limits = {"max_usd": max_usd, "max_tokens": max_tokens, "max_lm_calls": max_lm_calls, "max_wall_s": max_wall_s}
+    for key, value in limits.items():
+        if value is not None:
+            check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
+    given = {k: v for k, v in limits.items() if v is not None}
+    return Budget(**given) if given else None
+
+
 @app.command()
 def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
@@ -487,7 +499,11 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                    help="also run MLflow make_judge + align() on the same split and "
                                                         "compare: simba, gepa, memalign, a comma list or all "
                                                         "(the flag takes a value)"),
-              as_json: bool = typer.Option(False, "--json")):
+              as_json: bool = typer.Option(False, "--json"),
+              max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD, every role"),
+              max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens"),
+              max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on model requests"),
+              max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
     Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
@@ -499,6 +515,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
         from verifirst.loop.splits import check_split_method
 
         check_split_method(split_by, time_field, windows, prefix="--")
+        budget = _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s)
         if split_by != "random":
             splits = {"ratios": splits, "by": split_by, "time_field": time_field, "windows": windows}  # type: ignore[assignment]
         raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
@@ -508,7 +525,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
                                        repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
-                                       label_map=label_map, promote_rule=promote_rule))
+                                       label_map=label_map, promote_rule=promote_rule, budget=budget))
     except VerifirstError as e:
         _fail(e)
 

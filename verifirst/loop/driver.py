@@ -211,10 +211,15 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
                 end = OptimizerEnd(res.history, res.details)
             finally:
                 callback.on_optimizer_end(end)
+        except Exception:
+            if _refused_call() is not None:  # the budget, not the engine, ended it
+                _discard_engine_state(run_dir)
+            raise
         finally:
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
         refused = _refused_call()
         if refused is not None:  # the engine swallowed a refused call: stop before its result is kept
+            _discard_engine_state(run_dir)
             raise refused
         best, history, details = res.program, res.history, dict(res.details)
         details["metric"] = metric.counts()  # items the metric could not judge scored 0.0 for DSPy
@@ -283,6 +288,22 @@ class RunRequest:
     ledger: TestLedger | None = None
     executor: Any = None
     lm_scope: Any = None
+
+
+# What the loop itself keeps in a run directory; everything else there is the engine's own state.
+LOOP_FILES = {"eval", "split_manifest.json", "items.jsonl", "run_state.json", "run.lock", "optimized_program.json",
+              "engine_done.json"}
+
+
+def _discard_engine_state(run_dir: Path) -> None:
+    """An engine stopped by the budget may have checkpointed steps whose calls were refused (scored as
+    errors): its state goes, so a resume redoes the engine from the start, its calls served by the
+    cache (paid once), and ends where an unbudgeted run would have."""
+    import shutil
+
+    for p in Path(run_dir).iterdir():
+        if p.name not in LOOP_FILES:
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 def _refused_call():
@@ -426,17 +447,22 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
         status = "FINISHED"
         return res, run_id
-    except BudgetExceeded as e:  # a hard stop: nothing past the cap was sent; the run directory resumes
-        status = "KILLED"
-        state = {**_state(req, "stopped"), "stopped_by": e.message, "spend": meter.spent() if meter else None}
-        atomic.write_json(run_dir / "run_state.json", state)
-        raise BudgetExceeded(e.limit, e.role, e.spent, e.cap, e.need,
-                             message=f"{e.message}. Nothing past the limit was sent; rerun on the same run "
-                                     f"directory ({run_dir}) with a larger limit to resume (calls already made "
-                                     f"come from the cache)") from None
     except KeyboardInterrupt:
         status = "KILLED"
         raise
+    except Exception as e:
+        # A refused call stops the run, whatever an engine made of it (an error count, a failed step):
+        # nothing past the cap was sent, and the run directory resumes with a larger limit.
+        refused = e if isinstance(e, BudgetExceeded) else (meter.first_refusal if meter is not None else None)
+        if refused is None:
+            raise
+        status = "KILLED"
+        state = {**_state(req, "stopped"), "stopped_by": refused.message, "spend": meter.spent() if meter else None}
+        atomic.write_json(run_dir / "run_state.json", state)
+        raise BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
+                             message=f"{refused.message}. Nothing past the limit was sent; rerun on the same run "
+                                     f"directory ({run_dir}) with a larger limit to resume (calls already made "
+                                     f"come from the cache)") from None
     finally:
         try:
             cb.on_run_end(RunEnd(status, run_dir, report))
