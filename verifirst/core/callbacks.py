@@ -110,6 +110,7 @@ class RunEnd:
     status: str  # FINISHED, FAILED or KILLED
     run_dir: Path
     report: dict | None = None
+    stopped_by: str | None = None  # why a run that did not finish stopped (e.g. "stopped by budget: ...")
 
 
 class RunCallback:

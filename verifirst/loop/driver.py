@@ -416,7 +416,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         hold.release()
         raise
     run_dir = req.ctx.run_dir = hold.path
-    status, report = "FAILED", None
+    status, report, stopped_by = "FAILED", None, None
     meter = spend_meter(req.budget)
     try:
         opt = getattr(req.engine, "name", "none")
@@ -456,7 +456,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         refused = e if isinstance(e, BudgetExceeded) else (meter.first_refusal if meter is not None else None)
         if refused is None:
             raise
-        status = "KILLED"
+        status, stopped_by = "KILLED", refused.message
         state = {**_state(req, "stopped"), "stopped_by": refused.message, "spend": meter.spent() if meter else None}
         atomic.write_json(run_dir / "run_state.json", state)
         raise BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
@@ -465,6 +465,6 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
                                      f"come from the cache)") from None
     finally:
         try:
-            cb.on_run_end(RunEnd(status, run_dir, report))
+            cb.on_run_end(RunEnd(status, run_dir, report, stopped_by))
         finally:
             hold.release()

@@ -170,6 +170,8 @@ class MLflowCallback(RunCallback):
     def on_run_end(self, event: RunEnd) -> None:
         for name in list(self._scopes):
             self._close(name, failed=event.status != "FINISHED")
+        if event.stopped_by:
+            self.tracker.set_tags({"verifirst.stopped_by": event.stopped_by[:500]})
         self.tracker.finish(event.status)
 
     def _close(self, name: str, failed: bool = False) -> None:
