@@ -24,43 +24,50 @@ FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\
 FAIL_RULE = re.compile(r"FAIL if the diff contains `([^`]+)`")
 
 
-def scripted_models():
-    """One scripted LM in every role, acting on what its prompt says.
+def scripted_answer(messages: list[dict]) -> str:
+    """One scripted LM's answer in every calibration role, acting on what its prompt says.
 
     As the judge it applies the `FAIL if the diff contains ...` rules in its instructions (PASS
     otherwise); as the teacher it names the hazard in a failed diff; as the proposer it turns a
     disagreement into a rule (paired with a PASS rule, as AutoRefine asks); as the applier it
     appends the rules. So the judge only improves if the loop writes rules into its prompt.
+
+    Args:
+        messages: the chat messages sent to the model.
     """
-    from verifirst.lm.testing import json_answer, scripted_lm
+    from verifirst.lm.testing import json_answer
 
-    def answer(messages):
-        system, user = messages[0]["content"], messages[-1]["content"]
-        f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
-        if "`new_prompt`" in system:
-            rules = "".join(f"\n- {e['rule']}" for e in json.loads(f["edits"]) if e.get("op") == "add")
-            return json_answer(new_prompt=f["judge_prompt"] + rules)
-        if "`edits`" in system:
-            edits = []
-            for token in dict.fromkeys(re.findall(r"`([^`]+)`", f.get("disagreements", ""))):
-                if token in HAZARDS and f"`{token}`" not in f.get("judge_prompt", ""):
-                    edits += [{"op": "add", "direction": "FAIL", "rule": f"FAIL if the diff contains `{token}`"},
-                              {"op": "add", "direction": "PASS",
-                               "rule": f"PASS if the diff uses a safe form instead of `{token}`"}]
-            return json_answer(edits=edits)
-        if "`decision`" in system:
-            found = [h for h in HAZARDS if h in f.get("diff", "")]
-            if f.get("outcome_label") == "FAIL" and found:
-                return json_answer(justification=f"the diff contains `{found[0]}`", decision="KEEP")
-            if f.get("outcome_label") == "FAIL":
-                return json_answer(justification="nothing in the view explains the failure", decision="SKIP")
-            return json_answer(justification="no hazard is visible", decision="KEEP")
-        instructions = system.split("your objective is:", 1)[-1]
-        hit = [t for t in FAIL_RULE.findall(instructions) if t in f.get("diff", "")]
-        return json_answer(reasoning=f"matches `{hit[0]}`" if hit else "no rule applies",
-                           verdict="FAIL" if hit else "PASS")
+    system, user = messages[0]["content"], messages[-1]["content"]
+    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
+    if "`new_prompt`" in system:
+        rules = "".join(f"\n- {e['rule']}" for e in json.loads(f["edits"]) if e.get("op") == "add")
+        return json_answer(new_prompt=f["judge_prompt"] + rules)
+    if "`edits`" in system:
+        edits = []
+        for token in dict.fromkeys(re.findall(r"`([^`]+)`", f.get("disagreements", ""))):
+            if token in HAZARDS and f"`{token}`" not in f.get("judge_prompt", ""):
+                edits += [{"op": "add", "direction": "FAIL", "rule": f"FAIL if the diff contains `{token}`"},
+                          {"op": "add", "direction": "PASS",
+                           "rule": f"PASS if the diff uses a safe form instead of `{token}`"}]
+        return json_answer(edits=edits)
+    if "`decision`" in system:
+        found = [h for h in HAZARDS if h in f.get("diff", "")]
+        if f.get("outcome_label") == "FAIL" and found:
+            return json_answer(justification=f"the diff contains `{found[0]}`", decision="KEEP")
+        if f.get("outcome_label") == "FAIL":
+            return json_answer(justification="nothing in the view explains the failure", decision="SKIP")
+        return json_answer(justification="no hazard is visible", decision="KEEP")
+    instructions = system.split("your objective is:", 1)[-1]
+    hit = [t for t in FAIL_RULE.findall(instructions) if t in f.get("diff", "")]
+    return json_answer(reasoning=f"matches `{hit[0]}`" if hit else "no rule applies",
+                       verdict="FAIL" if hit else "PASS")
 
-    return {"judge": scripted_lm(answer, role="judge", name="ex-judge")}
+
+def scripted_models():
+    """The scripted LM (`scripted_answer`) in the judge role; the teacher and proposer default to it."""
+    from verifirst.lm.testing import scripted_lm
+
+    return {"judge": scripted_lm(scripted_answer, role="judge", name="ex-judge")}
 
 
 def main(workdir: str = ".verifirst") -> dict:

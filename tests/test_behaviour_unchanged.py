@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -247,41 +246,17 @@ def iac(tmp: Path) -> dict:
     return _extract(tmp / "run", tmp)
 
 
-HAZARDS = ["eval(", "os.system(", "except Exception", "verify=False", "timeout=None", "print(password)",
-           "a == b", "{name}'"]
-FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
-FAIL_RULE = re.compile(r"FAIL if the diff contains `([^`]+)`")
+def _example_answer():
+    """The scripted LM of examples/api_calibrate.py (judge, teacher, proposer and applier in one)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("api_calibrate_example", EXAMPLES / "api_calibrate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.scripted_answer
 
 
-def _judge_answer(messages):
-    """One scripted LM in every calibration role, acting on what its prompt says (as
-    examples/api_calibrate.py): the judge applies the `FAIL if the diff contains ...` rules in its
-    instructions, the teacher names the hazard in a failed diff, the proposer turns a disagreement
-    into rules, the applier appends them."""
-    system, user = messages[0]["content"], messages[-1]["content"]
-    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
-    if "`new_prompt`" in system:
-        rules = "".join(f"\n- {e['rule']}" for e in json.loads(f["edits"]) if e.get("op") == "add")
-        return _answer(new_prompt=f["judge_prompt"] + rules)
-    if "`edits`" in system:
-        edits = []
-        for token in dict.fromkeys(re.findall(r"`([^`]+)`", f.get("disagreements", ""))):
-            if token in HAZARDS and f"`{token}`" not in f.get("judge_prompt", ""):
-                edits += [{"op": "add", "direction": "FAIL", "rule": f"FAIL if the diff contains `{token}`"},
-                          {"op": "add", "direction": "PASS",
-                           "rule": f"PASS if the diff uses a safe form instead of `{token}`"}]
-        return _answer(edits=edits)
-    if "`decision`" in system:
-        found = [h for h in HAZARDS if h in f.get("diff", "")]
-        if f.get("outcome_label") == "FAIL" and found:
-            return _answer(justification=f"the diff contains `{found[0]}`", decision="KEEP")
-        if f.get("outcome_label") == "FAIL":
-            return _answer(justification="nothing in the view explains the failure", decision="SKIP")
-        return _answer(justification="no hazard is visible", decision="KEEP")
-    instructions = system.split("your objective is:", 1)[-1]
-    hit = [t for t in FAIL_RULE.findall(instructions) if t in f.get("diff", "")]
-    return _answer(reasoning=f"matches `{hit[0]}`" if hit else "no rule applies",
-                   verdict="FAIL" if hit else "PASS")
+_judge_answer = _example_answer()
 
 
 def calibration(tmp: Path) -> dict:
