@@ -23,8 +23,8 @@ LAYOUT_MARKER = "<!-- layout-table -->"
 
 # Public names by topic; a name missing here still gets a page entry, under "Other".
 API_GROUPS = {
-    "Run, evaluate, calibrate": ["optimize", "evaluate", "run", "load_config", "calibrate", "Result", "MLflow",
-                                 "Budget"],
+    "Run, evaluate, calibrate": ["optimize", "evaluate", "run", "load_config", "calibrate", "monitor", "Result",
+                                 "MLflow", "Budget"],
     "Data and splits": ["Item", "Suite", "make_splits", "SplitManifest"],
     "Models": ["make_lm", "make_models"],
     "Metrics and scorers": ["Metric", "mlflow_scorer", "dspy_metric"],

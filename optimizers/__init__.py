@@ -41,6 +41,8 @@ def register(registry) -> None:
     add("calibration", "verdicts-at", "verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold")
     add("calibration", "judge-report", "verifirst.optimizers.autorefine:judge_report",
         "the judge section of a calibration report")
+    add("calibration", "teacher-review", "verifirst.optimizers._teacher:review_items",
+        "the informed teacher's decisions on labelled items (monitoring: its abstention rate)")
     add("calibration", "align-anchor", "verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor")
     add("public", "AutoRefine", "verifirst.optimizers.teleprompter:AutoRefine", "AutoRefine as a DSPy teleprompter")
     add("public", "AutoRefineAligner", "verifirst.optimizers.aligner:AutoRefineAligner",

@@ -153,3 +153,18 @@ def _fisher(groups: dict[str, list]) -> dict | None:
     res = fisher_exact([[sa, len(da) - sa], [sb, len(db) - sb]])
     return {"levels": [a, b], "skip": [sa, sb], "n": [len(da), len(db)],
             "odds_ratio": res.odds_ratio, "p_value": res.p_value}
+
+
+def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num_threads: int = 1) -> dict[str, dict]:
+    """The informed teacher AutoRefine runs, on these items with their recorded labels (a monitoring
+    window): item id -> {"decision": KEEP | CORRECT | SKIP | ERROR, "final_label", "justification",
+    "error"}. SKIP is an abstention: the outcome cannot be explained from what the judge sees.
+
+    Args:
+        view_fields: the fields the judge reads (the teacher sees exactly those).
+        items: the items, each with gold["label"] PASS/FAIL.
+        lm: the teacher's LM (None: the configured one).
+        num_threads: threads.
+    """
+    decisions = run_teacher(InformedTeacher(view_fields), items, lm, num_threads)
+    return {k: d.to_dict() for k, d in decisions.items()}

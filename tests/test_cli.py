@@ -9,7 +9,7 @@ from verifirst.cli import app
 from verifirst.core import registry
 
 runner = CliRunner()
-VERBS = ["run", "optimize", "demo", "ui", "report", "calibrate", "judge", "bench", "components",
+VERBS = ["run", "optimize", "demo", "ui", "report", "calibrate", "judge", "monitor", "bench", "components",
          "verify bash", "verify terraform", "schema pull"]
 
 

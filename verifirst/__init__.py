@@ -31,6 +31,7 @@ _LAZY = {
     "run": ("verifirst.api", "run"),
     "load_config": ("verifirst.api", "load_config"),
     "calibrate": ("verifirst.calibration", "calibrate"),
+    "monitor": ("verifirst.monitoring", "monitor"),
     "Result": ("verifirst.api", "Result"),
     "MLflow": ("verifirst.api", "MLflow"),
     "Budget": ("verifirst.core.engine", "Budget"),

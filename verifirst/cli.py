@@ -569,6 +569,62 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         _fail(e)
 
 
+@app.command("monitor")
+def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompts:/NAME@champion, "
+                                                     "prompts:/NAME/VERSION or a prompt file"),
+                outcomes: Optional[Path] = typer.Option(None, help="labelled outcome records (.jsonl/.csv), each "
+                                                                  "with a time; or use --from-mlflow"),
+                from_mlflow: Optional[str] = typer.Option(None, "--from-mlflow", metavar="EXPERIMENT",
+                                                          help="read records from this experiment's labelled traces "
+                                                               "(a trace's time: its request time)"),
+                label: str = typer.Option("label", help="--from-mlflow: the assessment holding the label"),
+                windows: str = typer.Option("7d", "--windows", help="a duration (7d, 12h, 2w) or a count of "
+                                                                     "equal windows (4)"),
+                time_field: str = typer.Option("created_at", "--time-field", help="record field holding its time "
+                                               "(ISO 8601, naive = UTC; a date; or epoch seconds)"),
+                baseline_pi: Optional[float] = typer.Option(None, "--baseline-pi",
+                                                            help="the champion's validation π (default: the prompt "
+                                                                 "version's val_pi tag)"),
+                max_abstention: float = typer.Option(0.3, "--max-abstention",
+                                                     help="teacher abstention rate above which a window drifts"),
+                min_n: int = typer.Option(5, "--min-n", help="judged records a window needs to decide drift"),
+                kind: Optional[str] = typer.Option(None, help="passfail | rubric (default: the prompt's tag)"),
+                view: Optional[str] = typer.Option(None, help="record fields the judge reads (default: the view it "
+                                                              "was calibrated with)"),
+                pass_at: Optional[float] = typer.Option(None, "--pass-at", help="numeric ratings at or above it "
+                                                                                "are PASS"),
+                label_map: Optional[str] = typer.Option(None, "--label-map", help="categorical labels: "
+                                                        "excellent=PASS,good=PASS,poor=FAIL"),
+                model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
+                teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
+                threads: int = typer.Option(1), workdir: Path = typer.Option(DEMO_DIR),
+                run_dir: Optional[Path] = typer.Option(None, help="where report.json/md go (default: "
+                                                                  "WORKDIR/runs/monitor-TIME)"),
+                tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
+                no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
+                as_json: bool = typer.Option(False, "--json")):
+    """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
+
+    Example: verifirst monitor --prompt prompts:/NAME@champion --outcomes new.jsonl --windows 7d
+    A window drifts when its π interval lies below the champion's validation π or the informed
+    teacher abstains on more than --max-abstention of it. Exit 0 ok, 1 drift (recommends
+    "recalibrate" or "give the judge better inputs"), 2 bad input.
+    """
+    try:
+        from verifirst.api import MLflow
+        from verifirst.monitoring import DriftRule, cli_monitor
+
+        rule = DriftRule(baseline_pi, max_abstention, min_n)._checked("--")
+        models = {"judge": model, "teacher": teacher or model}
+        tracking = None if no_tracking else MLflow(uri=tracking_uri, experiment="verifirst-monitor", offline=offline)
+        raise typer.Exit(cli_monitor(as_json=as_json, prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow,
+                                     label=label, models=models, windows=windows, time_field=time_field, view=view,
+                                     pass_at=pass_at, label_map=label_map, workdir=workdir, tracking=tracking,
+                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir))
+    except VerifirstError as e:
+        _fail(e)
+
+
 def _judge_summary(rows: list[dict]) -> str:
     """One line on stderr: how many were judged, and agreement where records carry a label."""
     from verifirst.core import stats

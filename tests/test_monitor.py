@@ -1,0 +1,195 @@
+"""Monitoring a deployed judge (issue 23): per-window π with its interval, FAIL recall/precision, the
+share the judge could not judge, the informed teacher's abstention rate; drift raises exit 1 with
+the fitting recommendation, bad input exits 2 naming the file or field. Scripted LMs only: one LM
+acts on what its prompt says (the judge applies the `FAIL if the diff contains ...` rules of its
+instructions; the teacher keeps a FAIL it can see a hazard for and abstains otherwise)."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verifirst.cli import app
+from verifirst.lm.testing import json_answer, scripted_lm
+
+runner = CliRunner()
+T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)  # a Monday: week k is days 7k..7k+6
+CHANGE = T0 + timedelta(days=21)  # the agent evolves: from week 3 on, os.system( fails too
+HAZARDS = ["eval(", "os.system("]
+FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
+FAIL_RULE = re.compile(r"FAIL if the diff contains `([^`]+)`")
+PROMPT = "Judge the diff. FAIL if the diff contains `eval(`. Otherwise PASS."
+
+
+def _answer(messages):
+    system, user = messages[0]["content"], messages[-1]["content"]
+    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
+    if "`decision`" in system:  # the informed teacher
+        found = [h for h in HAZARDS if h in f.get("diff", "")]
+        if f.get("outcome_label") == "FAIL" and not found:
+            return json_answer(justification="nothing in the view explains the failure", decision="SKIP")
+        return json_answer(justification=f"the diff shows `{found[0]}`" if found else "no hazard", decision="KEEP")
+    instructions = system.split("your objective is:", 1)[-1]
+    hit = [t for t in FAIL_RULE.findall(instructions) if t in f.get("diff", "")]
+    return json_answer(reasoning=f"matches `{hit[0]}`" if hit else "no rule applies",
+                       verdict="FAIL" if hit else "PASS")
+
+
+def _lm(role="judge"):
+    return scripted_lm(_answer, role=role, name=f"monitor-{role}")
+
+
+def _records(weeks=4, hidden_week=None):
+    """20 records a week, one every 8 hours: 10 clean (PASS), 10 hazardous. Before CHANGE only
+    `eval(` fails; from CHANGE on the agent's new `os.system(` calls fail too (the rule changed).
+    In `hidden_week`, 8 of the 10 clean diffs FAIL for a reason no view shows (flaky infrastructure)."""
+    out = []
+    for w in range(weeks):
+        for k in range(20):
+            t = T0 + timedelta(days=7 * w, hours=8 * k)
+            if k % 2 == 0:
+                diff, label = f"+ x = {k}\n", "PASS"
+                if w == hidden_week and k < 16:
+                    label = "FAIL"
+            elif t < CHANGE or k % 4 == 1:
+                diff, label = f"+ y = eval(s{k})\n", "FAIL"
+            else:
+                diff, label = f"+ os.system(cmd{k})\n", "FAIL"
+            out.append({"id": f"w{w}-{k}", "label": label, "diff": diff, "created_at": t.isoformat()})
+    return out
+
+
+def _write(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """The CLI's model strings resolve to the scripted LM."""
+    import verifirst.monitoring as mon
+
+    monkeypatch.setattr(mon, "make_lm", lambda spec, role="task", **kw: _lm(role))
+
+
+def _cli(tmp_path, *args):
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(PROMPT)
+    return runner.invoke(app, ["monitor", "--prompt", str(prompt), "--windows", "7d", "--time-field", "created_at",
+                               "--baseline-pi", "0.9", "--workdir", str(tmp_path / "wd"), "--no-tracking", *args])
+
+
+def test_drift_is_raised_at_the_rule_change_and_not_before(tmp_path, scripted):
+    rows = _records()
+    before = _write(tmp_path / "before.jsonl", [r for r in rows if r["created_at"] < CHANGE.isoformat()])
+    everything = _write(tmp_path / "all.jsonl", rows)
+
+    r = _cli(tmp_path, "--outcomes", str(before), "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert [w["n"] for w in rep["windows"]] == [20, 20, 20]
+    assert all(w["pi"] == 1.0 and w["status"] == "ok" for w in rep["windows"])
+    assert rep["drift"] is False and rep["recommendation"] is None
+
+    r = _cli(tmp_path, "--outcomes", str(everything), "--json")
+    assert r.exit_code == 1, r.output
+    rep = json.loads(r.output)
+    ws = rep["windows"]
+    assert [w["drift"]["pi"] for w in ws] == [False, False, False, True], [w["status"] for w in ws]
+    assert rep["first_drift_window"] == 3 and rep["drifting_windows"] == [3]
+    last = ws[3]
+    assert last["pi_ci95"][1] < 0.9 and last["fail_recall"] == 0.5 and last["fail_precision"] == 1.0
+    assert last["teacher"]["abstention_rate"] == 0.0, "the new failures are visible in the diff"
+    assert rep["recommendation"] == "recalibrate"
+    assert Path(rep["run_dir"], "report.json").exists() and "recalibrate" in Path(rep["run_dir"], "report.md").read_text()
+
+    r = _cli(tmp_path, "--outcomes", str(everything))  # the table, for a person
+    assert r.exit_code == 1 and "DRIFT" in r.output and "recalibrate" in r.output, r.output
+
+
+def test_hidden_causes_recommend_better_inputs_not_recalibration(tmp_path, scripted):
+    path = _write(tmp_path / "o.jsonl", _records(weeks=3, hidden_week=2))
+    r = _cli(tmp_path, "--outcomes", str(path), "--json")
+    assert r.exit_code == 1, r.output
+    rep = json.loads(r.output)
+    ws = rep["windows"]
+    assert [w["drift"]["abstention"] for w in ws] == [False, False, True]
+    assert ws[2]["teacher"]["abstention_rate"] > 0.3 and ws[0]["teacher"]["abstention_rate"] == 0.0
+    assert rep["recommendation"] == "give the judge better inputs"
+    assert ws[2]["recommendation"] == "give the judge better inputs"
+
+
+def test_judge_lm_errors_are_counted_apart_never_a_verdict(tmp_path):
+    import verifirst as vf
+
+    def flaky(messages):
+        if "`decision`" not in messages[0]["content"] and "y = eval(s3)" in messages[-1]["content"]:
+            raise RuntimeError("provider down")
+        return _answer(messages)
+
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(PROMPT)
+    res = vf.monitor(str(prompt), _write(tmp_path / "o.jsonl", _records(weeks=1)), windows=1,
+                     models={"judge": scripted_lm(flaky, role="judge", name="flaky")}, baseline_pi=0.9,
+                     workdir=tmp_path / "wd", n_boot=200)
+    w = res.windows[0]
+    assert w["n"] == 20 and w["judged"] == 19 and w["judge_errors"] == 1 and w["unjudged_rate"] == 0.05
+    assert w["pi"] == 1.0 and res.exit_code == 0 and res.recommendation is None
+
+
+def test_the_champion_from_the_registry_is_judged_against_its_val_pi_and_metrics_go_to_mlflow_by_window(tmp_path):
+    """prompts:/NAME@champion: the baseline is the version's val_pi tag (as calibration registers it);
+    with tracking the windows' metrics are a time series (step = window index) and the verdict tags."""
+    import verifirst as vf
+    from mlflow import MlflowClient
+
+    from verifirst.tracking import Tracker
+
+    tr = Tracker(tmp_path / "wd", offline=True, autolog=False)
+    uri = tr.register_prompt("monitor-judge", PROMPT, tags={"val_pi": "0.950000", "judge": "passfail",
+                                                            "threshold": "None"})
+    tr.client.set_prompt_alias("monitor-judge", "champion", int(uri.rsplit("/", 1)[1]))
+    res = vf.monitor("prompts:/monitor-judge@champion", _write(tmp_path / "o.jsonl", _records()), windows="7d",
+                     models={"judge": _lm()}, workdir=tmp_path / "wd", n_boot=200,
+                     tracking=vf.MLflow(offline=True, experiment="monitor-test"))
+    assert res.exit_code == 1 and res.report["drift_rule"]["baseline_pi"] == 0.95
+    assert "val_pi" in res.report["drift_rule"]["baseline_source"] and res.report["prompt"]["version"] == 1
+    client = MlflowClient(tracking_uri=res.report["tracking_uri"])
+    hist = client.get_metric_history(res.report["run_id"], "pi")
+    assert [m.step for m in sorted(hist, key=lambda m: m.step)] == [0, 1, 2, 3]
+    drift = {m.step: m.value for m in client.get_metric_history(res.report["run_id"], "drift")}
+    assert drift == {0: 0.0, 1: 0.0, 2: 0.0, 3: 1.0}
+    tags = client.get_run(res.report["run_id"]).data.tags
+    assert tags["drift"] == "true" and tags["recommendation"] == "recalibrate"
+
+
+def test_bad_input_exits_2_naming_the_file_or_field(tmp_path, scripted):
+    rows = _records(weeks=1)
+    del rows[3]["created_at"]
+    path = _write(tmp_path / "notime.jsonl", rows)
+    r = _cli(tmp_path, "--outcomes", str(path))
+    assert r.exit_code == 2, r.output
+    assert "w0-3" in r.output and "created_at" in r.output and "notime.jsonl" in r.output
+
+    r = _cli(tmp_path, "--outcomes", str(_write(tmp_path / "ok.jsonl", _records(weeks=1))), "--time-field", "when")
+    assert r.exit_code == 2 and "'when'" in r.output, r.output
+
+    r = runner.invoke(app, ["monitor", "--prompt", str(tmp_path / "nope.md"), "--outcomes", str(path),
+                            "--baseline-pi", "0.9", "--no-tracking", "--workdir", str(tmp_path / "wd")])
+    assert r.exit_code == 2 and "nope.md" in r.output, r.output
+
+    r = runner.invoke(app, ["monitor", "--prompt", "prompts:/no-such-judge@champion", "--outcomes", str(path),
+                            "--no-tracking", "--workdir", str(tmp_path / "wd")])
+    assert r.exit_code == 2 and "no-such-judge" in r.output, r.output
+
+    prompt = tmp_path / "judge.md"
+    r = runner.invoke(app, ["monitor", "--prompt", str(prompt), "--outcomes", str(tmp_path / "ok.jsonl"),
+                            "--no-tracking", "--workdir", str(tmp_path / "wd")])
+    assert r.exit_code == 2 and "--baseline-pi" in r.output, r.output
+
+    r = _cli(tmp_path, "--outcomes", str(tmp_path / "ok.jsonl"), "--windows", "soon")
+    assert r.exit_code == 2 and "--windows" in r.output, r.output

@@ -1,0 +1,470 @@
+"""Keep a judge current: score the deployed judge on new labelled outcomes, window by window.
+
+`vf.monitor` (and `verifirst monitor`) runs the judge prompt (a file, prompts:/NAME/VERSION or
+prompts:/NAME@ALIAS) on outcome records cut into time windows (verifirst.loop.timesplit) and
+reports per window: n, Scott's π with a 95% bootstrap interval, FAIL recall/precision, the share
+of records the judge could not judge (LM errors, counted apart: never PASS, never FAIL), and the
+abstention rate of the informed teacher AutoRefine uses, run on the window's records with their
+labels (SKIP: the outcome cannot be explained from what the judge sees).
+
+The drift rule (`DriftRule`), per window holding at least `min_n` judged records:
+
+- **π drift**: the upper bound of the window's π interval lies below the baseline π, the
+  champion's validation π (the `val_pi` tag calibration registers on the prompt version, or
+  `baseline_pi` / `--baseline-pi`);
+- **abstention drift**: the teacher abstains on more than `max_abstention` (default 0.3) of the
+  window's records it reviewed.
+
+Any drifting window makes the run drift: exit code 1 (0 when none drifts; 2 for bad input). The
+action it recommends: "give the judge better inputs" when abstention rose (the outcomes depend on
+something the judge cannot see; a better prompt cannot help), else "recalibrate" when π dropped
+with abstention normal.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import dspy
+
+from verifirst.api import DEFAULT_WORKDIR, MLflow
+from verifirst.core import atomic
+from verifirst.core.errors import InputError
+from verifirst.core.stats import FAIL, PASS, judge_metrics
+from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
+
+RECALIBRATE = "recalibrate"
+BETTER_INPUTS = "give the judge better inputs"
+DEFAULT_MAX_ABSTENTION = 0.3
+DEFAULT_MIN_N = 5
+EXIT_OK, EXIT_DRIFT = 0, 1
+BASELINE_TAG = "val_pi"  # the prompt version's tag holding the champion's validation π (calibration sets it)
+
+
+@dataclass(frozen=True)
+class DriftRule:
+    """When a window drifts (see the module docstring).
+
+    Args:
+        baseline_pi: the champion's validation π (None: the prompt version's `val_pi` tag).
+        max_abstention: a teacher abstention rate above it is drift (the judge needs better inputs).
+        min_n: windows with fewer judged records decide nothing (too few to tell).
+    """
+
+    baseline_pi: float | None = None
+    max_abstention: float = DEFAULT_MAX_ABSTENTION
+    min_n: int = DEFAULT_MIN_N
+
+    @classmethod
+    def of(cls, spec: Any, prefix: str = "") -> "DriftRule":
+        """A checked rule from a DriftRule, a dict of its fields, or None (defaults)."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, DriftRule):
+            rule = spec
+        elif isinstance(spec, dict):
+            unknown = sorted(set(spec) - {"baseline_pi", "max_abstention", "min_n"})
+            if unknown:
+                raise InputError(f"unknown drift setting {unknown[0]!r}", field=f"{prefix}drift",
+                                 expected="baseline_pi, max_abstention, min_n")
+            rule = cls(**{k: v for k, v in spec.items() if v is not None})
+        else:
+            raise InputError(f"a {type(spec).__name__} is not a drift rule", field=f"{prefix}drift",
+                             expected="vf.DriftRule(...) or a dict of baseline_pi, max_abstention, min_n")
+        return rule._checked(prefix)
+
+    def _checked(self, prefix: str) -> "DriftRule":
+        from verifirst.config import check_number
+
+        dash = prefix == "--"
+        if self.baseline_pi is not None:
+            check_number(self.baseline_pi, -1.0, 1.0, "--baseline-pi" if dash else "baseline_pi")
+        check_number(self.max_abstention, 0.0, 1.0, "--max-abstention" if dash else "max_abstention")
+        check_number(self.min_n, 1, None, "--min-n" if dash else "min_n", integer=True)
+        return self
+
+    def describe(self, baseline: float | None) -> str:
+        """The rule in words, with the baseline it compares against."""
+        base = "n/a" if baseline is None else f"{baseline:.3f}"
+        return (f"a window with at least {self.min_n} judged records drifts when its π 95% interval lies "
+                f"below the baseline π {base}, or when the informed teacher abstains on more than "
+                f"{self.max_abstention:.0%} of it")
+
+
+@dataclass
+class MonitorResult:
+    """What `vf.monitor` returns: the report, its run directory and the verdict for a scheduler."""
+
+    report: dict
+    run_dir: Path
+    drift: bool
+    exit_code: int  # 0 ok, 1 drift (bad input raises InputError: exit 2 on the command line)
+    recommendation: str | None
+    windows: list = field(default_factory=list)
+
+
+def _models(models: Any) -> tuple[Any, Any]:
+    """(judge LM, teacher LM): model strings, dicts or dspy.LM objects; the teacher defaults to the judge."""
+    given = {k: v for k, v in dict(models or {}).items() if v is not None}
+    unknown = sorted(set(given) - {"judge", "teacher"})
+    if unknown:
+        raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles judge, teacher")
+    judge = given.get("judge")
+    if judge is None:
+        judge = dspy.settings.lm
+    if judge is None:
+        raise InputError("no judge LM: pass models={'judge': ...} or dspy.configure(lm=...)", field="models.judge")
+    teacher = given.get("teacher", judge)
+
+    def build(spec, role):
+        return make_lm(spec, role=role) if isinstance(spec, (str, list)) else spec
+
+    return build(judge, "judge"), build(teacher, "teacher")
+
+
+def _load_records(outcomes, from_mlflow, label, rule, workdir: Path, tracking_uri: str | None, time_field: str):
+    """(suite, source, record lines) from the outcomes file or an MLflow experiment's labelled traces.
+    A trace's time is its request time (meta `request_time`) unless it carries `time_field`."""
+    from verifirst.calibration import load_outcome_suite
+
+    if from_mlflow:
+        from verifirst.tracking import Tracker
+        from verifirst.tracking.records import load_trace_suite
+
+        uri = tracking_uri or Tracker(workdir, enabled=False).uri
+        suite, _ = load_trace_suite(from_mlflow, uri, label=label, rule=rule)
+        _trace_times(suite, uri, time_field)
+        return suite, f"mlflow:{from_mlflow}", {}
+    if outcomes is None:
+        raise InputError("no records to monitor", field="--outcomes",
+                         expected="--outcomes FILE or --from-mlflow EXPERIMENT")
+    path = Path(outcomes)
+    if path.suffix.lower() not in (".jsonl", ".ndjson", ".json", ".csv") and path.exists():
+        raise InputError(f"unknown outcomes format {path.suffix!r}", path=str(path), expected="a .jsonl or .csv file")
+    suite = load_outcome_suite(path, labels=rule if rule.given else None)
+    return suite, str(path), suite.meta.get("lines") or {}
+
+
+def _trace_times(suite, uri: str, time_field: str) -> None:
+    """Each trace item's request time into its meta (as `time_field` when the trace lacks one)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    for it in suite.items:
+        if it.meta.get(time_field) not in (None, "") or not it.meta.get("trace_id"):
+            continue
+        try:
+            info = client.get_trace_info(it.meta["trace_id"]) if hasattr(client, "get_trace_info") \
+                else client.get_trace(it.meta["trace_id"]).info
+        except Exception:  # the item then has no time and is refused by name
+            continue
+        ms = getattr(info, "request_time", None) or getattr(info, "timestamp_ms", None)
+        if ms:
+            it.meta[time_field] = float(ms) / 1000.0
+
+
+def _window_row(index: int, w, labels: dict, verdicts: dict, teacher: dict, rule: DriftRule,
+                baseline: float | None, n_boot: int) -> dict:
+    ids = [it.id for it in w.items]
+    judged = [i for i in ids if verdicts.get(i) in (PASS, FAIL)]
+    errors = len(ids) - len(judged)
+    row: dict[str, Any] = {"index": index, "window": w.label, "start": w.start.isoformat().replace("+00:00", "Z"),
+                           "end": w.end.isoformat().replace("+00:00", "Z"), "n": len(ids), "judged": len(judged),
+                           "judge_errors": errors, "unjudged_rate": errors / len(ids) if ids else None,
+                           "label_counts": {l: sum(labels[i] == l for i in ids) for l in (PASS, FAIL)},
+                           "pi": None, "pi_ci95": None, "accuracy": None, "fail_recall": None,
+                           "fail_precision": None, "pass_recall": None}
+    if judged:
+        m = judge_metrics([labels[i] for i in judged], [verdicts[i] for i in judged], n_boot=n_boot)
+        row.update({k: m[k] for k in ("pi", "accuracy", "fail_recall", "fail_precision", "pass_recall")})
+        row["pi_ci95"] = m.get("pi_ci95")
+    decided = [teacher[i] for i in ids if i in teacher and teacher[i]["decision"] != "ERROR"]
+    counts = {d: sum(t["decision"] == d for t in (teacher.get(i) for i in ids) if t) for d in
+              ("KEEP", "CORRECT", "SKIP", "ERROR")}
+    row["teacher"] = {"reviewed": len(decided), **{k.lower(): v for k, v in counts.items()},
+                      "abstention_rate": counts["SKIP"] / len(decided) if decided else None}
+    enough = len(judged) >= rule.min_n
+    pi_drift = bool(enough and baseline is not None and row["pi_ci95"] is not None and row["pi_ci95"][1] < baseline)
+    ab = row["teacher"]["abstention_rate"]
+    abstain_drift = bool(len(decided) >= rule.min_n and ab is not None and ab > rule.max_abstention)
+    row["drift"] = {"pi": pi_drift, "abstention": abstain_drift}
+    row["recommendation"] = BETTER_INPUTS if abstain_drift else RECALIBRATE if pi_drift else None
+    if not ids:
+        row["status"] = "no records"
+    elif not enough and not abstain_drift:
+        row["status"] = f"too few judged records (< {rule.min_n})"
+    else:
+        why = [f"π interval [{row['pi_ci95'][0]:+.3f}, {row['pi_ci95'][1]:+.3f}] below baseline {baseline:.3f}"
+               if pi_drift else "", f"teacher abstains on {ab:.0%} (> {rule.max_abstention:.0%})" if abstain_drift else ""]
+        why = [w for w in why if w]
+        row["status"] = ("drift: " + "; ".join(why)) if why else "ok"
+    return row
+
+
+def _baseline(rule: DriftRule, tags: dict, source: str) -> tuple[float, str]:
+    if rule.baseline_pi is not None:
+        return float(rule.baseline_pi), "given (--baseline-pi)"
+    raw = tags.get(BASELINE_TAG)
+    try:
+        value = float(raw) if raw not in (None, "") else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value):
+        raise InputError(f"no baseline π for {source}: the prompt version has no {BASELINE_TAG!r} tag (calibration "
+                         f"registers one)", field="--baseline-pi",
+                         expected="--baseline-pi X (baseline_pi=X): the champion's validation π")
+    return value, f"the prompt version's {BASELINE_TAG!r} tag"
+
+
+def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str | None = None,
+            label: str = "label", models: Any = None, windows: str | int = "7d", time_field: str = "created_at",
+            view: str | None = None, pass_at: float | None = None, label_map: Any = None,
+            workdir: str | Path | None = None, tracking: MLflow | None = None, drift: Any = None,
+            baseline_pi: float | None = None, kind: str | None = None, threshold: float | None = None,
+            threads: int = 1, n_boot: int = 2000, run_dir: str | Path | None = None,
+            echo: Callable[[str], None] | None = None) -> MonitorResult:
+    """Score the deployed judge on labelled outcomes per time window and say whether it drifted.
+
+    Per window: n, Scott's π with a 95% bootstrap interval, FAIL recall/precision, the share the
+    judge could not judge (LM errors, counted apart), and the informed teacher's abstention rate
+    on the window's records. A window drifts when its π interval lies below the baseline π or
+    the teacher abstains on more than `max_abstention` of it (see `DriftRule`); any drifting
+    window makes the result drift (exit code 1). The recommendation: "give the judge better
+    inputs" when abstention rose, else "recalibrate" when π dropped.
+
+    Args:
+        prompt: the deployed judge prompt: a file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS
+            (its tags give the judge kind, view, threshold and the baseline `val_pi`).
+        outcomes: a JSONL/CSV file of labelled outcome records, each with a time in `time_field`.
+        from_mlflow: read the records from this MLflow experiment's labelled traces instead
+            (a trace's time: its request time).
+        label: the assessment name holding a trace's label (with from_mlflow).
+        models: {"judge": ..., "teacher": ...} model strings or dspy.LM objects; the teacher
+            defaults to the judge; None uses the LM configured in DSPy.
+        windows: a duration ("7d", "12h", "2w") or a count of equal windows.
+        time_field: the record field holding its time (ISO 8601, a date or epoch seconds).
+        view: which record fields the judge reads (default: the prompt version's `view` tag).
+        pass_at: numeric ratings at or above it are PASS.
+        label_map: categorical labels to PASS/FAIL ("excellent=PASS,poor=FAIL" or a dict).
+        workdir: cache, runs and the local MLflow store (default .verifirst).
+        tracking: vf.MLflow(...) logs the windows' metrics as a time series (step = window index)
+            and the verdict as tags; None tracks nothing.
+        drift: a DriftRule or a dict of baseline_pi, max_abstention, min_n.
+        baseline_pi: the champion's validation π (overrides the rule's and the prompt's tag).
+        kind: the judge kind, passfail or rubric (default: the prompt's `judge` tag, else passfail).
+        threshold: a rubric judge's threshold (default: the prompt's `threshold` tag).
+        threads: judge and teacher threads.
+        n_boot: bootstrap resamples for π's interval.
+        run_dir: where report.json/md go (default: a new WORKDIR/runs/monitor-TIME).
+        echo: a callable for progress lines (default: none).
+
+    Returns:
+        A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
+        recommendation.
+    """
+    from verifirst.calibration import _part, check_calibrate_options, make_judge_program, resolve_start_prompt
+    from verifirst.config import check_number
+    from verifirst.loop.labels import LabelRule
+    from verifirst.loop.rundir import new_run_dir
+    from verifirst.loop.timesplit import item_times, parse_windows, time_windows
+
+    echo = echo or (lambda line: None)
+    workdir = Path(workdir or DEFAULT_WORKDIR)
+    rule = DriftRule.of(drift)
+    if baseline_pi is not None:
+        rule = DriftRule(baseline_pi, rule.max_abstention, rule.min_n)._checked("")
+    parse_windows(windows)
+    check_number(threads, 1, None, "threads", integer=True)
+    labels_rule = LabelRule.of(pass_at, label_map)
+    spec = str(prompt)
+    if not spec.strip().startswith("prompts:/") and not Path(spec).exists():
+        raise InputError("prompt file not found", path=spec, field="--prompt",
+                         expected="a prompt file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS")
+    uri = tracking.uri if tracking is not None else None
+    start = resolve_start_prompt(spec, workdir, uri)
+    tags = dict(start.tags or {})
+    kind = kind or (tags.get("judge") if tags.get("judge") in ("passfail", "rubric") else "passfail")
+    check_calibrate_options(kind, "--kind")
+    if threshold is None and tags.get("threshold") not in (None, "", "None"):
+        threshold = float(tags["threshold"])
+    baseline, baseline_source = _baseline(rule, tags, spec)
+    suite, source, lines = _load_records(outcomes, from_mlflow, label, labels_rule, workdir, uri, time_field)
+    item_times(suite.items, time_field, lambda it: it.id, source=source if not from_mlflow else None, lines=lines)
+    program = make_judge_program(kind, suite, start.text, view or tags.get("view") or None)
+    wins = time_windows(suite.items, time_field, windows, key=lambda it: it.id, source=source)
+    judge_lm, teacher_lm = _models(models)
+
+    configure_cache(workdir / "cache")
+    echo(f"{source}: {len(suite.items)} records in {len(wins)} window(s) of {windows} on {time_field}; "
+         f"judge {spec}")
+    with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
+        run = _part("run-judge")(program, suite.items, judge_lm, threads)
+    verdicts = _part("verdicts-at")(run, threshold)
+    with dspy.context(lm=teacher_lm, adapter=FastJSONAdapter()):
+        teacher = _part("teacher-review")(list(program.view_fields), suite.items, teacher_lm, threads)
+    labels = {it.id: it.gold["label"] for it in suite.items}
+    rows = [_window_row(k, w, labels, verdicts, teacher, rule, baseline, n_boot) for k, w in enumerate(wins)]
+
+    drifting = [r for r in rows if r["drift"]["pi"] or r["drift"]["abstention"]]
+    recommendation = None
+    if any(r["drift"]["abstention"] for r in drifting):
+        recommendation = BETTER_INPUTS
+    elif drifting:
+        recommendation = RECALIBRATE
+    exit_code = EXIT_DRIFT if drifting else EXIT_OK
+    if not drifting:
+        reason = "no window drifted"
+    elif recommendation == BETTER_INPUTS:
+        reason = ("the informed teacher abstained on too many outcomes: they depend on something the judge "
+                  "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
+    else:
+        reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
+                  "the outcomes are still explained by what the judge sees; recalibrate (verifirst calibrate "
+                  "--split-by time --baseline ...)")
+    report: dict[str, Any] = {
+        "kind": "monitor", "name": "monitor",
+        "prompt": {"source": spec, "name": start.name, "version": start.version, "alias": start.alias,
+                   "judge": kind, "threshold": threshold, "view": view or tags.get("view") or None},
+        "source": source, "n_records": len(suite.items), "time_field": time_field, "windows_spec": str(windows),
+        "labels": {"rule": labels_rule.describe()},
+        "drift_rule": {**asdict(rule), "baseline_pi": baseline, "baseline_source": baseline_source,
+                       "text": rule.describe(baseline)},
+        "windows": rows, "drift": bool(drifting), "drifting_windows": [r["index"] for r in drifting],
+        "first_drift_window": drifting[0]["index"] if drifting else None,
+        "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
+        "judge_errors": sum(r["judge_errors"] for r in rows),
+    }
+    out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
+    report["run_dir"] = str(out_dir)
+    if tracking is not None:
+        _track(report, workdir, tracking, out_dir)
+    _write(report, out_dir)
+    if tracking is not None and report.get("run_id"):
+        _log_files(report, workdir, tracking, out_dir)
+    return MonitorResult(report, out_dir, bool(drifting), exit_code, recommendation, rows)
+
+
+def _tracker(workdir: Path, tracking: MLflow):
+    from verifirst.tracking import Tracker
+
+    return Tracker(workdir, uri=tracking.uri, experiment=tracking.experiment or "verifirst-monitor",
+                   offline=tracking.offline, autolog=False)
+
+
+def _track(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None:
+    """The windows' metrics as a time series (step = window index), the verdict as tags."""
+    tr = _tracker(workdir, tracking)
+    p = report["prompt"]
+    rid = tr.start(f"monitor-{p['name']}", params={"prompt": p["source"], "time_field": report["time_field"],
+                                                   "windows": report["windows_spec"], "source": report["source"],
+                                                   "baseline_pi": report["drift_rule"]["baseline_pi"],
+                                                   "max_abstention": report["drift_rule"]["max_abstention"],
+                                                   "min_n": report["drift_rule"]["min_n"]},
+                   tags={"verifirst.kind": "monitor"})
+    try:
+        for r in report["windows"]:
+            ci = r["pi_ci95"] or [None, None]
+            tr.log_metrics({k: v for k, v in {
+                "n": r["n"], "judged": r["judged"], "pi": r["pi"], "pi_ci95_lo": ci[0], "pi_ci95_hi": ci[1],
+                "fail_recall": r["fail_recall"], "fail_precision": r["fail_precision"],
+                "unjudged_rate": r["unjudged_rate"], "abstention_rate": r["teacher"]["abstention_rate"],
+                "drift": float(r["drift"]["pi"] or r["drift"]["abstention"])}.items() if v is not None},
+                step=r["index"])
+        tr.set_tags({"drift": str(report["drift"]).lower(), "recommendation": report["recommendation"] or "none",
+                     "prompt": p["source"], "prompt_version": str(p["version"] or ""),
+                     "first_drift_window": str(report["first_drift_window"] if report["drift"] else ""),
+                     "run_dir": str(run_dir)})
+        report["run_id"], report["tracking_uri"] = rid, tr.uri
+    finally:
+        tr.finish()
+
+
+def _log_files(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None:
+    tr = _tracker(workdir, tracking)
+    for f in ("report.json", "report.md"):
+        if (run_dir / f).exists():
+            tr.log_artifact(run_dir / f, "report", run_id=report["run_id"])
+
+
+def _fmt(x: Any, spec: str = ".3f") -> str:
+    return "n/a" if x is None else format(float(x), spec)
+
+
+def window_table_rows(report: dict) -> list[list[str]]:
+    """One row per window: window, n, judged, π [95%], FAIL recall, FAIL precision, unjudged, abstention, status."""
+    rows = []
+    for r in report["windows"]:
+        ci = r["pi_ci95"]
+        pi = "n/a" if r["pi"] is None else f"{r['pi']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+        rows.append([f"{r['index']}: {r['window']}", str(r["n"]), str(r["judged"]), pi, _fmt(r["fail_recall"]),
+                     _fmt(r["fail_precision"]), _fmt(r["unjudged_rate"], ".0%"),
+                     _fmt(r["teacher"]["abstention_rate"], ".0%"), r["status"]])
+    return rows
+
+
+HEADERS = ["window", "n", "judged", "π [95%]", "FAIL recall", "FAIL precision", "unjudged", "teacher abstains",
+           "status"]
+
+
+def markdown(report: dict) -> str:
+    """report.md: the verdict, the rule and the window table."""
+    p = report["prompt"]
+    lines = [f"# Monitor: {p['source']}", "",
+             f"- records: {report['n_records']} from {report['source']}, windows {report['windows_spec']} on "
+             f"{report['time_field']}",
+             f"- drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
+             f"- verdict: {'DRIFT' if report['drift'] else 'ok'} (exit {report['exit_code']})"
+             + (f"; recommendation: **{report['recommendation']}**" if report["recommendation"] else ""),
+             f"- {report['reason']}", "",
+             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in window_table_rows(report)]
+    if report.get("run_id"):
+        lines += ["", f"MLflow run {report['run_id']} in {report.get('tracking_uri')}"]
+    return "\n".join(lines) + "\n"
+
+
+def _write(report: dict, run_dir: Path) -> None:
+    from verifirst.report import report_json
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(run_dir / "report.json", report_json(report) + "\n")
+    atomic.write_text(run_dir / "report.md", markdown(report))
+
+
+def print_monitor(report: dict, console=None) -> None:
+    """The window table and the verdict, on the console (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console(width=None if sys.stdout.isatty() else 160)
+    t = Table(title=f"monitor: {report['prompt']['source']} on {report['source']} "
+                    f"({report['n_records']} records, windows {report['windows_spec']})")
+    for h in HEADERS:
+        t.add_column(h)
+    for row in window_table_rows(report):
+        t.add_row(*row)
+    con.print(t)
+    con.print(f"drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
+              markup=False, soft_wrap=True)
+    verdict = "DRIFT" if report["drift"] else "ok"
+    con.print(f"{verdict} (exit {report['exit_code']})"
+              + (f": {report['recommendation']}" if report["recommendation"] else "") + f" -- {report['reason']}",
+              markup=False, soft_wrap=True)
+    con.print(f"report: {report['run_dir']}/report.md", markup=False, soft_wrap=True)
+    if report.get("run_id"):
+        con.print(f"MLflow run {report['run_id']} in {report.get('tracking_uri')}", markup=False, soft_wrap=True)
+
+
+def cli_monitor(as_json: bool = False, **kw) -> int:
+    """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift)."""
+    res = monitor(**kw)
+    if as_json:
+        from verifirst.report import report_json
+
+        print(report_json(res.report))
+    else:
+        print_monitor(res.report)
+    return res.exit_code
