@@ -499,6 +499,9 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                    help="also run MLflow make_judge + align() on the same split and "
                                                         "compare: simba, gepa, memalign, a comma list or all "
                                                         "(the flag takes a value)"),
+              baseline: Optional[str] = typer.Option(None, "--baseline", metavar="PROMPT",
+                                                     help="the judge deployed now (prompts:/NAME@champion or a "
+                                                          "file): scored beside the new one per time window"),
               as_json: bool = typer.Option(False, "--json"),
               max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD, every role"),
               max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens"),
@@ -525,7 +528,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
                                        repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
-                                       label_map=label_map, promote_rule=promote_rule, budget=budget))
+                                       label_map=label_map, promote_rule=promote_rule, budget=budget,
+                                       baseline=baseline))
     except VerifirstError as e:
         _fail(e)
 

@@ -216,6 +216,92 @@ def judge_lines(report: dict) -> list[str]:
     return lines
 
 
+BASELINE_LABELS = {"baseline": "baseline (deployed)", "uncalibrated": "uncalibrated start",
+                   "calibrated": "calibrated"}
+
+
+def _baseline(report: dict) -> dict:
+    b = report.get("baseline")
+    return b if isinstance(b, dict) and b.get("columns") is not None else {}
+
+
+def _when(x: Any) -> str:
+    return str(x).replace("T00:00:00Z", "") if x else "?"
+
+
+def baseline_title(report: dict) -> str:
+    """The baseline table's title: which prompt is deployed and what the cells hold."""
+    b = _baseline(report)
+    return (f"recalibration against the deployed judge {b.get('source')}: Scott's π [95% bootstrap] and n per "
+            f"window, judged by {b.get('judge_lm')} (reported only, decides nothing)")
+
+
+def baseline_rows(report: dict) -> tuple[list[str], list[list[str]]]:
+    """The judge × window table of a calibration run with --baseline: (headers, rows).
+
+    Rows: the baseline, the uncalibrated start and the calibrated prompt, then the calibrated
+    prompt's paired Δπ against the baseline and the exact McNemar p; columns: the current (test)
+    window, then each older window. A report without a baseline section gives ([], []).
+
+    Args:
+        report: a calibration report (report["baseline"], verifirst.calibration.score_baseline).
+    """
+    b = _baseline(report)
+    cols = b.get("columns") or []
+    if not cols:
+        return [], []
+    headers = ["judge"]
+    for c in cols:
+        span = f"{_when(c.get('start'))}/{_when(c.get('end'))}" if c.get("start") or c.get("end") else ""
+        if c.get("current"):
+            headers.append(f"current: test {span}".strip())
+        else:
+            parts = [f"{s} {c[f'n_{s}']}" for s in ("train", "val") if c.get(f"n_{s}")]
+            what = span if c.get("window") not in ("train", "val") else f"{c['window']} {span}".strip()
+            headers.append(f"older: {what} ({', '.join(parts)})")
+    rows = []
+    for name in b.get("judges") or list(BASELINE_LABELS):
+        cells = [BASELINE_LABELS.get(name, name)]
+        for c in cols:
+            m = (c.get("judges") or {}).get(name)
+            if not m:
+                cells.append("n/a")
+                continue
+            lo, hi = m.get("pi_ci95") or (None, None)
+            cells.append(f"{_num(m.get('pi'), '+.3f')} [{_num(lo, '+.2f')}, {_num(hi, '+.2f')}] n={m.get('n')}")
+        rows.append(cells)
+    delta, p = ["Δπ calibrated − baseline [95% paired]"], ["McNemar exact p"]
+    for c in cols:
+        v = c.get("calibrated_vs_baseline") or {}
+        lo, hi = v.get("pi_ci95") or (None, None)
+        delta.append(f"{_num(v.get('pi_delta'), '+.3f')} [{_num(lo, '+.2f')}, {_num(hi, '+.2f')}]" if v else "n/a")
+        p.append(_num(v.get("mcnemar_p"), ".3g") if v else "n/a")
+    return headers, rows + [delta, p]
+
+
+def baseline_lines(report: dict) -> list[str]:
+    """Under the baseline table: who is ahead where, the items left out, and that it decides nothing."""
+    b = _baseline(report)
+    if not b:
+        return []
+    cols = b.get("columns") or []
+    if not cols:
+        return ["baseline: no window to score it on (no test split and no older time window)"]
+    lines = []
+    ahead = [f"{'current (test)' if c.get('current') else _when(c.get('start'))}: {c['ahead']}"
+             for c in cols if c.get("ahead")]
+    if ahead:
+        lines.append("ahead by π (calibrated vs baseline): " + "; ".join(ahead))
+    lost = {c.get("window"): {k: v for k, v in (c.get("excluded_lm_errors") or {}).items() if v} for c in cols}
+    lost = {w: e for w, e in lost.items() if e}
+    if lost:
+        lines.append(f"items left out for judge LM errors: {lost}")
+    if b.get("split_method") != "time":
+        lines.append("random split: one column; a time split (--split-by time --windows 7d) adds the older windows")
+    lines.append(f"the baseline decides {b.get('decides')}; its test scoring is in the test-reuse ledger")
+    return lines
+
+
 def stage_funnel(seen: Iterable[str], declared: Sequence[str] | None = None) -> tuple[str, ...]:
     """The funnel the stages follow: the one the verifier declared (a report's `stage_order`),
     else the registered funnel that names one of the failing stages seen, else none.
@@ -281,6 +367,13 @@ def markdown(report: dict) -> str:
                   "| " + " | ".join(JUDGE_HEADERS) + " |", "|" + "---|" * len(JUDGE_HEADERS)]
         lines += ["| " + " | ".join(r) + " |" for r in judge_rows(report)]
         lines += [""] + [f"- {line}" for line in judge_lines(report)] + [""]
+    headers, rows = baseline_rows(report)
+    if rows:
+        title = baseline_title(report)
+        lines += [f"## {title[0].upper()}{title[1:]}", "", "| " + " | ".join(headers) + " |",
+                  "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines += [""] + [f"- {line}" for line in baseline_lines(report)] + [""]
     lines.append("McNemar's exact test pairs each item's before/after verdicts; 'lost/gained' counts items that "
                  "passed only before / only after. Items with an LM or verifier error, and inconclusive items, "
                  "are excluded from pass rates and reported apart.")
