@@ -25,19 +25,23 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import dspy
 from mlflow.exceptions import MlflowException
 from mlflow.genai.judges.base import AlignmentOptimizer, Judge
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_EXHAUSTED
 
 from verifirst.core.errors import InputError
+from verifirst.lm.spend import BudgetExceeded
 from verifirst.loop.labels import LabelRule, rating_value
 from verifirst.programs.judges import JudgeError
 from verifirst.loop.splits import make_splits
 from verifirst.core.task import Item, Suite
 from verifirst.core.verdicts import normalize_label
+
+if TYPE_CHECKING:
+    from verifirst.core.engine import Budget
 
 VIEW_VARIABLES = ("inputs", "outputs", "expectations", "trace")  # template variables filled from a trace
 ARTIFACT_DIR = "autorefine_align"
@@ -51,6 +55,16 @@ class AlignmentInputError(InputError, MlflowException):
     def __init__(self, message: str, **where):
         InputError.__init__(self, message, **where)
         MlflowException.__init__(self, str(self), error_code=INVALID_PARAMETER_VALUE)
+
+
+class AlignmentBudgetExceeded(BudgetExceeded, MlflowException):
+    """`judge.align` stopped by the aligner's budget: a BudgetExceeded (limit, role, spent, cap) that
+    is also an MlflowException, as MLflow's own aligners raise their failures."""
+
+    def __init__(self, limit: str, role: str | None, spent: float, cap: float, need: float = 0.0,
+                 message: str | None = None):
+        BudgetExceeded.__init__(self, limit, role, spent, cap, need, message)
+        MlflowException.__init__(self, self.message, error_code=RESOURCE_EXHAUSTED)
 
 
 def _variables(judge) -> list[str]:
@@ -181,10 +195,15 @@ class MLflowJudgeProgram:
 
     def __call__(self, **view) -> dspy.Prediction:
         args = {"inputs": view["trace"]} if self.runner is not self.judge else {f: view[f] for f in self.view_fields}
+        meter, ticket = _admit_judge_call(self.runner, args)  # before it is sent; a refusal is no JudgeError
         try:
             fb = self.runner(**args)
         except Exception as e:  # provider, HTTP or parse failure
+            if ticket is not None:
+                meter.settle(ticket, None, None, cache_hit=False)
             raise JudgeError(f"{type(e).__name__}: {str(e)[:300]}") from e
+        if ticket is not None:
+            _settle_judge_call(meter, ticket, fb)
         if getattr(fb, "error", None):
             raise JudgeError(str(fb.error)[:300])
         score = None
@@ -197,6 +216,41 @@ class MLflowJudgeProgram:
         if verdict is None:
             raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL under {self.rule.describe()}")
         return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=score)
+
+
+JUDGE_TOKENS = ("mlflow.assessment.judgeInputTokens", "mlflow.assessment.judgeOutputTokens")  # Feedback metadata
+
+
+def _admit_judge_call(judge, args: dict):
+    """Admit one call of the MLflow judge's model against the run's spend meter (role "judge"): MLflow
+    sends it through its own LiteLLM path, not through an AccountedLM. (meter, ticket), or (None, None)
+    without a budget.
+
+    Args:
+        judge: the MLflow judge about to be called.
+        args: what it is called with (the template variables).
+
+    Raises:
+        BudgetExceeded: the call would cross a limit; it is not sent.
+    """
+    from verifirst.lm import spend
+
+    meter = spend.active_meter()
+    if meter is None:
+        return None, None
+    chars = len(judge.instructions) + sum(len(str(v)) for v in args.values())
+    max_tokens = (getattr(judge, "_inference_params", None) or {}).get("max_tokens")
+    model = str(judge.model).replace(":/", "/", 1)  # "openai:/gpt-4o" is priced as "openai/gpt-4o"
+    return meter, meter.admit("judge", model, chars, max_tokens)
+
+
+def _settle_judge_call(meter, ticket, feedback) -> None:
+    """Settle a judge call with the tokens MLflow put on its Feedback, else with its reservation."""
+    meta = getattr(feedback, "metadata", None) or {}
+    tokens = [meta.get(k) for k in JUDGE_TOKENS]
+    if all(t is None for t in tokens):
+        return meter.settle(ticket, ticket.prompt_tokens, ticket.completion_tokens, cache_hit=False)
+    meter.settle(ticket, int(tokens[0] or 0), int(tokens[1] or 0), cache_hit=False)
 
 
 def _resolve_lm(spec, fallback_uri: str, role: str):
@@ -310,14 +364,24 @@ class AutoRefineAligner(AlignmentOptimizer):
             settings) resumes in it, a finished one without asking a model again; another one is
             refused. Default: a new temporary directory per call (TMP/verifirst-align-XXXX/run);
             `last_report["run_dir"]` names it.
+        budget: spend limits for each `align` call, all roles together (the MLflow judge's own
+            calls, teacher, proposer) and, where given, per role: vf.Budget(max_usd=...,
+            max_tokens=..., max_lm_calls=..., max_wall_s=..., per_role=..., prices=...). Every LM
+            call is admitted before it is sent; the call that would cross a limit is not sent and
+            `align` raises AlignmentBudgetExceeded (a BudgetExceeded and an MlflowException) naming
+            the limit. The run directory stays resumable: an `align` on the same run_dir with a
+            larger budget keeps the evaluations written and redoes the loop (this aligner keeps no
+            reply cache: those calls are made again). Its max_iters and threads are this aligner's.
+            Default: no spend limit.
     """
 
     def __init__(self, teacher=None, proposer=None, max_iters: int = 3, *, target_pi: float = 0.9,
                  splits: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0, use_teacher: bool = True,
                  num_threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
                  log_to_mlflow: bool = True, pass_at: float | None = None, label_map: dict | str | None = None,
-                 run_dir: str | Path | None = None):
+                 run_dir: str | Path | None = None, budget: "Budget | None" = None):
         self.teacher, self.proposer = teacher, proposer
+        self.budget = budget
         self.max_iters, self.target_pi = int(max_iters), float(target_pi)
         self.splits, self.seed = tuple(float(r) for r in splits), int(seed)
         self.use_teacher, self.num_threads, self.batch_size = use_teacher, int(num_threads), int(batch_size)
@@ -360,15 +424,19 @@ class AutoRefineAligner(AlignmentOptimizer):
         labels_rule = {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map}
         settings = CalibrationSettings(max_iters=self.max_iters, threads=self.num_threads, model=judge.model,
                                        workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=self.n_boot,
-                                       cache=False, extra={"labels": labels_rule})
+                                       cache=False, extra={"labels": labels_rule}, budget=self.budget)
         options = {"target_pi": self.target_pi, "length_cap": self.length_cap, "use_teacher": self.use_teacher,
                    "batch_size": self.batch_size}
         config = {"aligner": "autorefine", "judge": judge.name, "max_iters": self.max_iters, "seed": self.seed,
                   "splits": list(self.splits), "labels": self.rule.describe(), **options}
-        res = calibrate_suite(Suite(f"traces-{judge.name}", items), manifest, settings, lms, run_dir=run_dir,
-                              tracking=None, echo=lambda line: None, engine_options=options, config=config,
-                              program=program, name=f"align-{judge.name}",
-                              eval_splits=("test",))  # only the held-out numbers are reported: no train/val scoring
+        try:
+            res = calibrate_suite(Suite(f"traces-{judge.name}", items), manifest, settings, lms, run_dir=run_dir,
+                                  tracking=None, echo=lambda line: None, engine_options=options, config=config,
+                                  program=program, name=f"align-{judge.name}",
+                                  eval_splits=("test",))  # only the held-out numbers are reported: no train/val scoring
+        except BudgetExceeded as e:  # the loop left the run directory resumable with a larger budget
+            self.last_report = {"run_dir": str(run_dir), "stopped_by": e.message}
+            raise AlignmentBudgetExceeded(e.limit, e.role, e.spent, e.cap, e.need, e.message) from None
         rep, aligned = res.report, res.program.judge
         details, judged = rep["details"], rep["judge"]
 
