@@ -1018,12 +1018,13 @@ def _print_baseline(base: dict, con) -> None:
     from verifirst.report import baseline_lines, baseline_rows, baseline_title
 
     headers, rows = baseline_rows({"baseline": base})
-    t = Table(title=baseline_title({"baseline": base}))
-    for h in headers:
-        t.add_column(h)
-    for r in rows:
-        t.add_row(*r)
-    con.print(t)
+    if rows:
+        t = Table(title=baseline_title({"baseline": base}))
+        for h in headers:
+            t.add_column(h)
+        for r in rows:
+            t.add_row(*r)
+        con.print(t)
     for line in baseline_lines({"baseline": base}):
         con.print(line, markup=False, soft_wrap=True)
 
