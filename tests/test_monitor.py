@@ -167,6 +167,33 @@ def test_the_champion_from_the_registry_is_judged_against_its_val_pi_and_metrics
     assert tags["drift"] == "true" and tags["recommendation"] == "recalibrate"
 
 
+def test_labelled_traces_are_monitored_by_their_request_time(tmp_path, monkeypatch):
+    """--from-mlflow: a trace's time is its request time; its human label is the outcome."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    import verifirst as vf
+
+    uri = f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("gated-app")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # set_tracking_uri rewrites it: put back after the test
+    mlflow.set_tracking_uri(uri)
+    human = AssessmentSource(source_type="HUMAN", source_id="reviewer@example.com")
+    for r in _records(weeks=1)[:8]:
+        span = client.start_trace("review", inputs={"diff": r["diff"]}, experiment_id=exp,
+                                  tags={"verifirst.item_id": r["id"]})
+        client.end_trace(span.trace_id, outputs="ok")
+        mlflow.log_expectation(trace_id=span.trace_id, name="label", value=r["label"], source=human)
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(PROMPT)
+    res = vf.monitor(str(prompt), from_mlflow="gated-app", windows=1, models={"judge": _lm()}, baseline_pi=0.9,
+                     workdir=tmp_path / "wd", tracking=vf.MLflow(uri=uri), n_boot=200)
+    w = res.windows[0]
+    assert res.report["source"] == "mlflow:gated-app" and w["n"] == 8 and w["judged"] == 8
+    assert w["pi"] == 1.0 and res.exit_code == 0
+
+
 def test_bad_input_exits_2_naming_the_file_or_field(tmp_path, scripted):
     rows = _records(weeks=1)
     del rows[3]["created_at"]

@@ -267,6 +267,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     """
     from verifirst.calibration import _part, check_calibrate_options, make_judge_program, resolve_start_prompt
     from verifirst.config import check_number
+    from verifirst.loop.judge_prompt import template_variables
     from verifirst.loop.labels import LabelRule
     from verifirst.loop.rundir import new_run_dir
     from verifirst.loop.timesplit import item_times, parse_windows, time_windows
@@ -293,7 +294,10 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     baseline, baseline_source = _baseline(rule, tags, spec)
     suite, source, lines = _load_records(outcomes, from_mlflow, label, labels_rule, workdir, uri, time_field)
     item_times(suite.items, time_field, lambda it: it.id, source=source if not from_mlflow else None, lines=lines)
-    program = make_judge_program(kind, suite, start.text, view or tags.get("view") or None)
+    view = view or tags.get("view") or None
+    if view is None and not template_variables(start.text) and suite.meta.get("default_view"):
+        view = ",".join(suite.meta["default_view"])  # traces: each field once, as calibration reads them
+    program = make_judge_program(kind, suite, start.text, view)
     wins = time_windows(suite.items, time_field, windows, key=lambda it: it.id, source=source)
     judge_lm, teacher_lm = _models(models)
 
@@ -322,12 +326,12 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
                   "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
     else:
         reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
-                  "the outcomes are still explained by what the judge sees; recalibrate (verifirst calibrate "
-                  "--split-by time --baseline ...)")
+                  "the outcomes are still explained by what the judge sees; recalibrate on the recent outcomes "
+                  "(verifirst calibrate --split-by time)")
     report: dict[str, Any] = {
         "kind": "monitor", "name": "monitor",
         "prompt": {"source": spec, "name": start.name, "version": start.version, "alias": start.alias,
-                   "judge": kind, "threshold": threshold, "view": view or tags.get("view") or None},
+                   "judge": kind, "threshold": threshold, "view": view},
         "source": source, "n_records": len(suite.items), "time_field": time_field, "windows_spec": str(windows),
         "labels": {"rule": labels_rule.describe()},
         "drift_rule": {**asdict(rule), "baseline_pi": baseline, "baseline_source": baseline_source,
@@ -393,13 +397,19 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
     return "n/a" if x is None else format(float(x), spec)
 
 
-def window_table_rows(report: dict) -> list[list[str]]:
-    """One row per window: window, n, judged, π [95%], FAIL recall, FAIL precision, unjudged, abstention, status."""
+def window_table_rows(report: dict, short: bool = False) -> list[list[str]]:
+    """One row per window: window, n, judged, π [95%], FAIL recall, FAIL precision, unjudged, abstention, status.
+
+    Args:
+        report: the monitor report.
+        short: name a window by its start (the console table) instead of its ISO interval.
+    """
     rows = []
     for r in report["windows"]:
         ci = r["pi_ci95"]
         pi = "n/a" if r["pi"] is None else f"{r['pi']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
-        rows.append([f"{r['index']}: {r['window']}", str(r["n"]), str(r["judged"]), pi, _fmt(r["fail_recall"]),
+        start = r["start"].replace("T", " ").replace(":00Z", "").replace("Z", "")
+        rows.append([f"{r['index']}: {start}" if short else f"{r['index']}: {r['window']}", str(r["n"]), str(r["judged"]), pi, _fmt(r["fail_recall"]),
                      _fmt(r["fail_precision"]), _fmt(r["unjudged_rate"], ".0%"),
                      _fmt(r["teacher"]["abstention_rate"], ".0%"), r["status"]])
     return rows
@@ -442,9 +452,9 @@ def print_monitor(report: dict, console=None) -> None:
     con = console or Console(width=None if sys.stdout.isatty() else 160)
     t = Table(title=f"monitor: {report['prompt']['source']} on {report['source']} "
                     f"({report['n_records']} records, windows {report['windows_spec']})")
-    for h in HEADERS:
+    for h in ["window (start, UTC)", *HEADERS[1:]]:
         t.add_column(h)
-    for row in window_table_rows(report):
+    for row in window_table_rows(report, short=True):
         t.add_row(*row)
     con.print(t)
     con.print(f"drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
