@@ -7,7 +7,8 @@ of records the judge could not judge (LM errors, counted apart: never PASS, neve
 abstention rate of the informed teacher AutoRefine uses, run on the window's records with their
 labels (SKIP: the outcome cannot be explained from what the judge sees).
 
-The drift rule (`DriftRule`), per window holding at least `min_n` judged records:
+The drift rule (`DriftRule`), per window (each part needs at least `min_n` records: judged ones for
+π, ones the teacher reviewed for abstention; a window with fewer decides nothing):
 
 - **π drift**: the upper bound of the window's π interval lies below the baseline π, the
   champion's validation π (the `val_pi` tag calibration registers on the prompt version, or
