@@ -269,7 +269,8 @@ def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store t
 
 
 def _latest_run(workdir: Path) -> Path:
-    runs = [p.parent for p in (workdir / "runs").glob("*/report.json")]
+    # a run of the loop (a monitor run's report has no splits to print)
+    runs = [p.parent for p in (workdir / "runs").glob("*/report.json") if not p.parent.name.startswith("monitor-")]
     if not runs:
         raise InputError(f"no finished run under {workdir / 'runs'}", field="RUN",
                          expected="a run directory, an MLflow run id, or 'latest' after a finished run")
