@@ -106,6 +106,9 @@ def test_drift_is_raised_at_the_rule_change_and_not_before(tmp_path, scripted):
     assert last["teacher"]["abstention_rate"] == 0.0, "the new failures are visible in the diff"
     assert rep["recommendation"] == "recalibrate"
     assert Path(rep["run_dir"], "report.json").exists() and "recalibrate" in Path(rep["run_dir"], "report.md").read_text()
+    page = Path(rep["run_dir"], "report.html").read_text()  # the plot a person looks at: π per window, abstention
+    assert "data:image/png;base64," in page and "DRIFT" in page and "recalibrate" in page
+    assert Path(rep["run_dir"], "plots", "monitor.png").stat().st_size > 1000
 
     r = _cli(tmp_path, "--outcomes", str(everything))  # the table, for a person
     assert r.exit_code == 1 and "DRIFT" in r.output and "recalibrate" in r.output, r.output

@@ -389,7 +389,7 @@ def _track(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None
 
 def _log_files(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None:
     tr = _tracker(workdir, tracking)
-    for f in ("report.json", "report.md"):
+    for f in ("report.json", "report.md", "report.html", "plots/monitor.png"):
         if (run_dir / f).exists():
             tr.log_artifact(run_dir / f, "report", run_id=report["run_id"])
 
@@ -443,6 +443,36 @@ def _write(report: dict, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(run_dir / "report.json", report_json(report) + "\n")
     atomic.write_text(run_dir / "report.md", markdown(report))
+    atomic.write_text(run_dir / "report.html", html_page(report, run_dir))
+
+
+def html_page(report: dict, run_dir: Path) -> str:
+    """report.html: the verdict, the window table and the plot (π per window against the baseline,
+    teacher abstention), one self-contained page.
+
+    Args:
+        report: the monitor report.
+        run_dir: where plots/monitor.png goes.
+    """
+    import base64
+    from html import escape
+
+    from verifirst.report import plots
+
+    png = plots.monitor_windows(report, run_dir / "plots")
+    img = (f"<img alt='pi per window' src='data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}'>"
+           if png else "")
+    head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in window_table_rows(report))
+    verdict = "DRIFT" if report["drift"] else "ok"
+    rec = f"; recommendation: <b>{escape(report['recommendation'])}</b>" if report["recommendation"] else ""
+    return (f"<!doctype html><meta charset='utf-8'><title>Monitor: {escape(report['prompt']['source'])}</title>"
+            f"<body style='font-family:system-ui,sans-serif;max-width:1000px;margin:2rem auto'>"
+            f"<h1>Monitor: {escape(report['prompt']['source'])}</h1>"
+            f"<p>{verdict} (exit {report['exit_code']}){rec}. {escape(report['reason'])}</p>"
+            f"<p>Drift rule: {escape(report['drift_rule']['text'])}</p>{img}"
+            f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
+            f"</body>\n")
 
 
 def print_monitor(report: dict, console=None) -> None:

@@ -331,3 +331,43 @@ def make_all(report: dict, out_dir: str | Path) -> dict[str, Path]:
         if p is not None:
             out[name] = p
     return out
+
+
+# -- a deployed judge over time (verifirst monitor) ---------------------------------------
+def monitor_windows(report: dict, out_dir: str | Path) -> Path | None:
+    """π per window with its 95% interval against the baseline π, and the teacher's abstention rate:
+    where the judge drifts, and whether it lacks inputs (abstention) or a better prompt (π)."""
+    rows = [r for r in report.get("windows") or [] if isinstance(r, dict)]
+    if not rows:
+        return None
+    fig = Figure(layout="constrained", figsize=(7.0, 3.8))
+    ax = fig.add_subplot()
+    xs = [r["index"] for r in rows]
+    for r in rows:
+        pi, ci = _num(r.get("pi")), r.get("pi_ci95")
+        if pi is None:
+            continue
+        color = "#e53e3e" if r.get("status", "").startswith("drift") else AFTER
+        err = [[pi - ci[0]], [ci[1] - pi]] if ci else None
+        ax.errorbar([r["index"]], [pi], yerr=err, fmt="o", color=color, capsize=4, ecolor="#2d3748")
+    base = _num((report.get("drift_rule") or {}).get("baseline_pi"))
+    if base is not None:
+        ax.axhline(base, color="#805ad5", linestyle="--", linewidth=1, label=f"baseline π {base:.2f}")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("Scott's π vs labels")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("window (oldest first)")
+    ab = fig.axes[0].twinx()
+    rates = [_num((r.get("teacher") or {}).get("abstention_rate")) for r in rows]
+    ab.plot([x for x, v in zip(xs, rates) if v is not None], [100 * v for v in rates if v is not None],
+            color="#dd6b20", marker="s", linewidth=1, label="teacher abstains (%)")
+    ab.set_ylim(0, 100)
+    ab.set_ylabel("teacher abstains (%)")
+    limit = _num((report.get("drift_rule") or {}).get("max_abstention"))
+    if limit is not None:
+        ab.axhline(100 * limit, color="#dd6b20", linestyle=":", linewidth=1)
+    ax.set_title("Deployed judge per window: π (95% CI; red = drift) and teacher abstention")
+    handles = [h for a in (ax, ab) for h in a.get_legend_handles_labels()[0]]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
+    return _save(fig, Path(out_dir) / "monitor.png")
