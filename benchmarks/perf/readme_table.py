@@ -58,8 +58,12 @@ def lm_overhead(f: Field) -> tuple[str, str]:
     runs = {r["threads"]: r["ratio"] for r in f("runs")}
     r0 = f("runs.0")
     parts = [f"{_n(r)} at {t} thread{'s' if t > 1 else ''}" for t, r in sorted(runs.items())]
-    return (f"framework overhead: {r0['calls']} calls, {_n(r0['latency_ms'])} ms fake LM",
-            f"wall/ideal {', '.join(parts)} [≤ {_n(f('goal_ratio'))} at 8]")
+    res = f"wall/ideal {', '.join(parts)} [≤ {_n(f('goal_ratio'))} at 8]"
+    if f("goal_budget_delta", None) is not None:  # the same with a budget set (a spend meter admitting each call)
+        with_budget = ", ".join(f"{_n(r['ratio_with_budget'])} at {r['threads']}" for r in f("runs"))
+        res += (f"; with a budget set {with_budget} (difference at most {_n(f('budget_delta_max'), 4)}; "
+                f"admit + settle {_n(f('admit_settle_us'), 1)} µs a call) [within {_n(f('goal_budget_delta'))}]")
+    return (f"framework overhead: {r0['calls']} calls, {_n(r0['latency_ms'])} ms fake LM", res)
 
 
 def embedded_lm(f: Field) -> tuple[str, str]:
