@@ -461,8 +461,8 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         atomic.write_json(run_dir / "run_state.json", state)
         raise BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
                              message=f"{refused.message}. Nothing past the limit was sent; rerun on the same run "
-                                     f"directory ({run_dir}) with a larger limit to resume (calls already made "
-                                     f"come from the cache)") from None
+                                     f"directory ({run_dir}) with a larger limit to resume (finished evaluations "
+                                     f"are kept; with the LM cache on, calls already made are free)") from None
     finally:
         try:
             cb.on_run_end(RunEnd(status, run_dir, report, stopped_by))
