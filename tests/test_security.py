@@ -168,9 +168,8 @@ def _shim() -> str:
     Copies, not links: the checkout may sit under a directory `nobody` cannot enter.
     """
     d = tempfile.mkdtemp(prefix="vf-shim-")
-    os.makedirs(f"{d}/verifirst")
-    for f in (REPO / "verifirst").glob("*.py"):
-        shutil.copyfile(f, f"{d}/verifirst/{f.name}")
+    # the kernel with its layer packages (core/, lm/, loop/, ...), then the verifiers domain inside it
+    shutil.copytree(REPO / "verifirst", f"{d}/verifirst", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "verifiers", f"{d}/verifirst/verifiers", ignore=shutil.ignore_patterns("__pycache__"))
     for root, dirs, files in os.walk(d):
         os.chmod(root, 0o755)
