@@ -19,3 +19,10 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip(f"../shared/data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _no_mlflow_experiment_from_another_test(monkeypatch):
+    """mlflow.set_experiment writes MLFLOW_EXPERIMENT_ID into the process environment (a test's own
+    MLflow calls, an aligner's report): each test starts without the id another test's store gave."""
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)

@@ -179,12 +179,15 @@ def test_vf_run_is_optimize_of_load_config_and_matches_the_cli_path(tmp_path):
     assert (tmp_path / "api" / "report.md").exists()
 
 
-def test_vf_mlflow_is_a_callback_of_the_driver(tmp_path):
+def test_vf_mlflow_is_a_callback_of_the_driver(tmp_path, monkeypatch):
+    import os
+
     import dspy
 
     import verifirst as vf
 
     uri = f"sqlite:///{tmp_path / 'ml.db'}"
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
     items = [{"id": f"i{k}", "task": f"say hi #{k}", "command": "printf hi"} for k in range(8)]
 
     def exact(example, pred, trace=None):
@@ -207,3 +210,5 @@ def test_vf_mlflow_is_a_callback_of_the_driver(tmp_path):
     opt = next(c for c in children if c.info.run_name == "optimize/gepa")
     assert client.get_metric_history(opt.info.run_id, "val_score")  # each optimizer iteration
     assert dspy.settings.lm is None or dspy.settings.lm.model != "local/scripted"  # caller's settings untouched
+    # nor the caller's environment: MLflow's set_experiment wrote the run's experiment id into it
+    assert "MLFLOW_EXPERIMENT_ID" not in os.environ

@@ -139,6 +139,7 @@ class Tracker:
                 self.experiment_id = mlflow.create_experiment(self.experiment_name, artifact_location=art)
             else:
                 self.experiment_id = exp.experiment_id
+        self._caller_experiment_env = os.environ.get("MLFLOW_EXPERIMENT_ID")  # set_experiment overwrites it
         mlflow.set_experiment(experiment_id=self.experiment_id)
         install_log_redaction()
         if self._autolog:
@@ -167,6 +168,12 @@ class Tracker:
             import mlflow.dspy
 
             mlflow.dspy.autolog(disable=True, silent=True)
+        # MLflow's set_experiment left this run's experiment id in the process environment, where a later
+        # MLflow call of the caller (another store, another experiment) would find it: put back theirs.
+        if getattr(self, "_caller_experiment_env", None) is None:
+            os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+        else:
+            os.environ["MLFLOW_EXPERIMENT_ID"] = self._caller_experiment_env
 
     @property
     def client(self):
