@@ -63,7 +63,7 @@ demo: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/verifirst demo
 
 test: $(STAMPS)/install-test $(STAMPS)/checkov $(STAMPS)/apt
-	.ci/lint-imports  # architecture contracts (pyproject.toml [tool.importlinter]) before the suite
+	$(BIN)/lint-imports  # architecture contracts (pyproject.toml [tool.importlinter]) before the suite
 	$(BIN)/python -m pytest -q -rs --durations=25 tests
 
 test-security: $(STAMPS)/install-test $(STAMPS)/apt

@@ -168,9 +168,11 @@ def _shim() -> str:
     Copies, not links: the checkout may sit under a directory `nobody` cannot enter.
     """
     d = tempfile.mkdtemp(prefix="vf-shim-")
-    # the kernel with its layer packages (core/, lm/, loop/, ...), then the verifiers domain inside it
-    shutil.copytree(REPO / "verifirst", f"{d}/verifirst", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "verifiers", f"{d}/verifirst/verifiers", ignore=shutil.ignore_patterns("__pycache__"))
+    # the kernel with its layer packages (core/, lm/, loop/, ...) and, through its link, the verifiers
+    # domain; the other domains are not needed there
+    shutil.copytree(REPO / "verifirst", f"{d}/verifirst",
+                    ignore=shutil.ignore_patterns("__pycache__", "programs", "optimizers", "retrieval", "benchmarks",
+                                                  "ops"))
     for root, dirs, files in os.walk(d):
         os.chmod(root, 0o755)
         for f in files:
