@@ -11,7 +11,6 @@ paper's recalibration table. A bad --baseline is refused, naming it, before any 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -19,45 +18,22 @@ import pytest
 from typer.testing import CliRunner
 
 from verifirst.core.errors import InputError
-from verifirst.lm.testing import json_answer, scripted_lm
+from verifirst.lm.testing import scripted_lm
+
+from test_behaviour_unchanged import _judge_answer
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 CHANGE = T0 + timedelta(days=7)  # the agent evolves: os.system( starts to fail from here on
 OLD, NEW = "eval(", "os.system("
-HAZARDS = [OLD, NEW]
-FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
-FAIL_RULE = re.compile(r"FAIL if the diff contains `([^`]+)`")
 OLD_JUDGE = f"Review the change. FAIL if the diff contains `{OLD}`. Otherwise PASS."
 SPLITS = {"ratios": (0.5, 0.25, 0.25), "by": "time", "time_field": "created_at", "windows": "7d"}
 
 
-def answer(messages: list[dict]) -> str:
-    """One scripted LM in every calibration role, acting on what its prompt says: the judge applies
-    the `FAIL if the diff contains X` rules in its instructions, the teacher names the hazard in a
-    failed diff, the proposer turns disagreements into rules, the applier appends them."""
-    system, user = messages[0]["content"], messages[-1]["content"]
-    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
-    if "`new_prompt`" in system:
-        rules = "".join(f"\n- {e['rule']}" for e in json.loads(f["edits"]) if e.get("op") == "add")
-        return json_answer(new_prompt=f["judge_prompt"] + rules)
-    if "`edits`" in system:
-        edits = []
-        for t in dict.fromkeys(re.findall(r"`([^`]+)`", f.get("disagreements", ""))):
-            if t in HAZARDS and f"`{t}`" not in f.get("judge_prompt", ""):  # balanced, as the loop asks
-                edits += [{"op": "add", "direction": "FAIL", "rule": f"FAIL if the diff contains `{t}`"},
-                          {"op": "add", "direction": "PASS", "rule": f"PASS if the diff uses a safe form instead of `{t}`"}]
-        return json_answer(edits=edits)
-    if "`decision`" in system:
-        found = [h for h in HAZARDS if h in f.get("diff", "")]
-        if f.get("outcome_label") == "FAIL" and found:
-            return json_answer(justification=f"the diff contains `{found[0]}`", decision="KEEP")
-        if f.get("outcome_label") == "FAIL":
-            return json_answer(justification="nothing in the view explains the failure", decision="SKIP")
-        return json_answer(justification="no hazard is visible", decision="KEEP")
-    instructions = system.split("your objective is:", 1)[-1]
-    hit = [t for t in FAIL_RULE.findall(instructions) if t in f.get("diff", "")]
-    return json_answer(reasoning=f"matches `{hit[0]}`" if hit else "no rule applies",
-                       verdict="FAIL" if hit else "PASS")
+# One scripted LM in every calibration role, acting on what its prompt says (examples/api_calibrate.py's,
+# whose hazards include eval( and os.system(): the judge applies the `FAIL if the diff contains X` rules in
+# its instructions, the teacher names the hazard in a failed diff, the proposer turns disagreements into
+# rules, the applier appends them.
+answer = _judge_answer
 
 
 def write_workflow(path: Path, days: int = 28) -> list[dict]:
