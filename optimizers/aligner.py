@@ -367,9 +367,12 @@ class AutoRefineAligner(AlignmentOptimizer):
         budget: spend limits for each `align` call, all roles together (the MLflow judge's own
             calls, teacher, proposer) and, where given, per role: vf.Budget(max_usd=...,
             max_tokens=..., max_lm_calls=..., max_wall_s=..., per_role=..., prices=...). Every LM
-            call is admitted before it is sent; the call that would cross a limit is not sent and
-            `align` raises AlignmentBudgetExceeded (a BudgetExceeded and an MlflowException) naming
-            the limit. The run directory stays resumable: an `align` on the same run_dir with a
+            call is admitted before it is sent; the call that would cross a limit is not sent. A stop
+            inside the loop returns the judge of the best iteration completed (on validation) with
+            `last_report["stopped_by"]` naming the limit, the test split scored with what was held
+            back for it; a stop before the loop, or one that leaves the test split unscored, raises
+            AlignmentBudgetExceeded (a BudgetExceeded and an MlflowException) naming the limit.
+            Either way the run directory stays resumable: an `align` on the same run_dir with a
             larger budget keeps the evaluations written and redoes the loop (this aligner keeps no
             reply cache: those calls are made again). Its max_iters and threads are this aligner's.
             Default: no spend limit.
@@ -467,6 +470,8 @@ class AutoRefineAligner(AlignmentOptimizer):
             # loop: the one run loop (scoring before, AutoRefine, scoring after); total: the whole align call
             "wall_s": {"loop": rep.get("wall_s"), "total": round(time.perf_counter() - t0, 2)},
             "run_dir": str(res.run_dir),
+            # a budget stop that left the test split scored: the aligned judge is the best completed iteration's
+            "stopped_by": (rep.get("stopped") or {}).get("by"),
         }
         self.last_report = report
         if self.log_to_mlflow:

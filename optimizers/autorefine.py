@@ -36,6 +36,7 @@ from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
 from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
 from ._teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
+from verifirst.lm.spend import refused
 from .base import Budget, EngineContext, EngineResult
 
 STATE_FILE = "autorefine_state.json"
@@ -314,6 +315,8 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
                 ck.save()
 
             run_teacher(teacher, train_items, teacher_lm, num_threads, done, progress)
+            if refused() is not None:  # the teacher pass did not finish: no iteration can be kept
+                raise refused()
             st["teacher_done"] = True
             ck.save()
         decisions = {k: TeacherDecision(**v) for k, v in st["teacher"].items()}
@@ -332,11 +335,61 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
     iters: list[dict] = st["iterations"]
 
     def record(entry: dict) -> None:
+        if refused() is not None:  # a call of this iteration was refused by the budget: it is not kept
+            raise _BudgetStop
         iters.append(entry)
         ck.save()
         log({k: entry[k] for k in ("train_pi", "val_pi", "n_disagreements", "prompt_chars")
              if entry.get(k) is not None}, entry["iteration"])
 
+    try:
+        _iterate(st, ck, iters, record, judge, kept_ids, train_labels, val_items, items_by_id, judge_lm,
+                 num_threads, default_threshold, repeats, temperature, target_pi, max_iters, proposer, applier,
+                 proposer_lm, decisions, length_cap)
+    except Exception:  # the budget stops at the last completed iteration; the one in flight is not kept
+        if refused() is None:
+            raise
+        if not iters:
+            raise refused() from None
+        st["stop_reason"] = "budget"
+
+    val_labels = {it.id: it.gold["label"] for it in val_items}
+    best = _select(iters, val_labels)
+    calibrated = judge.copy_with_prompt(best["prompt"])
+    if (isinstance(calibrated, RubricJudge) or getattr(calibrated, "calibrates_threshold", False)) \
+            and best["threshold"] is not None:
+        calibrated.threshold = best["threshold"]
+    if st["stop_reason"] == "budget":
+        queue = []  # its judge calls would be refused: no review queue for a stopped run
+    else:
+        if st.get("review_queue") is None:  # once per calibration: a finished run resumed calls nothing
+            st["review_queue"] = review_queue(best, decisions, train_labels, val_labels, items_by_id,
+                                              [it for it in train_items if decisions[it.id].decision == SKIP],
+                                              calibrated, judge_lm, num_threads)
+            ck.save()
+        queue = st["review_queue"]
+    noise = None
+    if repeats > 1:
+        noise = {"repeats": repeats, "temperature": temperature,
+                 "initial": iters[0].get("val_noise"), "selected": best.get("val_noise"),
+                 "acceptance": [{"iteration": it["iteration"], **it["acceptance"]}
+                                for it in iters if it.get("acceptance")]}
+    return CalibrationResult(prompt=best["prompt"], threshold=best["threshold"],
+                             selected_iteration=best["iteration"], iterations=iters, teacher=decisions,
+                             teacher_stats=tstats, stop_reason=st["stop_reason"], judge=calibrated,
+                             initial_prompt=iters[0]["prompt"], initial_threshold=iters[0]["threshold"],
+                             default_threshold=default_threshold, review_queue=queue, noise=noise)
+
+
+class _BudgetStop(Exception):
+    """A call of the iteration in flight was refused by the run's budget."""
+
+
+def _iterate(st, ck, iters, record, judge, kept_ids, train_labels, val_items, items_by_id, judge_lm, num_threads,
+             default_threshold, repeats, temperature, target_pi, max_iters, proposer, applier, proposer_lm,
+             decisions, length_cap) -> None:
+    """Iteration 0 (the start prompt), then edit rounds until a stop rule holds; each iteration is
+    recorded (and checkpointed) when it completes."""
     if not iters:
         e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
                        num_threads, default_threshold, repeats, temperature)
@@ -379,30 +432,6 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
         ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
                        num_threads, default_threshold, repeats, temperature)
         record({**entry, **ev})
-
-    val_labels = {it.id: it.gold["label"] for it in val_items}
-    best = _select(iters, val_labels)
-    calibrated = judge.copy_with_prompt(best["prompt"])
-    if (isinstance(calibrated, RubricJudge) or getattr(calibrated, "calibrates_threshold", False)) \
-            and best["threshold"] is not None:
-        calibrated.threshold = best["threshold"]
-    if st.get("review_queue") is None:  # once per calibration: a finished run resumed calls nothing
-        st["review_queue"] = review_queue(best, decisions, train_labels, val_labels, items_by_id,
-                                          [it for it in train_items if decisions[it.id].decision == SKIP],
-                                          calibrated, judge_lm, num_threads)
-        ck.save()
-    queue = st["review_queue"]
-    noise = None
-    if repeats > 1:
-        noise = {"repeats": repeats, "temperature": temperature,
-                 "initial": iters[0].get("val_noise"), "selected": best.get("val_noise"),
-                 "acceptance": [{"iteration": it["iteration"], **it["acceptance"]}
-                                for it in iters if it.get("acceptance")]}
-    return CalibrationResult(prompt=best["prompt"], threshold=best["threshold"],
-                             selected_iteration=best["iteration"], iterations=iters, teacher=decisions,
-                             teacher_stats=tstats, stop_reason=st["stop_reason"], judge=calibrated,
-                             initial_prompt=iters[0]["prompt"], initial_threshold=iters[0]["threshold"],
-                             default_threshold=default_threshold, review_queue=queue, noise=noise)
 
 
 def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels: dict[str, str],
@@ -676,7 +705,8 @@ class AutoRefineEngine:
                                            "prompt_chars", "threshold")} for it in res.iterations]
         details = {**res.summary(), "teacher_used": self.use_teacher,
                    "teacher_decisions": {k: d.to_dict() for k, d in res.teacher.items()}}
-        return EngineResult(program=res.judge, history=history, details=details)
+        return EngineResult(program=res.judge, history=history, details=details,
+                            stopped="budget" if res.stop_reason == "budget" else None)
 
     def judge_report(self, program, before: dict, after: dict, items, manifest, details: dict, **kw) -> dict:
         """The `judge` section of the driver's report (see `judge_report`)."""

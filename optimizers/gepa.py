@@ -24,6 +24,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 
 from verifirst.core import atomic
+from verifirst.lm.spend import refused
 from .base import Budget, EngineContext, EngineResult
 
 
@@ -273,9 +274,20 @@ class GEPAEngine:
                         candidate_selection_strategy=draws.selector,
                         track_stats=True, log_dir=str(log_dir), seed=seed, warn_on_score_mismatch=False,
                         gepa_kwargs={"use_cloudpickle": True, "callbacks": [rec, draws],
-                                     "batch_sampler": draws.sampler}, **budget_kw, **opts)
-        with dspy.context(callbacks=[*(dspy.settings.get("callbacks") or []), capture]):
-            best = opt.compile(program, trainset=trainset, valset=valset)
+                                     "batch_sampler": draws.sampler, "stop_callbacks": [_budget_refused]},
+                        **budget_kw, **opts)
+        try:
+            with dspy.context(callbacks=[*(dspy.settings.get("callbacks") or []), capture]):
+                best = opt.compile(program, trainset=trainset, valset=valset)
+        except Exception:
+            if refused() is None:
+                raise
+            best = best_saved(program, log_dir)  # a refused call ended the iteration in flight
+            if best is None:
+                raise
+            return EngineResult(best, rec.history, {"seed_instructions": seed_instructions,
+                                                    "selected_from": "the last completed iteration"},
+                                stopped="budget")
         details = _details(best)
         details["candidates_seen"] = rec.candidates
         details["seed_instructions"] = seed_instructions
@@ -284,7 +296,40 @@ class GEPAEngine:
         atomic.write_json(log_dir / "gepa_lineage.json", details["lineage"])
         ctx.log_artifact(log_dir / "detailed_results.json")
         ctx.log_artifact(log_dir / "gepa_lineage.json")
-        return EngineResult(best, rec.history, details)
+        return EngineResult(best, rec.history, details, stopped="budget" if refused() is not None else None)
+
+
+def _budget_refused(gepa_state: Any) -> bool:
+    """GEPA stopper: the run's budget refused a call (GEPA's evaluations score a refused call as a
+    failure, so its next iteration would learn from nothing): stop before it starts."""
+    return refused() is not None
+
+
+def best_saved(program: Any, log_dir: Path) -> Any:
+    """The program of GEPA's state saved at the start of its last iteration with the highest mean
+    validation score (every candidate there was fully scored before that iteration); None when
+    there is no such state.
+
+    Args:
+        program: the start program (the candidate's instructions are set on a copy of it).
+        log_dir: GEPA's log directory.
+    """
+    from gepa.core.state import GEPAState
+
+    try:
+        state = GEPAState.load(str(log_dir))
+    except Exception:  # no state saved yet (the seed's validation pass was refused)
+        return None
+    scores = [sum(sc.values()) / len(sc) if sc else float("-inf") for sc in state.prog_candidate_val_subscores]
+    if not scores:
+        return None
+    idx = max(range(len(scores)), key=lambda i: (scores[i], -i))  # ties: the earlier candidate
+    best = program.deepcopy()
+    for name, pred in best.named_predictors():
+        text = state.program_candidates[idx].get(name)
+        if text is not None:
+            pred.signature = pred.signature.with_instructions(text)
+    return best
 
 
 def _details(prog) -> dict:

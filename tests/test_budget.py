@@ -101,9 +101,11 @@ def _engines():
 
 def _optimize(run_dir, budget, engines, tmp_path):
     task, refl = engines
-    models = {"task": AccountedLM("local/cap-task", spec="cap-task", engine=task, cache=True, num_retries=0),
+    # max_tokens: what a call reserves before it is sent (the scripted answers are shorter)
+    models = {"task": AccountedLM("local/cap-task", spec="cap-task", engine=task, cache=True, num_retries=0,
+                                  max_tokens=40),
               "reflection": AccountedLM("local/cap-refl", role="reflection", spec="cap-refl", engine=refl, cache=True,
-                                        num_retries=0)}
+                                        num_retries=0, max_tokens=40)}
     data = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(12)]
     return vf.optimize(dspy.Predict(QA), data, _metric, "gepa", models=models, budget=budget, run_dir=run_dir,
                        workdir=tmp_path / "wd", cache=tmp_path / "cache")
@@ -116,27 +118,55 @@ def _rows(run_dir):
     return out
 
 
-@pytest.mark.parametrize("limit", [{"max_lm_calls": 20}, {"max_usd": 3.0}])  # the whole run: 25 calls, 5.32 USD
-def test_a_capped_run_stops_before_the_cap_and_resumes_to_the_uncapped_rows(tmp_path, limit):
+@pytest.mark.parametrize("limit", [{"max_lm_calls": 20}, {"max_usd": 4.0}])  # the whole run: 25 calls, 5.32 USD
+def test_a_capped_run_keeps_its_best_so_far_scores_test_and_resumes_to_the_uncapped_rows(tmp_path, limit):
     full = _optimize(tmp_path / "full", vf.Budget(max_metric_calls=30), _engines(), tmp_path / "a")
     engines = _engines()
     run_dir = tmp_path / "capped"
-    with pytest.raises(BudgetExceeded) as e:
-        _optimize(run_dir, vf.Budget(max_metric_calls=30, prices=PRICES, **limit), engines, tmp_path / "b")
+    capped = _optimize(run_dir, vf.Budget(max_metric_calls=30, prices=PRICES, **limit), engines, tmp_path / "b")
     sent = engines[0].calls + engines[1].calls
     key = next(iter(limit))
-    assert "stopped by budget" in str(e.value) and key in str(e.value) and "resume" in str(e.value)
+    stop = capped.report["stopped"]
+    assert stop["by"].startswith(f"stopped by budget: {key}") and "held back to score the test split" in stop["by"]
+    assert stop["test"] == "scored" and stop["not_scored"] == {"train": "budget", "val": "budget"}
+    assert capped.report["splits"]["test"]["after"]["n"] == 3 and capped.report["splits"]["val"]["after"] is None
     state = json.loads((run_dir / "run_state.json").read_text())
-    assert state["status"] == "stopped" and state["stopped_by"].startswith("stopped by budget")
+    assert state["status"] == "stopped" and state["stopped_by"] == stop["by"]
     if key == "max_lm_calls":
         assert sent <= limit[key]  # one thread: not one call past the cap
     else:
         assert state["spend"]["run"]["usd"] <= limit[key]
-    assert not (run_dir / "report.json").exists()  # nothing claimed
+    published = json.loads((run_dir / "report.json").read_text())
+    assert published["stopped"]["test"] == "scored"
+    assert "not scored: budget" in (run_dir / "report.md").read_text()
     again = _optimize(run_dir, vf.Budget(max_metric_calls=30, prices=PRICES, **{key: limit[key] * 100}), engines,
                       tmp_path / "b")
-    assert again.report["spend"]["stopped_by"] is None
+    assert again.report["spend"]["stopped_by"] is None and "stopped" not in again.report
+    assert json.loads((run_dir / "run_state.json").read_text())["status"] == "finished"
     assert _rows(run_dir) == _rows(tmp_path / "full") and again.report["splits"] == full.report["splits"]
+
+
+def test_gepa_stopped_by_the_budget_returns_its_best_completed_candidate(tmp_path):
+    engines = _engines()
+    capped = _optimize(tmp_path / "run", vf.Budget(max_metric_calls=30, max_lm_calls=22), engines, tmp_path)
+    stop = capped.report["stopped"]
+    assert stop["kept"].startswith("the optimizer's best on validation") and stop["test"] == "scored"
+    assert engines[0].calls + engines[1].calls <= 22
+    # the reflection's rule had been accepted on validation before the cap: the run returns it
+    assert RULE in capped.program.predictors()[0].signature.instructions
+    assert capped.report["splits"]["test"]["after"]["pass_rate"] == 1.0
+
+
+def test_a_budget_that_leaves_nothing_for_test_claims_nothing(tmp_path):
+    # the task role's own limit is not held back for the test split: its evaluation is refused
+    engines = _engines()
+    with pytest.raises(BudgetExceeded, match="test not scored: budget") as e:
+        _optimize(tmp_path / "run", vf.Budget(max_metric_calls=30, per_role={"task": {"max_lm_calls": 19}}),
+                  engines, tmp_path)
+    assert "resume" in str(e.value) and engines[0].calls <= 19
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["stopped"]["test"] == "not scored: budget" and report["splits"]["test"]["after"] is None
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "stopped"
 
 
 def test_max_usd_with_a_model_without_a_price_is_refused_before_anything(tmp_path):
@@ -177,16 +207,23 @@ def _calibrate(run_dir, tmp_path, engine, budget):
                         budget=budget)
 
 
-def test_calibration_stops_at_the_cap_and_resumes_to_the_uncapped_rows(tmp_path):
+@pytest.mark.parametrize("share, kept", [(0.5, "the start program"), (0.85, "the optimizer's best")])
+def test_calibration_stops_at_the_cap_and_resumes_to_the_uncapped_rows(tmp_path, share, kept):
+    # half the calls: the teacher pass or the start prompt's iteration is cut, so the start prompt stands;
+    # 85%: a later iteration is cut, and AutoRefine returns its best completed one on validation
     from test_behaviour_unchanged import _judge_answer
 
     full_engine = ScriptedEngine(_judge_answer)
     full = _calibrate(tmp_path / "full", tmp_path / "a", full_engine, None)
-    cap = full_engine.calls // 2
+    cap = int(full_engine.calls * share)
     engine = ScriptedEngine(_judge_answer)
-    with pytest.raises(BudgetExceeded, match=f"max_lm_calls {cap} for the run reached"):
-        _calibrate(tmp_path / "capped", tmp_path / "b", engine, vf.Budget(max_lm_calls=cap))
+    capped = _calibrate(tmp_path / "capped", tmp_path / "b", engine, vf.Budget(max_lm_calls=cap))
     assert engine.calls <= cap  # one thread: nothing past the cap was sent
+    stop = capped.report["stopped"]
+    assert stop["by"].startswith(f"stopped by budget: max_lm_calls {cap} for the run reached")
+    assert stop["kept"].startswith(kept) and stop["test"] == "scored" and set(capped.report["judge"]["splits"]) == {"test"}
+    assert capped.report["details"].get("stop_reason") == ("budget" if share > 0.5 else None)
     again = _calibrate(tmp_path / "capped", tmp_path / "b", engine, vf.Budget(max_lm_calls=10 * full_engine.calls))
+    assert "stopped" not in again.report
     assert _rows(tmp_path / "capped") == _rows(tmp_path / "full")
     assert again.report["judge"]["test"] == full.report["judge"]["test"]

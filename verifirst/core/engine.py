@@ -118,9 +118,19 @@ class Budget:
 
 @dataclass
 class EngineResult:
+    """What an engine returns.
+
+    program: the selected program. history: one dict of metrics per iteration. details:
+    engine-specific, JSON-able. stopped: "budget" when the run's budget refused a call and the
+    engine stopped at its last completed iteration, `program` being the best of those on
+    validation (an engine that cannot do so raises or returns without it, and the loop keeps the
+    start program).
+    """
+
     program: Any
-    history: list[dict] = field(default_factory=list)  # one dict per iteration: metrics
-    details: dict[str, Any] = field(default_factory=dict)  # engine-specific, JSON-able
+    history: list[dict] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
 
 
 @dataclass

@@ -13,6 +13,10 @@ limit: what can exceed a cap is only real usage above its reservation (a prompt 
 characters / 4 tokens). A refusal is a hard stop: the run's limit stops every role, a role's limit
 stops that role, and every later admission in that scope is refused too.
 
+A part of the run's limits can be held back (`hold_back`): while held, admissions see the run's caps
+less the held amounts, so the optimizer stops early enough for the test split to be scored with
+what is left; `release` gives the held part back and lifts a stop that only the holding caused.
+
 Prices are USD per 1M tokens: a user's table first, then LiteLLM's bundled price map (offline), and
 the embedded model and the scripted test models ("local/...") cost nothing.
 """
@@ -60,6 +64,7 @@ class BudgetExceeded(VerifirstError):
     """
 
     exit_code = 1
+    held = False  # refused only because part of the run's limit was held back for the test split
 
     def __init__(self, limit: str, role: str | None, spent: float, cap: float, need: float = 0.0,
                  message: str | None = None):
@@ -249,6 +254,8 @@ class SpendMeter:
         self._stopped_by: str | None = None
         self._first_refusal: BudgetExceeded | None = None
         self._unpriced: set[str] = set()
+        self._held = Limits()  # the run's amounts held back (for the test split); see hold_back
+        self.refusals = 0  # requests refused so far
         self._needs_price = total.max_usd is not None or any(
             lim.max_usd is not None for lim in self.per_role.values())
         self.start()
@@ -266,6 +273,24 @@ class SpendMeter:
     def first_refusal(self) -> "BudgetExceeded | None":
         """The first call refused (an engine may have swallowed it; the loop raises it again)."""
         return self._first_refusal
+
+    def hold_back(self, held: Limits) -> None:
+        """Hold back part of the run's limits: until `release`, requests are admitted against the
+        run's caps less these amounts (a refusal then names what is held and why).
+
+        Args:
+            held: the amounts (max_usd, max_tokens, max_lm_calls, max_wall_s) to keep for later.
+        """
+        with self._lock:
+            self._held = held
+
+    def release(self) -> None:
+        """Give the held amounts back; a run-wide stop that only the holding caused is lifted."""
+        with self._lock:
+            stop = self._stopped.get(None)
+            if stop is not None and getattr(stop, "held", False):
+                del self._stopped[None]
+            self._held = Limits()
 
     def admit(self, role: str, model: str | tuple[str, ...], prompt_chars: int, max_tokens: int | None) -> Ticket:
         """Reserve one request's worst case, or raise BudgetExceeded and reserve nothing.
@@ -298,6 +323,7 @@ class SpendMeter:
         with self._lock:
             stop = self._stopped.get(None) or self._stopped.get(role)
             if stop is not None:
+                self.refusals += 1
                 raise BudgetExceeded(stop.limit, stop.role, stop.spent, stop.cap, stop.need, stop.message)
             elapsed = time.monotonic() - self._t0
             role_tally = self._roles.get(role)
@@ -307,7 +333,14 @@ class SpendMeter:
                 if limits is None:
                     continue
                 exc = self._check(scope, limits, tally, usd, tokens, elapsed)
+                if exc is None and scope is None and self._held.any:
+                    exc = self._check(scope, _less(limits, self._held), tally, usd, tokens, elapsed)
+                    if exc is not None:  # within the run's cap, but not within what the test split needs
+                        exc = BudgetExceeded(exc.limit, None, exc.spent, getattr(limits, exc.limit), exc.need,
+                                             message=_held_message(exc, limits, self._held))
+                        exc.held = True
                 if exc is not None:
+                    self.refusals += 1
                     self._stopped[scope] = exc
                     if self._stopped_by is None:
                         self._stopped_by, self._first_refusal = exc.message, exc
@@ -389,6 +422,32 @@ class SpendMeter:
                 "in_flight": self._in_flight,
                 "unpriced": sorted(self._unpriced),  # models counted at 0 USD (no max_usd was set)
             }
+
+
+def _less(limits: Limits, held: Limits) -> Limits:
+    """`limits` less the `held` amounts (limits without a cap stay without one)."""
+    out = {}
+    for k in LIMITS:
+        cap, h = getattr(limits, k), getattr(held, k)
+        out[k] = None if cap is None else (cap if h is None else max(cap - h, 0))
+    return Limits(**out)
+
+
+def _held_message(exc: BudgetExceeded, limits: Limits, held: Limits) -> str:
+    cap, h = getattr(limits, exc.limit), getattr(held, exc.limit)
+    if exc.limit == "max_wall_s":
+        detail = f"{_fmt(exc.limit, exc.spent)} s elapsed"
+    else:
+        detail = f"{_fmt(exc.limit, exc.spent)} spent, the next call needing up to {_fmt(exc.limit, exc.need)}"
+    return (f"stopped by budget: {exc.limit} {_fmt(exc.limit, cap, cap=True)} for the run reached for the optimizer "
+            f"({detail}; {_fmt(exc.limit, h)} held back to score the test split)")
+
+
+def refused() -> "BudgetExceeded | None":
+    """The first request the active meter refused, if any (None without a meter): engines that
+    stop at their last completed iteration ask it before keeping an iteration."""
+    meter = _ACTIVE
+    return meter.first_refusal if meter is not None else None
 
 
 # -- activation (process-wide: evaluation threads and DSPy's threads must all see it) -------------

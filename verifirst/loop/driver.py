@@ -25,12 +25,13 @@ from verifirst.core import atomic
 from verifirst.core import stats
 from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
-from verifirst.core.engine import Budget, Engine, EngineContext
+from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult
 from verifirst.core.errors import RunFailed
 from verifirst.loop.evaluation import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
 from verifirst.loop.ledger import TestLedger, ledger_for_run_dir, program_hash
 from verifirst.lm import USAGE, usage_phase
 from verifirst.core.metric import Metric
+from verifirst.loop.budget_stop import NOT_SCORED, TEST_COST_FILE, TestCost, stopped_section
 from verifirst.loop.run_items import write_items
 from verifirst.loop.splits import SPLITS, SplitManifest
 from verifirst.core.task import Item
@@ -154,8 +155,8 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     manifest.save(run_dir / "split_manifest.json")
     write_items(run_dir, items, manifest)
 
-    def run_eval(prog, split: str, phase: str) -> EvalResult:
-        ckpt = run_dir / "eval" / f"{phase}_{split}.jsonl"
+    def run_eval(prog, split: str, phase: str, checkpoint: Path | None = None) -> EvalResult:
+        ckpt = checkpoint or run_dir / "eval" / f"{phase}_{split}.jsonl"
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         callback.on_evaluation_start(EvaluationStart(phase, split))
         res = None
@@ -174,8 +175,22 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             ledger.record(manifest.digest, h, run_dir, phase)
         return res
 
-    before = {s: run_eval(program, s, "before") for s in splits}
+    from verifirst.lm.spend import active_meter
+
+    test_cost = TestCost(active_meter(), run_dir)
+    before = {}
+    for s in splits:
+        if s == "test":
+            test_cost.start()
+        before[s] = run_eval(program, s, "before")
+        if s == "test":
+            test_cost.stop()
+    if _refused_call() is not None:  # the budget ran out before the optimizer could start
+        raise _refused_call()
     fail_if_unscored("before", before, run_dir)  # before the optimizer spends anything on it
+    held = test_cost.hold_back() if "test" in splits and engine is not None else None
+    stopped = None  # the refused call that stopped the optimizer, if one did
+    best_so_far = False  # the engine stopped at its last completed iteration and returned the best of them
     prog_path = run_dir / "optimized_program.json"
     history: list[dict] = []
     details: dict = {}
@@ -212,23 +227,36 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             finally:
                 callback.on_optimizer_end(end)
         except Exception:
-            if _refused_call() is not None:  # the budget, not the engine, ended it
-                _discard_engine_state(run_dir)
-            raise
+            if _refused_call() is None:
+                raise
+            res = None  # the budget, not the engine, ended it: nothing the engine did is kept
         finally:
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
-        refused = _refused_call()
-        if refused is not None:  # the engine swallowed a refused call: stop before its result is kept
+        stopped = _refused_call()
+        if stopped is not None:
+            # Its state may hold steps whose calls were refused (scored as errors): it goes, so a resume
+            # with a larger budget redoes the engine (its calls served by the cache) and ends where an
+            # unbudgeted run would have.
             _discard_engine_state(run_dir)
-            raise refused
+            best_so_far = res is not None and res.stopped == "budget"
+            if not best_so_far:
+                res = EngineResult(program.deepcopy(), list(res.history) if res else [], {})
         best, history, details = res.program, res.history, dict(res.details)
         details["metric"] = metric.counts()  # items the metric could not judge scored 0.0 for DSPy
-        why = optimizer_saw_only_errors(details["metric"], usage0)
+        why = None if stopped is not None else optimizer_saw_only_errors(details["metric"], usage0)
         if why:  # nothing saved: a rerun against a working endpoint optimizes afresh
             raise RunFailed(why)
         _save_program(best, prog_path)
-        atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
-    after = {s: run_eval(best, s, "after") for s in splits} if engine is not None else dict(before)
+        if stopped is None:
+            atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
+    test_cost.release()
+    not_scored: dict[str, str] = {}
+    if engine is None:
+        after = dict(before)
+    elif stopped is None:
+        after = {s: run_eval(best, s, "after") for s in splits}
+    else:
+        after, not_scored = _score_stopped(best, program, before, splits, run_eval, run_dir)
     fail_if_unscored("after", after, run_dir)
 
     report: dict[str, Any] = {
@@ -237,8 +265,16 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         "details": details,
     }
     for s in splits:
-        report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
-                               "comparison": compare(before[s], after[s])}
+        if s in after:
+            report["splits"][s] = {"before": before[s].summary(), "after": after[s].summary(),
+                                   "comparison": compare(before[s], after[s])}
+        else:
+            report["splits"][s] = {"before": before[s].summary(), "after": None, "comparison": None,
+                                   "not_scored": not_scored[s]}
+    if stopped is not None:
+        kept = ("the optimizer's best on validation of the iterations it completed" if best_so_far
+                else "the start program (the optimizer keeps no completed iteration)")
+        report["stopped"] = stopped_section(stopped, kept, held, not_scored)
     if manifest.method == "time":  # cut times; windows: per-window counts, each test item's window
         report["time_split"] = manifest.time_report()
     if "test" in splits:
@@ -249,6 +285,31 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     if stages:
         report["stage_order"] = list(stages)
     return OptimizationResult(best, report, before, after)
+
+
+def _score_stopped(best, start, before: dict, splits, run_eval, run_dir: Path) -> tuple[dict, dict]:
+    """After a budget stop: the test split scored once with what was held back for it (the start
+    program kept: its own test rows stand); train and validation not scored again."""
+    from verifirst.lm.spend import active_meter
+
+    not_scored = {s: NOT_SCORED for s in splits if s != "test"}
+    if "test" not in splits:
+        return {}, not_scored
+    if program_hash(best) == program_hash(start):
+        return {"test": before["test"]}, not_scored
+    meter = active_meter()
+    refusals = meter.refusals if meter is not None else 0
+    ckpt = run_dir / "eval" / "stopped" / "after_test.jsonl"  # never a resumed run's rows: they score another program
+    ckpt.unlink(missing_ok=True)
+    try:
+        res = run_eval(best, "test", "after", checkpoint=ckpt)
+    except Exception:
+        if meter is None or meter.refusals == refusals:
+            raise
+        res = None
+    if res is None or (meter is not None and meter.refusals > refusals):
+        return {}, {**not_scored, "test": NOT_SCORED}
+    return {"test": res}, not_scored
 
 
 USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens", "attempts",
@@ -292,7 +353,7 @@ class RunRequest:
 
 # What the loop itself keeps in a run directory; everything else there is the engine's own state.
 LOOP_FILES = {"eval", "split_manifest.json", "items.jsonl", "run_state.json", "run.lock", "optimized_program.json",
-              "engine_done.json"}
+              "engine_done.json", TEST_COST_FILE}
 
 
 def _discard_engine_state(run_dir: Path) -> None:
@@ -442,15 +503,30 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
             if meter is not None:
                 report["spend"] = meter.spent()
             cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
+        stop = report.get("stopped")
+        if stop:
+            stopped_by = stop["by"]
         paths = list(publish(report, run_dir)) if publish else []
         cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
-        atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
+        if stop:  # resumable with a larger limit: the engine is redone, its calls served by the cache
+            atomic.write_json(run_dir / "run_state.json", {**_state(req, "stopped", run_id), "stopped_by": stopped_by,
+                                                           "spend": report.get("spend")})
+            if stop["test"] != "scored":
+                status = "KILLED"
+                first = meter.first_refusal
+                raise BudgetExceeded(first.limit, first.role, first.spent, first.cap, first.need, message=(
+                    f"{stopped_by}; test not scored: budget (the report in {run_dir} claims nothing). Nothing past "
+                    f"the limit was sent; rerun on the same run directory with a larger limit to resume"))
+        else:
+            atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
         status = "FINISHED"
         return res, run_id
     except KeyboardInterrupt:
         status = "KILLED"
         raise
     except Exception as e:
+        if report is not None and report.get("stopped"):
+            raise  # stopped with its report published (test not scored): the state is written
         # A refused call stops the run, whatever an engine made of it (an error count, a failed step):
         # nothing past the cap was sent, and the run directory resumes with a larger limit.
         refused = e if isinstance(e, BudgetExceeded) else (meter.first_refusal if meter is not None else None)

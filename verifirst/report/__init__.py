@@ -102,6 +102,14 @@ def split_rows(report: dict) -> list[dict]:
     rows = []
     for split, body in report.get("splits", {}).items():
         b, a, c = body["before"], body["after"], body["comparison"]
+        if a is None:  # a run stopped by its budget scores only the test split again
+            why = f"not scored: {body.get('not_scored', 'budget')}"
+            rows.append({"split": split, "n": b["n"],
+                         "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
+                         "after": why, "delta": "—", "mcnemar_p": "—", "discordant": "—",
+                         "lm_errors": f"{unscored(b)['lm']}/—", "verifier_errors": f"{unscored(b)['verifier']}/—",
+                         "inconclusive": f"{unscored(b)['inconclusive']}/—"})
+            continue
         rows.append({
             "split": split, "n": b["n"],
             "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
@@ -126,6 +134,14 @@ def footer_lines(report: dict) -> list[str]:
     """The run's totals under the tables. Item counts are the tables' own sums; model calls that
     failed (then retried or not) are a different count and say so."""
     lines = []
+    st = report.get("stopped")
+    if isinstance(st, dict):
+        lines.append(f"{st['by'][0].upper()}{st['by'][1:]}. The run returns {st['kept']}; "
+                     + ("the test split was scored once with what was held back for it"
+                        if st.get("test") == "scored" else "test not scored: budget (nothing is claimed)")
+                     + (f"; {', '.join(s for s in st.get('not_scored', {}) if s != 'test')} not scored again"
+                        if any(s != "test" for s in st.get("not_scored", {})) else "")
+                     + ". Rerun on the same run directory with a larger limit to finish it.")
     if report.get("splits"):
         parts = []
         for phase in ("before", "after"):

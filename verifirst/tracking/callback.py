@@ -136,7 +136,9 @@ class MLflowCallback(RunCallback):
         rep["tracking_uri"] = t.uri
         rep["tracking_failures"] = tracking_failures(t, event.result)
         # only what the optimizer changed is registered: a kept seed prompt is no new version
-        if self.register_prompt and t.enabled and rep.get("instructions") and rep.get("instructions_changed"):
+        claimed = (rep.get("stopped") or {}).get("test", "scored") == "scored"  # a budget stop may leave test unscored
+        if self.register_prompt and t.enabled and rep.get("instructions") and rep.get("instructions_changed") \
+                and claimed:
             name = f"{rep['experiment']}-instructions".replace(" ", "-")
             text = "\n\n".join(f"## {k}\n{v}" for k, v in rep["instructions"].items())
             rep["prompt_uri"] = t.register_prompt(name, text, tags={
