@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from verifirst.core.callbacks import RunCallback
 from verifirst.core.engine import Budget, EngineContext, resolve_engine
@@ -202,7 +202,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              eval_splits: Sequence[str] = SPLITS, stratify: Any = None, adapter: Any = None,
              executor: Any = None, compile_kwargs: dict | None = None, no_val: bool = False,
              no_test: bool = False, callbacks: Sequence[RunCallback] = (), echo: Any = None,
-             cache: str | Path | None = None, config: dict | None = None) -> Result:
+             cache: str | Path | None = None, config: dict | None = None, dry_run: bool = False,
+             confirm: Callable[[Any], bool] | None = None) -> Any:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -251,6 +252,16 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
             None keeps DSPy's cache as configured.
         config: the experiment file's settings this run came from (`vf.load_config` passes it):
             kept, credentials masked, in run_state.json and MLflow, and part of the resume key.
+        dry_run: return the spend estimate (`verifirst.loop.estimate.SpendEstimate`: calls, tokens and
+            USD low-high per role and phase) instead of running: no model is called and nothing is
+            written (no run directory, no cache, no MLflow run). Everything a run would refuse is
+            refused the same way.
+        confirm: asked with the estimate, before anything is written, when the estimate's high end
+            exceeds a max_usd limit of the budget (the run's or a role's); False refuses the run.
+            None: no estimate is made (the budget's hard stop still holds).
+
+    Returns:
+        The Result, or with dry_run the SpendEstimate.
     """
     import dspy
 
@@ -312,11 +323,10 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     digest = driver.run_digest(program, manifest, scorer, getattr(engine, "name", "none"), eval_splits,
                                resume_config)
     driver.check_resume(run_dir, digest)  # another run's directory: refused before a tracker starts
-    observers: list[Any] = [tracking.callback(workdir, name) if isinstance(tracking, MLflow) else tracking]
-    observers += [*callbacks, *([Console(echo)] if echo else [])]
     specs = {r: getattr(getattr(lms, r, None), "spec", None) or getattr(getattr(lms, r, None), "model", None)
              for r in ("task", "reflection", "teacher", "judge")} if lms else {"task": getattr(task_lm, "model", None)}
-    if any(lim is not None for lim in [budget.max_usd, *(r.get("max_usd") for r in budget.per_role.values())]):
+    usd_capped = any(lim is not None for lim in [budget.max_usd, *(r.get("max_usd") for r in budget.per_role.values())])
+    if usd_capped:
         from verifirst.lm.spend import Prices
 
         Prices(budget.prices).require({r: getattr(getattr(lms, r, None), "model", None) or s  # before any call
@@ -325,6 +335,20 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     if unknown:
         raise InputError(f"unknown role {unknown[0]!r}", field=f"budget.per_role.{unknown[0]}",
                          expected="roles task, reflection, teacher, judge")
+    if dry_run or (confirm is not None and usd_capped):  # before anything is written or any model called
+        from verifirst.loop.estimate import estimate_run
+
+        estimate = estimate_run(program, suite.items, manifest, engine, budget, ctx, splits=eval_splits,
+                                adapter=adapter or (FastJSONAdapter() if lms is not None else
+                                                    dspy.settings.adapter or dspy.ChatAdapter()))
+        if dry_run:
+            return estimate
+        over = estimate.over_limits()
+        if over and confirm is not None and not confirm(estimate):
+            raise InputError(f"the run was not started: {over[0]}", field="max_usd",
+                             expected="a larger max_usd, a smaller run, or confirm to start it anyway")
+    observers: list[Any] = [tracking.callback(workdir, name) if isinstance(tracking, MLflow) else tracking]
+    observers += [*callbacks, *([Console(echo)] if echo else [])]
     if cache is not None:
         configure_cache(cache)
 
@@ -409,7 +433,7 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
 
 
 def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: str | None = None,
-        limits: dict | None = None, **overrides: Any) -> Result:
+        limits: dict | None = None, dry_run: bool = False, **overrides: Any) -> Any:
     """Run an experiment file through the API: vf.optimize(**vf.load_config(path)); `verifirst run`.
 
     Args:
@@ -418,7 +442,12 @@ def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: s
         offline: track in the workdir's local MLflow store whatever the file says.
         tracking_uri: the MLflow tracking URI instead of the file's.
         limits: spend limits that replace the file's [budget] ones, e.g. {"max_usd": 20} (`--max-usd`).
-        overrides: `optimize` arguments that replace the file's (e.g. run_dir, progress, echo).
+        dry_run: return the spend estimate instead of running (`verifirst run --dry-run`): no model
+            is called and nothing is written.
+        overrides: `optimize` arguments that replace the file's (e.g. run_dir, progress, echo, confirm).
+
+    Returns:
+        The Result, or with dry_run the SpendEstimate.
     """
     import dataclasses
 
@@ -427,4 +456,4 @@ def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: s
     if given:
         kw["budget"] = dataclasses.replace(kw["budget"], **given)  # checked again: 0 or -1 is refused
     kw.update(overrides)
-    return optimize(**kw)
+    return optimize(**kw, dry_run=dry_run)

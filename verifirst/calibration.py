@@ -369,7 +369,8 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
                     echo: Callable[[str], None] = print, engine_options: dict | None = None,
                     source_line: str | None = None, config: dict | None = None,
                     log_metrics: Callable[[dict, int], None] | None = None, program: Any = None,
-                    name: str | None = None, eval_splits: tuple[str, ...] = SPLITS):
+                    name: str | None = None, eval_splits: tuple[str, ...] = SPLITS, dry_run: bool = False,
+                    confirm: Callable[[Any], bool] | None = None):
     """Calibrate a judge on these records through the one loop (`vf.optimize`) with its steps.
 
     Args:
@@ -389,9 +390,13 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
             fields, or `prompt` as a template); e.g. an MLflow judge wrapped as a program.
         name: the run's name (default calibrate-KIND).
         eval_splits: the splits scored before and after (the loop scores test once either way).
+        dry_run: return the spend estimate (the loop's, plus the calibration's report steps) instead of
+            running: no model is called and nothing is written.
+        confirm: asked with the estimate when it exceeds a max_usd limit (see `vf.optimize`).
 
     Returns:
-        The api Result (program, report with `judge`, manifest, run_dir, before, after).
+        The api Result (program, report with `judge`, manifest, run_dir, before, after), or with
+        dry_run the SpendEstimate.
     """
     from verifirst.api import optimize
     from verifirst.lm import Models
@@ -404,12 +409,52 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
     steps.log_metrics = log_metrics
     judge_lm = lms["judge"] if lms.get("judge") is not None else dspy.settings.lm
     models = Models(task=judge_lm, judge=judge_lm, teacher=lms["teacher"], reflection=lms["reflection"])
-    return optimize(program, suite, verifier, engine, splits=manifest, models=models,
-                    budget=_budget(s), run_dir=run_dir,
-                    tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
-                    workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
-                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
-                    eval_splits=eval_splits)
+    out = optimize(program, suite, verifier, engine, splits=manifest, models=models,
+                   budget=_budget(s), run_dir=run_dir,
+                   tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
+                   workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
+                   adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
+                   eval_splits=eval_splits, dry_run=dry_run, confirm=confirm)
+    if dry_run:
+        _estimate_report_steps(out, s, suite, manifest, program, tracking is not None)
+    return out
+
+
+def _estimate_promotion(est: Any, s: CalibrationSettings, manifest: SplitManifest) -> None:
+    """Add the promotion step's judge calls (the alias's current prompt re-scored on validation) to an estimate."""
+    from verifirst.loop.estimate import Line
+
+    one = next((ln for ln in est.lines if ln.phase.startswith("before ")), None)
+    if one is not None and (s.promote_alias or not s.start):
+        est.add(Line("report", one.role, "promotion: the alias's current prompt on validation (when it exists)",
+                     manifest.sizes()["val"], one.prompt_tokens, one.completion_tokens, one.model, one.price, "up to"))
+
+
+def _estimate_report_steps(est: Any, s: CalibrationSettings, suite: Suite, manifest: SplitManifest, program: Any,
+                           tracked: bool) -> None:
+    """Add the judge calls of the calibration's report steps to a dry run's estimate: a rubric's start
+    prompt re-scored at its train threshold, the champion re-scored on validation, the baseline."""
+    from verifirst.loop.estimate import Line
+
+    judge_lines = [ln for ln in est.lines if ln.phase.startswith("before ")]
+    if not judge_lines:
+        return
+    one = judge_lines[0]
+
+    def add(n: int, what: str) -> None:
+        est.add(Line("report", one.role, what, n, one.prompt_tokens, one.completion_tokens, one.model, one.price,
+                     "up to"))
+
+    if getattr(program, "kind", None) == "rubric":
+        add(sum(ln.calls for ln in judge_lines), "rubric: the start prompt at its train threshold (cache hits "
+            "with the cache on)")
+    if tracked:
+        _estimate_promotion(est, s, manifest)
+    if s.baseline is not None:
+        add(len(suite.items), "baseline: the deployed prompt on test and each older time window")
+    if s.aligners:
+        est.notes.append(f"the MLflow anchors ({', '.join(s.aligners)}) are not estimated: their aligners' calls "
+                         "are MLflow's")
 
 
 def make_judge_program(judge: str, suite: Suite, prompt: str | None, view: str | None = None):
@@ -547,7 +592,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
                   no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
                   promote_rule: str = "significant", budget: Budget | None = None,
-                  baseline: str | None = None) -> CalibrationRun:
+                  baseline: str | None = None, dry_run: bool = False,
+                  confirm: Callable[[Any], bool] | None = None) -> Any:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -598,6 +644,12 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
         baseline: the deployed judge prompt to compare with (`--baseline`): a file,
             prompts:/NAME@ALIAS or prompts:/NAME/VERSION; scored with the run's judge LM on the test
             split and on each older time window (report["baseline"]); it decides nothing.
+        dry_run: return the spend estimate instead of running (`verifirst calibrate --dry-run`): no
+            model is called and nothing is written (no run directory, no MLflow run).
+        confirm: asked with the estimate when it exceeds a max_usd limit (see `vf.optimize`).
+
+    Returns:
+        The CalibrationRun, or with dry_run the SpendEstimate.
     """
     from verifirst.loop.labels import LabelRule
     from verifirst.loop.promotion import parse_rule
@@ -658,14 +710,19 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     from verifirst.tracking.callback import MLflowCallback
 
     mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
-                            register_prompt=False) if tracking else None
+                            register_prompt=False) if tracking and not dry_run else None
     config = {"judge": judge, "max_iters": max_iters, "splits": str(splits), "split_by": split_by["by"],
               "outcomes": source, "prompt": prompt_source or "", "view": view or "", "repeats": repeats}
     res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
                                                       "reflection": proposer_lm},
                           prompt=prompt, run_dir=Path(run_dir) if run_dir else None, tracking=mlflow,
                           echo=echo, source_line=source_line, config=config,
-                          engine_options={"repeats": repeats, "temperature": temperature} if repeats > 1 else None)
+                          engine_options={"repeats": repeats, "temperature": temperature} if repeats > 1 else None,
+                          dry_run=dry_run, confirm=confirm)
+    if dry_run:
+        if tracking:  # the promotion step (it needs the tracker, which a dry run does not start)
+            _estimate_promotion(res, settings, manifest)
+        return res
     return CalibrationRun(res, manifest, res.run_dir)
 
 
@@ -1079,6 +1136,10 @@ def _accepts_unlabelled(load_outcomes: Callable) -> bool:
 
 def cli_calibrate(**kw) -> int:
     as_json = kw.pop("as_json", False)
+    if kw.get("dry_run"):
+        est = calibrate_run(kw.pop("outcomes", None), echo=lambda m: None, **kw)
+        print(json.dumps(est.as_dict(), indent=2) if as_json else est.render(), end="\n" if as_json else "")
+        return 0
     rep = calibrate_outcomes(kw.pop("outcomes", None), echo=(lambda m: None) if as_json else print, **kw)
     if as_json:
         from verifirst.report import report_json
@@ -1138,7 +1199,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
               repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
               promote_rule: str = "significant", budget: Budget | None = None,
-              baseline: str | Path | None = None) -> Result:
+              baseline: str | Path | None = None, dry_run: bool = False) -> Any:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -1194,10 +1255,14 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             × window table: baseline, uncalibrated start and calibrated prompt on the test split and
             on each older time window, π with its interval, paired Δπ and McNemar against the baseline.
             It is reported only: nothing is selected or promoted on it.
+        dry_run: return the spend estimate (calls, tokens and USD low-high per role and phase: the
+            teacher pass, AutoRefine's iterations x items, proposer and applier, the evaluations of
+            every split) instead of running: no model is called and nothing is written.
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
-        manifest, the run directory and the driver's before/after evaluations.
+        manifest, the run directory and the driver's before/after evaluations; with dry_run the
+        SpendEstimate (verifirst.loop.estimate).
     """
     kind, judge_text = _judge_prompt(str(judge), kind)
     lms = _calibration_models(models)
@@ -1211,5 +1276,5 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
                         prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
                         label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
                         promote_rule=promote_rule, budget=budget,
-                        baseline=str(baseline) if baseline is not None else None)
-    return out.result
+                        baseline=str(baseline) if baseline is not None else None, dry_run=dry_run)
+    return out if dry_run else out.result

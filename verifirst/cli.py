@@ -106,7 +106,8 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
-def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None):
+def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None, dry_run=False,
+                    yes=False):
     """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
     from verifirst import api
     from verifirst.config import check_workdir
@@ -115,8 +116,13 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
     if run_dir:
         check_workdir(run_dir, field="--run-dir")
+    if dry_run:
+        est = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, limits=limits, dry_run=True)
+        _print_estimate(est, as_json)
+        return est
     out = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
-                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo, limits=limits)
+                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo, limits=limits,
+                  confirm=_confirm_spend(yes))
     if as_json:
         from verifirst.report import report_json
 
@@ -132,6 +138,42 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     elif out.report.get("engine") not in (None, "none") and not out.report.get("instructions_changed"):
         typer.echo("the optimizer kept the seed instructions: no prompt registered")
     return out
+
+
+def _ci_mode() -> bool:
+    """CI mode: the environment variable CI is set (to anything but empty, 0 or false)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def _confirm_spend(yes: bool):
+    """The question a run asks before it starts when its spend estimate exceeds a max_usd limit: --yes
+    answers it; a terminal asks; CI mode or no terminal refuses the run (exit 2), naming --yes.
+
+    Args:
+        yes: --yes was given.
+    """
+    def confirm(estimate) -> bool:
+        over = estimate.over_limits()
+        typer.echo(estimate.render(), err=True, nl=False)  # the table, its notes and the limits it exceeds
+        typer.secho("the run may stop at the limit before it finishes", fg=typer.colors.YELLOW, err=True)
+        if yes:
+            typer.echo("starting anyway (--yes)", err=True)
+            return True
+        if _ci_mode() or not sys.stdin.isatty():
+            raise InputError(f"the run was not started: {over[0]}", field="--yes",
+                             expected="--yes to start it anyway (no terminal or CI mode: nothing is asked), "
+                                      "or a larger --max-usd")
+        return typer.confirm("Start the run anyway?", default=False, err=True)
+
+    return confirm
+
+
+def _print_estimate(estimate, as_json: bool) -> None:
+    """A dry run's estimate: the table (or JSON with --json) on stdout."""
+    if as_json:
+        typer.echo(json.dumps(estimate.as_dict(), indent=2))
+    else:
+        typer.echo(estimate.render(), nl=False)
 
 
 def _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s):
@@ -155,12 +197,17 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD for the run, every role"),
         max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens for the run"),
         max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on requests to models"),
-        max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds")):
+        max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print the spend estimate (calls, tokens, USD per "
+                                                               "role and phase) and exit: no model is called, "
+                                                               "nothing is written"),
+        yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds --max-usd")):
     """Run an experiment file: split, score before, optimize, score after, report.
 
     Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1 --max-usd 5
     (run it again with the same --run-dir after a crash, or with a larger --max-usd after a budget
-    stop, to resume: calls already made come from the cache.)
+    stop, to resume: calls already made come from the cache.) `--dry-run` prints what the run would
+    spend; with a max_usd whose limit the estimate exceeds, the run asks first (--yes: start anyway).
     """
     from verifirst import config
     from verifirst.core.engine import check_limit
@@ -171,7 +218,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
             if value is not None:
                 check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
         exp = config.load(experiment)
-        _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits)
+        _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits, dry_run=dry_run, yes=yes)
     except VerifirstError as e:
         _fail(e)
 
@@ -507,7 +554,12 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD, every role"),
               max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens"),
               max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on model requests"),
-              max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds")):
+              max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds"),
+              dry_run: bool = typer.Option(False, "--dry-run", help="print the spend estimate (calls, tokens, USD "
+                                                                     "per role and phase) and exit: no model is "
+                                                                     "called, nothing is written"),
+              yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds "
+                                                             "--max-usd")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
     Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
@@ -530,7 +582,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                        name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
                                        repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
                                        label_map=label_map, promote_rule=promote_rule, budget=budget,
-                                       baseline=baseline))
+                                       baseline=baseline, dry_run=dry_run,
+                                       **({} if dry_run else {"confirm": _confirm_spend(yes)})))
     except VerifirstError as e:
         _fail(e)
 
