@@ -227,3 +227,23 @@ def test_calibration_stops_at_the_cap_and_resumes_to_the_uncapped_rows(tmp_path,
     assert "stopped" not in again.report
     assert _rows(tmp_path / "capped") == _rows(tmp_path / "full")
     assert again.report["judge"]["test"] == full.report["judge"]["test"]
+
+
+def test_cli_run_stopped_in_the_optimizer_prints_what_it_kept_and_exits_0(tmp_path, monkeypatch):
+    from verifirst.lm import Models
+
+    task = ScriptedEngine(lambda m: json_answer(command="echo hi"))
+    refl = ScriptedEngine(lambda m: json_answer(new_instruction="Answer with a command."))
+    monkeypatch.setattr("verifirst.lm.make_models", lambda *a, **k: Models(
+        task=AccountedLM("local/cli-gepa", spec="cli-gepa", engine=task, num_retries=0, max_tokens=40),
+        reflection=AccountedLM("local/cli-gepa-refl", role="reflection", spec="cli-gepa-refl", engine=refl,
+                               num_retries=0, max_tokens=40)))
+    path = _toml(tmp_path, "")
+    path.write_text(path.read_text().replace('name = "bash-builtin"\n', 'name = "bash-builtin"\nlimit = 12\n').replace(
+        "[budget]\n", '[optimizer]\nname = "gepa"\nmax_metric_calls = 30\n[tracking]\nenabled = false\n'))
+    r = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(tmp_path / "run"), "--max-lm-calls", "16"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())  # the console wraps long lines
+    assert "Stopped by budget: max_lm_calls 16 for the run reached for the optimizer" in out
+    assert "train, val not scored again" in out and "the test split was scored once" in out
+    assert task.calls + refl.calls <= 16
