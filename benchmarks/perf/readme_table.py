@@ -152,6 +152,22 @@ def cache(f: Field) -> tuple[str, str]:
             f"{_n(f('first.wall_s'), 1)} s [{f('goal_second_lm_calls')} calls; ≤ {_n(f('goal_wall_ratio'))}]")
 
 
+def estimate(f: Field) -> tuple[str, str]:
+    names = {"gepa": "GEPA", "autorefine": "AutoRefine"}
+    full, bound = [], []
+    for s in f("scenarios"):
+        roles = ", ".join(f"{r} {v['estimate']} vs {v['actual']}" for r, v in s["per_role"].items())
+        if s["kind"] == "full":
+            full.append(f"{names.get(s['name'], s['name'])}: {roles}")
+        else:
+            bound.append(f"{s['name']} {'holds' if s['goal_met'] else 'FAILS'}")
+    return ("dry-run spend estimate vs the same scripted run: LM calls per role, estimate vs actual",
+            "; ".join(full) + f"; worst error {_n(f('worst_rel_error_full_runs'))}; runs that stop early: the "
+            f"'up to' counts as bounds ({', '.join(bound)}); the dry runs "
+            + ("called no model and wrote nothing" if f("dry_runs_called_no_model") and f("dry_runs_wrote_nothing")
+               else "CALLED A MODEL OR WROTE FILES") + f" [≤ {_n(f('tolerance'), 2)} per role]")
+
+
 def _probe(f: Field) -> str:
     """False equivalences on held-out data before -> after INCONCLUSIVE, per fixture."""
     probe = f("headline.new_user_probe", None)
@@ -232,6 +248,7 @@ ROWS = (
     Row("cold_cli", "python benchmarks/perf/cold_cli.py", cold_cli),
     Row("iac_verify", "python benchmarks/perf/iac_verify.py --json", iac_verify),
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
+    Row("estimate", "python benchmarks/perf/estimate.py --json", estimate),
     Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),
     Row("demo", "python benchmarks/perf/demo.py", demo),
     Row("scale", "python benchmarks/perf/scale.py --json", scale),
