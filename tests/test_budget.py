@@ -247,3 +247,25 @@ def test_cli_run_stopped_in_the_optimizer_prints_what_it_kept_and_exits_0(tmp_pa
     assert "Stopped by budget: max_lm_calls 16 for the run reached for the optimizer" in out
     assert "train, val not scored again" in out and "the test split was scored once" in out
     assert task.calls + refl.calls <= 16
+
+
+def test_mlflow_gets_the_spend_metrics_and_the_stop_tag(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    task, refl = _engines()
+    models = {"task": AccountedLM("local/cap-task", spec="cap-task", engine=task, num_retries=0, max_tokens=40),
+              "reflection": AccountedLM("local/cap-refl", role="reflection", spec="cap-refl", engine=refl,
+                                        num_retries=0, max_tokens=40)}
+    data = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(12)]
+    res = vf.optimize(dspy.Predict(QA), data, _metric, "gepa", models=models, run_dir=tmp_path / "run",
+                      budget=vf.Budget(max_metric_calls=30, max_usd=4.0, prices=PRICES), workdir=tmp_path / "wd",
+                      tracking=vf.MLflow(uri=uri, experiment="spend", traces=False), name="spend-run")
+    stop = res.report["stopped"]
+    run = MlflowClient(uri).get_run(res.report["run_id"])
+    assert run.data.tags["verifirst.stopped_by"] == stop["by"]
+    spent = res.report["spend"]
+    assert run.data.metrics["spend/usd"] == pytest.approx(spent["run"]["usd"]) and run.data.metrics["spend/usd"] <= 4.0
+    assert run.data.metrics["spend/lm_calls"] == spent["run"]["lm_calls"] == task.calls + refl.calls
+    assert run.data.metrics["spend/task/tokens"] == spent["roles"]["task"]["tokens"] > 0
+    assert run.data.metrics["spend/reflection/usd"] == pytest.approx(spent["roles"]["reflection"]["usd"])
