@@ -149,3 +149,15 @@ def test_dry_run_with_a_bad_config_is_refused_naming_file_line_and_field(tmp_pat
     assert r.exit_code == 2, r.output
     assert f"{path}:16 [budget.max_usd]" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "run").exists() and not (tmp_path / "wd").exists()
+
+
+def test_dry_run_on_a_run_directory_to_resume_says_it_makes_fewer_calls(tmp_path):
+    lm = AccountedLM("local/dry-task", spec="dry-task", engine=ScriptedEngine(lambda m: json_answer(answer="42")),
+                     num_retries=0)
+    data = [{"id": f"q{k}", "question": f"question {k}?", "answer": "42"} for k in range(8)]
+    kw = dict(models={"task": lm}, run_dir=tmp_path / "run", workdir=tmp_path / "wd")
+    vf.optimize(dspy.Predict(QA), data, _metric, None, **kw)
+    state = (tmp_path / "run" / "run_state.json").read_text()
+    est = vf.optimize(dspy.Predict(QA), data, _metric, None, dry_run=True, **kw)
+    assert any("resumes" in n for n in est.notes)
+    assert (tmp_path / "run" / "run_state.json").read_text() == state  # the dry run left it as it was

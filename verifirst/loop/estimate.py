@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from verifirst.core.engine import Budget, EngineContext
@@ -410,6 +411,10 @@ class _Builder:
             self.evaluations("after", "exact", growth)
         self.est.notes.append("retries and calls served by the LM cache are not counted; verifier-side LM calls "
                               "(an LLM-judged verifier) are not counted")
+        run_dir = getattr(self.ctx, "run_dir", None)
+        if run_dir is not None and (Path(run_dir) / "run_state.json").exists():
+            self.est.notes.append(f"{run_dir} resumes: its finished evaluations are kept and, with the LM cache on, "
+                                  "calls already made are free, so the run makes fewer calls than these")
         return self.est
 
 
