@@ -161,3 +161,16 @@ def test_dry_run_on_a_run_directory_to_resume_says_it_makes_fewer_calls(tmp_path
     est = vf.optimize(dspy.Predict(QA), data, _metric, None, dry_run=True, **kw)
     assert any("resumes" in n for n in est.notes)
     assert (tmp_path / "run" / "run_state.json").read_text() == state  # the dry run left it as it was
+
+
+def test_cli_calibrate_over_max_usd_needs_yes_in_ci_mode(tmp_path, monkeypatch):
+    engine = ScriptedEngine(bench.stubborn_answer)
+    monkeypatch.setattr("verifirst.calibration.make_lm", lambda spec, role="task", **k: AccountedLM(
+        "openai/gpt-4o-mini", role=role, spec="gpt-4o-mini", engine=engine, num_retries=0))  # LiteLLM's price
+    monkeypatch.setenv("CI", "1")
+    args = ["calibrate", "--outcomes", str(bench.EXAMPLES / "outcomes.jsonl"), "--max-iters", "1",
+            "--workdir", str(tmp_path / "wd"), "--run-dir", str(tmp_path / "run"), "--offline", "--max-usd", "0.0001"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.output
+    assert "--yes" in r.output and "exceeds max_usd" in r.output and engine.calls == 0
+    assert not (tmp_path / "run").exists() and not (tmp_path / "wd").exists()  # refused: nothing written
