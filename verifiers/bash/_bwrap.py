@@ -6,6 +6,8 @@ copy, or a fresh copy), NO_NEW_PRIVS (bwrap sets it), a Docker-like capability s
 CAP_SYS_ADMIN (so no remount), and rlimits set by the sandbox's bash before the command
 (limits_script). As host root we run bwrap as an unprivileged uid so RLIMIT_NPROC holds (the
 kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
+The uid drop happens once per process, in the spawner (_spawner), which starts bwrap for each
+run; as_user (setpriv per run) is the fallback when it cannot start.
 That uid must reach the binary and its libraries: see _bwrap_access for the private copy.
 """
 from __future__ import annotations
@@ -212,12 +214,17 @@ def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr
 
 def host_binds() -> list[str]:
     """Read-only binds for the host's usr-merge roots that are real directories here."""
-    args = []
+    return list(_host_binds())
+
+
+@functools.cache
+def _host_binds() -> tuple[str, ...]:  # the host's layout: looked at once per process, not per run
+    args: list[str] = []
     for d in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
         p = Path("/") / d
         if p.is_dir() and not p.is_symlink():
             args += ["--ro-bind", str(p), str(p)]
-    return args
+    return tuple(args)
 
 
 def limits_script(limits: dict[str, int], fd: int) -> bytes:

@@ -10,6 +10,8 @@ Each run gets its own 0700 scratch directory on a size-capped tmpfs. With a bwra
 process and whose upper layer is the run's scratch directory, so a run copies nothing and the
 diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
 the diff against the fixture (type, mode, sha256) is the run's file-system effect.
+As root, bwrap runs as an unprivileged uid; a spawner process already at that uid
+(_spawner) starts it for each run, so a run pays no setpriv exec.
 
 Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
 carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM)
@@ -34,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import _bwrap, _sandbox_fs, fixtures
+from verifirst.verifiers.bash import _bwrap, _sandbox_fs, _spawner, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
@@ -232,10 +234,14 @@ class _Job:
                                userns_fd=fds[0] if len(fds) == 2 else None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         try:
-            args, kw = _bwrap.as_user(args, ids)
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
-                                         pass_fds=fds, start_new_session=True, **kw)
+            spawner = _spawner.spawner(ids)
+            if spawner is not None:  # as root: a helper already dropped to ids starts bwrap (cwd /)
+                self.proc = spawner.popen(args, env, fds)
+            else:
+                args, kw = _bwrap.as_user(args, ids)
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
+                                             pass_fds=fds, start_new_session=True, **kw)
         except BaseException:
             _sandbox_fs.remove_tree(self.run_dir)
             raise
@@ -250,8 +256,11 @@ class _Job:
 
     def kill(self) -> None:
         try:
-            os.killpg(self.proc.pid, _signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            pid = self.proc.pid
+            if getattr(self.proc, "reaped", False):
+                return  # the spawner reaped it (and its namespace died with it): the pid is not ours
+            os.killpg(pid, _signal.SIGKILL)
+        except OSError:  # gone already, or never started (the spawner's error comes from wait)
             pass
 
     def take(self, which: bytearray, data: bytes) -> None:
@@ -267,7 +276,11 @@ class _Job:
             self.kill()
 
     def finish(self) -> RunResult:
-        rc = self.proc.wait()
+        try:
+            rc = self.proc.wait()
+        except OSError:  # the spawner could not start it (Popen raises this at the start)
+            _sandbox_fs.remove_tree(self.run_dir)
+            raise
         t_ran = time.perf_counter()
         after = None
         try:
@@ -366,6 +379,8 @@ def _drive(jobs: list[_Job]) -> None:
         except subprocess.TimeoutExpired:
             j.timed_out = True
             j.kill()
+        except OSError:
+            pass  # never started: finish() raises it
 
 
 def _close_streams(sel: selectors.BaseSelector, j: _Job) -> None:

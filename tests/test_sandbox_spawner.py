@@ -1,0 +1,152 @@
+"""The sandbox spawner (root only): runs start from one helper already at the sandbox uid, and
+see exactly what a run started through setpriv sees."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from verifirst.verifiers.bash import _spawner
+from verifirst.verifiers.bash.sandbox import Sandbox, _ids, _scratch_base
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the spawner is used as root only")
+
+# What a run sees of its own process: ids, signal dispositions, capabilities, limits, descriptors.
+PROCESS_VIEW = ("id; grep -E '^(Sig(Ign|Blk)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status; "
+                "ulimit -a; ls /proc/self/fd; echo $$ $PPID; ps -eo pid,ppid,comm --no-headers; trap -p; "
+                "yes | head -1; echo ${PIPESTATUS[@]}; env | sort")
+
+
+def test_runs_go_through_one_spawner_at_the_sandbox_uid():
+    sb = Sandbox()
+    sb.run("true")
+    sp = _spawner.spawner(_ids())
+    assert sp is not None
+    helper = sp._proc.pid
+    with open(f"/proc/{helper}/status") as fh:
+        uids = next(line for line in fh if line.startswith("Uid:")).split()[1:]
+    assert uids == [str(_ids()[0])] * 4
+    assert os.stat(f"/proc/{helper}/environ").st_uid == 0  # not dumpable: runs at its uid cannot ptrace it
+    for _ in range(3):
+        assert sb.run("echo hi").stdout == "hi\n"
+    assert _spawner.spawner(_ids()) is sp and sp._proc.poll() is None
+
+
+def test_a_run_sees_the_same_process_as_through_setpriv(monkeypatch):
+    sb = Sandbox()
+    via_spawner = sb.run(PROCESS_VIEW, "nl2sh-fs1")
+    monkeypatch.setenv("VERIFIRST_SANDBOX_SPAWNER", "0")
+    assert _spawner.spawner(_ids()) is None
+    via_setpriv = sb.run(PROCESS_VIEW, "nl2sh-fs1")
+    assert via_spawner.exit_code == via_setpriv.exit_code == 0, via_spawner.stderr
+    assert via_spawner.stdout == via_setpriv.stdout
+    assert via_spawner.stderr == via_setpriv.stderr
+    assert "141 0" in via_spawner.stdout  # SIGPIPE at its default, as Popen leaves it
+
+
+def test_a_run_that_cannot_start_raises_as_popen_would():
+    sp = _spawner.spawner(_ids())
+    p = sp.popen(["/nonexistent/bwrap"], {}, [])
+    with pytest.raises(FileNotFoundError):
+        p.wait()
+    with pytest.raises(FileNotFoundError):
+        p.pid  # noqa: B018
+    assert p.stdout.read() == b"" and p.stderr.read() == b""
+    p.stdout.close()
+    p.stderr.close()
+
+
+def test_passed_descriptors_keep_their_numbers_and_nothing_else_leaks():
+    sp = _spawner.spawner(_ids())
+    r, w = os.pipe()
+    os.write(w, b"through\n")
+    os.close(w)
+    try:
+        q = sp.popen(["/bin/bash", "-c", f"ls /proc/self/fd; cat <&{r}"], {"PATH": "/bin"}, [r])
+    finally:
+        os.close(r)
+    assert q.wait(timeout=10) == 0
+    out = q.stdout.read().decode().split()
+    q.stdout.close()
+    q.stderr.close()
+    fds = sorted(int(x) for x in out[:-1])
+    assert out[-1] == "through"
+    assert set(fds) - {3} == {0, 1, 2, r} - {3}  # 3: ls's own directory handle, when r is not 3
+
+
+def test_timeouts_and_kills_reach_spawned_runs():
+    sb = Sandbox(timeout_s=1.0)
+    t0 = time.monotonic()
+    r = sb.run("sleep 30 & setsid sleep 30 & sleep 30")
+    assert r.timed_out and time.monotonic() - t0 < 6
+
+
+def test_the_helper_ends_with_its_owner():
+    """An owner that exits, or is killed, leaves no helper and no run behind."""
+    code = ("import json, sys, time\n"
+            "from verifirst.verifiers.bash import _bwrap, _spawner\n"
+            f"_bwrap.SANDBOX_UID = {3_200_000 + os.getpid() % 50_000}\n"
+            "from verifirst.verifiers.bash.sandbox import Sandbox, _ids\n"
+            "sb = Sandbox(timeout_s=60)\n"
+            "sb.run('true')\n"
+            "print(json.dumps([_spawner.spawner(_ids())._proc.pid, _ids()[0]]), flush=True)\n"
+            "if sys.argv[1] == 'hang':\n"
+            "    sb.run('sleep 60')\n")
+    for how in ("exit", "hang"):
+        p = subprocess.Popen([sys.executable, "-c", code, how], stdout=subprocess.PIPE, text=True)
+        helper, uid = json.loads(p.stdout.readline())
+        if how == "hang":
+            time.sleep(0.5)
+            p.kill()
+        p.wait(timeout=30)
+        p.stdout.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (os.path.exists(f"/proc/{helper}") or _procs_of(uid)):
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{helper}"), how
+        assert _procs_of(uid) == [], how
+    base = _scratch_base()[0]
+    for entry in os.listdir(base):  # what the killed owner could not remove
+        if os.stat(base / entry).st_uid == uid:
+            shutil.rmtree(base / entry, ignore_errors=True)
+
+
+def test_a_forked_child_starts_its_own_spawner():
+    sb = Sandbox()
+    sb.run("true")
+    parent_helper = _spawner.spawner(_ids())._proc.pid
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            out = sb.run("echo child").stdout
+            os.write(w, json.dumps([out, _spawner.spawner(_ids())._proc.pid]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = b""
+    while chunk := os.read(r, 4096):
+        got += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    out, child_helper = json.loads(got)
+    assert out == "child\n" and child_helper != parent_helper
+    assert sb.run("echo parent").stdout == "parent\n"
+    assert _spawner.spawner(_ids())._proc.pid == parent_helper
+
+
+def _procs_of(uid: int) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found

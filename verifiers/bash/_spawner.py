@@ -1,0 +1,264 @@
+"""A long-lived spawner for sandbox runs as root: one uid drop per process, not one per run.
+
+As root, each run used to exec setpriv (the uid drop) and then bwrap; setpriv's exec and
+start-up were a third of a trivial run. The spawner is a helper process (_spawn_helper),
+started once per process and sandbox uid, already dropped to that uid, that posix_spawns
+bwrap for each run and reports its pid and exit status. What bwrap then builds (namespaces,
+mounts, limits, capabilities) is unchanged; so is every descriptor the run sees.
+
+    sp = spawner((uid, gid))              # None when it cannot start: use as_user + Popen
+    proc = sp.popen(argv, env, pass_fds)  # .pid, .stdout, .stderr, .wait(timeout), .returncode
+
+Set VERIFIRST_SANDBOX_SPAWNER=0 to start each run through setpriv as before.
+"""
+from __future__ import annotations
+
+import array
+import atexit
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from verifirst.verifiers.bash import _spawn_helper
+
+_HELPER_SOURCE = Path(_spawn_helper.__file__).read_text()
+START_TIMEOUT_S = 10.0
+_SNDBUF = 8 << 20
+
+
+class SpawnedProcess:
+    """A run sent to the spawner, with the parts of Popen the sandbox uses. The request is not
+    waited for: `pid` (and so wait and kill) waits for the helper's reply, and raises the
+    OSError Popen would have raised when the run could not start."""
+
+    def __init__(self, owner: "Spawner", rid: int, stdout, stderr):
+        self._owner, self._rid, self.stdout, self.stderr = owner, rid, stdout, stderr
+        self._pid: int | None = None
+        self._error: OSError | None = None
+        self.args = None
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._pid is None and self._error is None:
+            reply = self._owner.reply(self._rid)
+            if reply is None:
+                self._error = OSError("the sandbox spawner has gone")
+            elif "pid" not in reply:
+                args = (reply["errno"], reply["error"]) + ((reply["filename"],) if reply.get("filename") else ())
+                self._error = OSError(*args)
+            else:
+                self._pid = reply["pid"]
+        if self._error is not None:
+            raise self._error
+        return self._pid  # type: ignore[return-value]
+
+    @property
+    def reaped(self) -> bool:
+        """Whether the helper reaped it: its pid may belong to another process by now."""
+        with self._owner._cond:
+            return self.returncode is not None or self._pid in self._owner._statuses
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code (negative: killed by that signal), as Popen.wait.
+
+        Args:
+            timeout: seconds; past it subprocess.TimeoutExpired, as Popen raises.
+        """
+        if self.returncode is None:
+            status = self._owner.status(self.pid, timeout)
+            if status is None:
+                raise subprocess.TimeoutExpired(self.args or "sandbox run", timeout)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+class Spawner:
+    """One helper process and the thread that reads its replies."""
+
+    def __init__(self, ids: tuple[int, int]):
+        """Start the helper as `ids` (we must be root); RuntimeError when it does not come up.
+
+        Args:
+            ids: (uid, gid) the helper, and so every run it starts, runs as.
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            ours.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), _SNDBUF)
+        except OSError:
+            pass
+        self.pid_owner = os.getpid()
+        self.cpu_s = 0.0  # CPU seconds of the runs it reaped (their own reaped children included)
+        self.self_cpu_s = 0.0  # the helper's own CPU seconds, as it last reported them
+        self._sock = ours
+        self._cond = threading.Condition()
+        self._replies: dict[int, dict] = {}
+        self._statuses: dict[int, int] = {}
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._dead = False
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _HELPER_SOURCE, str(ids[0]), str(ids[1]), str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=[theirs.fileno()], close_fds=True, cwd="/")
+        finally:
+            theirs.close()
+        ours.settimeout(START_TIMEOUT_S)
+        try:
+            hello = json.loads(ours.recv(4096) or b"{}")
+        except (OSError, ValueError):
+            hello = {}
+        if "ready" not in hello:
+            self._proc.kill()
+            err = self._proc.communicate()[1].decode(errors="replace").strip()
+            ours.close()
+            raise RuntimeError(f"the sandbox spawner did not start: {err[-400:] or 'no reply'}")
+        self._proc.stderr.close()
+        ours.settimeout(None)
+        self._reader = threading.Thread(target=self._read, name="sandbox-spawner", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self._sock.recv(1 << 16)
+            except OSError:
+                msg = b""
+            with self._cond:
+                if not msg:
+                    self._dead = True
+                    self._cond.notify_all()
+                    return
+                m = json.loads(msg)
+                if "exit" in m:
+                    self._statuses[m["exit"]] = m["status"]
+                    self.cpu_s += m["cpu"]
+                    self.self_cpu_s = m["self_cpu"]
+                else:
+                    self._replies[m["id"]] = m
+                self._cond.notify_all()
+
+    def popen(self, argv: list[str], env: dict[str, str], pass_fds: list[int]) -> SpawnedProcess:
+        """Start `argv` as the helper's uid: stdin /dev/null, stdout and stderr pipes to us,
+        `pass_fds` at their own numbers, a new session, cwd /.
+
+        Args:
+            argv: the command (argv[0] a path).
+            env: its whole environment.
+            pass_fds: our descriptors it inherits, at the same numbers.
+
+        The helper's reply is not waited for: a run that cannot start (a binary that cannot
+        run, an argument list too long) raises the OSError Popen would from `pid` and `wait`.
+        """
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            rid = next(self._ids)
+            msg = json.dumps({"id": rid, "argv": argv, "env": env, "fds": [1, 2, *pass_fds]}).encode()
+            with self._send_lock:
+                self._sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                            array.array("i", [out_w, err_w, *pass_fds]))])
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        return SpawnedProcess(self, rid, open(out_r, "rb", buffering=0), open(err_r, "rb", buffering=0))
+
+    def reply(self, rid: int) -> dict | None:
+        """The helper's answer to request `rid` ({"pid"} or {"errno", "error"}); None if it died."""
+        with self._cond:
+            self._cond.wait_for(lambda: rid in self._replies or self._dead)
+            return self._replies.pop(rid, None)
+
+    def status(self, pid: int, timeout: float | None) -> int | None:
+        """The wait status of run `pid` once the helper reaped it; None past `timeout` seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._statuses or self._dead, timeout)
+            if pid in self._statuses:
+                return self._statuses.pop(pid)
+            if self._dead:  # the helper died: its runs died with it (--die-with-parent)
+                return signal.SIGKILL
+            return None
+
+    def close(self) -> None:
+        """End the helper (runs still going die with it) and wait for it."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=5)
+        self._sock.close()
+
+
+_LOCK = threading.Lock()
+_SPAWNERS: dict[tuple[int, int], Spawner | None] = {}
+
+
+def spawner(ids: tuple[int, int] | None) -> Spawner | None:
+    """This process's spawner for `ids`, started on first use; None when there is none to use
+    (not root, no ids, VERIFIRST_SANDBOX_SPAWNER=0, or it did not start: runs use setpriv).
+
+    Args:
+        ids: (uid, gid) the sandbox runs as; None when it runs as we are.
+    """
+    if not ids or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_SPAWNER", "1") == "0":
+        return None
+    with _LOCK:
+        sp = _SPAWNERS.get(ids)
+        if sp is not None and (sp.pid_owner != os.getpid() or sp._dead):
+            sp = None  # a forked child: the helper and its reader belong to the parent
+            _SPAWNERS.pop(ids, None)
+        if ids not in _SPAWNERS:
+            try:
+                sp = Spawner(ids)
+            except (OSError, RuntimeError):
+                sp = None
+            _SPAWNERS[ids] = sp
+        return _SPAWNERS[ids]
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process's spawners and the runs they reaped (RUSAGE_CHILDREN misses them)."""
+    return sum(sp.cpu_s + sp.self_cpu_s for sp in list(_SPAWNERS.values()) if sp is not None)
+
+
+def _forget_in_child() -> None:
+    """In a forked child: drop the parent's helpers (closing our copy of each socket; shutting
+    it down would end the parent's helper too)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    for sp in _SPAWNERS.values():
+        if sp is not None:
+            try:
+                os.close(sp._sock.detach())
+            except OSError:
+                pass
+    _SPAWNERS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+@atexit.register
+def close_all() -> None:
+    """End every spawner of this process (at exit: no helper outlives us)."""
+    with _LOCK:
+        for sp in _SPAWNERS.values():
+            if sp is not None and sp.pid_owner == os.getpid():
+                sp.close()
+        _SPAWNERS.clear()
