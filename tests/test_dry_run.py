@@ -174,3 +174,9 @@ def test_cli_calibrate_over_max_usd_needs_yes_in_ci_mode(tmp_path, monkeypatch):
     assert r.exit_code == 2, r.output
     assert "--yes" in r.output and "exceeds max_usd" in r.output and engine.calls == 0
     assert not (tmp_path / "run").exists() and not (tmp_path / "wd").exists()  # refused: nothing written
+
+
+def test_cli_optimize_runs_the_file_not_a_dry_run(tmp_path, scripted_cli):
+    r = CliRunner().invoke(app, ["optimize", str(_toml(tmp_path)), "--run-dir", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    assert scripted_cli.calls == 8 and (tmp_path / "run" / "report.json").exists()

@@ -230,7 +230,8 @@ def optimize(experiment: Path = typer.Argument(..., help="experiment TOML file")
              offline: bool = typer.Option(False),
              as_json: bool = typer.Option(False, "--json")):
     """Same as `run`: the optimizer is the one the experiment file names."""
-    run(experiment, run_dir, tracking_uri, offline, as_json)
+    run(experiment, run_dir, tracking_uri, offline, as_json, max_usd=None, max_tokens=None, max_lm_calls=None,
+        max_wall_s=None, dry_run=False, yes=False)  # called as a function: typer's defaults are not values
 
 
 def demo_config(workdir: Path, budget: int = 24, model: str | None = None) -> dict:
