@@ -163,3 +163,23 @@ def test_markdown_and_terminal_report_carry_the_stage_table(tiny, capsys):
     assert "Where the items ended in the verifier" in md
     print_report(tiny.report)
     assert "verifier stage reached" in capsys.readouterr().out
+
+
+def test_a_tracked_run_draws_its_plots_once(tmp_path, monkeypatch):
+    """publish draws the plots into RUN/plots for report.html; the MLflow observer logs those files
+    instead of drawing them again."""
+    drawn = []
+    make_all = plots.make_all
+
+    def counting(report, out_dir):
+        drawn.append(str(out_dir))
+        return make_all(report, out_dir)
+
+    monkeypatch.setattr(plots, "make_all", counting)
+    out = run_tiny(tmp_path / "wd", tmp_path / "run", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert drawn == [str(tmp_path / "run" / "plots")]
+    from mlflow.tracking import MlflowClient
+
+    logged = {f.path for f in MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").list_artifacts(
+        out.report["run_id"], "report/plots")}
+    assert logged == {f"report/plots/{p.name}" for p in (tmp_path / "run" / "plots").glob("*.png")} and logged

@@ -349,7 +349,8 @@ def write_html(report: dict, path: str | Path, run_dir: str | Path | None = None
         return atomic.write_text(path, render(report, plots.make_all(report, d), rd))
 
 
-def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None) -> dict[str, Path]:
+def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None,
+              published: bool = False) -> dict[str, Path]:
     """Write plots to run_dir/plots and run_dir/report.html, and log them under report/ of the
     report's MLflow run (the tracker's parent run unless the report names another), with the
     inspection views (per-item table, prompt diff, GEPA lineage) under inspection/.
@@ -358,11 +359,17 @@ def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None) -> 
         tracker: the run's Tracker, or None to only write the files.
         report: the run report.
         run_dir: the run directory (default: the report's run_dir; else a temporary folder).
+        published: `publish` wrote report.html and its plots in run_dir just now: log those
+            instead of drawing them again.
     """
     rd = _resolve_run_dir(report, run_dir)
     base = rd or Path(tempfile.mkdtemp(prefix="verifirst-report-"))
-    images = plots.make_all(report, base / "plots")
-    html = atomic.write_text(base / "report.html", render(report, images, rd))
+    if published and rd is not None and (rd / "report.html").exists():
+        images = {p.stem: p for p in sorted((rd / "plots").glob("*.png"))}
+        html = rd / "report.html"
+    else:
+        images = plots.make_all(report, base / "plots")
+        html = atomic.write_text(base / "report.html", render(report, images, rd))
     if tracker is not None and getattr(tracker, "enabled", False):
         rid = report.get("run_id") or getattr(tracker, "parent_id", None)
         for p in images.values():
@@ -382,4 +389,7 @@ def publish(report: dict, run_dir: str | Path) -> list[Path]:
     from verifirst.report import write_reports
 
     run_dir = Path(run_dir)
-    return [*write_reports(report, run_dir), write_html(report, run_dir / "report.html", run_dir=run_dir)]
+    for old in (run_dir / "plots").glob("*.png"):  # a resumed run's plots are drawn again from its report
+        old.unlink()
+    return [*write_reports(report, run_dir),
+            write_html(report, run_dir / "report.html", run_dir=run_dir, plot_dir=run_dir / "plots")]

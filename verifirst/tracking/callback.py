@@ -153,7 +153,7 @@ class MLflowCallback(RunCallback):
                 t.log_artifact(p, "report")
         from verifirst.report.html import log_plots
 
-        log_plots(t, rep, run_dir)
+        log_plots(t, rep, run_dir, published=any(Path(p).name == "report.html" for p in event.paths))
         t.log_artifact(run_dir / "split_manifest.json")
         if (run_dir / "optimized_program.json").exists():
             t.log_artifact(run_dir / "optimized_program.json", "program")
