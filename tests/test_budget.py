@@ -99,7 +99,7 @@ def _engines():
     return task, refl
 
 
-def _optimize(run_dir, budget, engines, tmp_path):
+def _optimize(run_dir, budget, engines, tmp_path, tracking=None):
     task, refl = engines
     # max_tokens: what a call reserves before it is sent (the scripted answers are shorter)
     models = {"task": AccountedLM("local/cap-task", spec="cap-task", engine=task, cache=True, num_retries=0,
@@ -108,7 +108,7 @@ def _optimize(run_dir, budget, engines, tmp_path):
                                         num_retries=0, max_tokens=40)}
     data = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(12)]
     return vf.optimize(dspy.Predict(QA), data, _metric, "gepa", models=models, budget=budget, run_dir=run_dir,
-                       workdir=tmp_path / "wd", cache=tmp_path / "cache")
+                       workdir=tmp_path / "wd", cache=tmp_path / "cache", tracking=tracking)
 
 
 def _rows(run_dir):
@@ -159,13 +159,18 @@ def test_gepa_stopped_by_the_budget_returns_its_best_completed_candidate(tmp_pat
 
 def test_a_budget_that_leaves_nothing_for_test_claims_nothing(tmp_path):
     # the task role's own limit is not held back for the test split: its evaluation is refused
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     engines = _engines()
     with pytest.raises(BudgetExceeded, match="test not scored: budget") as e:
         _optimize(tmp_path / "run", vf.Budget(max_metric_calls=30, per_role={"task": {"max_lm_calls": 19}}),
-                  engines, tmp_path)
+                  engines, tmp_path, tracking=vf.MLflow(uri=uri, traces=False))
     assert "resume" in str(e.value) and engines[0].calls <= 19
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["stopped"]["test"] == "not scored: budget" and report["splits"]["test"]["after"] is None
+    assert report["instructions_changed"] and RULE in str(report["instructions"])  # a new prompt, not claimed:
+    assert mlflow.MlflowClient(uri, registry_uri=uri).search_prompts() == []  # nothing registered
     assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "stopped"
 
 
@@ -269,3 +274,4 @@ def test_mlflow_gets_the_spend_metrics_and_the_stop_tag(tmp_path):
     assert run.data.metrics["spend/lm_calls"] == spent["run"]["lm_calls"] == task.calls + refl.calls
     assert run.data.metrics["spend/task/tokens"] == spent["roles"]["task"]["tokens"] > 0
     assert run.data.metrics["spend/reflection/usd"] == pytest.approx(spent["roles"]["reflection"]["usd"])
+

@@ -304,16 +304,20 @@ class CalibrationSteps(RunCallback):
         judged = judge_section(rep)
         rep["review_queue"] = export_review_queue(judged.get("review_queue") or [], run_dir, tracker,
                                                   s.experiment, self.run_id, self.echo)
-        if s.aligners:
+        stopped = rep.get("stopped")
+        if stopped and (s.aligners or s.baseline is not None):  # their calls would cross the limit that stopped the run
+            self.echo("the anchors and the baseline are not scored: the run was stopped by its budget")
+        if s.aligners and not stopped:
             self.echo(f"anchor: MLflow make_judge + Judge.align({', '.join(a.upper() for a in s.aligners)}) on the "
                       f"same train split ...")
             rep["anchor"] = run_anchor(self.suite, manifest, rep, s.model or "local", s.workdir,
                                        engine=s.anchor_engine, aligners=s.aligners)
             rep["test_reuse"] = _record_anchor(TestLedger(s.workdir / LEDGER_FILE), rep, run_dir)
-        if s.baseline is not None:
+        if s.baseline is not None and not stopped:
             rep["baseline"] = score_baseline(s, self.suite, manifest, res, rep, self.lms["judge"])
             rep["test_reuse"] = _record_baseline(TestLedger(s.workdir / LEDGER_FILE), rep, run_dir, s.baseline)
-        if tracker is not None and tracker.enabled:
+        claimed = (stopped or {}).get("test", "scored") == "scored"  # a budget stop may leave test unscored
+        if tracker is not None and tracker.enabled and claimed:
             self._track(tracker, rep, judged, manifest)
 
     def _track(self, tracker: Tracker, rep: dict, judged: dict, manifest: SplitManifest) -> None:
