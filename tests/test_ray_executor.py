@@ -307,3 +307,25 @@ def test_a_driver_stopped_mid_run_resumes_from_its_checkpoint_losing_only_items_
     ref = evaluate(program, items, scorer, split="train")
     assert [(r.id, r.status, r.score, r.feedback) for r in res.rows] == \
            [(r.id, r.status, r.score, r.feedback) for r in ref.rows]
+
+
+def test_a_budget_holds_under_ray_and_resumes_to_the_uncapped_rows(tmp_path, cluster):
+    """LM calls stay in the driver under Ray, so its spend meter admits every one: a cap reached in
+    the evaluations after GEPA sends nothing past it, keeps the test split scored, and a resume with
+    a larger cap ends on the rows of an uncapped run."""
+    full = api.run(exp_cfg(tmp_path / "full", "ray", cluster), run_dir=tmp_path / "full-run", progress=False,
+                   models=models(), echo=lambda m: None)
+    total = full.report["usage_this_run"]["lm_calls"]
+    cap = total - 3
+    exp = exp_cfg(tmp_path / "capped", "ray", cluster)
+    capped = api.run(exp, run_dir=tmp_path / "capped-run", progress=False, models=models(), echo=lambda m: None,
+                     limits={"max_lm_calls": cap})
+    assert capped.report["stopped"]["by"].startswith(f"stopped by budget: max_lm_calls {cap}")
+    assert capped.report["usage_this_run"]["lm_calls"] <= cap
+    # GEPA finished within the cap; the evaluations after it took the test split first
+    assert capped.report["stopped"]["kept"] == "the optimizer's finished result"
+    assert capped.report["stopped"]["test"] == "scored" and capped.report["splits"]["test"]["after"]["n"] == 2
+    again = api.run(exp, run_dir=tmp_path / "capped-run", progress=False, models=models(), echo=lambda m: None,
+                    limits={"max_lm_calls": 10 * total})
+    assert "stopped" not in again.report
+    assert _rows(tmp_path / "capped-run") == _rows(tmp_path / "full-run")

@@ -251,12 +251,16 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             atomic.write_json(run_dir / "engine_done.json", {"history": history, "details": details})
     test_cost.release()
     not_scored: dict[str, str] = {}
+    engine_finished = stopped is None
     if engine is None:
         after = dict(before)
-    elif stopped is None:
-        after = {s: run_eval(best, s, "after") for s in splits}
-    else:
+    elif stopped is not None:
         after, not_scored = _score_stopped(best, program, before, splits, run_eval, run_dir)
+    elif active_meter() is None:
+        after = {s: run_eval(best, s, "after") for s in splits}
+    else:  # the engine finished: test first, then what the budget leaves
+        after, not_scored = _score_budgeted(best, splits, run_eval)
+        stopped = _refused_call() if not_scored else None
     fail_if_unscored("after", after, run_dir)
 
     report: dict[str, Any] = {
@@ -272,7 +276,8 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             report["splits"][s] = {"before": before[s].summary(), "after": None, "comparison": None,
                                    "not_scored": not_scored[s]}
     if stopped is not None:
-        kept = ("the optimizer's best on validation of the iterations it completed" if best_so_far
+        kept = ("the optimizer's finished result" if engine_finished
+                else "the optimizer's best on validation of the iterations it completed" if best_so_far
                 else "the start program (the optimizer keeps no completed iteration)")
         report["stopped"] = stopped_section(stopped, kept, held, not_scored)
     if manifest.method == "time":  # cut times; windows: per-window counts, each test item's window
@@ -310,6 +315,32 @@ def _score_stopped(best, start, before: dict, splits, run_eval, run_dir: Path) -
     if res is None or (meter is not None and meter.refusals > refusals):
         return {}, {**not_scored, "test": NOT_SCORED}
     return {"test": res}, not_scored
+
+
+def _score_budgeted(best, splits, run_eval) -> tuple[dict, dict]:
+    """After an engine that finished under a budget: the test split first (what was held back for
+    it is free again), then the other splits while the budget lasts; a split the budget cut short
+    is "not scored" (its rows kept: a resume finishes it)."""
+    from verifirst.lm.spend import active_meter
+
+    meter = active_meter()
+    after, not_scored = {}, {}
+    for s in sorted(splits, key=lambda s: s != "test"):
+        if meter.first_refusal is not None:
+            not_scored[s] = NOT_SCORED
+            continue
+        refusals = meter.refusals
+        try:
+            res = run_eval(best, s, "after")
+        except Exception:
+            if meter.refusals == refusals:
+                raise
+            res = None
+        if res is None or meter.refusals > refusals:
+            not_scored[s] = NOT_SCORED
+        else:
+            after[s] = res
+    return after, not_scored
 
 
 USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens", "attempts",
