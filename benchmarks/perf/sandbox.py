@@ -46,9 +46,12 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _cpu_s() -> float:
-    """CPU seconds of this process and its reaped children: a cost that host load does not inflate much."""
+    """CPU seconds of this process and its reaped children, and of the sandbox's spawner and the
+    runs it reaped (RUSAGE_CHILDREN misses those): a cost that host load does not inflate much."""
+    from verifirst.verifiers.bash import _spawner
+
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime + _spawner.cpu_s()
 
 
 def _timed(fn, n: int) -> tuple[list[float], float]:
@@ -67,8 +70,9 @@ def _med(xs: list[float]) -> float:
 
 def breakdown(sb, n: int = 60) -> dict:
     """Where a trivial run's time goes: the sandbox's own phases (RunResult.timings), and the
-    process chain it starts, piece by piece (plain bash; bash as the dropped uid; bwrap with
-    everything around `true`). Wall and CPU ms per run, medians."""
+    process chain it starts, piece by piece (plain bash; bash as the dropped uid through
+    setpriv, which a run paid before the spawner; bwrap with everything around `true`). Wall
+    and CPU ms per run, medians."""
     from verifirst.verifiers.bash import _bwrap
     from verifirst.verifiers.bash.sandbox import Sandbox, _ids
 
@@ -84,26 +88,39 @@ def breakdown(sb, n: int = 60) -> dict:
     ids = _ids()
     pieces = {"bash -c": ["/bin/bash", "-c", "true"]}
     if ids:
-        pieces["uid drop (setpriv) + bash -c"] = _bwrap.as_user(["/bin/bash", "-c", "true"], ids)[0]
+        pieces["setpriv + bash -c"] = _bwrap.as_user(["/bin/bash", "-c", "true"], ids)[0]
     for name, argv in pieces.items():
         w, c = _timed(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), n)
         chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
     w, c = _timed(lambda: sb.run("true", "nl2sh-fs1"), n)
     chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
-    return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain,
-            "mode": "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"}
+    from verifirst.verifiers.bash import _spawner
+
+    mode = "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"
+    if _spawner.spawner(ids) is not None:
+        mode += ", bwrap started by a spawner already at the sandbox uid"
+    return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode}
 
 
-def realtime_ratio(sb, n: int = 150) -> dict | None:
-    """The trivial pair against two plain `bash -c` with this process and its children at
+def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | None:
+    """The trivial pair (and, given `tasks`, their gold pairs: the per-task median and its ratio
+    to the plain pair) against two plain `bash -c` with this process and its children at
     SCHED_FIFO priority 10, so neither waits behind the machine's other work: what a shared,
-    loaded machine hides of an idle one. Root only (None otherwise); policy restored after."""
+    loaded machine hides of an idle one. The sandbox's spawner, which starts every run, and the
+    thread that reads its replies get the same policy (its runs inherit it). Root only (None
+    otherwise); policies restored after."""
+    from verifirst.verifiers.bash import _spawner
+
     if os.geteuid() != 0 or not hasattr(os, "sched_setscheduler"):
         return None
-    before = os.sched_getscheduler(0), os.sched_getparam(0)
+    procs = [0] + _spawner.task_ids()
+    before = {p: (os.sched_getscheduler(p), os.sched_getparam(p)) for p in procs}
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+        for p in procs:
+            os.sched_setscheduler(p, os.SCHED_FIFO, os.sched_param(10))
     except OSError:
+        for p, (policy, param) in before.items():
+            os.sched_setscheduler(p, policy, param)
         return None
     try:
         pair, _ = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), n)
@@ -113,10 +130,20 @@ def realtime_ratio(sb, n: int = 150) -> dict | None:
                 subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
         plain, _ = _timed(plain_pair, n)
+        per_task = []
+        for t in tasks or []:
+            t0 = time.perf_counter()
+            sb.run_pair(t["gold"], t["gold2"], t["fixture"])
+            per_task.append((time.perf_counter() - t0) * 1000)
     finally:
-        os.sched_setscheduler(0, before[0], before[1])
-    return {"sandbox_pair_ms": _med(pair), "plain_pair_ms": _med(plain),
-            "ratio": round(statistics.median(pair) / statistics.median(plain), 2), "policy": "SCHED_FIFO 10"}
+        for p, (policy, param) in before.items():
+            os.sched_setscheduler(p, policy, param)
+    out = {"sandbox_pair_ms": _med(pair), "plain_pair_ms": _med(plain),
+           "ratio": round(statistics.median(pair) / statistics.median(plain), 2), "policy": "SCHED_FIFO 10"}
+    if per_task:
+        out["median_ms_per_task"] = _med(per_task)
+        out["ratio_per_task"] = round(statistics.median(per_task) / statistics.median(plain), 2)
+    return out
 
 
 def sysadmin_cost(sb, n: int = 20) -> dict:
@@ -196,7 +223,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "cpu_ms_per_task": round(cpu * 1000 / len(tasks), 2),
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": med <= 30,
-        "trivial_at_realtime_priority": realtime_ratio(sb),
+        "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
         "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
     }
 

@@ -232,6 +232,13 @@ def spawner(ids: tuple[int, int] | None) -> Spawner | None:
         return _SPAWNERS[ids]
 
 
+def task_ids() -> list[int]:
+    """The helpers' process ids and their reader threads' ids: what a benchmark that sets a
+    scheduling policy for the sandbox sets it for, besides its own thread."""
+    live = [sp for sp in list(_SPAWNERS.values()) if sp is not None and not sp._dead]
+    return [sp._proc.pid for sp in live] + [sp._reader.native_id for sp in live if sp._reader.native_id]
+
+
 def cpu_s() -> float:
     """CPU seconds of this process's spawners and the runs they reaped (RUSAGE_CHILDREN misses them)."""
     return sum(sp.cpu_s + sp.self_cpu_s for sp in list(_SPAWNERS.values()) if sp is not None)
