@@ -168,8 +168,8 @@ def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
         del _SHARED["run"]
     import mlflow
 
-    from verifirst.report.html import log_plots
     from verifirst.tracking import Tracker
+    from verifirst.tracking.callback import log_report_files
 
     root = tmp_path_factory.mktemp("mlflow-server")
     server = start_server(root / "server")
@@ -177,7 +177,7 @@ def shared_tracked_run(request, tmp_path_factory) -> TrackedRun:
     previous_uri = mlflow.get_tracking_uri()
     try:
         out = run_tiny(root / "wd", root / "run", tracking_uri=server.url)
-        log_plots(Tracker(root / "wd", uri=out.tracking_uri), out.report, out.run_dir)
+        log_report_files(Tracker(root / "wd", uri=out.tracking_uri), out.report, out.run_dir)
     except BaseException:
         server.stop()
         raise

@@ -61,9 +61,9 @@ class TemplateRuleLM(RuleFollowingLM):
 @pytest.fixture(autouse=True)
 def _no_plots(monkeypatch):
     """The run's plots are not under test here (and cost seconds per tracked run)."""
-    import verifirst.report.html
+    import verifirst.tracking.callback
 
-    monkeypatch.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)
+    monkeypatch.setattr(verifirst.tracking.callback, "log_report_files", lambda *a, **k: None)
 
 
 def _models(lm):
@@ -85,9 +85,9 @@ def file_run(records):
     root, src, prompt = records
     lm = TemplateRuleLM()
     with pytest.MonkeyPatch.context() as mp:
-        import verifirst.report.html
+        import verifirst.tracking.callback
 
-        mp.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)
+        mp.setattr(verifirst.tracking.callback, "log_report_files", lambda *a, **k: None)
         rep = calibrate_outcomes(src, workdir=root / "wd", models=_models(lm), max_iters=2, echo=lambda m: None,
                                  prompt_source=str(prompt), view="code=snippet,task=task")
     return rep, lm

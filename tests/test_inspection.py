@@ -173,8 +173,9 @@ def test_mlflow_gets_the_table_diff_and_lineage_once(run):
     assert [r["parents"] for r in lin] == [[], [0], [1]]
     # logging again (as a second report pass does) leaves one copy of each row
     from verifirst.tracking import Tracker
+    from verifirst.tracking.callback import log_report_files
 
-    html_report.log_plots(Tracker(out.run_dir.parent, uri=out.tracking_uri), out.report, out.run_dir)
+    log_report_files(Tracker(out.run_dir.parent, uri=out.tracking_uri), out.report, out.run_dir)
     assert len(mlflow.load_table("inspection/per_item.json", run_ids=[out.run_id])) == n
 
 

@@ -22,9 +22,9 @@ def run(tmp_path_factory):
     suite = write_outcomes(src, n_groups=8)  # 32 records: small, with opaque failures in train to queue
     lm = RuleFollowingLM()
     with pytest.MonkeyPatch.context() as mp:
-        import verifirst.report.html
+        import verifirst.tracking.callback
 
-        mp.setattr(verifirst.report.html, "log_plots", lambda *a, **k: None)  # plots are not under test here
+        mp.setattr(verifirst.tracking.callback, "log_report_files", lambda *a, **k: None)  # plots are not under test here
         rep = calibrate_outcomes(src, workdir=root / "wd", models={"judge": lm, "teacher": lm, "reflection": lm},
                                  max_iters=1, echo=lambda m: None, experiment="queue-exp")
     return rep, suite

@@ -349,18 +349,17 @@ def write_html(report: dict, path: str | Path, run_dir: str | Path | None = None
         return atomic.write_text(path, render(report, plots.make_all(report, d), rd))
 
 
-def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None,
-              published: bool = False) -> dict[str, Path]:
-    """Write plots to run_dir/plots and run_dir/report.html, and log them under report/ of the
-    report's MLflow run (the tracker's parent run unless the report names another), with the
-    inspection views (per-item table, prompt diff, GEPA lineage) under inspection/.
+def report_files(report: dict, run_dir: str | Path | None = None, published: bool = False) -> dict[str, Path]:
+    """The report's files for a tracker to log: the plots (RUN/plots), report.html and the
+    inspection views (RUN/inspection), drawn and written unless `publish` wrote them just now.
 
     Args:
-        tracker: the run's Tracker, or None to only write the files.
         report: the run report.
         run_dir: the run directory (default: the report's run_dir; else a temporary folder).
-        published: `publish` wrote report.html and its plots in run_dir just now: log those
-            instead of drawing them again.
+        published: `publish` wrote report.html and its plots in run_dir: use those files.
+
+    Returns:
+        {plot name: path, "html": path, "inspection_<view>": path}.
     """
     rd = _resolve_run_dir(report, run_dir)
     base = rd or Path(tempfile.mkdtemp(prefix="verifirst-report-"))
@@ -370,12 +369,7 @@ def log_plots(tracker: Any, report: dict, run_dir: str | Path | None = None,
     else:
         images = plots.make_all(report, base / "plots")
         html = atomic.write_text(base / "report.html", render(report, images, rd))
-    if tracker is not None and getattr(tracker, "enabled", False):
-        rid = report.get("run_id") or getattr(tracker, "parent_id", None)
-        for p in images.values():
-            tracker.log_artifact(p, "report/plots", run_id=rid)
-        tracker.log_artifact(html, "report", run_id=rid)
-    inspected = inspect_view.log_inspection(tracker, report, rd)
+    inspected = inspect_view.write_inspection(report, rd)
     return {**images, "html": html, **{f"inspection_{k}": p for k, p in inspected.items()}}
 
 

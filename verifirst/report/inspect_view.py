@@ -3,8 +3,8 @@ by side; the diff from the seed to the optimized instructions; and GEPA's candid
 
 The per-item rows come from the run directory (eval/{before,after}_{split}.jsonl, and each
 item's inputs from items.jsonl, all written by the driver), the instructions and the lineage
-from the report. `section` renders all three for the HTML report; `log_inspection` writes them
-under run_dir/inspection and logs them to the report's MLflow run (the per-item rows as an
+from the report. `section` renders all three for the HTML report; `write_inspection` writes them
+under run_dir/inspection, where the tracking layer finds them to log (the per-item rows as an
 MLflow table).
 """
 from __future__ import annotations
@@ -471,35 +471,29 @@ def table_columns(by_split: dict[str, list[dict]]) -> dict[str, list]:
     return cols
 
 
-def log_inspection(tracker: Any, report: dict, run_dir: str | Path | None) -> dict[str, Path]:
-    """Write the per-item rows, the prompt diff and GEPA's lineage under run_dir/inspection, and
-    log them to the report's MLflow run: the rows as the table inspection/per_item.json (logged
-    once: MLflow appends to an existing table), the others as files under inspection/.
+def write_inspection(report: dict, run_dir: str | Path | None) -> dict[str, Path]:
+    """Write the per-item rows (as MLflow table columns), the prompt diff and GEPA's lineage under
+    run_dir/inspection; the tracking layer logs them (verifirst.tracking.callback).
 
     Args:
-        tracker: the run's Tracker (nothing is logged when it is None or disabled).
         report: the run report.
-        run_dir: the run directory; None writes nothing and logs only the diff and the lineage.
+        run_dir: the run directory; None writes nothing.
+
+    Returns:
+        {"per_item" | "prompt_diff" | "lineage": path} for the files written.
     """
     rd = Path(run_dir) if run_dir else None
-    by_split, _ = per_item(rd)
     files: dict[str, Path] = {}
-    if rd is not None:
-        out = rd / "inspection"
-        if by_split:
-            files["per_item"] = atomic.write_json(out / "per_item.json", table_columns(by_split))
-        diff = unified_diff(report)
-        if diff:
-            files["prompt_diff"] = atomic.write_text(out / "prompt_diff.diff", diff)
-        rows = lineage(report)
-        if rows is not None:
-            files["lineage"] = atomic.write_json(out / "gepa_lineage.json", rows)
-    if tracker is None or not getattr(tracker, "enabled", False):
+    if rd is None:
         return files
-    rid = report.get("run_id") or getattr(tracker, "parent_id", None)
-    if by_split and not tracker.has_artifact("inspection/per_item.json", run_id=rid):
-        tracker.log_table(table_columns(by_split), "inspection/per_item.json", run_id=rid)
-    for key in ("prompt_diff", "lineage"):
-        if key in files:
-            tracker.log_artifact(files[key], "inspection", run_id=rid)
+    by_split, _ = per_item(rd)
+    out = rd / "inspection"
+    if by_split:
+        files["per_item"] = atomic.write_json(out / "per_item.json", table_columns(by_split))
+    diff = unified_diff(report)
+    if diff:
+        files["prompt_diff"] = atomic.write_text(out / "prompt_diff.diff", diff)
+    rows = lineage(report)
+    if rows is not None:
+        files["lineage"] = atomic.write_json(out / "gepa_lineage.json", rows)
     return files

@@ -25,6 +25,39 @@ def tracking_failures(tracker: Tracker, result: Any) -> dict:
     return {"count": count, "first": next((f for f in firsts if f), None)}
 
 
+def log_report_files(tracker: Tracker, report: dict, run_dir: str | Path | None = None,
+                     published: bool = False) -> None:
+    """Log the report's plots and report.html under report/ of the report's MLflow run (the
+    tracker's parent run unless the report names another), the per-item rows as the table
+    inspection/per_item.json (once: MLflow appends to an existing table), the prompt diff and
+    GEPA's lineage under inspection/.
+
+    Args:
+        tracker: the run's Tracker (nothing is logged when it is disabled).
+        report: the run report.
+        run_dir: the run directory (default: the report's run_dir).
+        published: the report files were written in run_dir just now (not drawn again).
+    """
+    import json
+
+    from verifirst.report.html import report_files
+
+    files = report_files(report, run_dir, published=published)
+    if not tracker.enabled:
+        return
+    rid = report.get("run_id") or tracker.parent_id
+    for name, path in files.items():
+        if name == "inspection_per_item":
+            if not tracker.has_artifact("inspection/per_item.json", run_id=rid):
+                tracker.log_table(json.loads(Path(path).read_text()), "inspection/per_item.json", run_id=rid)
+        elif name.startswith("inspection_"):
+            tracker.log_artifact(path, "inspection", run_id=rid)
+        elif name == "html":
+            tracker.log_artifact(path, "report", run_id=rid)
+        else:
+            tracker.log_artifact(path, "report/plots", run_id=rid)
+
+
 def unscored_metrics(report: dict) -> dict[str, int]:
     """Items without a verdict per phase and cause, and skipped trace operations, as run metrics.
 
@@ -151,9 +184,7 @@ class MLflowCallback(RunCallback):
         for p in event.paths:
             if Path(p).name in ("report.json", "report.md"):
                 t.log_artifact(p, "report")
-        from verifirst.report.html import log_plots
-
-        log_plots(t, rep, run_dir, published=any(Path(p).name == "report.html" for p in event.paths))
+        log_report_files(t, rep, run_dir, published=any(Path(p).name == "report.html" for p in event.paths))
         t.log_artifact(run_dir / "split_manifest.json")
         if (run_dir / "optimized_program.json").exists():
             t.log_artifact(run_dir / "optimized_program.json", "program")
