@@ -135,11 +135,14 @@ def test_without_a_time_split_the_table_has_one_column_the_test_split(tmp_path):
     src = tmp_path / "outcomes.jsonl"
     write_workflow(src, days=12)
     (tmp_path / "deployed.md").write_text(OLD_JUDGE + "\n")
-    lm, _ = lm_counting()
+    lm, calls = lm_counting()
     res = vf.calibrate(src, models={"judge": lm}, max_iters=2, workdir=tmp_path / "wd", run_dir=tmp_path / "run",
                        baseline=str(tmp_path / "deployed.md"))
     cols = res.report["baseline"]["columns"]
     assert len(cols) == 1 and cols[0]["current"] and cols[0]["n_items"] == len(res.manifest.test)
+    u = res.report["usage_this_run"]  # the baseline's own judge calls are the run's too
+    assert u["lm_calls"] + u["cache_hits"] == len(calls)
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["usage_this_run"] == u
     assert "random split: one column" in (tmp_path / "run" / "report.md").read_text()
 
 

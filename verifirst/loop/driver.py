@@ -382,6 +382,15 @@ class RunRequest:
     lm_scope: Any = None
 
 
+def _add_usage(report: dict, usage_before: Any, meter: Any) -> None:
+    """The run's LM usage so far (and its spend, under a budget) into the report."""
+    used = USAGE.total()
+    report.update({"usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
+                   "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
+    if meter is not None:
+        report["spend"] = meter.spent()
+
+
 # What the loop itself keeps in a run directory; everything else there is the engine's own state.
 LOOP_FILES = {"eval", "split_manifest.json", "items.jsonl", "run_state.json", "run.lock", "optimized_program.json",
               "engine_done.json", TEST_COST_FILE}
@@ -526,14 +535,12 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
                            threads=req.threads, splits=req.splits, progress=req.progress,
                            max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb, executor=req.executor)
             report = res.report
-            used = USAGE.total()
             report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
                            "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
-                           "models": req.models, "usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
-                           "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
-            if meter is not None:
-                report["spend"] = meter.spent()
+                           "models": req.models})
+            _add_usage(report, usage_before, meter)
             cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
+            _add_usage(report, usage_before, meter)  # with the post-steps' calls (a baseline, the anchors)
         stop = report.get("stopped")
         if stop:
             stopped_by = stop["by"]
