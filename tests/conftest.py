@@ -1,3 +1,4 @@
+import json
 import os
 from pathlib import Path
 
@@ -26,3 +27,36 @@ def _no_mlflow_experiment_from_another_test(monkeypatch):
     """mlflow.set_experiment writes MLFLOW_EXPERIMENT_ID into the process environment (a test's own
     MLflow calls, an aligner's report): each test starts without the id another test's store gave."""
     monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(str(v))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def experiment_toml(workdir, *, name: str, seed: int | None = None, limit: int = 8,
+                    splits: tuple | None = (0.5, 0.25, 0.25), optimizer: str | dict = "none",
+                    models: dict | None = None, tracking: dict | None = None) -> str:
+    """The text of an experiment file for the bash-builtin suite (bash-generator program, exact
+    verifier): `optimizer` a name or a table ({"name": "gepa", "max_metric_calls": 20}), `models`
+    role -> model name or inline table, `tracking` the [tracking] table; a section given None is
+    left out (no [splits] with splits=None)."""
+    tables = {
+        "experiment": {"name": name, "workdir": str(workdir), **({} if seed is None else {"seed": seed})},
+        "suite": {"name": "bash-builtin", "limit": limit},
+        "program": {"name": "bash-generator"},
+        "verifier": {"name": "exact"},
+        "splits": None if splits is None else {"ratios": list(splits)},
+        "optimizer": {"name": optimizer} if isinstance(optimizer, str) else optimizer,
+        "models": models,
+        "tracking": tracking,
+    }
+    return "".join(f"[{section}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in body.items())
+                   for section, body in tables.items() if body is not None)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import experiment_toml
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data" / "behaviour"
 EXAMPLES = ROOT / "examples"
@@ -164,26 +166,6 @@ def demo(tmp: Path) -> dict:
 
 
 RULE = "Always answer with printf."
-BASH_TOML = """
-[experiment]
-name = "t-behaviour"
-workdir = "{wd}"
-seed = 0
-[suite]
-name = "bash-builtin"
-limit = 12
-[program]
-name = "bash-generator"
-[verifier]
-name = "exact"
-[splits]
-ratios = [0.5, 0.25, 0.25]
-[optimizer]
-name = "gepa"
-max_metric_calls = 20
-[tracking]
-enabled = false
-"""
 
 
 def _bash_models(exp):
@@ -205,7 +187,9 @@ def bash_gepa(tmp: Path) -> dict:
         base = tmp / how
         base.mkdir()
         path = base / "exp.toml"
-        path.write_text(BASH_TOML.format(wd=base / "wd"))
+        path.write_text(experiment_toml(base / "wd", name="t-behaviour", seed=0, limit=12,
+                                        optimizer={"name": "gepa", "max_metric_calls": 20},
+                                        tracking={"enabled": False}))
         exp = _load_toml(path)
         if how == "experiment_run":
             _run_exp(exp, base / "run", _bash_models(exp))

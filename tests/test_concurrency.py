@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import experiment_toml
 from verifirst import api
 from verifirst.core.errors import VerifirstError
 from verifirst.loop.ledger import LEDGER_FILE, TestLedger
@@ -41,25 +42,7 @@ from verifirst.cli import main
 main(sys.argv[1:])
 '''
 
-EXPERIMENT = '''[experiment]
-name = "conc"
-workdir = "wd"
-[suite]
-name = "bash-builtin"
-limit = 8
-[program]
-name = "bash-generator"
-[verifier]
-name = "exact"
-[splits]
-ratios = [0.5, 0.25, 0.25]
-[optimizer]
-name = "none"
-[models]
-task = "local"
-[tracking]
-traces = false
-'''
+EXPERIMENT = experiment_toml("wd", name="conc", models={"task": "local"}, tracking={"traces": False})
 
 
 def _start(base: Path, *args: str, latency: float = 0.2) -> subprocess.Popen:

@@ -4,6 +4,7 @@ import json
 import mlflow
 import pytest
 
+from conftest import experiment_toml
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.core.errors import ConfigError
@@ -141,32 +142,13 @@ def test_default_run_dirs_never_reuse_one_started_in_the_same_second(tmp_path, m
     assert new_run_dir(tmp_path, "exp").name == "exp-20260101-000000-3"
 
 
-TOML = """
-[experiment]
-name = "t-api"
-workdir = "{wd}"
-[suite]
-name = "bash-builtin"
-limit = 12
-[program]
-name = "bash-generator"
-[verifier]
-name = "exact"
-[splits]
-ratios = [0.5, 0.25, 0.25]
-[optimizer]
-name = "gepa"
-max_metric_calls = 20
-[tracking]
-enabled = {tracking}
-"""
-
-
 def test_vf_run_is_optimize_of_load_config_and_matches_the_cli_path(tmp_path):
     import verifirst as vf
 
     path = tmp_path / "exp.toml"
-    path.write_text(TOML.format(wd=tmp_path / "wd", tracking="false"))
+    path.write_text(experiment_toml(tmp_path / "wd", name="t-api", limit=12,
+                                    optimizer={"name": "gepa", "max_metric_calls": 20},
+                                    tracking={"enabled": False}))
     kw = vf.load_config(path, models=models())
     assert kw["optimizer"] == "gepa" and kw["tracking"] is None and kw["output_field"] == "command"
     res = vf.run(path, models=models(), run_dir=tmp_path / "api")

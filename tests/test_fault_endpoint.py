@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _fake_endpoint import FakeEndpoint
+from conftest import experiment_toml
 from verifirst.loop import evaluation as ev
 from verifirst import lm as vlm
 from verifirst.cli import app
@@ -52,26 +53,10 @@ def _experiment(path: Path, workdir: Path, name: str, base_url: str, optimizer: 
     body = {"name": optimizer}
     if optimizer == "gepa":
         body["max_metric_calls"] = 4
-    text = f"""[experiment]
-name = "{name}"
-workdir = "{workdir}"
-[suite]
-name = "bash-builtin"
-limit = 8
-[program]
-name = "bash-generator"
-[verifier]
-name = "exact"
-[splits]
-ratios = [0.5, 0.25, 0.25]
-[optimizer]
-{chr(10).join(f"{k} = {json.dumps(v)}" for k, v in body.items())}
-[models]
-task = {{model = "openai/{name}", api_base = "{base_url}", api_key = "unused", timeout_s = {TIMEOUT_S}, num_retries = 1}}
-[tracking]
-traces = false
-"""
-    path.write_text(text)
+    model = {"model": f"openai/{name}", "api_base": base_url, "api_key": "unused", "timeout_s": TIMEOUT_S,
+             "num_retries": 1}
+    path.write_text(experiment_toml(workdir, name=name, optimizer=body, models={"task": model},
+                                    tracking={"traces": False}))
     return path
 
 

@@ -15,6 +15,7 @@ from verifirst.cli import app
 from verifirst.lm.local_server import serve_local
 from verifirst.lm.testing import ScriptedEngine, json_answer
 
+from conftest import experiment_toml
 from test_behaviour_unchanged import _judge_answer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,32 +93,9 @@ def loop(monkeypatch):
 
 def _toml(tmp: Path) -> Path:
     path = tmp / "exp.toml"
-    path.write_text(f"""
-[experiment]
-name = "one-loop"
-workdir = "{tmp / 'wd'}"
-
-[suite]
-name = "bash-builtin"
-limit = 8
-
-[program]
-name = "bash-generator"
-
-[verifier]
-name = "exact"
-
-[optimizer]
-name = "gepa"
-max_metric_calls = 8
-
-[models]
-task = "{MODEL}"
-reflection = "{MODEL}"
-
-[tracking]
-enabled = false
-""")
+    path.write_text(experiment_toml(tmp / "wd", name="one-loop", splits=None,
+                                    optimizer={"name": "gepa", "max_metric_calls": 8},
+                                    models={"task": MODEL, "reflection": MODEL}, tracking={"enabled": False}))
     return path
 
 

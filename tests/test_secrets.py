@@ -11,6 +11,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from conftest import experiment_toml
 from verifirst import api
 from verifirst import config, experiment
 from verifirst.lm.local_server import serve_local
@@ -47,35 +48,11 @@ def endpoint():
     stop()
 
 
-def _toml(path: Path, workdir: Path, url: str, key: str, extra: str = "") -> Path:
-    model = (f'{{model = "openai/scripted", api_base = "{url}", api_key = "{key}", {extra}'
-             f'extra_headers = {{Authorization = "Bearer {HEADER_TOKEN}"}}}}')
-    path.write_text(f"""
-[experiment]
-name = "secrets"
-workdir = "{workdir}"
-
-[suite]
-name = "bash-builtin"
-limit = 8
-
-[program]
-name = "bash-generator"
-
-[verifier]
-name = "exact"
-
-[splits]
-ratios = [0.5, 0.25, 0.25]
-
-[optimizer]
-name = "gepa"
-max_metric_calls = 12
-
-[models]
-task = {model}
-reflection = {model}
-""")
+def _toml(path: Path, workdir: Path, url: str, key: str, **extra) -> Path:
+    model = {"model": "openai/scripted", "api_base": url, "api_key": key, **extra,
+             "extra_headers": {"Authorization": f"Bearer {HEADER_TOKEN}"}}
+    path.write_text(experiment_toml(workdir, name="secrets", optimizer={"name": "gepa", "max_metric_calls": 12},
+                                    models={"task": model, "reflection": model}))
     return path
 
 
@@ -346,7 +323,7 @@ def test_a_provider_error_that_echoes_the_key_leaves_no_copy(tmp_path):
     url, stop = serve_local(ScriptedEngine(fail))
     try:
         wd = tmp_path / "wd"
-        path = _toml(tmp_path / "exp.toml", wd, url, KEY, extra="num_retries = 0, ")
+        path = _toml(tmp_path / "exp.toml", wd, url, KEY, num_retries=0)
         res = CliRunner().invoke(app, ["run", str(path), "--offline", "--run-dir", str(wd / "run")])
     finally:
         stop()
