@@ -251,6 +251,8 @@ def test_cli_run_stopped_in_the_optimizer_prints_what_it_kept_and_exits_0(tmp_pa
     out = " ".join(r.output.split())  # the console wraps long lines
     assert "Stopped by budget: max_lm_calls 16 for the run reached for the optimizer" in out
     assert "train, val not scored again" in out and "the test split was scored once" in out
+    assert "no candidate beat them" not in out  # the optimizer was stopped, not beaten
+    assert "the start instructions were kept (stopped by budget): no prompt registered" in out
     assert task.calls + refl.calls <= 16
 
 

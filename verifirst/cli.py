@@ -136,7 +136,8 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     if out.report.get("prompt_uri"):
         typer.echo(f"optimized prompt registered as {out.report['prompt_uri']}")
     elif out.report.get("engine") not in (None, "none") and not out.report.get("instructions_changed"):
-        typer.echo("the optimizer kept the seed instructions: no prompt registered")
+        typer.echo("the start instructions were kept (stopped by budget): no prompt registered"
+                   if out.report.get("stopped") else "the optimizer kept the seed instructions: no prompt registered")
     return out
 
 

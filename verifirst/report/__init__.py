@@ -460,7 +460,8 @@ def print_report(report: dict, console=None) -> None:
         console.print(jt)
     for line in judge_lines(report):
         console.print(line, markup=False, soft_wrap=True)
-    if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False:
+    if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False \
+            and not report.get("stopped"):  # a stopped run says what it kept in its stop line
         console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
     for line in footer_lines(report):
         console.print(line, markup=False)
