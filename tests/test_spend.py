@@ -403,3 +403,27 @@ def test_router_retries_are_counted_as_calls(endpoints):
     sent = sum(c["calls"] for c in per.values())
     assert sent > 3 and eb.calls == 3  # the dead endpoint was tried and failed
     assert meter.spent()["run"]["lm_calls"] == sent
+
+
+def test_held_back_limits_stop_early_and_release_gives_them_back():
+    """What is held for the test split is not the optimizer's: a request that fits the run's cap but
+    not the cap less the held part is refused (naming what is held); release lifts that stop only."""
+    meter = SpendMeter(Limits(max_lm_calls=5), {"task": Limits(max_lm_calls=4)})
+    meter.hold_back(Limits(max_lm_calls=2))
+    for _ in range(3):
+        meter.settle(meter.admit("reflection", "local/x", 10, 5), 3, 1, cache_hit=False)
+    with pytest.raises(BudgetExceeded) as e:
+        meter.admit("reflection", "local/x", 10, 5)
+    assert e.value.held and "held back to score the test split" in str(e.value) and meter.refusals == 1
+    with pytest.raises(BudgetExceeded):  # the stop holds for every role until released
+        meter.admit("task", "local/x", 10, 5)
+    meter.release()
+    meter.settle(meter.admit("task", "local/x", 10, 5), 3, 1, cache_hit=False)  # the 4th and 5th calls
+    meter.settle(meter.admit("task", "local/x", 10, 5), 3, 1, cache_hit=False)
+    with pytest.raises(BudgetExceeded) as e:  # the run's own cap: not lifted by a release
+        meter.admit("task", "local/x", 10, 5)
+    assert not e.value.held and "max_lm_calls 5 for the run reached" in str(e.value)
+    meter.release()
+    with pytest.raises(BudgetExceeded):
+        meter.admit("task", "local/x", 10, 5)
+    assert meter.first_refusal.held and meter.refusals == 4
