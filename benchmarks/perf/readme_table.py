@@ -76,9 +76,20 @@ def sandbox(f: Field) -> tuple[str, str]:
     res = (f"median {_n(f('median_ms_per_task'), 1)} ms/task, p90 {_n(f('p90_ms_per_task'), 1)} ms, "
            f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s")
+    rt = f("trivial_at_realtime_priority", None)
+    if f("compared", None) is not None:  # per task: not the same work on both sides (see the JSON)
+        res += (f"; per task {_n(f('ratio_vs_plain_subprocess'), 2)}× plain"
+                + (f", at real-time priority {_n(rt['ratio_per_task'], 2)}×" if rt and "ratio_per_task" in rt else ""))
+    pool = f("pool", None)
+    if pool:
+        res += (f"; warm sandboxes (VERIFIRST_SANDBOX_POOL=1) vs off: back to back "
+                f"{_n(pool['on']['back_to_back_ms_per_task'], 1)} vs {_n(pool['off']['back_to_back_ms_per_task'], 1)} "
+                f"ms/task, paced every {_n(pool['pace_ms'], 0)} ms {_n(pool['on']['paced_ms_per_task'], 1)} vs "
+                f"{_n(pool['off']['paced_ms_per_task'], 1)} ms/task ({_n(pool['on']['paced_ratio_per_task'], 2)}× vs "
+                f"{_n(pool['off']['paced_ratio_per_task'], 2)}× plain), trivial pair "
+                f"{_n(pool['on']['paced_ratio_trivial'], 2)}× vs {_n(pool['off']['paced_ratio_trivial'], 2)}×")
     if f("cpu_ratio_trivial_vs_plain_subprocess", None) is not None:
         b = f("breakdown")
-        rt = f("trivial_at_realtime_priority", None)
         res += (f"; trivial pair vs two plain `bash -c`: wall {_n(f('ratio_trivial_vs_plain_subprocess'), 1)}×, "
                 f"CPU {_n(f('cpu_ratio_trivial_vs_plain_subprocess'), 1)}×"
                 + (f", wall at real-time priority (the load kept out) {_n(rt['ratio'], 2)}× "

@@ -9,6 +9,10 @@
 The tasks come from the icalfa package's assets (located with importlib, never imported);
 file N runs on fixture nl2sh-fsN. The baseline is two plain `bash -c` subprocesses per task
 (a fixed harmless command: gold commands are never run unsandboxed), measured in the same run.
+So "per task" compares two runs with two runs, but not the same work: the sandbox side runs
+gold and gold2 at once (run_pair) with their own processes (pipelines, find, ...) and FS
+diffs; the plain side runs `bash -c 'echo hello'` twice, one after the other. The trivial pair
+(`true` twice in the sandbox) is the like-for-like comparison.
 """
 from __future__ import annotations
 
@@ -146,6 +150,61 @@ def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | 
     return out
 
 
+PACE_MS = 20.0
+
+
+def pool_cost(sb, tasks: list[dict], pace_ms: float = PACE_MS, n: int = 100) -> dict:
+    """Warm sandboxes (VERIFIRST_SANDBOX_POOL=1) against the normal start on the same tasks: back
+    to back, and paced (a pause of `pace_ms` before each task, as when a model call comes between
+    runs; the pool starts its sandboxes after a task's runs). Medians in ms per task, and the
+    trivial pair and the plain pair paced the same way."""
+    from verifirst.verifiers.bash import _pool
+
+    def per_task(pause: float) -> float:
+        out = []
+        for t in tasks:
+            time.sleep(pause / 1000)
+            t0 = time.perf_counter()
+            sb.run_pair(t["gold"], t["gold2"], t["fixture"])
+            out.append((time.perf_counter() - t0) * 1000)
+        return _med(out)
+
+    def paced(fn) -> float:
+        out = []
+        for _ in range(n):
+            time.sleep(pace_ms / 1000)
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1000)
+        return _med(out)
+
+    def plain_pair():
+        for _ in range(2):
+            subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    before = os.environ.get("VERIFIRST_SANDBOX_POOL")
+    modes = {}
+    try:
+        for name, flag in (("off", "0"), ("on", "1")):
+            os.environ["VERIFIRST_SANDBOX_POOL"] = flag
+            _pool.clear()
+            for _ in range(2):
+                sb.run_pair("true", "true", "nl2sh-fs1")
+            modes[name] = {"back_to_back_ms_per_task": per_task(0.0), "paced_ms_per_task": per_task(pace_ms),
+                           "paced_trivial_pair_ms": paced(lambda: sb.run_pair("true", "true", "nl2sh-fs1"))}
+    finally:
+        _pool.clear()
+        if before is None:
+            os.environ.pop("VERIFIRST_SANDBOX_POOL", None)
+        else:
+            os.environ["VERIFIRST_SANDBOX_POOL"] = before
+    plain = paced(plain_pair)
+    for m in modes.values():
+        m["paced_ratio_per_task"] = round(m["paced_ms_per_task"] / plain, 2)
+        m["paced_ratio_trivial"] = round(m["paced_trivial_pair_ms"] / plain, 2)
+    return {"pace_ms": pace_ms, "paced_plain_pair_ms": plain, **modes}
+
+
 def sysadmin_cost(sb, n: int = 20) -> dict:
     """A trivial run and a useradd in sysadmin mode (own /etc, 65536-id namespace as root)."""
     w, c = _timed(lambda: sb.run("true", "sysadmin"), n)
@@ -208,6 +267,8 @@ def bench(limit: int | None, timeout_s: float) -> dict:
     med = statistics.median(per_task)
     return {
         "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
+        "compared": "sandbox: gold and gold2 at once (run_pair), FS diffs included; "
+                    "plain: bash -c 'echo hello' twice, one after the other",
         "median_ms_per_task": round(med, 2), "p90_ms_per_task": _pct(per_task, 0.9),
         "mean_ms_per_task": round(statistics.fmean(per_task), 2),
         "median_ms_per_task_trivial_commands": round(statistics.median(empty), 2),
@@ -224,6 +285,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": med <= 30,
         "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
+        "pool": pool_cost(sb, tasks),
         "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
     }
 

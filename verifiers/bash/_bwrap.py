@@ -303,7 +303,7 @@ def admin_userns(ids: tuple[int, int], nproc: int) -> int:
 
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
          limits_fd: int, lower: str | None = None, work: str | None = None,
-         userns_fd: int | None = None) -> list[str]:
+         userns_fd: int | None = None, launcher: bool = False) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
@@ -316,6 +316,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         limits_fd: the fd of limits_script(), inherited by bwrap.
         lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
+        launcher: `command` is a warm sandbox's launcher (_pool), which passes BASH_ENV on to
+            the command's bash itself: bwrap does not set it.
     """
     if userns_fd is not None:
         a = [bw.path, "--userns", str(userns_fd)] + (["--assert-userns-disabled"] if bw.has_disable_userns else [])
@@ -330,6 +332,6 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--chdir", "/", "--cap-drop", "ALL"]
     for cap in CAPS:
         a += ["--cap-add", cap]
-    for k, v in {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}.items():
+    for k, v in (env if launcher else {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}).items():
         a += ["--setenv", k, v]
     return a + ["--", "/bin/bash", "-c", command]

@@ -11,7 +11,9 @@ process and whose upper layer is the run's scratch directory, so a run copies no
 diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
 the diff against the fixture (type, mode, sha256) is the run's file-system effect.
 As root, bwrap runs as an unprivileged uid; a spawner process already at that uid
-(_spawner) starts it for each run, so a run pays no setpriv exec.
+(_spawner) starts it for each run, so a run pays no setpriv exec. With VERIFIRST_SANDBOX_POOL=1
+a run may take a sandbox started ahead for the same fixture and settings (_pool): as fresh and
+isolated, with its clock started when the command is sent.
 
 Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
 carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM)
@@ -28,6 +30,7 @@ import json
 import os
 import selectors
 import signal as _signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -36,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import _bwrap, _sandbox_fs, _spawner, fixtures
+from verifirst.verifiers.bash import _bwrap, _pool, _sandbox_fs, _spawner, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
@@ -47,6 +50,7 @@ OUTPUT_LIMIT = 1 << 20
 # Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
 OUTPUT_KILL_FACTOR = 8
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
+READY_TIMEOUT_S = 2.0  # a warm sandbox not ready by then is dropped and the run starts normally
 
 
 @dataclass
@@ -180,10 +184,11 @@ def _copy_parents() -> list[Path]:
 
 
 class _Job:
-    """One sandboxed command in flight."""
+    """One sandboxed command in flight; with command None, a warm sandbox (_pool) waiting for it."""
 
-    def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture):
+    def __init__(self, sb: "Sandbox", command: str | None, fx: fixtures.Fixture):
         self.sb, self.command, self.fx = sb, command, fx
+        self.ctl: socket.socket | None = None
         self.t0 = time.perf_counter()
         self.admin = bool(getattr(fx, "sysadmin", False))
         if self.admin and sb.unsafe_local:
@@ -215,7 +220,13 @@ class _Job:
                 fds.append(_bwrap.admin_userns(ids, sb.limits["nproc"]))
             if not sb.unsafe_local:
                 fds.append(_bwrap.limits_fd(sb.limits, ids))
+            if command is None:  # warm: the launcher's end of the socket the command comes on
+                self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                fds.append(theirs.detach())
+                command = _pool.LAUNCHER.format(fd=fds[-1], limits=fds[1 if self.admin and ids else 0])
         except BaseException:
+            if self.ctl is not None:
+                self.ctl.close()
             _close(fds)
             _sandbox_fs.remove_tree(self.run_dir)
             raise
@@ -229,9 +240,9 @@ class _Job:
             cwd = self.root
         else:
             args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
-                               env=env, hostname=HOSTNAME, limits_fd=fds[-1],
+                               env=env, hostname=HOSTNAME, limits_fd=fds[1 if self.admin and ids else 0],
                                lower=lower or None, work=work if self.overlay else None,
-                               userns_fd=fds[0] if len(fds) == 2 else None)
+                               userns_fd=fds[0] if self.admin and ids else None, launcher=self.ctl is not None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         try:
             spawner = _spawner.spawner(ids)
@@ -243,6 +254,8 @@ class _Job:
                                              stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
                                              pass_fds=fds, start_new_session=True, **kw)
         except BaseException:
+            if self.ctl is not None:
+                self.ctl.close()
             _sandbox_fs.remove_tree(self.run_dir)
             raise
         finally:
@@ -253,6 +266,55 @@ class _Job:
         self.seen = 0
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
+
+    def send(self, command: str, sb: "Sandbox | None" = None, fx: fixtures.Fixture | None = None) -> bool:
+        """A warm sandbox: run `command` now (its clock starts here); False when it is not
+        ready within READY_TIMEOUT_S (it failed to start, or died): discard it then.
+
+        Args:
+            command: the command, as for Sandbox.run.
+            sb, fx: the sandbox and fixture asking (the same key; their time and output limits apply).
+        """
+        t0 = time.perf_counter()
+        try:
+            self.proc.pid  # noqa: B018 - raises when the spawner could not start it
+            self.ctl.settimeout(READY_TIMEOUT_S)
+            if self.ctl.recv(1) != b"r":
+                return False
+            self.ctl.sendall(os.fsencode(command) + b"\0")
+        except OSError:
+            return False
+        self.ctl.close()
+        self.ctl = None
+        self.command, self.sb, self.fx = command, sb or self.sb, fx or self.fx
+        self.t0, self.t_copied = t0, time.perf_counter()
+        self.deadline = time.monotonic() + self.sb.timeout_s
+        return True
+
+    def discard(self) -> None:
+        """End a warm sandbox that will not run a command (closing the socket ends its launcher)."""
+        if self.ctl is not None:
+            self.ctl.close()
+            self.ctl = None
+        for s in (self.proc.stdout, self.proc.stderr):
+            s.close()
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            try:
+                self.proc.wait(timeout=2.0)
+            except (subprocess.TimeoutExpired, OSError):
+                pass
+        except OSError:
+            pass
+        _sandbox_fs.remove_tree(self.run_dir)
+
+    def forget(self) -> None:
+        """In a forked child: close our copies of a parent's warm sandbox's descriptors."""
+        for s in (self.ctl, self.proc.stdout, self.proc.stderr):
+            if s is not None:
+                s.close()  # a close, not a shutdown: the parent's end stays open
 
     def kill(self) -> None:
         try:
@@ -463,9 +525,37 @@ class Sandbox:
 
     def run(self, command: str, fixture: str | fixtures.Fixture = "empty") -> RunResult:
         self._check(command)
-        job = _Job(self, command, fixtures.resolve(fixture))
+        fx = fixtures.resolve(fixture)
+        job = self._job(command, fx)
         _drive([job])
-        return job.finish()
+        try:
+            return job.finish()
+        finally:
+            self._top_up([fx])
+
+    def _key(self, fx: fixtures.Fixture) -> tuple | None:
+        """What a warm sandbox for `fx` must match (None: this run never uses one): every setting
+        that shapes bwrap's start; time and output limits apply at send."""
+        if self.unsafe_local or not self.overlay or getattr(fx, "sysadmin", False) or not _pool.enabled():
+            return None
+        return (self._bwrap.path, tuple(sorted(self.limits.items())), tuple(sorted(self.env.items())),
+                fx.content_hash, tuple(sorted(fx.env.items())), _ids(), os.getpid())
+
+    def _job(self, command: str, fx: fixtures.Fixture) -> _Job:
+        """A warm sandbox of this fixture now running `command` (_pool), else a normal run."""
+        key = self._key(fx)
+        warm = key and _pool.take(key, command, lambda w: w.send(command, self, fx))
+        return warm or _Job(self, command, fx)
+
+    def _top_up(self, fxs: list[fixtures.Fixture]) -> None:
+        """Start warm sandboxes for the next runs of these fixtures, once their runs are done
+        (started earlier, they would take CPU from those runs)."""
+        keys = {}
+        for fx in fxs:
+            keys.setdefault(self._key(fx), fx)
+        for key, fx in keys.items():
+            if key:
+                _pool.top_up(key, lambda fx=fx: _Job(self, None, fx))
 
     def run_pair(self, gold: str, candidate: str,
                  fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
@@ -473,16 +563,19 @@ class Sandbox:
         self._check(gold)
         self._check(candidate)
         fx = fixtures.resolve(fixture)
-        jobs = [_Job(self, gold, fx)]
+        jobs = [self._job(gold, fx)]
         try:
-            jobs.append(_Job(self, candidate, fx))
+            jobs.append(self._job(candidate, fx))
         except BaseException:
             jobs[0].kill()
             _drive(jobs)
             jobs[0].finish()
             raise
         _drive(jobs)
-        return jobs[0].finish(), jobs[1].finish()
+        try:
+            return jobs[0].finish(), jobs[1].finish()
+        finally:
+            self._top_up([fx])
 
     def run_many(self, commands: list[tuple[str, str]], parallel: int = 2) -> list[RunResult]:
         """(command, fixture) pairs, `parallel` at a time; results in input order."""
@@ -491,9 +584,13 @@ class Sandbox:
             chunk = commands[i:i + max(1, parallel)]
             for c, _ in chunk:
                 self._check(c)
-            jobs = [_Job(self, c, fixtures.resolve(f)) for c, f in chunk]
+            fxs = [fixtures.resolve(f) for _, f in chunk]
+            jobs = [self._job(c, fx) for (c, _), fx in zip(chunk, fxs)]
             _drive(jobs)
-            out.extend(j.finish() for j in jobs)
+            try:
+                out.extend(j.finish() for j in jobs)
+            finally:
+                self._top_up(fxs)
         return out
 
 
