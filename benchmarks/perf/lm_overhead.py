@@ -5,7 +5,8 @@ The same measurement with a budget set (issue 22): a SpendMeter active as a run 
 (`metering(spend_meter(vf.Budget(...)))`, limits of every kind, for the run and the task role, far
 above what the measurement uses), so every call is admitted and settled. Goal: wall/ideal with a
 budget within 0.01 of the ratio without one. The two are measured alternately (without, with,
-with, without, ... for --repeats rounds) and averaged, so the machine's load drifts over both alike.
+with, without, ... for --repeats rounds), so the machine's load drifts over both alike, and each
+side's median is taken.
 
     python benchmarks/perf/lm_overhead.py --json [--calls 500] [--latency-ms 50] [--threads 1,4,8]
         [--repeats 2] [--out F]
@@ -83,20 +84,39 @@ def admission_us(n: int = 20000) -> float:
     return round((time.perf_counter() - t0) / n * 1e6, 2)
 
 
+def budget_cpu_us(calls: int = 1000, repeats: int = 6) -> dict:
+    """What a budget adds to one call's own work, in CPU microseconds: the same evaluation with an
+    LM that answers at once (one thread), with and without a budget, alternately; the least of
+    each (the machine's other load only ever adds). At N threads the calls' own work is serialized
+    by the interpreter, so a budget can add at most calls x this to the wall time."""
+    per = {False: [], True: []}
+    for k in range(repeats):
+        for with_budget in ((False, True) if k % 2 == 0 else (True, False)):
+            t0 = time.process_time()  # CPU, not wall: the machine's other load does not count
+            measure(calls, 1e-6, 1, with_budget)
+            per[with_budget].append((time.process_time() - t0) / calls * 1e6)
+    plain, budgeted = min(per[False]), min(per[True])
+    return {"call_us": round(plain, 1), "call_us_with_budget": round(budgeted, 1),
+            "budget_us_per_call": round(budgeted - plain, 1)}
+
+
 def paired(calls: int, latency_s: float, threads: int, repeats: int) -> dict:
-    """Without and with a budget, alternately (ABBA...), `repeats` of each; their mean ratios."""
+    """Without and with a budget, alternately (ABBA...), `repeats` of each; their median ratios (a
+    burst of the machine's other load lengthens one measurement: the median leaves it out)."""
     plain, budgeted = [], []
     for k in range(repeats):
         order = (False, True) if k % 2 == 0 else (True, False)
         for with_budget in order:
             (budgeted if with_budget else plain).append(measure(calls, latency_s, threads, with_budget))
-    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+    import statistics
+
+    med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
     ideal = plain[0]["ideal_s"]
     row = {"threads": threads, "calls": calls, "latency_ms": latency_s * 1000, "ideal_s": ideal,
-           "wall_s": round(mean(plain, "wall_s"), 3), "ratio": round(mean(plain, "ratio"), 4),
-           "overhead_ms_per_call": round(mean(plain, "overhead_ms_per_call"), 3),
-           "wall_s_with_budget": round(mean(budgeted, "wall_s"), 3),
-           "ratio_with_budget": round(mean(budgeted, "ratio"), 4), "repeats": repeats,
+           "wall_s": round(med(plain, "wall_s"), 3), "ratio": round(med(plain, "ratio"), 4),
+           "overhead_ms_per_call": round(med(plain, "overhead_ms_per_call"), 3),
+           "wall_s_with_budget": round(med(budgeted, "wall_s"), 3),
+           "ratio_with_budget": round(med(budgeted, "ratio"), 4), "repeats": repeats,
            "ratios": [r["ratio"] for r in plain], "ratios_with_budget": [r["ratio"] for r in budgeted]}
     row["budget_delta"] = round(row["ratio_with_budget"] - row["ratio"], 4)
     return row
@@ -120,10 +140,15 @@ def main(argv=None) -> int:
     at8 = next((r for r in rows if r["threads"] == 8), rows[-1])
     delta = max(rows, key=lambda r: abs(r["budget_delta"]))["budget_delta"]
     us = admission_us()
+    cpu = budget_cpu_us()
+    # the most a budget's own work can add to wall/ideal at 8 threads: every call's extra work in series
+    implied8 = round(a.calls * cpu["budget_us_per_call"] / 1e6 / at8["ideal_s"], 4)
     out = {"benchmark": "lm_overhead", "ideal_s": at8["ideal_s"], "wall_s": at8["wall_s"], "ratio": at8["ratio"],
            "goal_ratio": GOAL_RATIO, "ratio_with_budget": at8["ratio_with_budget"], "budget_delta_max": delta,
            "goal_budget_delta": GOAL_BUDGET_DELTA, "budget_delta_within_goal": abs(delta) <= GOAL_BUDGET_DELTA,
            "admit_settle_us": us, "budget_delta_implied_at_1_thread": round(us / 1e6 / (a.latency_ms / 1000), 5),
+           "budget_cpu": cpu, "budget_delta_bound_at_8_threads": implied8,
+           "budget_delta_bound_within_goal": implied8 <= GOAL_BUDGET_DELTA,
            "budget": {"limits": "every spend limit for the run and the task role, far above what is used; "
                                 "the fake LM priced", "activated": "metering(spend_meter(Budget(...))), as a run"},
            "runs": rows}

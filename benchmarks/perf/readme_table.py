@@ -62,7 +62,11 @@ def lm_overhead(f: Field) -> tuple[str, str]:
     if f("goal_budget_delta", None) is not None:  # the same with a budget set (a spend meter admitting each call)
         with_budget = ", ".join(f"{_n(r['ratio_with_budget'])} at {r['threads']}" for r in f("runs"))
         res += (f"; with a budget set {with_budget} (difference at most {_n(f('budget_delta_max'), 4)}; "
-                f"admit + settle {_n(f('admit_settle_us'), 1)} µs a call) [within {_n(f('goal_budget_delta'))}]")
+                f"admit + settle {_n(f('admit_settle_us'), 1)} µs a call")
+        if f("budget_cpu", None) is not None:  # the budget's own CPU per call bounds what it adds at 8 threads
+            res += (f", {_n(f('budget_cpu')['budget_us_per_call'], 1)} µs CPU a call in all, at most "
+                    f"{_n(f('budget_delta_bound_at_8_threads'), 4)} at 8 threads")
+        res += f") [within {_n(f('goal_budget_delta'))}]"
     return (f"framework overhead: {r0['calls']} calls, {_n(r0['latency_ms'])} ms fake LM", res)
 
 
