@@ -60,3 +60,16 @@ def experiment_toml(workdir, *, name: str, seed: int | None = None, limit: int =
     }
     return "".join(f"[{section}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in body.items())
                    for section, body in tables.items() if body is not None)
+
+
+def procs_of_uid(uid: int) -> list[int]:
+    """The pids of the processes running as `uid` now (a sandbox leaves none behind)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found

@@ -12,6 +12,7 @@ import pytest
 
 from verifirst.verifiers.bash import _pool, fixtures
 from verifirst.verifiers.bash.sandbox import Sandbox, _scratch_base
+from conftest import procs_of_uid
 
 # What a run sees of its own process and shell (aside: pid 1's command line, bwrap's, names the launcher;
 # bash's initial environment block has SHLVL=0 from the launcher's exec, and another order).
@@ -135,24 +136,13 @@ def test_no_warm_sandbox_outlives_the_process(tmp_path):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["warm"] == _pool.PER_KEY
     deadline = time.time() + 5
-    while time.time() < deadline and _procs_of(uid):
+    while time.time() < deadline and procs_of_uid(uid):
         time.sleep(0.05)
-    assert _procs_of(uid) == []
+    assert procs_of_uid(uid) == []
     left = {d for d in set(os.listdir(_scratch_base()[0])) - before if d.startswith("run-")}
     if os.geteuid() == 0:  # unprivileged, other runs may share the scratch base
         assert left == set()
 
-
-def _procs_of(uid: int) -> list[int]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    out.append(int(pid))
-            except OSError:
-                pass
-    return out
 
 
 def test_a_forked_child_does_not_use_the_parents_warm_sandboxes(sb):

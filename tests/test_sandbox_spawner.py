@@ -13,6 +13,7 @@ import pytest
 
 from verifirst.verifiers.bash import _spawner
 from verifirst.verifiers.bash.sandbox import Sandbox, _ids, _scratch_base
+from conftest import procs_of_uid
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the spawner is used as root only")
 
@@ -106,10 +107,10 @@ def test_the_helper_ends_with_its_owner():
         p.wait(timeout=30)
         p.stdout.close()
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (os.path.exists(f"/proc/{helper}") or _procs_of(uid)):
+        while time.monotonic() < deadline and (os.path.exists(f"/proc/{helper}") or procs_of_uid(uid)):
             time.sleep(0.05)
         assert not os.path.exists(f"/proc/{helper}"), how
-        assert _procs_of(uid) == [], how
+        assert procs_of_uid(uid) == [], how
     base = _scratch_base()[0]
     for entry in os.listdir(base):  # what the killed owner could not remove
         if os.stat(base / entry).st_uid == uid:
@@ -139,14 +140,3 @@ def test_a_forked_child_starts_its_own_spawner():
     assert sb.run("echo parent").stdout == "parent\n"
     assert _spawner.spawner(_ids())._proc.pid == parent_helper
 
-
-def _procs_of(uid: int) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    found.append(int(pid))
-            except OSError:
-                pass
-    return found

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import procs_of_uid
+
 pytestmark = pytest.mark.security
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,17 +143,6 @@ def _procs_with(marker: str) -> list[int]:
             pass
     return found
 
-
-def _procs_of_uid(uid: int) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    found.append(int(pid))
-            except OSError:
-                pass
-    return found
 
 
 def _unprivileged_available() -> str | None:
@@ -286,9 +277,9 @@ def test_fork_bomb_is_capped(battery):
     assert r["wall_ms"] < 10_000
     if mode == "root":
         deadline = time.time() + 3
-        while _procs_of_uid(TEST_UID) and time.time() < deadline:
+        while procs_of_uid(TEST_UID) and time.time() < deadline:
             time.sleep(0.05)
-        assert _procs_of_uid(TEST_UID) == []
+        assert procs_of_uid(TEST_UID) == []
 
 
 def test_memory_and_file_size_limits(battery):
@@ -386,9 +377,9 @@ def test_sysadmin_process_cap_holds_across_uids(battery):
     assert int(r["stdout"].split()[0]) <= 260, r  # 40 uids x 21 processes asked; nproc 256 for the namespace
     if mode == "root":
         deadline = time.time() + 3
-        while _procs_of_uid(TEST_UID) and time.time() < deadline:
+        while procs_of_uid(TEST_UID) and time.time() < deadline:
             time.sleep(0.05)
-        assert _procs_of_uid(TEST_UID) == []
+        assert procs_of_uid(TEST_UID) == []
 
 
 def test_host_secrets_absent(battery, host):
