@@ -708,6 +708,12 @@ class AutoRefineEngine:
         return EngineResult(program=res.judge, history=history, details=details,
                             stopped="budget" if res.stop_reason == "budget" else None)
 
+    def estimate(self, builder) -> int:
+        """The calls this engine makes, for the dry-run estimate (see optimizers._estimates)."""
+        from ._estimates import autorefine_lines
+
+        return autorefine_lines(self, builder)
+
     def judge_report(self, program, before: dict, after: dict, items, manifest, details: dict, **kw) -> dict:
         """The `judge` section of the driver's report (see `judge_report`)."""
         return judge_report(program, before, after, items, manifest, details, **kw)

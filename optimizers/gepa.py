@@ -249,6 +249,15 @@ class GEPAEngine:
                             f"{', '.join(k for k in known if k not in ('self', 'metric'))})")
         self.gepa_options = gepa_options
 
+    def estimate(self, builder) -> int:
+        """The calls this engine makes, for the dry-run estimate: dspy.GEPA's (verifirst.loop.estimate)."""
+        from verifirst.loop.estimate import gepa_lines
+
+        return gepa_lines(builder, minibatch=int(self.reflection_minibatch_size or 3),
+                          max_metric_calls=builder.budget.max_metric_calls, auto=builder.budget.auto,
+                          selector=self.gepa_options.get("component_selector", "round_robin"),
+                          use_merge=bool(self.use_merge))
+
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         if ctx.reflection_lm is None:
             raise ValueError("GEPA needs a reflection LM (models.reflection)")

@@ -36,6 +36,12 @@ class SIMBAEngine:
         """
         return compile_arguments(dspy.SIMBA.compile, "SIMBA", ctx)
 
+    def estimate(self, builder) -> int:
+        """The calls this engine makes, for the dry-run estimate (see optimizers._estimates)."""
+        from ._estimates import simba_lines
+
+        return simba_lines(self, builder)
+
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
         bsize = self.bsize or min(8, len(trainset))
         if len(trainset) < bsize:

@@ -148,6 +148,12 @@ class EngineContext:
 
 
 class Engine(Protocol):
+    """An optimizer: `compile` gets the program, the run's metric, train and validation examples, the
+    budget and the run context, and returns an EngineResult. An engine may also have
+    `estimate(builder) -> int`: it adds the LM calls it would make to a dry-run estimate
+    (verifirst.loop.estimate.EstimateBuilder) and returns the tokens its result may add to the
+    program's prompt; an engine without it is reported as not modelled."""
+
     name: str
 
     def compile(self, program: Any, metric: Any, trainset: list, valset: list, budget: Budget,

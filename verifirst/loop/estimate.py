@@ -7,19 +7,14 @@ is called and nothing is written.
 
 - Evaluations: one program run per item, each predictor of the program called once per run
   (a dspy.ReAct loop counts up to its max_iters + 1).
-- GEPA: the seed program's validation pass, then iterations of a training minibatch scored for
+- dspy.GEPA (`gepa_lines`): the seed program's validation pass, then iterations of a training minibatch scored for
   the parent and for the child (2 x reflection_minibatch_size metric calls) until max_metric_calls
   (or the `auto` budget dspy.GEPA derives) is spent; GEPA stops at the first iteration boundary
   past it, so the count is "about". One reflection call per iteration ("up to": an iteration whose
   minibatch is already perfect, or whose child is accepted, costs fewer or other calls).
-- AutoRefine: the teacher reviews each training item once; iteration 0 and each of max_iters
-  iterations run the judge on the kept training items and on validation (x (1 + repeats) with
-  repeats); each iteration asks the proposer once per batch of disagreements (at most all kept
-  training items) and the applier once. "Up to": the loop stops early at its target agreement, at
-  no disagreement or at no usable edit. Re-asks (an unbalanced proposal, a rewrite that lost an
-  edit) are retries and are not counted.
-- SIMBA: steps x bsize x num_candidates trajectories, as many candidate evaluations, up to one
-  rule per candidate from the reflection LM, then the candidates on train and on validation.
+- An engine with an `estimate(builder)` method (the Engine protocol's optional part) adds its own
+  optimize-phase lines to the EstimateBuilder: the domain's engines do (AutoRefine and SIMBA in
+  optimizers/_estimates.py; verifirst's GEPA engine through `gepa_lines`).
 - Any other optimizer: its own calls are not estimated (said in the notes).
 
 Tokens come from the actual prompts: the program's predictors are formatted with the DSPy adapter
@@ -33,7 +28,6 @@ cache would serve, are not counted: with the cache on, a run sends fewer.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,7 +42,7 @@ FEEDBACK_CHARS = (40, 400)  # a metric's feedback shown to GEPA's reflection (lo
 BOUNDS = ("exact", "about", "up to")
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     return -(-a // b) if b > 0 else 0
 
 
@@ -274,7 +268,7 @@ class _LMInfo:
 
 # -- prompts --------------------------------------------------------------------------------------------
 
-def _tokens(chars: float) -> int:
+def tokens_of(chars: float) -> int:
     from verifirst.lm.spend import CHARS_PER_TOKEN
 
     return int(math.ceil(chars / CHARS_PER_TOKEN))
@@ -336,13 +330,20 @@ def _sample(items: Sequence[Any], n: int = SAMPLE_ITEMS) -> list[Any]:
     return [items[int(k * step)] for k in range(n)]
 
 
-def _mean(xs: Sequence[float]) -> float:
+def mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
 # -- the estimate -------------------------------------------------------------------------------------
 
-class _Builder:
+class EstimateBuilder:
+    """What an engine's `estimate(builder)` adds its optimize-phase lines to (the Engine protocol's
+    optional estimate method): the splits (`by_split`), the program's predictors (`preds`), sample
+    items (`samples`), the LMs by role (`task`, `reflection`, `teacher`: model, price, max_tokens,
+    completion range), the adapter, and the estimate itself (`est`: `add(Line)`, `notes`).
+    `program_lines` adds the program's own calls; `part_chars` sizes one call of an engine's own
+    predictor."""
+
     def __init__(self, program: Any, items: Sequence[Any], manifest: SplitManifest, engine: Any, budget: Budget,
                  ctx: EngineContext, splits: Sequence[str], adapter: Any, sample: int):
         from verifirst.lm.spend import Prices
@@ -379,17 +380,17 @@ class _Builder:
             lm = preds[0].lm if key else self.task_lm
             info = self.task if key == 0 else _LMInfo(lm, "task", self.prices)
             calls_per_run = sum(p.calls_per_run for p in preds)
-            prompt = _mean([sum(p.calls_per_run * self._prompt_tokens(p, it) for p in preds)
+            prompt = mean([sum(p.calls_per_run * self._prompttokens_of(p, it) for p in preds)
                             for it in self.samples]) / max(calls_per_run, 1)
-            fields = _mean([len(p.signature.output_fields) for p in preds])
+            fields = mean([len(p.signature.output_fields) for p in preds])
             low = int(round(prompt))
             self.est.add(Line(phase, info.role, what, n_runs * calls_per_run,
                               (low, low + extra_instruction_tokens), info.completion(round(fields)), info.model,
                               info.price, bound))
 
-    def _prompt_tokens(self, p: _Predictor, item: Any) -> int:
+    def _prompttokens_of(self, p: _Predictor, item: Any) -> int:
         inputs = dict(getattr(item, "inputs", {}) or {})
-        return _tokens(format_chars(self.adapter, p.signature, inputs, p.demos))
+        return tokens_of(format_chars(self.adapter, p.signature, inputs, p.demos))
 
     def evaluations(self, phase: str, bound: str = "exact", extra_instruction_tokens: int = 0) -> None:
         for s in self.splits:
@@ -402,7 +403,9 @@ class _Builder:
         self.evaluations("before")
         growth = 0
         if self.engine is not None:
-            model = ENGINE_MODELS.get(_engine_kind(self.engine))
+            model = getattr(self.engine, "estimate", None)
+            if model is None and _engine_kind(self.engine) == "dspy.GEPA":
+                model = lambda b: _dspy_gepa(b)  # noqa: E731  (a teleprompter: DSPy's own, not a domain's)
             if model is None:
                 self.est.notes.append(f"the optimizer {self.est.engine!r} is not modelled: its own calls are not "
                                       f"counted (only the evaluations before and after it)")
@@ -444,8 +447,22 @@ def _engine_kind(engine: Any) -> str:
 # -- engine models: each adds the optimize phase's lines and returns the prompt growth (tokens) the
 #    optimized program may carry into the after-evaluations
 
-def _gepa(b: _Builder, *, minibatch: int, max_metric_calls: int | None, auto: str | None,
+def gepa_lines(b: EstimateBuilder, *, minibatch: int, max_metric_calls: int | None, auto: str | None,
           selector: Any = "round_robin", use_merge: bool = False) -> int:
+    """GEPA's optimize-phase lines (dspy.GEPA's algorithm, whoever drives it): the seed's validation
+    pass, minibatch pairs until the metric-call budget is spent, one reflection per iteration.
+
+    Args:
+        b: the estimate being built.
+        minibatch: the reflection minibatch size.
+        max_metric_calls: GEPA's metric-call budget (None: from `auto`).
+        auto: "light" | "medium" | "heavy" when no max_metric_calls.
+        selector: the component selector ("all" reflects on every predictor each iteration).
+        use_merge: whether merges take metric calls from the same budget.
+
+    Returns:
+        the tokens a child's instructions may add to the program's prompt.
+    """
     import dspy
 
     train, val = b.by_split["train"], b.by_split["val"]
@@ -460,21 +477,21 @@ def _gepa(b: _Builder, *, minibatch: int, max_metric_calls: int | None, auto: st
         budget = int(dspy.GEPA.auto_budget(None, num_preds=components,  # type: ignore[arg-type]
                                            num_candidates=AUTO_RUN_SETTINGS[auto]["n"], valset_size=n_val))
         how = f"auto={auto}: {budget} metric calls"
-    iters = _ceil_div(max(budget - n_val, 0), 2 * minibatch)
+    iters = ceil_div(max(budget - n_val, 0), 2 * minibatch)
     runs = n_val + iters * 2 * minibatch
     per_iter = components if selector == "all" else 1
     refl = iters * per_iter
     b.program_lines(n_val, "optimize", "GEPA: the seed program's validation pass", "exact")
     # a child's instruction is at most what the reflection LM writes
-    growth = max(0, b.reflection.max_tokens - _tokens(_mean([len(p.signature.instructions or "") for p in b.preds])))
+    growth = max(0, b.reflection.max_tokens - tokens_of(mean([len(p.signature.instructions or "") for p in b.preds])))
     b.program_lines(runs - n_val, "optimize", f"GEPA: {iters} iterations x 2 minibatches of {minibatch} ({how})",
                     "about", growth)
     if refl:
         chars = (_gepa_reflection_chars(b, minibatch, False), _gepa_reflection_chars(b, minibatch, True))
-        instr = _tokens(_mean([len(p.signature.instructions or "") for p in b.preds]))
+        instr = tokens_of(mean([len(p.signature.instructions or "") for p in b.preds]))
         b.est.add(Line("optimize", b.reflection.role, "GEPA reflection: one new instruction per iteration"
                        + (f" ({components} components)" if per_iter > 1 else ""), refl,
-                       (_tokens(chars[0]), _tokens(chars[1])),
+                       (tokens_of(chars[0]), tokens_of(chars[1])),
                        b.reflection.completion(1, instr + TYPICAL_FIELD_TOKENS), b.reflection.model,
                        b.reflection.price, "up to"))
     b.est.notes.append(f"GEPA spends about its metric-call budget ({budget}, plus at most one iteration past it); "
@@ -485,7 +502,7 @@ def _gepa(b: _Builder, *, minibatch: int, max_metric_calls: int | None, auto: st
     return growth
 
 
-def _gepa_reflection_chars(b: _Builder, minibatch: int, high: bool) -> int:
+def _gepa_reflection_chars(b: EstimateBuilder, minibatch: int, high: bool) -> int:
     """Characters of one reflection prompt: DSPy's instruction proposer over a minibatch of sample items with
     placeholder answers and feedback (terse ones for the low end; answers of the task's max_tokens and long
     feedback for the high end)."""
@@ -510,106 +527,39 @@ def _gepa_reflection_chars(b: _Builder, minibatch: int, high: bool) -> int:
                         {"current_instruction": instruction, "examples_with_feedback": examples})
 
 
-def _gepa_engine(b: _Builder) -> int:
-    e = b.engine
-    opts = dict(getattr(e, "gepa_options", {}) or {})
-    return _gepa(b, minibatch=int(getattr(e, "reflection_minibatch_size", 3) or 3),
-                 max_metric_calls=b.budget.max_metric_calls, auto=b.budget.auto,
-                 selector=opts.get("component_selector", "round_robin"), use_merge=bool(getattr(e, "use_merge", False)))
-
-
-def _dspy_gepa(b: _Builder) -> int:
+def _dspy_gepa(b: EstimateBuilder) -> int:
     tp = b.engine.teleprompter
     calls = getattr(tp, "max_metric_calls", None)
     full = getattr(tp, "max_full_evals", None)
     if not calls and full:
         calls = full * (len(b.by_split["train"]) + len(b.by_split["val"]))
-    return _gepa(b, minibatch=int(getattr(tp, "reflection_minibatch_size", 3) or 3), max_metric_calls=calls,
+    return gepa_lines(b, minibatch=int(getattr(tp, "reflection_minibatch_size", 3) or 3), max_metric_calls=calls,
                  auto=getattr(tp, "auto", None), selector=getattr(tp, "component_selector", "round_robin"),
                  use_merge=bool(getattr(tp, "use_merge", False)))
 
 
-def _autorefine(b: _Builder) -> int:
-    e, budget = b.engine, b.budget
-    train, val = b.by_split["train"], b.by_split["val"]
-    iters = 5 if budget.max_iters is None else int(budget.max_iters)
-    repeats = int(getattr(e, "repeats", 1) or 1)
-    batch = max(1, int(getattr(e, "batch_size", 6) or 6))
-    cap = int(getattr(e, "length_cap", 4000) or 4000)
-    use_teacher = bool(getattr(e, "use_teacher", True))
-    mod = sys.modules.get(type(e).__module__)  # the engine's own module: its teacher and edit prompts
-    prompt = str(getattr(b.program, "prompt", "") or "")
-    growth = _tokens(max(0, cap - len(prompt)))  # the applier may grow the prompt up to the length cap
-    if use_teacher:
-        chars = _part_chars(b, mod, "InformedTeacher", lambda cls: cls(sorted(train[0].inputs)).review.signature
-                            if train else None, extra={"outcome_label": "PASS"})
-        b.est.add(Line("optimize", b.teacher.role, "AutoRefine teacher: one review per training item", len(train),
-                       (_tokens(chars),) * 2, b.teacher.completion(2), b.teacher.model, b.teacher.price, "exact"))
-    per_eval = len(train) + len(val) * (1 + (repeats if repeats > 1 else 0))
-    b.program_lines(per_eval, "optimize", "AutoRefine iteration 0: the judge on train and validation", "exact")
-    b.program_lines(per_eval * iters, "optimize", f"AutoRefine: the judge on train and validation, {iters} "
-                    "iterations", "up to", growth)
-    if iters:
-        n_batches = _ceil_div(len(train), batch)
-        one = _mean([_item_chars(it) for it in train]) + 300  # a disagreement: the view, verdict, reasons
-        pchars = [_part_chars(b, mod, "EditProposer", lambda cls: cls(batch).propose.signature,
-                              extra={"judge_prompt": prompt, "feedback": "", "disagreements": "x" * int(n * one)})
-                  for n in (1, min(len(train), batch))]  # one disagreement in a batch .. a full batch
-        achars = _part_chars(b, mod, "EditApplier", lambda cls: cls().apply.signature,
-                             extra={"judge_prompt": prompt, "edits": "x" * 600, "length_cap": str(cap), "feedback": ""})
-        b.est.add(Line("optimize", b.reflection.role, f"AutoRefine proposer: one call per {batch} disagreements "
-                       "(at most all training items)", n_batches * iters, (_tokens(pchars[0]), _tokens(pchars[1])),
-                       b.reflection.completion(1, 6 * TYPICAL_FIELD_TOKENS), b.reflection.model, b.reflection.price,
-                       "up to"))
-        b.est.add(Line("optimize", b.reflection.role, "AutoRefine applier: one rewrite per iteration", iters,
-                       (_tokens(achars), _tokens(achars) + growth),
-                       b.reflection.completion(1, _tokens(len(prompt)) + TYPICAL_FIELD_TOKENS), b.reflection.model,
-                       b.reflection.price, "up to"))
-    b.est.notes.append("AutoRefine stops early at its target agreement, at no disagreement or at no usable edit: its "
-                       "iterations are a bound; items the teacher sets aside leave the loop (and are judged once for "
-                       "the review queue)")
-    return growth
-
-
-def _item_chars(it: Any) -> int:
+def item_chars(it: Any) -> int:
+    """Characters of an item's inputs."""
     return sum(len(str(v)) for v in (getattr(it, "inputs", {}) or {}).values())
 
 
-def _part_chars(b: _Builder, mod: Any, name: str, signature_of: Any, extra: dict) -> int:
-    """Characters of one call of an engine part's predictor (from the engine's module), formatted with the
-    adapter the run uses over the sample items; a part that cannot be built: the judge's prompt size."""
-    sig = None
-    cls = getattr(mod, name, None)
-    if cls is not None:
-        try:
-            sig = signature_of(cls)
-        except Exception:
-            sig = None
+def part_chars(b: EstimateBuilder, signature_of: Any, extra: dict) -> int:
+    """Characters of one call of an engine's own predictor, formatted with the adapter the run uses
+    over the sample items; a predictor that cannot be built: the inputs' size plus an instruction's.
+
+    Args:
+        b: the estimate being built.
+        signature_of: () -> the predictor's DSPy signature.
+        extra: the inputs the engine adds to an item's (placeholders for what a model would answer).
+    """
+    try:
+        sig = signature_of()
+    except Exception:
+        sig = None
     if sig is None:
-        return int(_mean([sum(len(str(v)) for v in extra.values()) + _item_chars(it) + 1500 for it in b.samples]))
-    return int(_mean([format_chars(b.adapter, sig, {**dict(getattr(it, "inputs", {}) or {}), **extra})
+        return int(mean([sum(len(str(v)) for v in extra.values()) + item_chars(it) + 1500 for it in b.samples]))
+    return int(mean([format_chars(b.adapter, sig, {**dict(getattr(it, "inputs", {}) or {}), **extra})
                       for it in b.samples] or [0]))
-
-
-def _simba(b: _Builder) -> int:
-    e, budget = b.engine, b.budget
-    train, val = b.by_split["train"], b.by_split["val"]
-    bsize = int(getattr(e, "bsize", None) or min(8, len(train)))
-    nc = int(getattr(e, "num_candidates", 4) or 4)
-    steps = int(budget.max_iters or 4)
-    b.program_lines(steps * bsize * nc, "optimize", f"SIMBA: {steps} steps x {bsize} items x {nc} trajectories",
-                    "exact")
-    b.program_lines(steps * bsize * (nc + 1), "optimize", "SIMBA: new candidates on each step's batch", "up to")
-    b.program_lines((nc + 1) * (len(train) + len(val)), "optimize", "SIMBA: candidates on train, then on "
-                    "validation", "up to")
-    b.est.add(Line("optimize", b.reflection.role, "SIMBA rules: one per new candidate", steps * (nc + 1),
-                   (_tokens(PLACEHOLDER_CHARS * 4),) * 2, b.reflection.completion(1, 2 * TYPICAL_FIELD_TOKENS),
-                   b.reflection.model, b.reflection.price, "up to"))
-    b.est.notes.append("SIMBA's counts are bounds: a candidate built by adding a demo calls no reflection")
-    return 0
-
-
-ENGINE_MODELS = {"gepa": _gepa_engine, "dspy.GEPA": _dspy_gepa, "autorefine": _autorefine, "simba": _simba}
 
 
 def estimate_run(program: Any, items: Sequence[Any], manifest: SplitManifest, engine: Any, budget: Budget,
@@ -629,4 +579,4 @@ def estimate_run(program: Any, items: Sequence[Any], manifest: SplitManifest, en
         adapter: the DSPy adapter the run formats prompts with (default: verifirst's JSON adapter).
         sample: how many items' prompts are formatted.
     """
-    return _Builder(program, items, manifest, engine, budget, ctx, splits, adapter, sample).build()
+    return EstimateBuilder(program, items, manifest, engine, budget, ctx, splits, adapter, sample).build()
