@@ -30,7 +30,7 @@ import dspy
 from verifirst.core import atomic
 from verifirst.core.errors import ErrorRateExceeded, InputError, VerifirstError
 from verifirst.programs.judges import JudgeError, RubricJudge
-from verifirst.core.stats import confusion, mcnemar_paired, paired_bootstrap, scotts_pi
+from verifirst.core.stats import confusion, judge_pi, paired_bootstrap, pi_comparison, scotts_pi
 from verifirst.core.task import ITEM_ID, Item
 from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
@@ -262,7 +262,7 @@ def _paired_majority_ci(labels: dict[str, str], a: dict, b: dict) -> list[float]
     ids = [i for i in labels if i in ma and i in mb]
     if len(ids) < 2:
         return None
-    boot = paired_bootstrap(_pi_metric, [ma[i] for i in ids], [mb[i] for i in ids], [labels[i] for i in ids],
+    boot = paired_bootstrap(judge_pi, [ma[i] for i in ids], [mb[i] for i in ids], [labels[i] for i in ids],
                             n=1000, seed=0)
     return [boot.lo, boot.hi]
 
@@ -480,10 +480,6 @@ def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels
 
 
 # -- held-out report -----------------------------------------------------------------------
-def _pi_metric(y, pred) -> float:
-    return scotts_pi(list(y), list(pred))
-
-
 def verdict_metrics(labels: Sequence[str], verdicts: Sequence[str]) -> dict:
     c = confusion(labels, verdicts, labels=[PASS, FAIL])
     fail, pas = c.per_class[FAIL], c.per_class[PASS]
@@ -512,12 +508,8 @@ def held_out_report(labels: dict[str, str], verdicts: dict[str, dict[str, str | 
         out["judges"][n] = verdict_metrics(y, [verdicts[n][i] for i in ids])
     cand = [verdicts[candidate][i] for i in ids]
     for b in baselines:
-        base = [verdicts[b][i] for i in ids]
-        boot = paired_bootstrap(_pi_metric, base, cand, y, n=n_boot, seed=seed)
-        mc = mcnemar_paired([p == t for p, t in zip(cand, y)], [p == t for p, t in zip(base, y)])
-        out["comparisons"][f"{candidate}_vs_{b}"] = {
-            "pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi], "bootstrap": boot.as_dict(),
-            "mcnemar_exact": mc.as_dict()}
+        out["comparisons"][f"{candidate}_vs_{b}"] = pi_comparison(y, cand, [verdicts[b][i] for i in ids],
+                                                                  n_boot=n_boot, seed=seed)
     return out
 
 

@@ -250,10 +250,25 @@ def compare_judges(labels: dict[str, str], verdicts: dict[str, dict[str, str | N
         out["judges"][n] = judge_metrics(y, [verdicts[n][i] for i in ids], n_boot, seed)
     mine = [verdicts[ours][i] for i in ids]
     for a in anchors:
-        theirs = [verdicts[a][i] for i in ids]
-        boot = paired_bootstrap(judge_pi, theirs, mine, y, n=n_boot, seed=seed)  # Δ = ours - anchor
-        mc = mcnemar_paired([p == t for p, t in zip(mine, y)], [p == t for p, t in zip(theirs, y)])
-        out["comparisons"][f"{ours}_vs_{a}"] = {"pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi],
-                                                "bootstrap": boot.as_dict(), "mcnemar_exact": mc.as_dict(),
-                                                "ours_right_anchor_wrong": mc.b, "anchor_right_ours_wrong": mc.c}
+        cmp = pi_comparison(y, mine, [verdicts[a][i] for i in ids], n_boot=n_boot, seed=seed)
+        mc = cmp["mcnemar_exact"]
+        out["comparisons"][f"{ours}_vs_{a}"] = {**cmp, "ours_right_anchor_wrong": mc["b"],
+                                                "anchor_right_ours_wrong": mc["c"]}
     return out
+
+
+def pi_comparison(y: Sequence[str], ours: Sequence[str], theirs: Sequence[str], *, n_boot: int = 2000,
+                  seed: int = 0) -> dict:
+    """Two judges on the same items: Δπ = ours − theirs with its paired bootstrap interval, and exact
+    McNemar on per-item correctness (b: ours right, theirs wrong).
+
+    Args:
+        y: the labels.
+        ours, theirs: the two judges' verdicts, item by item.
+        n_boot: bootstrap resamples.
+        seed: the bootstrap seed.
+    """
+    boot = paired_bootstrap(judge_pi, theirs, ours, y, n=n_boot, seed=seed)
+    mc = mcnemar_paired([p == t for p, t in zip(ours, y)], [p == t for p, t in zip(theirs, y)])
+    return {"pi_delta": boot.delta, "pi_ci95": [boot.lo, boot.hi], "bootstrap": boot.as_dict(),
+            "mcnemar_exact": mc.as_dict()}
