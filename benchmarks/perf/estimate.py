@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import sys
@@ -116,20 +115,17 @@ def gepa_solved_scenario() -> dict:
             "call": call}
 
 
-FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
-
-
 def stubborn_answer(messages: list[dict]) -> str:
     """Every calibration role, scripted so the loop runs its full course: the judge answers PASS whatever
     its prompt says, the teacher keeps every label, the proposer answers each round with a new pair of
-    rules, the applier appends them."""
+    rules, the applier appends them (as examples/api_calibrate.py's applier does)."""
     from verifirst.lm.testing import json_answer
 
+    ex = _examples_module("api_calibrate")
     system, user = messages[0]["content"], messages[-1]["content"]
-    f = {m.group(1): m.group(2).strip() for m in FIELD_RE.finditer(user)}
     if "`new_prompt`" in system:
-        rules = "".join(f"\n- {e['rule']}" for e in json.loads(f["edits"]) if e.get("op") == "add")
-        return json_answer(new_prompt=f["judge_prompt"] + rules)
+        return ex.scripted_answer(messages)
+    f = {m.group(1): m.group(2).strip() for m in ex.FIELD_RE.finditer(user)}
     if "`edits`" in system:
         n = f.get("judge_prompt", "").count("\n- ") + 1
         return json_answer(edits=[{"op": "add", "direction": "FAIL", "rule": f"FAIL on hazard {n}"},
