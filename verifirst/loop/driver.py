@@ -292,27 +292,34 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     return OptimizationResult(best, report, before, after)
 
 
+def _unless_refused(evaluate_split) -> EvalResult | None:
+    """The evaluation's result, or None when the budget refused one of its calls (an evaluation that
+    raised for another reason raises)."""
+    from verifirst.lm.spend import active_meter
+
+    meter = active_meter()
+    refusals = meter.refusals
+    try:
+        res = evaluate_split()
+    except Exception:
+        if meter.refusals == refusals:
+            raise
+        return None
+    return res if meter.refusals == refusals else None
+
+
 def _score_stopped(best, start, before: dict, splits, run_eval, run_dir: Path) -> tuple[dict, dict]:
     """After a budget stop: the test split scored once with what was held back for it (the start
     program kept: its own test rows stand); train and validation not scored again."""
-    from verifirst.lm.spend import active_meter
-
     not_scored = {s: NOT_SCORED for s in splits if s != "test"}
     if "test" not in splits:
         return {}, not_scored
     if program_hash(best) == program_hash(start):
         return {"test": before["test"]}, not_scored
-    meter = active_meter()
-    refusals = meter.refusals if meter is not None else 0
     ckpt = run_dir / "eval" / "stopped" / "after_test.jsonl"  # never a resumed run's rows: they score another program
     ckpt.unlink(missing_ok=True)
-    try:
-        res = run_eval(best, "test", "after", checkpoint=ckpt)
-    except Exception:
-        if meter is None or meter.refusals == refusals:
-            raise
-        res = None
-    if res is None or (meter is not None and meter.refusals > refusals):
+    res = _unless_refused(lambda: run_eval(best, "test", "after", checkpoint=ckpt))
+    if res is None:
         return {}, {**not_scored, "test": NOT_SCORED}
     return {"test": res}, not_scored
 
@@ -326,17 +333,8 @@ def _score_budgeted(best, splits, run_eval) -> tuple[dict, dict]:
     meter = active_meter()
     after, not_scored = {}, {}
     for s in sorted(splits, key=lambda s: s != "test"):
-        if meter.first_refusal is not None:
-            not_scored[s] = NOT_SCORED
-            continue
-        refusals = meter.refusals
-        try:
-            res = run_eval(best, s, "after")
-        except Exception:
-            if meter.refusals == refusals:
-                raise
-            res = None
-        if res is None or meter.refusals > refusals:
+        res = None if meter.first_refusal is not None else _unless_refused(lambda: run_eval(best, s, "after"))
+        if res is None:
             not_scored[s] = NOT_SCORED
         else:
             after[s] = res
