@@ -31,6 +31,7 @@ from verifirst.core.callbacks import RunCallback
 from verifirst.core.engine import Budget, resolve_engine
 from verifirst.core.errors import InputError
 from verifirst.loop.judge_prompt import template_variables
+from verifirst.loop.budget_stop import test_claimed
 from verifirst.loop.ledger import LEDGER_FILE, TestLedger, program_hash
 from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
 from verifirst.loop.preflight import check_verifiers
@@ -316,8 +317,7 @@ class CalibrationSteps(RunCallback):
         if s.baseline is not None and not stopped:
             rep["baseline"] = score_baseline(s, self.suite, manifest, res, rep, self.lms["judge"])
             rep["test_reuse"] = _record_baseline(TestLedger(s.workdir / LEDGER_FILE), rep, run_dir, s.baseline)
-        claimed = (stopped or {}).get("test", "scored") == "scored"  # a budget stop may leave test unscored
-        if tracker is not None and tracker.enabled and claimed:
+        if tracker is not None and tracker.enabled and test_claimed(rep):
             self._track(tracker, rep, judged, manifest)
 
     def _track(self, tracker: Tracker, rep: dict, judged: dict, manifest: SplitManifest) -> None:

@@ -89,3 +89,13 @@ def stopped_section(refusal: Any, kept: str, held: dict | None, not_scored: dict
     return {"by": refusal.message, "limit": refusal.limit, "role": refusal.role, "kept": kept,
             "held_for_test": held, "not_scored": dict(not_scored),
             "test": "not scored: budget" if "test" in not_scored else "scored"}
+
+
+def test_claimed(report: dict) -> bool:
+    """Whether the report may claim a result: not when a budget stop left its test split unscored
+    (nothing is registered or promoted from it).
+
+    Args:
+        report: the run report.
+    """
+    return (report.get("stopped") or {}).get("test", "scored") == "scored"

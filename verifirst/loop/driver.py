@@ -30,6 +30,7 @@ from verifirst.core.errors import RunFailed
 from verifirst.loop.evaluation import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
 from verifirst.loop.ledger import TestLedger, ledger_for_run_dir, program_hash
 from verifirst.lm import USAGE, usage_phase
+from verifirst.lm.spend import active_meter, refused
 from verifirst.core.metric import Metric
 from verifirst.loop.budget_stop import NOT_SCORED, TEST_COST_FILE, TestCost, stopped_section
 from verifirst.loop.run_items import write_items
@@ -175,8 +176,6 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             ledger.record(manifest.digest, h, run_dir, phase)
         return res
 
-    from verifirst.lm.spend import active_meter
-
     test_cost = TestCost(active_meter(), run_dir)
     before = {}
     for s in splits:
@@ -185,8 +184,8 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         before[s] = run_eval(program, s, "before")
         if s == "test":
             test_cost.stop()
-    if _refused_call() is not None:  # the budget ran out before the optimizer could start
-        raise _refused_call()
+    if refused() is not None:  # the budget ran out before the optimizer could start
+        raise refused()
     fail_if_unscored("before", before, run_dir)  # before the optimizer spends anything on it
     held = test_cost.hold_back() if "test" in splits and engine is not None else None
     stopped = None  # the refused call that stopped the optimizer, if one did
@@ -227,12 +226,12 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             finally:
                 callback.on_optimizer_end(end)
         except Exception:
-            if _refused_call() is None:
+            if refused() is None:
                 raise
             res = None  # the budget, not the engine, ended it: nothing the engine did is kept
         finally:
             manifest.save(run_dir / "split_manifest.json")  # with every item the metric evaluated
-        stopped = _refused_call()
+        stopped = refused()
         if stopped is not None:
             # Its state may hold steps whose calls were refused (scored as errors): it goes, so a resume
             # with a larger budget redoes the engine (its calls served by the cache) and ends where an
@@ -260,7 +259,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         after = {s: run_eval(best, s, "after") for s in splits}
     else:  # the engine finished: test first, then what the budget leaves
         after, not_scored = _score_budgeted(best, splits, run_eval)
-        stopped = _refused_call() if not_scored else None
+        stopped = refused() if not_scored else None
     fail_if_unscored("after", after, run_dir)
 
     report: dict[str, Any] = {
@@ -295,8 +294,6 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
 def _unless_refused(evaluate_split) -> EvalResult | None:
     """The evaluation's result, or None when the budget refused one of its calls (an evaluation that
     raised for another reason raises)."""
-    from verifirst.lm.spend import active_meter
-
     meter = active_meter()
     refusals = meter.refusals
     try:
@@ -328,8 +325,6 @@ def _score_budgeted(best, splits, run_eval) -> tuple[dict, dict]:
     """After an engine that finished under a budget: the test split first (what was held back for
     it is free again), then the other splits while the budget lasts; a split the budget cut short
     is "not scored" (its rows kept: a resume finishes it)."""
-    from verifirst.lm.spend import active_meter
-
     meter = active_meter()
     after, not_scored = {}, {}
     for s in sorted(splits, key=lambda s: s != "test"):
@@ -403,14 +398,6 @@ def _discard_engine_state(run_dir: Path) -> None:
     for p in Path(run_dir).iterdir():
         if p.name not in LOOP_FILES:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-
-
-def _refused_call():
-    """The first LM call the run's budget refused, if any (None without a budget)."""
-    from verifirst.lm.spend import active_meter
-
-    meter = active_meter()
-    return meter.first_refusal if meter is not None else None
 
 
 def spend_meter(budget: Budget):

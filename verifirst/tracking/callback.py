@@ -9,6 +9,7 @@ from typing import Any
 
 from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart)
+from verifirst.loop.budget_stop import test_claimed
 from verifirst.tracking import Tracker
 
 
@@ -169,9 +170,8 @@ class MLflowCallback(RunCallback):
         rep["tracking_uri"] = t.uri
         rep["tracking_failures"] = tracking_failures(t, event.result)
         # only what the optimizer changed is registered: a kept seed prompt is no new version
-        claimed = (rep.get("stopped") or {}).get("test", "scored") == "scored"  # a budget stop may leave test unscored
         if self.register_prompt and t.enabled and rep.get("instructions") and rep.get("instructions_changed") \
-                and claimed:
+                and test_claimed(rep):
             name = f"{rep['experiment']}-instructions".replace(" ", "-")
             text = "\n\n".join(f"## {k}\n{v}" for k, v in rep["instructions"].items())
             rep["prompt_uri"] = t.register_prompt(name, text, tags={
