@@ -343,9 +343,48 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
              if entry.get(k) is not None}, entry["iteration"])
 
     try:
-        _iterate(st, ck, iters, record, judge, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                 num_threads, default_threshold, repeats, temperature, target_pi, max_iters, proposer, applier,
-                 proposer_lm, decisions, length_cap)
+        if not iters:
+            e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
+                           num_threads, default_threshold, repeats, temperature)
+            record({"iteration": 0, **e0, "edits": None})
+
+        while not st["done"]:
+            cur = iters[-1]
+            reason = None
+            if cur["train_pi"] is not None and cur["train_pi"] >= target_pi:
+                reason = "target_pi"
+            elif cur["n_disagreements"] == 0:
+                reason = "no_disagreements"
+            elif cur["iteration"] >= max_iters:
+                reason = "max_iters"
+            if reason:
+                st["done"], st["stop_reason"] = True, reason
+                ck.save()
+                break
+            rnd = EditRound()
+            dis = [Disagreement(i, dict(items_by_id[i].inputs), train_labels[i], cur["train_run"][i]["verdict"],
+                                cur["train_run"][i]["reasoning"], decisions[i].justification)
+                   for i in cur["disagreements"]]
+            with dspy.context(lm=proposer_lm) if proposer_lm is not None else nullcontext():
+                proposed = dedupe(proposer(cur["prompt"], dis, rnd), cur["prompt"])
+                kept, dropped = balance(proposed)
+                rnd.proposed = [e.to_dict() for e in proposed]
+                rnd.kept = [e.to_dict() for e in kept]
+                rnd.dropped_unbalanced = [e.to_dict() for e in dropped]
+                new_prompt = (applier(cur["prompt"], kept, length_cap, rnd, needs_checks=isinstance(judge, RubricJudge),
+                                      variables=getattr(judge, "template_variables", ())) if kept else cur["prompt"])
+                if not kept:
+                    rnd.applier = "unchanged"
+            entry = {"iteration": cur["iteration"] + 1, "edits": rnd.to_dict()}
+            if new_prompt == cur["prompt"]:
+                # nothing usable was proposed: evaluating the same prompt again would change nothing
+                record({**{k: v for k, v in cur.items() if k not in ("iteration", "edits")}, **entry})
+                st["done"], st["stop_reason"] = True, "no_usable_edits"
+                ck.save()
+                break
+            ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
+                           num_threads, default_threshold, repeats, temperature)
+            record({**entry, **ev})
     except Exception:  # the budget stops at the last completed iteration; the one in flight is not kept
         if refused() is None:
             raise
@@ -383,55 +422,6 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
 
 class _BudgetStop(Exception):
     """A call of the iteration in flight was refused by the run's budget."""
-
-
-def _iterate(st, ck, iters, record, judge, kept_ids, train_labels, val_items, items_by_id, judge_lm, num_threads,
-             default_threshold, repeats, temperature, target_pi, max_iters, proposer, applier, proposer_lm,
-             decisions, length_cap) -> None:
-    """Iteration 0 (the start prompt), then edit rounds until a stop rule holds; each iteration is
-    recorded (and checkpointed) when it completes."""
-    if not iters:
-        e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                       num_threads, default_threshold, repeats, temperature)
-        record({"iteration": 0, **e0, "edits": None})
-
-    while not st["done"]:
-        cur = iters[-1]
-        reason = None
-        if cur["train_pi"] is not None and cur["train_pi"] >= target_pi:
-            reason = "target_pi"
-        elif cur["n_disagreements"] == 0:
-            reason = "no_disagreements"
-        elif cur["iteration"] >= max_iters:
-            reason = "max_iters"
-        if reason:
-            st["done"], st["stop_reason"] = True, reason
-            ck.save()
-            break
-        rnd = EditRound()
-        dis = [Disagreement(i, dict(items_by_id[i].inputs), train_labels[i], cur["train_run"][i]["verdict"],
-                            cur["train_run"][i]["reasoning"], decisions[i].justification)
-               for i in cur["disagreements"]]
-        with dspy.context(lm=proposer_lm) if proposer_lm is not None else nullcontext():
-            proposed = dedupe(proposer(cur["prompt"], dis, rnd), cur["prompt"])
-            kept, dropped = balance(proposed)
-            rnd.proposed = [e.to_dict() for e in proposed]
-            rnd.kept = [e.to_dict() for e in kept]
-            rnd.dropped_unbalanced = [e.to_dict() for e in dropped]
-            new_prompt = (applier(cur["prompt"], kept, length_cap, rnd, needs_checks=isinstance(judge, RubricJudge),
-                                  variables=getattr(judge, "template_variables", ())) if kept else cur["prompt"])
-            if not kept:
-                rnd.applier = "unchanged"
-        entry = {"iteration": cur["iteration"] + 1, "edits": rnd.to_dict()}
-        if new_prompt == cur["prompt"]:
-            # nothing usable was proposed: evaluating the same prompt again would change nothing
-            record({**{k: v for k, v in cur.items() if k not in ("iteration", "edits")}, **entry})
-            st["done"], st["stop_reason"] = True, "no_usable_edits"
-            ck.save()
-            break
-        ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                       num_threads, default_threshold, repeats, temperature)
-        record({**entry, **ev})
 
 
 def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels: dict[str, str],
