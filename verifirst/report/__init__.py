@@ -94,8 +94,15 @@ def unscored_totals(report: dict, phase: str) -> dict[str, int]:
     return out
 
 
+UNSCORED_COLUMNS = (("lm_errors", "lm"), ("verifier_errors", "verifier"), ("inconclusive", "inconclusive"))
+
+
 def _pair(b: dict, a: dict, key: str) -> str:
     return f"{unscored(b)[key]}/{unscored(a)[key]}"
+
+
+def _rate(d: dict) -> str:
+    return f"{_pct(d['pass_rate'])} [{_pct(d['ci_lo'])}, {_pct(d['ci_hi'])}]"
 
 
 def split_rows(report: dict) -> list[dict]:
@@ -103,22 +110,17 @@ def split_rows(report: dict) -> list[dict]:
     for split, body in report.get("splits", {}).items():
         b, a, c = body["before"], body["after"], body["comparison"]
         if a is None:  # a run stopped by its budget scores only the test split again
-            why = f"not scored: {body.get('not_scored', 'budget')}"
-            rows.append({"split": split, "n": b["n"],
-                         "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
-                         "after": why, "delta": "—", "mcnemar_p": "—", "discordant": "—",
-                         "lm_errors": f"{unscored(b)['lm']}/—", "verifier_errors": f"{unscored(b)['verifier']}/—",
-                         "inconclusive": f"{unscored(b)['inconclusive']}/—"})
+            rows.append({"split": split, "n": b["n"], "before": _rate(b),
+                         "after": f"not scored: {body.get('not_scored', 'budget')}", "delta": "—",
+                         "mcnemar_p": "—", "discordant": "—",
+                         **{k: f"{unscored(b)[cause]}/—" for k, cause in UNSCORED_COLUMNS}})
             continue
         rows.append({
-            "split": split, "n": b["n"],
-            "before": f"{_pct(b['pass_rate'])} [{_pct(b['ci_lo'])}, {_pct(b['ci_hi'])}]",
-            "after": f"{_pct(a['pass_rate'])} [{_pct(a['ci_lo'])}, {_pct(a['ci_hi'])}]",
+            "split": split, "n": b["n"], "before": _rate(b), "after": _rate(a),
             "delta": f"{_num(100 * c['delta'] if _finite(c['delta']) else None, '+.1f')} pp",
             "mcnemar_p": _num(c["mcnemar_p"], ".3g"),
             "discordant": f"{c['b_before_only']}/{c['c_after_only']}",
-            "lm_errors": _pair(b, a, "lm"), "verifier_errors": _pair(b, a, "verifier"),
-            "inconclusive": _pair(b, a, "inconclusive"),
+            **{k: _pair(b, a, cause) for k, cause in UNSCORED_COLUMNS},
         })
     return rows
 
