@@ -6,8 +6,9 @@ copy, or a fresh copy), NO_NEW_PRIVS (bwrap sets it), a Docker-like capability s
 CAP_SYS_ADMIN (so no remount), and rlimits set by the sandbox's bash before the command
 (limits_script). As host root we run bwrap as an unprivileged uid so RLIMIT_NPROC holds (the
 kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
-The uid drop happens once per process, in the spawner (_spawner), which starts bwrap for each
-run; as_user (setpriv per run) is the fallback when it cannot start.
+The uid drop happens once per process, in the spawner (_spawner): bwrap's fork server, which
+forks for each run instead of exec-ing bwrap, or a helper that starts bwrap; as_user (setpriv
+per run) is the fallback when neither can start.
 That uid must reach the binary and its libraries: see _bwrap_access for the private copy.
 """
 from __future__ import annotations

@@ -1,12 +1,19 @@
 """A long-lived spawner for sandbox runs as root: one uid drop per process, not one per run.
 
 As root, each run used to exec setpriv (the uid drop) and then bwrap; setpriv's exec and
-start-up were a third of a trivial run. The spawner is a helper process (_spawn_helper),
-started once per process and sandbox uid, already dropped to that uid, that posix_spawns
-bwrap for each run and reports its pid and exit status. What bwrap then builds (namespaces,
-mounts, limits, capabilities) is unchanged; so is every descriptor the run sees.
+start-up were a third of a trivial run. A spawner is a process started once per process and
+sandbox uid, already dropped to that uid, that starts bwrap for each run and reports its pid
+and exit status. Two kinds, the first that starts:
 
-    sp = spawner((uid, gid))              # None when it cannot start: use as_user + Popen
+- the fork server (ForkServer): bwrap itself, preloaded with _forkserver's library, forks for
+  each run and runs its own main with the run's argv, so no run execs bwrap either (built
+  with the C compiler on PATH; VERIFIRST_SANDBOX_FORKSERVER=0 turns it off);
+- the helper (Spawner, _spawn_helper): a small Python loop that starts any program with Popen.
+
+What bwrap then builds (namespaces, mounts, limits, capabilities) is unchanged; so is every
+descriptor the run sees (tests compare the whole process view of the three ways).
+
+    sp = spawner((uid, gid), binary=bwrap, build_dirs=dirs)  # None: use as_user + Popen
     proc = sp.popen(argv, env, pass_fds)  # .pid, .stdout, .stderr, .wait(timeout), .returncode
 
 Set VERIFIRST_SANDBOX_SPAWNER=0 to start each run through setpriv as before.
@@ -20,12 +27,14 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
-from verifirst.verifiers.bash import _spawn_helper
+from verifirst.verifiers.bash import _forkserver, _spawn_helper
 
 _HELPER_SOURCE = Path(_spawn_helper.__file__).read_text()
 START_TIMEOUT_S = 10.0
@@ -104,10 +113,10 @@ class Spawner:
         self._send_lock = threading.Lock()
         self._dead = False
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _HELPER_SOURCE, str(ids[0]), str(ids[1]), str(theirs.fileno())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=[theirs.fileno()], close_fds=True, cwd="/")
+            self._proc = self._start(ids, theirs.fileno())
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         ours.settimeout(START_TIMEOUT_S)
@@ -124,6 +133,17 @@ class Spawner:
         ours.settimeout(None)
         self._reader = threading.Thread(target=self._read, name="sandbox-spawner", daemon=True)
         self._reader.start()
+
+    def _start(self, ids: tuple[int, int], fd: int) -> subprocess.Popen:
+        """The helper process, given its end of the socket as descriptor `fd`."""
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _HELPER_SOURCE, str(ids[0]), str(ids[1]), str(fd)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=[fd], close_fds=True, cwd="/")
+
+    def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
+        """One request as the helper reads it."""
+        return json.dumps({"id": rid, "argv": argv, "env": env, "fds": targets}).encode()
 
     def _read(self) -> None:
         while True:
@@ -161,7 +181,7 @@ class Spawner:
         err_r, err_w = os.pipe()
         try:
             rid = next(self._ids)
-            msg = json.dumps({"id": rid, "argv": argv, "env": env, "fds": [1, 2, *pass_fds]}).encode()
+            msg = self._message(rid, argv, env, [1, 2, *pass_fds])
             with self._send_lock:
                 self._sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                             array.array("i", [out_w, err_w, *pass_fds]))])
@@ -205,31 +225,89 @@ class Spawner:
         self._sock.close()
 
 
+class ForkServer(Spawner):
+    """bwrap itself as the helper: preloaded with the fork-server library (_forkserver), it forks
+    for each run and runs its own main with the run's argv, so no run execs bwrap. It starts
+    only `binary`; replies, pids, statuses and the end with its owner are the helper's."""
+
+    def __init__(self, ids: tuple[int, int], binary: str, library: str):
+        """Start `binary` as `ids` with `library` preloaded; RuntimeError when it does not come up.
+
+        Args:
+            ids: (uid, gid) it, and every run it starts, runs as.
+            binary: the bwrap every run's argv names.
+            library: the built fork-server library (_forkserver.library).
+        """
+        self.binary, self._library = binary, library
+        super().__init__(ids)
+
+    def _start(self, ids: tuple[int, int], fd: int) -> subprocess.Popen:
+        exe = os.path.realpath(self.binary)
+        with open(exe, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                raise RuntimeError(f"{self.binary} is not an ELF executable: it cannot serve forks")
+        env = {"LD_PRELOAD": self._library, "VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
+        return subprocess.Popen([self.binary], env=env, user=ids[0], group=ids[1], extra_groups=[],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                pass_fds=[fd], close_fds=True, cwd="/")
+
+    def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
+        if argv[0] != self.binary:
+            raise ValueError(f"the fork server runs {self.binary} only, not {argv[0]}")
+        words = [*argv, *(f"{k}={v}" for k, v in env.items())]
+        head = struct.pack(f"=II{len(targets)}iII", rid, len(targets), *targets, len(argv), len(env))
+        return head + b"".join(os.fsencode(w) + b"\0" for w in words)
+
+
 _LOCK = threading.Lock()
-_SPAWNERS: dict[tuple[int, int], Spawner | None] = {}
+_SPAWNERS: dict[tuple, Spawner | None] = {}
 
 
-def spawner(ids: tuple[int, int] | None) -> Spawner | None:
+def spawner(ids: tuple[int, int] | None, binary: str | None = None,
+            build_dirs: Callable[[], list[Path]] | None = None) -> Spawner | None:
     """This process's spawner for `ids`, started on first use; None when there is none to use
     (not root, no ids, VERIFIRST_SANDBOX_SPAWNER=0, or it did not start: runs use setpriv).
+    Given the bwrap `binary` every run will start, the fork server for it where it can be built
+    (in one of `build_dirs()`) and started, else the helper.
 
     Args:
         ids: (uid, gid) the sandbox runs as; None when it runs as we are.
+        binary: the bwrap path of every run this spawner will start; None: any program.
+        build_dirs: where the fork-server library may be built (directories ids can traverse).
     """
     if not ids or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_SPAWNER", "1") == "0":
         return None
+    if binary is not None and build_dirs is not None and _forkserver.enabled():
+        served = _registered((ids, binary), lambda: _fork_server(ids, binary, build_dirs))
+        if served is not None:
+            return served
+    return _registered(ids, lambda: Spawner(ids))
+
+
+def _fork_server(ids: tuple[int, int], binary: str, build_dirs: Callable[[], list[Path]]) -> ForkServer:
+    try:
+        library = _forkserver.library(tuple(build_dirs()))
+    except OSError as exc:
+        raise RuntimeError(f"no place for the fork-server library: {exc}") from exc
+    if library is None:
+        raise RuntimeError("the fork-server library could not be built (no C compiler?)")
+    return ForkServer(ids, binary, library)
+
+
+def _registered(key: tuple, start: Callable[[], Spawner]) -> Spawner | None:
+    """The live spawner under `key`, started on first use (None, and kept None, when it fails)."""
     with _LOCK:
-        sp = _SPAWNERS.get(ids)
+        sp = _SPAWNERS.get(key)
         if sp is not None and (sp.pid_owner != os.getpid() or sp._dead):
             sp = None  # a forked child: the helper and its reader belong to the parent
-            _SPAWNERS.pop(ids, None)
-        if ids not in _SPAWNERS:
+            _SPAWNERS.pop(key, None)
+        if key not in _SPAWNERS:
             try:
-                sp = Spawner(ids)
+                sp = start()
             except (OSError, RuntimeError):
                 sp = None
-            _SPAWNERS[ids] = sp
-        return _SPAWNERS[ids]
+            _SPAWNERS[key] = sp
+        return _SPAWNERS[key]
 
 
 def task_ids() -> list[int]:

@@ -1,0 +1,167 @@
+"""bwrap's fork server (root, with a C compiler): runs start as forks of one bwrap already at the
+sandbox uid, see exactly what a run started through the helper or setpriv sees, and without a
+compiler runs fall back to the helper."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from verifirst.verifiers.bash import _forkserver, _spawner
+from verifirst.verifiers.bash.sandbox import Sandbox, _copy_parents, _ids, _scratch_base
+from conftest import procs_of_uid
+from test_sandbox_spawner import PROCESS_VIEW
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the spawner is used as root only"),
+              pytest.mark.skipif(_forkserver.library(tuple(_copy_parents())) is None,
+                                 reason="no C compiler: runs use the Python helper")]
+
+
+def _server(sb: Sandbox) -> _spawner.Spawner | None:
+    return _spawner._SPAWNERS.get((_ids(), sb._bwrap.path))
+
+
+def test_runs_are_forks_of_one_bwrap_at_the_sandbox_uid():
+    sb = Sandbox()
+    assert sb.run("echo hi").stdout == "hi\n"
+    sp = _server(sb)
+    assert isinstance(sp, _spawner.ForkServer)
+    server = sp._proc.pid
+    with open(f"/proc/{server}/status") as fh:
+        uids = next(line for line in fh if line.startswith("Uid:")).split()[1:]
+    assert uids == [str(_ids()[0])] * 4
+    assert os.stat(f"/proc/{server}/environ").st_uid == 0  # not dumpable: runs at its uid cannot ptrace it
+    assert os.path.realpath(f"/proc/{server}/exe") == os.path.realpath(sb._bwrap.path)
+    cpu_before = sp.cpu_s
+    for _ in range(3):
+        assert sb.run("echo again").stdout == "again\n"
+    assert _server(sb) is sp and sp._proc.poll() is None and sp.cpu_s > cpu_before
+
+
+def test_a_run_sees_the_same_process_as_through_the_helper_and_setpriv(monkeypatch):
+    sb = Sandbox()
+    served = sb.run(PROCESS_VIEW + "; grep -c forkserver /proc/self/maps", "nl2sh-fs1")
+    assert isinstance(_server(sb), _spawner.ForkServer)
+    monkeypatch.setenv("VERIFIRST_SANDBOX_FORKSERVER", "0")
+    helped = sb.run(PROCESS_VIEW + "; grep -c forkserver /proc/self/maps", "nl2sh-fs1")
+    monkeypatch.setenv("VERIFIRST_SANDBOX_SPAWNER", "0")
+    setpriv = sb.run(PROCESS_VIEW + "; grep -c forkserver /proc/self/maps", "nl2sh-fs1")
+    assert served.exit_code == 1 and helped.exit_code == 1 and setpriv.exit_code == 1, served.stderr  # grep: 0 found
+    assert served.stdout == helped.stdout == setpriv.stdout
+    assert served.stderr == helped.stderr == setpriv.stderr
+    assert "LD_PRELOAD" not in served.stdout and "FORKSERVER" not in served.stdout
+    assert "141 0" in served.stdout  # SIGPIPE at its default, as Popen leaves it
+
+
+def test_the_server_starts_bwrap_only_and_refuses_a_malformed_request():
+    sb = Sandbox()
+    sb.run("true")
+    sp = _server(sb)
+    with pytest.raises(ValueError, match="runs .*bwrap only"):
+        sp.popen(["/bin/bash", "-c", "true"], {}, [])
+    rid = next(sp._ids)
+    with sp._send_lock:  # two descriptors announced, none sent
+        sp._sock.sendmsg([sp._message(rid, [sp.binary, "--version"], {}, [1, 2])])
+    reply = sp.reply(rid)
+    assert reply["errno"] == 22 and "descriptors" in reply["error"]
+    assert sb.run("echo still").stdout == "still\n"
+
+
+def test_no_compiler_falls_back_to_the_helper(monkeypatch, tmp_path):
+    monkeypatch.setattr(_forkserver, "_compiler", lambda: None)
+    _forkserver.library.cache_clear()
+    try:
+        assert _forkserver.library((tmp_path,)) is None
+        key = (_ids(), "/no/such/bwrap")
+        assert _spawner.spawner(_ids(), binary=key[1], build_dirs=lambda: [tmp_path]) is _spawner.spawner(_ids())
+        assert _spawner._SPAWNERS[key] is None  # tried once, not again for every run
+    finally:
+        _spawner._SPAWNERS.pop((_ids(), "/no/such/bwrap"), None)
+        _forkserver.library.cache_clear()
+
+
+def test_a_failed_build_is_not_cached_as_a_library(monkeypatch, tmp_path):
+    monkeypatch.setattr(_forkserver, "_compiler", lambda: "/bin/false")
+    _forkserver.library.cache_clear()
+    try:
+        assert _forkserver.library((tmp_path,)) is None
+        assert not list(tmp_path.rglob("*.so"))
+    finally:
+        _forkserver.library.cache_clear()
+
+
+def test_timeouts_kill_served_runs_and_their_children():
+    sb = Sandbox(timeout_s=1.0)
+    t0 = time.monotonic()
+    r = sb.run("sleep 30 & setsid sleep 30 & sleep 30")
+    assert r.timed_out and time.monotonic() - t0 < 6
+    assert isinstance(_server(sb), _spawner.ForkServer)
+
+
+def test_the_server_ends_with_its_owner():
+    """An owner that exits, or is killed, leaves no server and no run behind."""
+    code = ("import json, sys\n"
+            "from verifirst.verifiers.bash import _bwrap, _spawner\n"
+            f"_bwrap.SANDBOX_UID = {3_250_000 + os.getpid() % 50_000}\n"
+            "from verifirst.verifiers.bash.sandbox import Sandbox, _ids\n"
+            "sb = Sandbox(timeout_s=60)\n"
+            "sb.run('true')\n"
+            "sp = _spawner._SPAWNERS[(_ids(), sb._bwrap.path)]\n"
+            "print(json.dumps([type(sp).__name__, sp._proc.pid, _ids()[0]]), flush=True)\n"
+            "if sys.argv[1] == 'hang':\n"
+            "    sb.run('sleep 60')\n")
+    for how in ("exit", "hang"):
+        p = subprocess.Popen([sys.executable, "-c", code, how], stdout=subprocess.PIPE, text=True)
+        kind, server, uid = json.loads(p.stdout.readline())
+        assert kind == "ForkServer"
+        if how == "hang":
+            time.sleep(0.5)
+            assert len(procs_of_uid(uid)) > 1  # the server and the sleeping run
+            p.kill()
+        p.wait(timeout=30)
+        p.stdout.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (os.path.exists(f"/proc/{server}") or procs_of_uid(uid)):
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{server}"), how
+        assert procs_of_uid(uid) == [], how
+    base = _scratch_base()[0]
+    for entry in os.listdir(base):  # what the killed owner could not remove
+        if os.stat(base / entry).st_uid == uid:
+            shutil.rmtree(base / entry, ignore_errors=True)
+
+
+def test_a_script_named_bwrap_is_not_served(tmp_path):
+    """A wrapper script gets the helper: preloading into the shell would serve the shell's main."""
+    real = Sandbox()._bwrap
+    wrapper = _scratch_base()[0] / f"wrapper-{os.getpid()}"
+    wrapper.mkdir(mode=0o755, exist_ok=True)
+    script = wrapper / "bwrap"
+    script.write_text(f"#!/bin/sh\nexec {real.source or real.path} \"$@\"\n")
+    script.chmod(0o755)
+    try:
+        sb = Sandbox(bwrap=str(script))
+        assert sb.run("echo through").stdout == "through\n"
+        assert _server(sb) is None and (_ids(), str(script)) in _spawner._SPAWNERS
+    finally:
+        _spawner._SPAWNERS.pop((_ids(), str(script)), None)
+        shutil.rmtree(wrapper, ignore_errors=True)
+
+
+def test_the_library_changes_nothing_in_another_program():
+    """Preloaded into a process whose executable is not the one named, it runs that program's main."""
+    lib = _forkserver.library(tuple(_copy_parents()))
+    bw = Sandbox()._bwrap.path
+    r, w = os.pipe()
+    try:
+        env = {"LD_PRELOAD": lib, "VERIFIRST_FORKSERVER_FD": str(r), "VERIFIRST_FORKSERVER_EXE": "/elsewhere"}
+        p = subprocess.run([bw, "--version"], env=env, capture_output=True, text=True, pass_fds=[r], timeout=10)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert p.returncode == 0 and p.stdout.startswith("bubblewrap "), p.stderr

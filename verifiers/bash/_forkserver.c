@@ -1,0 +1,278 @@
+/* bwrap as a fork server: its start-up paid once per process, not once per sandbox run.
+ *
+ * Preloaded into bubblewrap (LD_PRELOAD) with VERIFIRST_FORKSERVER_FD set, this replaces the
+ * main bwrap is started with (through __libc_start_main) by a loop that serves requests on
+ * that socket: each request forks the server, and the child runs bwrap's own main with the
+ * request's argv and environment, exactly as an exec of bwrap with them would, minus the
+ * exec: no new image, no dynamic linking, no C library start-up (on a virtual machine its CPU
+ * feature probing alone is most of an exec). Without the variable, or in a process whose
+ * executable is not VERIFIRST_FORKSERVER_EXE (a shell running a script, say), it changes nothing.
+ *
+ * The child sees what a bwrap started by subprocess.Popen sees: the request's descriptors at
+ * the numbers asked for and no other (stdin: the server's /dev/null), a new session, default
+ * signal dispositions and an empty signal mask, dumpable again (bwrap writes its own
+ * /proc/self maps), cwd /. The server runs as the sandbox uid, not dumpable, and ends at end of
+ * file on its socket; bwrap's --die-with-parent then ends every run still going.
+ *
+ * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
+ *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
+ *            NUL-terminated strings; SCM_RIGHTS with nfds descriptors (targets 1, 2, then >= 3)
+ *   replies  JSON, as the Python helper (_spawn_helper) sends them:
+ *            {"ready": pid}, {"id", "pid"}, {"id", "errno", "error", "filename": null},
+ *            {"exit": pid, "status", "cpu", "self_cpu"}
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_FDS 16
+#define LOW_FDS 1024 /* request targets lie below */
+#define MAX_REQUEST (8 << 20)
+
+typedef int (*main_fn)(int, char **, char **);
+static main_fn bwrap_main;
+
+static void reply(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply(int sock, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0 || n >= (int)sizeof buf || send(sock, buf, (size_t)n, MSG_NOSIGNAL) < 0)
+    _exit(0); /* the owner is gone */
+}
+
+static double seconds(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec / 1e6; }
+
+static void reap(int sock) {
+  for (;;) {
+    int status;
+    struct rusage ru, me;
+    pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+    if (pid <= 0)
+      return;
+    getrusage(RUSAGE_SELF, &me);
+    reply(sock, "{\"exit\": %d, \"status\": %d, \"cpu\": %.6f, \"self_cpu\": %.6f}", (int)pid, status,
+          seconds(ru.ru_utime) + seconds(ru.ru_stime), seconds(me.ru_utime) + seconds(me.ru_stime));
+  }
+}
+
+static void close_others(const int *targets, int n) {
+  /* every descriptor from 3 up but the targets; targets are few, so close around them */
+  int keep[MAX_FDS + 1], k = 0;
+  for (int i = 0; i < n; i++)
+    if (targets[i] >= 3)
+      keep[k++] = targets[i];
+  for (int i = 1; i < k; i++) /* insertion sort */
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+      int t = keep[j]; keep[j] = keep[j - 1]; keep[j - 1] = t;
+    }
+  unsigned int from = 3;
+  for (int i = 0; i <= k; i++) {
+    unsigned int to = i < k ? (unsigned int)keep[i] : ~0U;
+#ifdef SYS_close_range
+    int closed = to > from ? (int)syscall(SYS_close_range, from, to - 1, 0) : 0;
+#else
+    int closed = -1;
+#endif
+    if (to > from && closed != 0) {
+      long max = sysconf(_SC_OPEN_MAX);
+      for (long fd = from; fd < (i < k ? (long)to : max); fd++)
+        close((int)fd);
+    }
+    from = to + 1;
+  }
+}
+
+/* In the forked child: descriptors, session, signals, dumpable, environment; then bwrap. */
+static void run_child(const int *fds, const int *targets, int n, int argc, char **argv, char **envp) {
+  sigset_t none;
+  sigemptyset(&none);
+  int high[MAX_FDS];
+  for (int i = 0; i < n; i++) /* above every target first: no dup2 below overwrites a source */
+    if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, LOW_FDS)) < 0)
+      _exit(127);
+  for (int i = 0; i < n; i++)
+    if (dup2(high[i], targets[i]) < 0) /* inheritable, at the number the run expects */
+      _exit(127);
+  close_others(targets, n);
+  if (setsid() < 0 || chdir("/") != 0 || prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+    _exit(127);
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
+  if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
+    _exit(127);
+  environ = envp;
+  exit(bwrap_main(argc, argv, envp));
+}
+
+static int parse(char *buf, size_t len, uint32_t *id, int *targets, uint32_t *nfds, int *argc, char ***argv,
+                 char ***envp) {
+  uint32_t head[2], counts[2];
+  if (len < sizeof head)
+    return -1;
+  memcpy(head, buf, sizeof head);
+  *id = head[0];
+  *nfds = head[1];
+  if (*nfds < 2 || *nfds > MAX_FDS || len < sizeof head + *nfds * 4 + sizeof counts)
+    return -1;
+  memcpy(targets, buf + sizeof head, *nfds * 4);
+  if (targets[0] != 1 || targets[1] != 2)
+    return -1;
+  for (uint32_t i = 2; i < *nfds; i++)
+    if (targets[i] < 3 || targets[i] >= LOW_FDS)
+      return -1;
+  size_t off = sizeof head + *nfds * 4;
+  memcpy(counts, buf + off, sizeof counts);
+  off += sizeof counts;
+  if (counts[0] < 1 || counts[0] > 1 << 20 || counts[1] > 1 << 20)
+    return -1;
+  char **v = calloc((size_t)counts[0] + counts[1] + 2, sizeof(char *));
+  if (!v)
+    return -1;
+  char *p = buf + off, *end = buf + len;
+  for (uint32_t i = 0; i < counts[0] + counts[1]; i++) {
+    char *z = memchr(p, 0, (size_t)(end - p));
+    if (!z) {
+      free(v);
+      return -1;
+    }
+    v[i < counts[0] ? i : i + 1] = p;
+    p = z + 1;
+  }
+  *argc = (int)counts[0];
+  *argv = v;
+  *envp = v + counts[0] + 1;
+  return 0;
+}
+
+static void serve_one(int sock) {
+  char control[CMSG_SPACE(MAX_FDS * sizeof(int))];
+  char peek;
+  struct iovec piov = {&peek, 1};
+  struct msghdr pm = {.msg_iov = &piov, .msg_iovlen = 1};
+  ssize_t size = recvmsg(sock, &pm, MSG_PEEK | MSG_TRUNC);
+  if (size <= 0)
+    _exit(0); /* end of file: the owner closed the socket or died */
+  if (size > MAX_REQUEST)
+    size = MAX_REQUEST;
+  char *buf = malloc((size_t)size + 1);
+  if (!buf)
+    _exit(1);
+  struct iovec iov = {buf, (size_t)size};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  if (got <= 0)
+    _exit(0);
+  int fds[MAX_FDS], nrecv = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < k; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (nrecv < MAX_FDS)
+          fds[nrecv++] = fd;
+        else
+          close(fd);
+      }
+    }
+  uint32_t id = 0, nfds = 0;
+  int targets[MAX_FDS], argc = 0;
+  char **argv = NULL, **envp = NULL;
+  if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+      parse(buf, (size_t)got, &id, targets, &nfds, &argc, &argv, &envp) != 0 || nfds != (uint32_t)nrecv) {
+    reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"descriptors do not match the request\", "
+                "\"filename\": null}", id, EINVAL);
+  } else {
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(sock);
+      run_child(fds, targets, (int)nfds, argc, argv, envp);
+    }
+    if (pid < 0)
+      reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"%s\", \"filename\": null}", id, errno,
+            strerror(errno));
+    else
+      reply(sock, "{\"id\": %u, \"pid\": %d}", id, (int)pid);
+  }
+  for (int i = 0; i < nrecv; i++)
+    close(fds[i]);
+  free(argv);
+  free(buf);
+}
+
+/* Whether this process is the program the owner started as the server (VERIFIRST_FORKSERVER_EXE):
+ * not a shell running a script of that name, nor anything that program goes on to exec. */
+static int is_the_server(void) {
+  const char *want = getenv("VERIFIRST_FORKSERVER_EXE");
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (!want || n <= 0)
+    return 0;
+  exe[n] = 0;
+  return strcmp(exe, want) == 0;
+}
+
+static int serve(int argc, char **argv, char **envp) {
+  const char *fd_text = getenv("VERIFIRST_FORKSERVER_FD");
+  if (!fd_text || !is_the_server())
+    return bwrap_main(argc, argv, envp);
+  int sock = fcntl(atoi(fd_text), F_DUPFD_CLOEXEC, LOW_FDS + MAX_FDS);
+  if (sock < 0)
+    return 125;
+  close(atoi(fd_text));
+  unsetenv("VERIFIRST_FORKSERVER_FD");
+  unsetenv("VERIFIRST_FORKSERVER_EXE");
+  unsetenv("LD_PRELOAD"); /* runs get the request's environment; this only keeps ours clean */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* processes at our uid (the runs) cannot ptrace us */
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0)
+    return 125;
+  int high_sfd = fcntl(sfd, F_DUPFD_CLOEXEC, LOW_FDS + MAX_FDS);
+  close(sfd);
+  reply(sock, "{\"ready\": %d}", (int)getpid());
+  struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = high_sfd, .events = POLLIN}};
+  for (;;) {
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return 125;
+    }
+    if (p[1].revents) {
+      struct signalfd_siginfo si;
+      while (read(high_sfd, &si, sizeof si) == sizeof si) {
+      }
+      reap(sock);
+    }
+    if (p[0].revents)
+      serve_one(sock);
+  }
+}
+
+int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), void (*fini)(void),
+                      void (*rtld_fini)(void), void *stack_end) {
+  typeof(&__libc_start_main) next = (typeof(&__libc_start_main))dlsym(RTLD_NEXT, "__libc_start_main");
+  bwrap_main = main;
+  return next(serve, argc, argv, init, fini, rtld_fini, stack_end);
+}
