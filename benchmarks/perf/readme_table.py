@@ -105,6 +105,13 @@ def sandbox(f: Field) -> tuple[str, str]:
                    f"{_n(b['phases_ms_fresh_copy']['diff_ms'], 2)}, cleanup "
                    f"{_n(b['phases_ms_fresh_copy']['cleanup_ms'], 2)} ms" if "phases_ms_fresh_copy" in b else "")
                 + "; CPU ms per run: " + ", ".join(f"{k} {_n(v['cpu_ms'], 1)}" for k, v in b["chain"].items())
+                + ("; one exec's start, ms: " + ", ".join(f"{k[:-3].replace('_', ' ')} {_n(v, 2)}"
+                                                          for k, v in b["exec_start"].items())
+                   if b.get("exec_start") else "")
+                + (f"; trivial pair forked by bwrap's fork server vs started by the helper: "
+                   f"{_n(b['fork_server']['on_pair_ms'], 2)} vs {_n(b['fork_server']['off_pair_ms'], 2)} ms, CPU "
+                   f"{_n(b['fork_server']['on_pair_cpu_ms'], 1)} vs {_n(b['fork_server']['off_pair_cpu_ms'], 1)} ms"
+                   if b.get("fork_server") else "")
                 + f"); sysadmin "
                 f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")
     return (f"sandbox, {f('tasks')} NL2SH-ALFA tasks (gold + gold2 + FS diffs)",

@@ -101,9 +101,68 @@ def breakdown(sb, n: int = 60) -> dict:
     from verifirst.verifiers.bash import _spawner
 
     mode = "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"
-    if _spawner.spawner(ids) is not None:
+    if isinstance(_spawner._SPAWNERS.get((ids, sb._bwrap.path)), _spawner.ForkServer):
+        mode += ", each run a fork of a bwrap fork server already at the sandbox uid (no exec of bwrap)"
+    elif _spawner.spawner(ids) is not None:
         mode += ", bwrap started by a spawner already at the sandbox uid"
-    return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode}
+    return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode,
+            "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb)}
+
+
+def fork_server_gain(sb, n: int = 100) -> dict | None:
+    """The trivial pair with runs forked by bwrap's fork server against bwrap started by the Python
+    helper, interleaved (medians, wall and CPU ms); None where there is no fork server (not root,
+    no compiler)."""
+    from verifirst.verifiers.bash import _spawner
+    from verifirst.verifiers.bash.sandbox import _ids
+
+    if not isinstance(_spawner._SPAWNERS.get((_ids(), sb._bwrap.path)), _spawner.ForkServer):
+        return None
+    before = os.environ.get("VERIFIRST_SANDBOX_FORKSERVER")
+    walls: dict[str, list[float]] = {"on": [], "off": []}
+    cpus = {"on": 0.0, "off": 0.0}
+    try:
+        for _ in range(n):
+            for mode in walls:
+                os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = "1" if mode == "on" else "0"
+                w, c = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), 1)
+                walls[mode] += w
+                cpus[mode] += c / n
+    finally:
+        if before is None:
+            os.environ.pop("VERIFIRST_SANDBOX_FORKSERVER", None)
+        else:
+            os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = before
+    return {f"{m}_pair_ms": _med(walls[m]) for m in walls} | {f"{m}_pair_cpu_ms": round(cpus[m], 2) for m in cpus}
+
+
+def exec_start_cost(n: int = 200) -> dict | None:
+    """What one exec costs before a program does anything, by C library: a program with none (the
+    kernel's exec alone), one statically linked with glibc, one dynamically linked. On a virtual
+    machine glibc's start-up probes the CPU's caches with CPUID, which traps to the hypervisor:
+    every exec in a run pays it, which is why the fork server spares bwrap's exec. Wall ms per
+    exec (fork, exec, wait), medians; None without a C compiler."""
+    import shutil
+    import tempfile
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    progs = {"no_libc_ms": ("void _start(void){__asm__ volatile(\"mov $60,%eax; xor %edi,%edi; syscall\");}",
+                            ["-static", "-nostdlib"]),
+             "static_glibc_ms": ("int main(void){return 0;}", ["-static"]),
+             "dynamic_glibc_ms": ("int main(void){return 0;}", [])}
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, (src, flags) in progs.items():
+            c, exe = os.path.join(d, f"{name}.c"), os.path.join(d, name)
+            with open(c, "w") as fh:
+                fh.write(src)
+            if subprocess.run([cc, "-O2", *flags, "-o", exe, c], capture_output=True).returncode != 0:
+                continue  # no static glibc installed, say
+            w, _ = _timed(lambda: subprocess.run([exe]), n)
+            out[name] = _med(w)
+    return out or None
 
 
 def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | None:
