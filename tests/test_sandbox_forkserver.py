@@ -165,3 +165,43 @@ def test_the_library_changes_nothing_in_another_program():
         os.close(r)
         os.close(w)
     assert p.returncode == 0 and p.stdout.startswith("bubblewrap "), p.stderr
+
+
+UNPRIVILEGED_VIEW = """
+import json, os, sys
+from verifirst.verifiers.bash import _spawner
+from verifirst.verifiers.bash.sandbox import Sandbox
+view = sys.argv[1]
+sb = Sandbox()
+served = sb.run(view)
+kinds = sorted(type(s).__name__ for s in _spawner._SPAWNERS.values() if s is not None)
+os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = "0"
+direct = sb.run(view)
+print(json.dumps({"uid": os.getuid(), "kinds": kinds, "served": [served.exit_code, served.stdout, served.stderr],
+                  "direct": [direct.exit_code, direct.stdout, direct.stderr]}))
+"""
+
+
+def test_not_root_runs_are_forks_too_and_see_what_a_direct_start_sees():
+    """As an unprivileged user the fork server runs as that user; a run sees what bwrap started
+    with Popen shows it."""
+    from test_security import _shim, _unprivileged_available
+
+    why = _unprivileged_available()
+    if why:
+        pytest.skip(why)
+    shim = _shim()
+    env = {k: v for k, v in os.environ.items() if k != "VERIFIRST_SCRATCH"}
+    env.update(PYTHONPATH=shim, HOME="/tmp", PYTHONDONTWRITEBYTECODE="1")
+    try:
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                            UNPRIVILEGED_VIEW, PROCESS_VIEW], capture_output=True, text=True, env=env, timeout=120,
+                           cwd="/tmp")
+    finally:
+        shutil.rmtree(shim, ignore_errors=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["uid"] == 65534 and out["kinds"] == ["ForkServer"]
+    assert out["served"][0] == 0, out["served"][2]
+    assert out["served"] == out["direct"]
+    assert "LD_PRELOAD" not in out["served"][1] and "141 0" in out["served"][1]

@@ -1,22 +1,22 @@
-"""A long-lived spawner for sandbox runs as root: one uid drop per process, not one per run.
+"""Long-lived spawners for sandbox runs: bwrap's start-up and (as root) the uid drop paid once
+per process, not once per run.
 
-As root, each run used to exec setpriv (the uid drop) and then bwrap; setpriv's exec and
-start-up were a third of a trivial run. A spawner is a process started once per process and
-sandbox uid, already dropped to that uid, that starts bwrap for each run and reports its pid
-and exit status. Two kinds, the first that starts:
+A spawner is a process started once per process (and sandbox uid) that starts bwrap for each
+run and reports its pid and exit status. Two kinds, the first that starts:
 
-- the fork server (ForkServer): bwrap itself, preloaded with _forkserver's library, forks for
-  each run and runs its own main with the run's argv, so no run execs bwrap either (built
-  with the C compiler on PATH; VERIFIRST_SANDBOX_FORKSERVER=0 turns it off);
-- the helper (Spawner, _spawn_helper): a small Python loop that starts any program with Popen.
+- the fork server (ForkServer), root or not: bwrap itself, preloaded with _forkserver's
+  library, forks for each run and runs its own main with the run's argv, so no run execs
+  bwrap (built with the C compiler on PATH; VERIFIRST_SANDBOX_FORKSERVER=0 turns it off);
+- as root, the helper (Spawner, _spawn_helper): a small Python loop that starts any program
+  with Popen, already at the sandbox uid, so no run execs setpriv for the uid drop.
 
 What bwrap then builds (namespaces, mounts, limits, capabilities) is unchanged; so is every
-descriptor the run sees (tests compare the whole process view of the three ways).
+descriptor the run sees (tests compare the whole process view of the ways, root and not).
 
-    sp = spawner((uid, gid), binary=bwrap, build_dirs=dirs)  # None: use as_user + Popen
+    sp = spawner(ids, binary=bwrap, build_dirs=dirs)  # None: setpriv + Popen as root, Popen otherwise
     proc = sp.popen(argv, env, pass_fds)  # .pid, .stdout, .stderr, .wait(timeout), .returncode
 
-Set VERIFIRST_SANDBOX_SPAWNER=0 to start each run through setpriv as before.
+Set VERIFIRST_SANDBOX_SPAWNER=0 to start each run as before spawners (setpriv as root).
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class SpawnedProcess:
 class Spawner:
     """One helper process and the thread that reads its replies."""
 
-    def __init__(self, ids: tuple[int, int]):
+    def __init__(self, ids: tuple[int, int] | None):
         """Start the helper as `ids` (we must be root); RuntimeError when it does not come up.
 
         Args:
@@ -134,7 +134,7 @@ class Spawner:
         self._reader = threading.Thread(target=self._read, name="sandbox-spawner", daemon=True)
         self._reader.start()
 
-    def _start(self, ids: tuple[int, int], fd: int) -> subprocess.Popen:
+    def _start(self, ids: tuple[int, int] | None, fd: int) -> subprocess.Popen:
         """The helper process, given its end of the socket as descriptor `fd`."""
         return subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _HELPER_SOURCE, str(ids[0]), str(ids[1]), str(fd)],
@@ -230,26 +230,26 @@ class ForkServer(Spawner):
     for each run and runs its own main with the run's argv, so no run execs bwrap. It starts
     only `binary`; replies, pids, statuses and the end with its owner are the helper's."""
 
-    def __init__(self, ids: tuple[int, int], binary: str, library: str):
+    def __init__(self, ids: tuple[int, int] | None, binary: str, library: str):
         """Start `binary` as `ids` with `library` preloaded; RuntimeError when it does not come up.
 
         Args:
-            ids: (uid, gid) it, and every run it starts, runs as.
+            ids: (uid, gid) it, and every run it starts, runs as (we are root); None: as we are.
             binary: the bwrap every run's argv names.
             library: the built fork-server library (_forkserver.library).
         """
         self.binary, self._library = binary, library
         super().__init__(ids)
 
-    def _start(self, ids: tuple[int, int], fd: int) -> subprocess.Popen:
+    def _start(self, ids: tuple[int, int] | None, fd: int) -> subprocess.Popen:
         exe = os.path.realpath(self.binary)
         with open(exe, "rb") as fh:
             if fh.read(4) != b"\x7fELF":
                 raise RuntimeError(f"{self.binary} is not an ELF executable: it cannot serve forks")
         env = {"LD_PRELOAD": self._library, "VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
-        return subprocess.Popen([self.binary], env=env, user=ids[0], group=ids[1], extra_groups=[],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                pass_fds=[fd], close_fds=True, cwd="/")
+        drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
+        return subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, pass_fds=[fd], close_fds=True, cwd="/", **drop)
 
     def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
         if argv[0] != self.binary:
@@ -265,26 +265,29 @@ _SPAWNERS: dict[tuple, Spawner | None] = {}
 
 def spawner(ids: tuple[int, int] | None, binary: str | None = None,
             build_dirs: Callable[[], list[Path]] | None = None) -> Spawner | None:
-    """This process's spawner for `ids`, started on first use; None when there is none to use
-    (not root, no ids, VERIFIRST_SANDBOX_SPAWNER=0, or it did not start: runs use setpriv).
-    Given the bwrap `binary` every run will start, the fork server for it where it can be built
-    (in one of `build_dirs()`) and started, else the helper.
+    """This process's spawner, started on first use; None when there is none to use (runs then
+    start through setpriv as root, with Popen otherwise).
+
+    Given the bwrap `binary` every run will start: bwrap's fork server, where its library can be
+    built (in one of `build_dirs()`) and it starts, as root at `ids` and otherwise as we are. Else,
+    as root only, the Python helper at `ids`. VERIFIRST_SANDBOX_SPAWNER=0: none.
 
     Args:
-        ids: (uid, gid) the sandbox runs as; None when it runs as we are.
-        binary: the bwrap path of every run this spawner will start; None: any program.
+        ids: (uid, gid) the sandbox runs as; None when it runs as we are (not root).
+        binary: the bwrap path of every run this spawner will start; None: any program (the helper).
         build_dirs: where the fork-server library may be built (directories ids can traverse).
     """
-    if not ids or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_SPAWNER", "1") == "0":
+    root = os.geteuid() == 0
+    if os.environ.get("VERIFIRST_SANDBOX_SPAWNER", "1") == "0" or bool(ids) != root:
         return None
     if binary is not None and build_dirs is not None and _forkserver.enabled():
         served = _registered((ids, binary), lambda: _fork_server(ids, binary, build_dirs))
         if served is not None:
             return served
-    return _registered(ids, lambda: Spawner(ids))
+    return _registered(ids, lambda: Spawner(ids)) if ids else None
 
 
-def _fork_server(ids: tuple[int, int], binary: str, build_dirs: Callable[[], list[Path]]) -> ForkServer:
+def _fork_server(ids: tuple[int, int] | None, binary: str, build_dirs: Callable[[], list[Path]]) -> ForkServer:
     try:
         library = _forkserver.library(tuple(build_dirs()))
     except OSError as exc:

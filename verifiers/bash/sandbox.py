@@ -245,8 +245,8 @@ class _Job:
                                userns_fd=fds[0] if self.admin and ids else None, launcher=self.ctl is not None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         try:
-            spawner = _spawner.spawner(ids, binary=args[0], build_dirs=_copy_parents)
-            if spawner is not None:  # as root: bwrap's fork server, or a helper, already at ids (cwd /)
+            spawner = None if sb.unsafe_local else _spawner.spawner(ids, binary=args[0], build_dirs=_copy_parents)
+            if spawner is not None:  # bwrap's fork server (at ids as root), or as root a helper at ids (cwd /)
                 self.proc = spawner.popen(args, env, fds)
             else:
                 args, kw = _bwrap.as_user(args, ids)
