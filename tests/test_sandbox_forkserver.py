@@ -3,6 +3,7 @@ sandbox uid, see exactly what a run started through the helper or setpriv sees, 
 compiler runs fall back to the helper."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -68,7 +69,7 @@ def test_the_server_starts_bwrap_only_and_refuses_a_malformed_request():
     with sp._send_lock:  # two descriptors announced, none sent
         sp._sock.sendmsg([sp._message(rid, [sp.binary, "--version"], {}, [1, 2])])
     reply = sp.reply(rid)
-    assert reply["errno"] == 22 and "descriptors" in reply["error"]
+    assert reply["errno"] == 22 and "malformed request" in reply["error"]
     assert sb.run("echo still").stdout == "still\n"
 
 
@@ -205,3 +206,40 @@ def test_not_root_runs_are_forks_too_and_see_what_a_direct_start_sees():
     assert out["served"][0] == 0, out["served"][2]
     assert out["served"] == out["direct"]
     assert "LD_PRELOAD" not in out["served"][1] and "141 0" in out["served"][1]
+
+
+@pytest.mark.parametrize("served", ["1", "0"])
+def test_a_command_too_long_for_exec_raises_as_popen_would(monkeypatch, served):
+    """Over 128 KiB, one argv string no exec accepts: the fork server (which execs no bwrap) raises
+    what Popen raises for the helper's exec, rather than letting bwrap fail to exec bash."""
+    monkeypatch.setenv("VERIFIRST_SANDBOX_FORKSERVER", served)
+    sb = Sandbox()
+    assert sb.run(": " + "x" * 100_000 + "; echo ok").stdout == "ok\n"
+    with pytest.raises(OSError) as exc:
+        sb.run(": " + "x" * 140_000 + "; echo ok")
+    assert exc.value.errno == errno.E2BIG
+
+
+def test_a_server_that_dies_takes_its_runs_with_it_and_the_next_run_gets_a_new_one():
+    import signal
+    import threading
+
+    sb = Sandbox(timeout_s=60)
+    sb.run("true")
+    old = _server(sb)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("r", sb.run("sleep 30")))
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.5)
+    os.kill(old._proc.pid, signal.SIGKILL)
+    t.join(timeout=20)
+    assert not t.is_alive() and time.monotonic() - t0 < 15
+    assert got["r"].signal == signal.SIGKILL and got["r"].exit_code == -signal.SIGKILL
+    assert sb.run("echo again").stdout == "again\n"
+    new = _server(sb)
+    assert isinstance(new, _spawner.ForkServer) and new is not old and new._proc.pid != old._proc.pid
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(procs_of_uid(_ids()[0])) > 1:
+        time.sleep(0.05)
+    assert procs_of_uid(_ids()[0]) == [new._proc.pid]  # the old server's runs are gone

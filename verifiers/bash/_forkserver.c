@@ -198,7 +198,7 @@ static void serve_one(int sock) {
   char **argv = NULL, **envp = NULL;
   if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
       parse(buf, (size_t)got, &id, targets, &nfds, &argc, &argv, &envp) != 0 || nfds != (uint32_t)nrecv) {
-    reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"descriptors do not match the request\", "
+    reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"malformed request (its descriptors, argv or size)\", "
                 "\"filename\": null}", id, EINVAL);
   } else {
     pid_t pid = fork();

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import errno
 import itertools
 import json
 import os
@@ -254,9 +255,14 @@ class ForkServer(Spawner):
     def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
         if argv[0] != self.binary:
             raise ValueError(f"the fork server runs {self.binary} only, not {argv[0]}")
-        words = [*argv, *(f"{k}={v}" for k, v in env.items())]
+        words = [os.fsencode(w) + b"\0" for w in (*argv, *(f"{k}={v}" for k, v in env.items()))]
+        # what an exec of bwrap would refuse (Popen raises it), though none happens here: one
+        # string over MAX_ARG_STRLEN (32 pages), or all of them past ARG_MAX
+        if max(map(len, words)) > 32 * os.sysconf("SC_PAGE_SIZE") or \
+                sum(len(w) + 8 for w in words) > os.sysconf("SC_ARG_MAX"):
+            raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), argv[0])
         head = struct.pack(f"=II{len(targets)}iII", rid, len(targets), *targets, len(argv), len(env))
-        return head + b"".join(os.fsencode(w) + b"\0" for w in words)
+        return head + b"".join(words)
 
 
 _LOCK = threading.Lock()
@@ -301,8 +307,10 @@ def _registered(key: tuple, start: Callable[[], Spawner]) -> Spawner | None:
     """The live spawner under `key`, started on first use (None, and kept None, when it fails)."""
     with _LOCK:
         sp = _SPAWNERS.get(key)
+        if sp is not None and sp.pid_owner == os.getpid() and sp._dead:
+            sp.close()  # it died (killed, say): reap it, then start another
         if sp is not None and (sp.pid_owner != os.getpid() or sp._dead):
-            sp = None  # a forked child: the helper and its reader belong to the parent
+            sp = None  # or a forked child: the helper and its reader belong to the parent
             _SPAWNERS.pop(key, None)
         if key not in _SPAWNERS:
             try:
