@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,27 @@ def test_a_server_that_dies_takes_its_runs_with_it_and_the_next_run_gets_a_new_o
     while time.monotonic() < deadline and set(procs_of_uid(_ids()[0])) != spawners:
         time.sleep(0.05)
     assert set(procs_of_uid(_ids()[0])) == spawners and old._proc.pid not in spawners  # its runs are gone too
+
+
+def test_the_library_is_built_and_used_only_where_no_one_else_can_write(tmp_path):
+    """Whoever could replace the library would run code in every sandbox run: a parent directory
+    others can write, or a library directory that is not ours, is passed over."""
+    _forkserver.library.cache_clear()
+    try:
+        open_dir = tmp_path / "open"
+        open_dir.mkdir()
+        open_dir.chmod(0o777)
+        assert _forkserver.library((open_dir,)) is None and not list(open_dir.iterdir())
+        planted = tmp_path / "planted"
+        ours = tmp_path / "ours"
+        built = _forkserver.library((ours,))
+        assert built is not None and oct(os.stat(Path(built).parent).st_mode & 0o777) == "0o755"
+        planted.mkdir(mode=0o711)
+        home = planted / Path(built).parent.name
+        home.mkdir()
+        shutil.copy(built, home / _forkserver.NAME)
+        os.chown(home, 65534, 65534)  # someone else's directory, under the name ours would have
+        _forkserver.library.cache_clear()
+        assert _forkserver.library((planted, ours)) == built  # passed over for the next parent
+    finally:
+        _forkserver.library.cache_clear()

@@ -8,21 +8,26 @@ its own main with the run's argv (see the C file for what the child sees). _spaw
 and talks to it; this module only compiles it.
 
 The library is built with the C compiler on PATH ($CC, cc, gcc) into the first directory of
-`parents` where the build and a load by the sandbox uid work, named by the digest of the
-source, so a rebuild happens only when the source changes. No compiler, a failed build or a
+`parents` that is ours and writable by nobody else, named by the digest of the source and
+compiler, so a rebuild happens only when they change. No compiler, a failed build or a
 server that does not start: runs go through the Python spawner as before.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
+from verifirst.verifiers.bash import _bwrap_access
+
 SOURCE = Path(__file__).with_name("_forkserver.c")
+NAME = "libverifirst-forkserver.so"
 BUILD_TIMEOUT_S = 60
 
 
@@ -41,7 +46,9 @@ def library(parents: tuple[Path, ...]) -> str | None:
 
     Args:
         parents: directories the sandbox uid can traverse, in order of preference (the sandbox's
-            scratch base, then a directory of ours in the temp dir).
+            scratch base, then a directory of ours in the temp dir). Each is created 0711 when
+            missing and used only when it is ours and writable by nobody else, like the library's
+            own directory: whoever could replace the library would run code in every sandbox run.
     """
     try:
         source = SOURCE.read_bytes()
@@ -51,29 +58,41 @@ def library(parents: tuple[Path, ...]) -> str | None:
     if cc is None:
         return None
     digest = hashlib.sha256(source + cc.encode()).hexdigest()[:16]
-    for parent in parents:
-        target = Path(parent) / f"forkserver-{digest}" / "libverifirst-forkserver.so"
-        if target.is_file():
-            return str(target)
+    for parent in map(Path, parents):
         try:
-            return _build(cc, target)
+            return _built(cc, parent, parent / f"forkserver-{digest}")
         except (OSError, subprocess.SubprocessError):
             continue
     return None
 
 
-def _build(cc: str, target: Path) -> str:
-    """Compile into a temporary name beside `target`, then rename (a concurrent build loses nothing)."""
-    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    os.chmod(target.parent, 0o755)  # the sandbox uid loads it: readable, in a traversable directory
-    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
-    os.close(fd)
+def _built(cc: str, parent: Path, home: Path) -> str:
+    """The library in `home`, compiled there first when missing (in a temporary directory that is
+    then renamed, so a concurrent build loses nothing and no one sees half a file)."""
     try:
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE), "-ldl"], check=True,
+        parent.mkdir(mode=0o711)
+    except FileExistsError:
+        pass
+    if not _bwrap_access._trusted(parent):
+        raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
+    lib = home / NAME
+    if _bwrap_access._trusted(home):
+        st = os.lstat(lib)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+            return str(lib)
+        raise OSError(errno.EPERM, "not a library of ours", str(lib))
+    tmp = Path(tempfile.mkdtemp(prefix=".forkserver.", dir=parent))
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp / NAME), str(SOURCE), "-ldl"], check=True,
                        capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return str(target)
+        os.chmod(tmp / NAME, 0o644)
+        os.chmod(tmp, 0o755)  # the sandbox uid loads it
+        os.rename(tmp, home)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _bwrap_access._trusted(home):  # not another process's build finished first
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return str(home / NAME)
