@@ -23,6 +23,7 @@ import hashlib
 import json
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 VIEW_VARIABLES = ("inputs", "outputs", "expectations", "trace")  # template variables filled from a trace
 ARTIFACT_DIR = "autorefine_align"
+JUDGE_REPLIES = "mlflow_judge_replies.jsonl"  # in WORKDIR/cache: the judge's parsed replies (JudgeReplyCache)
 TRACE_SLOT = re.compile(r"\{\{\s*trace\s*\}\}")
 
 
@@ -129,6 +131,73 @@ def rebuild_judge(judge, instructions: str):
                       feedback_value_type=judge.feedback_value_type, **kwargs)
 
 
+class JudgeReplyCache:
+    """The MLflow judge's parsed replies on disk (one JSON line each), so that a resumed alignment
+    (a budget stop, then a larger budget) pays for no judge call twice. Only a reply that read as
+    a verdict is kept: an error or an unreadable value never is, and is asked again."""
+
+    def __init__(self, path: Path):
+        """Args:
+            path: the JSONL file (created on the first reply kept).
+        """
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._replies: dict[str, dict] | None = None
+
+    @staticmethod
+    def key(judge, args: dict) -> str | None:
+        """What identifies a call: model, instructions, inference settings, feedback type and
+        arguments; None when an argument has no stable text form (such a call is not kept)."""
+        try:
+            text = json.dumps({"model": str(judge.model), "instructions": judge.instructions,
+                               "params": getattr(judge, "_inference_params", None),
+                               "type": repr(getattr(judge, "feedback_value_type", None)), "args": args},
+                              sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, key: str | None) -> dict | None:
+        """The kept reply ({"value", "rationale"}) for `key`, or None."""
+        if key is None:
+            return None
+        with self._lock:
+            if self._replies is None:
+                self._replies = self._load()
+            return self._replies.get(key)
+
+    def put(self, key: str | None, value: Any, rationale: Any) -> None:
+        """Keep a reply that read as a verdict (a value without a JSON form is not kept)."""
+        if key is None:
+            return
+        try:
+            line = json.dumps({"key": key, "value": value, "rationale": None if rationale is None else str(rationale)},
+                              ensure_ascii=False)
+        except (TypeError, ValueError):
+            return
+        with self._lock:
+            if self._replies is None:
+                self._replies = self._load()
+            self._replies[key] = json.loads(line)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def _load(self) -> dict[str, dict]:
+        replies: dict[str, dict] = {}
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return replies
+        for line in lines:
+            try:
+                row = json.loads(line)
+                replies[row["key"]] = row
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash: that call is asked again
+        return replies
+
+
 class MLflowJudgeProgram:
     """An MLflow judge as the AutoRefine loop's judge: `prompt` is its instructions, and a call
     with the view (the template variables) calls the judge and reads PASS/FAIL from its feedback.
@@ -136,10 +205,12 @@ class MLflowJudgeProgram:
 
     kind = "passfail"
 
-    def __init__(self, judge, view_fields: Sequence[str], rule: LabelRule | None = None):
+    def __init__(self, judge, view_fields: Sequence[str], rule: LabelRule | None = None,
+                 cache: JudgeReplyCache | None = None):
         self.judge = judge
         self.view_fields = list(view_fields)
         self.rule = rule or LabelRule()
+        self.cache = cache
         # a {{ trace }} judge runs in the loop on the rendered trace: the same instructions and model
         # with the trace's text in the slot (MLflow's own trace judges need a tool-calling endpoint)
         self.runner = rebuild_judge(judge, TRACE_SLOT.sub("{{ inputs }}", judge.instructions)) \
@@ -158,13 +229,13 @@ class MLflowJudgeProgram:
             judge = rebuild_judge(self.judge, text)
         except Exception as e:  # e.g. a rewrite that names a variable MLflow refuses
             raise JudgeError(f"rewritten prompt is not a valid judge: {e}") from e
-        out = MLflowJudgeProgram(judge, self.view_fields, self.rule)
+        out = MLflowJudgeProgram(judge, self.view_fields, self.rule, self.cache)
         out.threshold = self.threshold
         return out
 
     def deepcopy(self) -> "MLflowJudgeProgram":
         """A copy with the same judge and threshold (the loop optimizes a copy)."""
-        out = MLflowJudgeProgram(self.judge, self.view_fields, self.rule)
+        out = MLflowJudgeProgram(self.judge, self.view_fields, self.rule, self.cache)
         out.threshold = self.threshold
         return out
 
@@ -195,6 +266,27 @@ class MLflowJudgeProgram:
 
     def __call__(self, **view) -> dspy.Prediction:
         args = {"inputs": view["trace"]} if self.runner is not self.judge else {f: view[f] for f in self.view_fields}
+        key = self.cache.key(self.runner, args) if self.cache is not None else None
+        kept = self.cache.get(key) if self.cache is not None else None
+        if kept is not None:  # asked before (a resumed run): no call, nothing spent
+            value, rationale = kept["value"], kept["rationale"]
+        else:
+            value, rationale = self._ask(args)
+        score = None
+        if self.calibrates_threshold:  # a rating: PASS at or above the (calibrated) threshold
+            score = rating_value(value)
+            verdict = None if score is None else ("PASS" if score >= self.threshold else "FAIL")
+        else:  # the user's categories first, then PASS/FAIL text as an LM writes it
+            verdict = self.rule.read(value) if self.rule.given else None
+            verdict = verdict or normalize_label(value, prefix=True)
+        if verdict is None:
+            raise JudgeError(f"judge answered {value!r}, not PASS or FAIL under {self.rule.describe()}")
+        if kept is None and self.cache is not None:
+            self.cache.put(key, value, rationale)  # read as a verdict: worth keeping
+        return dspy.Prediction(verdict=verdict, reasoning=str(rationale or ""), score=score)
+
+    def _ask(self, args: dict) -> tuple[Any, Any]:
+        """One call of the MLflow judge, admitted against the spend meter: (value, rationale)."""
         meter, ticket = _admit_judge_call(self.runner, args)  # before it is sent; a refusal is no JudgeError
         try:
             fb = self.runner(**args)
@@ -206,16 +298,7 @@ class MLflowJudgeProgram:
             _settle_judge_call(meter, ticket, fb)
         if getattr(fb, "error", None):
             raise JudgeError(str(fb.error)[:300])
-        score = None
-        if self.calibrates_threshold:  # a rating: PASS at or above the (calibrated) threshold
-            score = rating_value(fb.value)
-            verdict = None if score is None else ("PASS" if score >= self.threshold else "FAIL")
-        else:  # the user's categories first, then PASS/FAIL text as an LM writes it
-            verdict = self.rule.read(fb.value) if self.rule.given else None
-            verdict = verdict or normalize_label(fb.value, prefix=True)
-        if verdict is None:
-            raise JudgeError(f"judge answered {fb.value!r}, not PASS or FAIL under {self.rule.describe()}")
-        return dspy.Prediction(verdict=verdict, reasoning=str(fb.rationale or ""), score=score)
+        return fb.value, fb.rationale
 
 
 JUDGE_TOKENS = ("mlflow.assessment.judgeInputTokens", "mlflow.assessment.judgeOutputTokens")  # Feedback metadata
@@ -373,8 +456,9 @@ class AutoRefineAligner(AlignmentOptimizer):
             back for it; a stop before the loop, or one that leaves the test split unscored, raises
             AlignmentBudgetExceeded (a BudgetExceeded and an MlflowException) naming the limit.
             Either way the run directory stays resumable: an `align` on the same run_dir with a
-            larger budget keeps the evaluations written and redoes the loop (this aligner keeps no
-            reply cache: those calls are made again). Its max_iters and threads are this aligner's.
+            larger budget keeps the evaluations written and redoes the loop, the MLflow judge's
+            calls answered from the replies kept in WORKDIR/cache (paid once; a teacher or proposer
+            LM is cached as that LM is configured). Its max_iters and threads are this aligner's.
             Default: no spend limit.
     """
 
@@ -419,14 +503,16 @@ class AutoRefineAligner(AlignmentOptimizer):
                                       f"named {judge.name!r}", field="traces",
                                       expected="traces with human feedback for the judge")
         manifest, grouped_by = split_traces(items, self.splits, self.seed)
-        program = MLflowJudgeProgram(judge, variables, self.rule)
+        run_dir = self.run_dir or Path(tempfile.mkdtemp(prefix="verifirst-align-")) / "run"
+        workdir = ledger_for_run_dir(run_dir).path.parent
+        program = MLflowJudgeProgram(judge, variables, self.rule,
+                                     cache=JudgeReplyCache(workdir / "cache" / JUDGE_REPLIES))
         lms = {"judge": _resolve_lm(None, judge.model, "judge"),
                "teacher": _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None,
                "reflection": _resolve_lm(self.proposer, judge.model, "reflection")}
-        run_dir = self.run_dir or Path(tempfile.mkdtemp(prefix="verifirst-align-")) / "run"
         labels_rule = {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map}
         settings = CalibrationSettings(max_iters=self.max_iters, threads=self.num_threads, model=judge.model,
-                                       workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=self.n_boot,
+                                       workdir=workdir, n_boot=self.n_boot,
                                        cache=False, extra={"labels": labels_rule}, budget=self.budget)
         options = {"target_pi": self.target_pi, "length_cap": self.length_cap, "use_teacher": self.use_teacher,
                    "batch_size": self.batch_size}

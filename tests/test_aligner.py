@@ -323,3 +323,47 @@ def test_docs_snippets_call_the_public_api_as_it_is():
                 assert all(k.arg in params for k in node.keywords), (node.func.attr, [k.arg for k in node.keywords])
                 seen.add(node.func.attr)
     assert seen == {"AutoRefineAligner", "AutoRefine", "compile"}
+
+
+class _FakeFeedback:
+    def __init__(self, value, rationale="why", error=None):
+        self.value, self.rationale, self.error, self.metadata = value, rationale, error, {}
+
+
+class _FakeJudge:
+    """An MLflow judge's surface as MLflowJudgeProgram calls it; answers from a list, counting calls."""
+
+    name, model, feedback_value_type = "safety", MODEL, str
+
+    def __init__(self, answers, instructions=INSTRUCTIONS):
+        self.answers, self.instructions, self.calls = list(answers), instructions, 0
+
+    def __call__(self, **args):
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_judge_replies_are_kept_only_when_they_read_as_a_verdict(tmp_path):
+    from verifirst.optimizers.aligner import JudgeReplyCache, MLflowJudgeProgram
+    from verifirst.programs.judges import JudgeError
+
+    path = tmp_path / "cache" / "replies.jsonl"
+    judge = _FakeJudge([RuntimeError("HTTP 500"), _FakeFeedback("MAYBE"), _FakeFeedback(None, error="bad JSON"),
+                        _FakeFeedback("FAIL", "eval() on input")])
+    program = MLflowJudgeProgram(judge, ["inputs", "outputs"], cache=JudgeReplyCache(path))
+    view = {"inputs": "parse the config", "outputs": "eval(text)"}
+    for _ in range(3):  # an error, an unreadable value, an error reply: none is kept, each is asked again
+        with pytest.raises(JudgeError):
+            program(**view)
+        assert not path.exists()
+    assert program(**view).verdict == "FAIL" and judge.calls == 4
+    again = MLflowJudgeProgram(_FakeJudge([]), ["inputs", "outputs"], cache=JudgeReplyCache(path))  # a resume
+    answer = again(**view)
+    assert (answer.verdict, answer.reasoning) == ("FAIL", "eval() on input") and again.judge.calls == 0
+    other = again.copy_with_prompt(INSTRUCTIONS + " Be strict.")  # other instructions: another call
+    other.judge = other.runner = _FakeJudge([_FakeFeedback("PASS")], other.judge.instructions)
+    assert other(**view).verdict == "PASS" and other.judge.calls == 1
+    assert len(path.read_text().splitlines()) == 2

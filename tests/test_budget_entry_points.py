@@ -89,6 +89,7 @@ def test_align_stops_at_the_cap_and_resumes_to_the_uncapped_verdicts(align_world
     assert state["spend"]["roles"]["judge"]["lm_calls"] == j  # the MLflow judge's calls are counted as "judge"
     again, j2, r2, err = _align(align_world, tmp / "b" / "run", vf.Budget(max_lm_calls=10 * total))
     assert err is None
+    assert j + j2 == judge_calls  # the judge's replies were kept: no judge call is paid twice
     assert again.last_report["test_verdicts"] == full.last_report["test_verdicts"]
     assert again.last_report["aligned_instructions"] == full.last_report["aligned_instructions"]
     assert _rows(tmp / "b" / "run") == _rows(tmp / "a" / "run")
