@@ -87,29 +87,40 @@ def test_timeouts_and_kills_reach_spawned_runs():
     assert r.timed_out and time.monotonic() - t0 < 6
 
 
-def test_the_helper_ends_with_its_owner():
-    """An owner that exits, or is killed, leaves no helper and no run behind."""
+@pytest.mark.parametrize("kind", ["Spawner", "ForkServer"])
+def test_the_spawner_ends_with_its_owner(kind, monkeypatch):
+    """An owner that exits, or is killed, leaves no spawner (the helper, or bwrap's fork server)
+    and no run behind."""
+    from verifirst.verifiers.bash import _forkserver
+    from verifirst.verifiers.bash.sandbox import _copy_parents
+
+    if kind == "ForkServer" and _forkserver.library(tuple(_copy_parents())) is None:
+        pytest.skip("no C compiler: no fork server")
+    monkeypatch.setenv("VERIFIRST_SANDBOX_FORKSERVER", "1" if kind == "ForkServer" else "0")
     code = ("import json, sys, time\n"
             "from verifirst.verifiers.bash import _bwrap, _spawner\n"
-            f"_bwrap.SANDBOX_UID = {3_200_000 + os.getpid() % 50_000}\n"
+            f"_bwrap.SANDBOX_UID = {3_200_000 + os.getpid() % 50_000 + (50_000 if kind == 'ForkServer' else 0)}\n"
             "from verifirst.verifiers.bash.sandbox import Sandbox, _ids\n"
             "sb = Sandbox(timeout_s=60)\n"
             "sb.run('true')\n"
-            "print(json.dumps([_spawner.spawner(_ids())._proc.pid, _ids()[0]]), flush=True)\n"
+            "sp = _spawner._SPAWNERS.get((_ids(), sb._bwrap.path)) or _spawner._SPAWNERS[_ids()]\n"
+            "print(json.dumps([type(sp).__name__, sp._proc.pid, _ids()[0]]), flush=True)\n"
             "if sys.argv[1] == 'hang':\n"
             "    sb.run('sleep 60')\n")
     for how in ("exit", "hang"):
         p = subprocess.Popen([sys.executable, "-c", code, how], stdout=subprocess.PIPE, text=True)
-        helper, uid = json.loads(p.stdout.readline())
+        started, spawner_pid, uid = json.loads(p.stdout.readline())
+        assert started == kind
         if how == "hang":
             time.sleep(0.5)
+            assert len(procs_of_uid(uid)) > 1  # the spawner (a helper or server: at the uid) and the run
             p.kill()
         p.wait(timeout=30)
         p.stdout.close()
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (os.path.exists(f"/proc/{helper}") or procs_of_uid(uid)):
+        while time.monotonic() < deadline and (os.path.exists(f"/proc/{spawner_pid}") or procs_of_uid(uid)):
             time.sleep(0.05)
-        assert not os.path.exists(f"/proc/{helper}"), how
+        assert not os.path.exists(f"/proc/{spawner_pid}"), how
         assert procs_of_uid(uid) == [], how
     base = _scratch_base()[0]
     for entry in os.listdir(base):  # what the killed owner could not remove
