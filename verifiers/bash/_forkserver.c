@@ -60,6 +60,34 @@ static void reply(int sock, const char *fmt, ...) {
 
 static double seconds(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec / 1e6; }
 
+/* The runs we forked and have not reaped yet. */
+static pid_t *live;
+static size_t n_live, cap_live;
+
+static int add_live(pid_t pid) {
+  if (n_live == cap_live) {
+    size_t cap = cap_live ? cap_live * 2 : 64;
+    pid_t *grown = realloc(live, cap * sizeof *live);
+    if (!grown)
+      return -1;
+    live = grown;
+    cap_live = cap;
+  }
+  live[n_live++] = pid;
+  return 0;
+}
+
+static int take_live(pid_t pid) {
+  for (size_t i = 0; i < n_live; i++)
+    if (live[i] == pid) {
+      live[i] = live[--n_live];
+      return 1;
+    }
+  return 0;
+}
+
+/* Reap every child that has ended: our runs (reported) and the orphans we adopt as a subreaper
+ * (a run's sandbox init, left when bwrap's monitor exits first; not reported). */
 static void reap(int sock) {
   for (;;) {
     int status;
@@ -67,6 +95,8 @@ static void reap(int sock) {
     pid_t pid = wait4(-1, &status, WNOHANG, &ru);
     if (pid <= 0)
       return;
+    if (!take_live(pid))
+      continue;
     getrusage(RUSAGE_SELF, &me);
     reply(sock, "{\"exit\": %d, \"status\": %d, \"cpu\": %.6f, \"self_cpu\": %.6f}", (int)pid, status,
           seconds(ru.ru_utime) + seconds(ru.ru_stime), seconds(me.ru_utime) + seconds(me.ru_stime));
@@ -209,6 +239,8 @@ static void serve_one(int sock) {
     if (pid < 0)
       reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"%s\", \"filename\": null}", id, errno,
             strerror(errno));
+    else if (add_live(pid) != 0)
+      _exit(1); /* out of memory: the owner sees us gone, the run dies with us */
     else
       reply(sock, "{\"id\": %u, \"pid\": %d}", id, (int)pid);
   }
@@ -242,6 +274,9 @@ static int serve(int argc, char **argv, char **envp) {
   unsetenv("VERIFIRST_FORKSERVER_EXE");
   unsetenv("LD_PRELOAD"); /* runs get the request's environment; this only keeps ours clean */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* processes at our uid (the runs) cannot ptrace us */
+  /* A run's sandbox init outlives bwrap's monitor for a moment; orphaned, it would wait for the
+   * host's init to reap it, and such zombies count against the sandbox uid's process limit. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);

@@ -14,6 +14,7 @@ Wire format (SOCK_SEQPACKET, one message per datagram, JSON):
     request  {"id", "argv", "env", "fds": [target numbers]} + SCM_RIGHTS, one fd per target
     replies  {"id", "pid"} or {"id", "errno", "error", "filename"}; {"exit": pid, "status", "cpu", "self_cpu"}
 """
+import ctypes  # here, as root: after the drop to the sandbox uid the interpreter's files may be unreadable
 import fcntl
 import json
 import os
@@ -44,8 +45,9 @@ def _reap(sock, live):
         if pid == 0:
             return
         p = live.pop(pid, None)
-        if p is not None:
-            p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it
+        if p is None:
+            continue  # an orphan we adopted as a subreaper (a run's sandbox init): not a run
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it
         me = resource.getrusage(resource.RUSAGE_SELF)
         _send(sock, {"exit": pid, "status": status, "cpu": ru.ru_utime + ru.ru_stime,
                      "self_cpu": me.ru_utime + me.ru_stime})
@@ -92,12 +94,15 @@ def _spawn(sock, req, fds, live):
 
 def _not_dumpable():
     """PR_SET_DUMPABLE 0: processes at our uid (the runs) cannot ptrace us or read our /proc
-    entries, even where they could see us (they cannot: their own PID namespace)."""
+    entries, even where they could see us (they cannot: their own PID namespace). And
+    PR_SET_CHILD_SUBREAPER: a run's sandbox init, orphaned when bwrap's monitor exits first, is
+    ours to reap, not a zombie waiting for the host's init (zombies count against the uid's
+    process limit)."""
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
-    except (ImportError, OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)
+        libc.prctl(36, 1, 0, 0, 0)
+    except (OSError, AttributeError):
         pass
 
 
