@@ -24,7 +24,6 @@ import re
 import resource
 import statistics
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -96,7 +95,7 @@ def breakdown(sb, n: int = 60) -> dict:
     for name, argv in pieces.items():
         w, c = _timed(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), n)
         chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
-    w, c = _timed(lambda: sb.run("true", "nl2sh-fs1"), n)
+    w, c = _timed(_succeeded(lambda: sb.run("true", "nl2sh-fs1")), n)
     chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
     from verifirst.verifiers.bash import _spawner
 
@@ -125,7 +124,7 @@ def fork_server_gain(sb, n: int = 100) -> dict | None:
         for _ in range(n):
             for mode in walls:
                 os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = "1" if mode == "on" else "0"
-                w, c = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), 1)
+                w, c = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), 1)
                 walls[mode] += w
                 cpus[mode] += c / n
     finally:
@@ -186,7 +185,7 @@ def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | 
             os.sched_setscheduler(p, policy, param)
         return None
     try:
-        pair, _ = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), n)
+        pair, _ = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), n)
 
         def plain_pair():
             for _ in range(2):
@@ -264,10 +263,20 @@ def pool_cost(sb, tasks: list[dict], pace_ms: float = PACE_MS, n: int = 100) -> 
     return {"pace_ms": pace_ms, "paced_plain_pair_ms": plain, **modes}
 
 
+def _succeeded(run):
+    """A run, as `run()` gives it, that must have worked: a failed one is never timed as a result."""
+    def call():
+        got = run()
+        for r in got if isinstance(got, (tuple, list)) else (got,):
+            if r.exit_code != 0:
+                raise SystemExit(f"a benchmark run failed (exit {r.exit_code}): {r.stderr.strip()[:300]}")
+    return call
+
+
 def sysadmin_cost(sb, n: int = 20) -> dict:
     """A trivial run and a useradd in sysadmin mode (own /etc, 65536-id namespace as root)."""
-    w, c = _timed(lambda: sb.run("true", "sysadmin"), n)
-    u, uc = _timed(lambda: sb.run("useradd -m alice", "sysadmin"), n)
+    w, c = _timed(_succeeded(lambda: sb.run("true", "sysadmin")), n)
+    u, uc = _timed(_succeeded(lambda: sb.run("useradd -m alice", "sysadmin")), n)
     return {"trivial_ms": _med(w), "trivial_cpu_ms": round(c, 2), "useradd_ms": _med(u), "useradd_cpu_ms": round(uc, 2)}
 
 
@@ -316,7 +325,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         timed_out += a.timed_out + b.timed_out
     wall = time.perf_counter() - t_all
     cpu = _cpu_s() - cpu0
-    empty, empty_cpu = _timed(lambda: sb.run_pair("true", "true", "nl2sh-fs1"), 100)
+    empty, empty_cpu = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), 100)
 
     def plain_pair():
         for _ in range(2):
