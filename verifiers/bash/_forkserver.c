@@ -11,8 +11,9 @@
  * The child sees what a bwrap started by subprocess.Popen sees: the request's descriptors at
  * the numbers asked for and no other (stdin: the server's /dev/null), a new session, default
  * signal dispositions and an empty signal mask, dumpable again (bwrap writes its own
- * /proc/self maps), cwd /. The server runs as the sandbox uid, not dumpable, and ends at end of
- * file on its socket; bwrap's --die-with-parent then ends every run still going.
+ * /proc/self maps), cwd /. The server runs as the sandbox uid (as root; else as we are), not
+ * dumpable, adopts and reaps what its runs orphan (a child subreaper), and ends at end of file
+ * on its socket; bwrap's --die-with-parent then ends every run still going.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
  *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
