@@ -380,15 +380,15 @@ class EstimateBuilder:
             lm = preds[0].lm if key else self.task_lm
             info = self.task if key == 0 else _LMInfo(lm, "task", self.prices)
             calls_per_run = sum(p.calls_per_run for p in preds)
-            prompt = mean([sum(p.calls_per_run * self._prompttokens_of(p, it) for p in preds)
-                            for it in self.samples]) / max(calls_per_run, 1)
+            prompt = mean([sum(p.calls_per_run * self._prompt_tokens(p, it) for p in preds)
+                           for it in self.samples]) / max(calls_per_run, 1)
             fields = mean([len(p.signature.output_fields) for p in preds])
             low = int(round(prompt))
             self.est.add(Line(phase, info.role, what, n_runs * calls_per_run,
                               (low, low + extra_instruction_tokens), info.completion(round(fields)), info.model,
                               info.price, bound))
 
-    def _prompttokens_of(self, p: _Predictor, item: Any) -> int:
+    def _prompt_tokens(self, p: _Predictor, item: Any) -> int:
         inputs = dict(getattr(item, "inputs", {}) or {})
         return tokens_of(format_chars(self.adapter, p.signature, inputs, p.demos))
 
@@ -405,7 +405,7 @@ class EstimateBuilder:
         if self.engine is not None:
             model = getattr(self.engine, "estimate", None)
             if model is None and _engine_kind(self.engine) == "dspy.GEPA":
-                model = lambda b: _dspy_gepa(b)  # noqa: E731  (a teleprompter: DSPy's own, not a domain's)
+                model = _dspy_gepa  # a teleprompter: DSPy's own, not a domain's
             if model is None:
                 self.est.notes.append(f"the optimizer {self.est.engine!r} is not modelled: its own calls are not "
                                       f"counted (only the evaluations before and after it)")
@@ -448,7 +448,7 @@ def _engine_kind(engine: Any) -> str:
 #    optimized program may carry into the after-evaluations
 
 def gepa_lines(b: EstimateBuilder, *, minibatch: int, max_metric_calls: int | None, auto: str | None,
-          selector: Any = "round_robin", use_merge: bool = False) -> int:
+               selector: Any = "round_robin", use_merge: bool = False) -> int:
     """GEPA's optimize-phase lines (dspy.GEPA's algorithm, whoever drives it): the seed's validation
     pass, minibatch pairs until the metric-call budget is spent, one reflection per iteration.
 
@@ -534,8 +534,8 @@ def _dspy_gepa(b: EstimateBuilder) -> int:
     if not calls and full:
         calls = full * (len(b.by_split["train"]) + len(b.by_split["val"]))
     return gepa_lines(b, minibatch=int(getattr(tp, "reflection_minibatch_size", 3) or 3), max_metric_calls=calls,
-                 auto=getattr(tp, "auto", None), selector=getattr(tp, "component_selector", "round_robin"),
-                 use_merge=bool(getattr(tp, "use_merge", False)))
+                      auto=getattr(tp, "auto", None), selector=getattr(tp, "component_selector", "round_robin"),
+                      use_merge=bool(getattr(tp, "use_merge", False)))
 
 
 def item_chars(it: Any) -> int:
@@ -559,7 +559,7 @@ def part_chars(b: EstimateBuilder, signature_of: Any, extra: dict) -> int:
     if sig is None:
         return int(mean([sum(len(str(v)) for v in extra.values()) + item_chars(it) + 1500 for it in b.samples]))
     return int(mean([format_chars(b.adapter, sig, {**dict(getattr(it, "inputs", {}) or {}), **extra})
-                      for it in b.samples] or [0]))
+                     for it in b.samples] or [0]))
 
 
 def estimate_run(program: Any, items: Sequence[Any], manifest: SplitManifest, engine: Any, budget: Budget,
