@@ -16,6 +16,7 @@ import stat
 import struct
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 _ELF_MAX_BYTES = 64 << 20
 _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 1, 5, 15, 29
@@ -152,8 +153,8 @@ def private_copy(binary: str, parent: Path) -> str:
     """A 0755 copy of `binary` and its `$ORIGIN` libraries under `parent`, same relative layout.
 
     The copy lives in `<parent>/bwrap-<sha256>` (content-addressed, created atomically, shared by
-    processes). `parent` is created 0711 when missing and must be ours and writable by nobody
-    else, as the scratch base is; otherwise OSError.
+    processes; see built_once). `parent` is created 0711 when missing and must be ours and
+    writable by nobody else, as the scratch base is; otherwise OSError.
 
     Args:
         binary: the bwrap to copy.
@@ -161,25 +162,15 @@ def private_copy(binary: str, parent: Path) -> str:
 
     Returns the path of the copied binary.
     """
-    parent = Path(parent)
-    try:
-        parent.mkdir(mode=0o711)
-    except FileExistsError:
-        pass
-    if not _trusted(parent):
-        raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
     real = os.path.realpath(binary)
     libs = origin_libraries(real)
     top = os.path.commonpath([os.path.dirname(real)] + [os.path.dirname(lib) for lib in libs])
     h = hashlib.sha256()
     for f in [real, *libs]:
         h.update(os.path.relpath(f, top).encode() + b"\0" + Path(f).read_bytes())
-    dest = parent / f"bwrap-{h.hexdigest()[:16]}"
-    copied = dest / os.path.relpath(real, top)
-    if _trusted(dest) and copied.is_file():
-        return str(copied)
-    tmp = Path(tempfile.mkdtemp(prefix=".bwrap.", dir=parent))
-    try:
+    rel = os.path.relpath(real, top)
+
+    def fill(tmp: Path) -> None:
         for f in [real, *libs]:
             out = tmp / os.path.relpath(f, top)
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -187,12 +178,46 @@ def private_copy(binary: str, parent: Path) -> str:
             os.chmod(out, 0o755)
         for root, _, _ in os.walk(tmp):
             os.chmod(root, 0o755)
+
+    dest = built_once(Path(parent), f"bwrap-{h.hexdigest()[:16]}", fill, lambda d: (d / rel).is_file())
+    return str(dest / rel)
+
+
+def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Callable[[Path], bool]) -> Path:
+    """`parent/name`, a directory of ours that nobody else can write, filled once and shared by
+    processes: `fill` writes it in a temporary directory beside it, renamed into place, so a
+    concurrent build loses nothing and no one sees half of it. Whoever could write there would
+    choose what the sandbox uid runs.
+
+    Args:
+        parent: created 0711 when missing; it must be ours and writable by nobody else.
+        name: the directory's name (content-addressed by the caller).
+        fill: writes the contents into the directory it is given (0755 when done).
+        ready: whether a directory holds what `fill` writes (an existing one is reused then).
+
+    Raises OSError when `parent` or an existing `name` is not safe, or the build fails.
+    """
+    try:
+        parent.mkdir(mode=0o711)
+    except FileExistsError:
+        pass
+    if not _trusted(parent):
+        raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
+    dest = parent / name
+    if _trusted(dest) and ready(dest):
+        return dest
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    try:
+        fill(tmp)
         os.rename(tmp, dest)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (_trusted(dest) and copied.is_file()):
+        if not (_trusted(dest) and ready(dest)):  # another process's build may have finished first
             raise
-    return str(copied)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
 
 
 def _trusted(d: Path) -> bool:

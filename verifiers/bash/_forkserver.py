@@ -14,14 +14,12 @@ server that does not start: runs go through the Python spawner as before.
 """
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import os
 import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 from verifirst.verifiers.bash import _bwrap_access
@@ -67,32 +65,18 @@ def library(parents: tuple[Path, ...]) -> str | None:
 
 
 def _built(cc: str, parent: Path, home: Path) -> str:
-    """The library in `home`, compiled there first when missing (in a temporary directory that is
-    then renamed, so a concurrent build loses nothing and no one sees half a file)."""
-    try:
-        parent.mkdir(mode=0o711)
-    except FileExistsError:
-        pass
-    if not _bwrap_access._trusted(parent):
-        raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
-    lib = home / NAME
-    if _bwrap_access._trusted(home):
-        st = os.lstat(lib)
-        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
-            return str(lib)
-        raise OSError(errno.EPERM, "not a library of ours", str(lib))
-    tmp = Path(tempfile.mkdtemp(prefix=".forkserver.", dir=parent))
-    try:
+    """The library in `home`, compiled there first when missing (_bwrap_access.built_once)."""
+    def fill(tmp: Path) -> None:
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp / NAME), str(SOURCE), "-ldl"], check=True,
                        capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
         os.chmod(tmp / NAME, 0o644)
         os.chmod(tmp, 0o755)  # the sandbox uid loads it
-        os.rename(tmp, home)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not _bwrap_access._trusted(home):  # not another process's build finished first
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return str(home / NAME)
+
+    def ours(d: Path) -> bool:
+        try:
+            st = os.lstat(d / NAME)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+    return str(_bwrap_access.built_once(parent, home.name, fill, ours) / NAME)
