@@ -10,8 +10,9 @@ Each run gets its own 0700 scratch directory on a size-capped tmpfs. With a bwra
 process and whose upper layer is the run's scratch directory, so a run copies nothing and the
 diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
 the diff against the fixture (type, mode, sha256) is the run's file-system effect.
-As root, bwrap runs as an unprivileged uid; a spawner process already at that uid
-(_spawner) starts it for each run, so a run pays no setpriv exec. With VERIFIRST_SANDBOX_POOL=1
+As root, bwrap runs as an unprivileged uid. A long-lived spawner (_spawner) starts each run:
+bwrap's fork server, so a run pays no exec of bwrap (nor, as root, of setpriv for the uid
+drop), else as root a helper already at that uid. With VERIFIRST_SANDBOX_POOL=1
 a run may take a sandbox started ahead for the same fixture and settings (_pool): as fresh and
 isolated, with its clock started when the command is sent.
 
@@ -204,7 +205,8 @@ class _Job:
         self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
         self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
         work = os.path.join(self.run_dir, "wk")
-        fds: list[int] = []
+        fds: list[int] = []  # what bwrap inherits: a user namespace, the limits script, a launcher socket
+        userns = limits = None
         try:
             os.mkdir(self.root, 0o755)
             if self.overlay:
@@ -217,13 +219,15 @@ class _Job:
             os.chmod(self.root, 0o755)
             os.chmod(self.run_dir, 0o700)
             if self.admin and ids:
-                fds.append(_bwrap.admin_userns(ids, sb.limits["nproc"]))
+                userns = _bwrap.admin_userns(ids, sb.limits["nproc"])
+                fds.append(userns)
             if not sb.unsafe_local:
-                fds.append(_bwrap.limits_fd(sb.limits, ids))
+                limits = _bwrap.limits_fd(sb.limits, ids)
+                fds.append(limits)
             if command is None:  # warm: the launcher's end of the socket the command comes on
                 self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 fds.append(theirs.detach())
-                command = _pool.LAUNCHER.format(fd=fds[-1], limits=fds[1 if self.admin and ids else 0])
+                command = _pool.LAUNCHER.format(fd=fds[-1], limits=limits)
         except BaseException:
             if self.ctl is not None:
                 self.ctl.close()
@@ -240,9 +244,8 @@ class _Job:
             cwd = self.root
         else:
             args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
-                               env=env, hostname=HOSTNAME, limits_fd=fds[1 if self.admin and ids else 0],
-                               lower=lower or None, work=work if self.overlay else None,
-                               userns_fd=fds[0] if self.admin and ids else None, launcher=self.ctl is not None)
+                               env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
+                               work=work if self.overlay else None, userns_fd=userns, launcher=self.ctl is not None)
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         try:
             spawner = None if sb.unsafe_local else _spawner.spawner(ids, binary=args[0], build_dirs=_copy_parents)
