@@ -162,9 +162,7 @@ class JudgeReplyCache:
         if key is None:
             return None
         with self._lock:
-            if self._replies is None:
-                self._replies = self._load()
-            return self._replies.get(key)
+            return self._kept().get(key)
 
     def put(self, key: str | None, value: Any, rationale: Any) -> None:
         """Keep a reply that read as a verdict (a value without a JSON form is not kept)."""
@@ -176,12 +174,16 @@ class JudgeReplyCache:
         except (TypeError, ValueError):
             return
         with self._lock:
-            if self._replies is None:
-                self._replies = self._load()
-            self._replies[key] = json.loads(line)
+            self._kept()[key] = json.loads(line)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
+
+    def _kept(self) -> dict[str, dict]:
+        """The replies kept, read from the file on first use (the caller holds the lock)."""
+        if self._replies is None:
+            self._replies = self._load()
+        return self._replies
 
     def _load(self) -> dict[str, dict]:
         replies: dict[str, dict] = {}
