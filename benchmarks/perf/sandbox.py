@@ -17,6 +17,7 @@ diffs; the plain side runs `bash -c 'echo hello'` twice, one after the other. Th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -71,6 +72,48 @@ def _med(xs: list[float]) -> float:
     return round(statistics.median(xs), 2)
 
 
+def _plain_pair() -> None:
+    """The baseline: two plain `bash -c` subprocesses, one after the other."""
+    for _ in range(2):
+        subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _task_ms(sb, tasks: list[dict], pause_ms: float = 0.0) -> list[float]:
+    """Wall ms of each task's gold pair (run_pair), each after a pause of `pause_ms`."""
+    out = []
+    for t in tasks:
+        if pause_ms:
+            time.sleep(pause_ms / 1000)
+        t0 = time.perf_counter()
+        sb.run_pair(t["gold"], t["gold2"], t["fixture"])
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+@contextlib.contextmanager
+def _env_set(name: str, value: str):
+    """Environment variable `name` at `value` inside the block, as it was after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _succeeded(run):
+    """A run, as `run()` gives it, that must have worked: a failed one is never timed as a result."""
+    def call():
+        got = run()
+        for r in got if isinstance(got, (tuple, list)) else (got,):
+            if r.exit_code != 0:
+                raise SystemExit(f"a benchmark run failed (exit {r.exit_code}): {r.stderr.strip()[:300]}")
+    return call
+
+
 def breakdown(sb, n: int = 60) -> dict:
     """Where a trivial run's time goes: the sandbox's own phases (RunResult.timings), and the
     process chain it starts, piece by piece (plain bash; bash as the dropped uid through
@@ -117,21 +160,14 @@ def fork_server_gain(sb, n: int = 100) -> dict | None:
 
     if not isinstance(_spawner._SPAWNERS.get((_ids(), sb._bwrap.path)), _spawner.ForkServer):
         return None
-    before = os.environ.get("VERIFIRST_SANDBOX_FORKSERVER")
     walls: dict[str, list[float]] = {"on": [], "off": []}
     cpus = {"on": 0.0, "off": 0.0}
-    try:
-        for _ in range(n):
-            for mode in walls:
-                os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = "1" if mode == "on" else "0"
+    for _ in range(n):
+        for mode in walls:
+            with _env_set("VERIFIRST_SANDBOX_FORKSERVER", "1" if mode == "on" else "0"):
                 w, c = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), 1)
-                walls[mode] += w
-                cpus[mode] += c / n
-    finally:
-        if before is None:
-            os.environ.pop("VERIFIRST_SANDBOX_FORKSERVER", None)
-        else:
-            os.environ["VERIFIRST_SANDBOX_FORKSERVER"] = before
+            walls[mode] += w
+            cpus[mode] += c / n
     return {f"{m}_pair_ms": _med(walls[m]) for m in walls} | {f"{m}_pair_cpu_ms": round(cpus[m], 2) for m in cpus}
 
 
@@ -186,17 +222,8 @@ def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | 
         return None
     try:
         pair, _ = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), n)
-
-        def plain_pair():
-            for _ in range(2):
-                subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-        plain, _ = _timed(plain_pair, n)
-        per_task = []
-        for t in tasks or []:
-            t0 = time.perf_counter()
-            sb.run_pair(t["gold"], t["gold2"], t["fixture"])
-            per_task.append((time.perf_counter() - t0) * 1000)
+        plain, _ = _timed(_plain_pair, n)
+        per_task = _task_ms(sb, tasks or [])
     finally:
         for p, (policy, param) in before.items():
             os.sched_setscheduler(p, policy, param)
@@ -218,15 +245,6 @@ def pool_cost(sb, tasks: list[dict], pace_ms: float = PACE_MS, n: int = 100) -> 
     trivial pair and the plain pair paced the same way."""
     from verifirst.verifiers.bash import _pool
 
-    def per_task(pause: float) -> float:
-        out = []
-        for t in tasks:
-            time.sleep(pause / 1000)
-            t0 = time.perf_counter()
-            sb.run_pair(t["gold"], t["gold2"], t["fixture"])
-            out.append((time.perf_counter() - t0) * 1000)
-        return _med(out)
-
     def paced(fn) -> float:
         out = []
         for _ in range(n):
@@ -236,41 +254,23 @@ def pool_cost(sb, tasks: list[dict], pace_ms: float = PACE_MS, n: int = 100) -> 
             out.append((time.perf_counter() - t0) * 1000)
         return _med(out)
 
-    def plain_pair():
-        for _ in range(2):
-            subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    before = os.environ.get("VERIFIRST_SANDBOX_POOL")
     modes = {}
     try:
         for name, flag in (("off", "0"), ("on", "1")):
-            os.environ["VERIFIRST_SANDBOX_POOL"] = flag
-            _pool.clear()
-            for _ in range(2):
-                sb.run_pair("true", "true", "nl2sh-fs1")
-            modes[name] = {"back_to_back_ms_per_task": per_task(0.0), "paced_ms_per_task": per_task(pace_ms),
-                           "paced_trivial_pair_ms": paced(lambda: sb.run_pair("true", "true", "nl2sh-fs1"))}
+            with _env_set("VERIFIRST_SANDBOX_POOL", flag):
+                _pool.clear()
+                for _ in range(2):
+                    sb.run_pair("true", "true", "nl2sh-fs1")
+                modes[name] = {"back_to_back_ms_per_task": _med(_task_ms(sb, tasks)),
+                               "paced_ms_per_task": _med(_task_ms(sb, tasks, pace_ms)),
+                               "paced_trivial_pair_ms": paced(lambda: sb.run_pair("true", "true", "nl2sh-fs1"))}
     finally:
         _pool.clear()
-        if before is None:
-            os.environ.pop("VERIFIRST_SANDBOX_POOL", None)
-        else:
-            os.environ["VERIFIRST_SANDBOX_POOL"] = before
-    plain = paced(plain_pair)
+    plain = paced(_plain_pair)
     for m in modes.values():
         m["paced_ratio_per_task"] = round(m["paced_ms_per_task"] / plain, 2)
         m["paced_ratio_trivial"] = round(m["paced_trivial_pair_ms"] / plain, 2)
     return {"pace_ms": pace_ms, "paced_plain_pair_ms": plain, **modes}
-
-
-def _succeeded(run):
-    """A run, as `run()` gives it, that must have worked: a failed one is never timed as a result."""
-    def call():
-        got = run()
-        for r in got if isinstance(got, (tuple, list)) else (got,):
-            if r.exit_code != 0:
-                raise SystemExit(f"a benchmark run failed (exit {r.exit_code}): {r.stderr.strip()[:300]}")
-    return call
 
 
 def sysadmin_cost(sb, n: int = 20) -> dict:
@@ -326,12 +326,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
     wall = time.perf_counter() - t_all
     cpu = _cpu_s() - cpu0
     empty, empty_cpu = _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), 100)
-
-    def plain_pair():
-        for _ in range(2):
-            subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    baseline, baseline_cpu = _timed(plain_pair, 100)
+    baseline, baseline_cpu = _timed(_plain_pair, 100)
     med = statistics.median(per_task)
     return {
         "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
