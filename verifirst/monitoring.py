@@ -20,6 +20,12 @@ Any drifting window makes the run drift: exit code 1 (0 when none drifts; 2 for 
 action it recommends: "give the judge better inputs" when abstention rose (the outcomes depend on
 something the judge cannot see; a better prompt cannot help), else "recalibrate" when π dropped
 with abstention normal.
+
+A window the judge or the teacher could not decide because their model failed (LM errors on more
+than half its records, or on enough of them to leave fewer than `min_n` answered) is no result:
+the run is an LM failure, exit code 1 as a calibration whose model failed (never "ok"), with the
+first LM error in the report and the MLflow run marked FAILED. A window with fewer than `min_n`
+records decides nothing, as before.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ import dspy
 
 from verifirst.api import DEFAULT_WORKDIR, MLflow
 from verifirst.core import atomic
-from verifirst.core.errors import InputError
+from verifirst.core.errors import InputError, RunFailed
 from verifirst.core.stats import FAIL, PASS, judge_metrics
 from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
 
@@ -42,6 +48,9 @@ BETTER_INPUTS = "give the judge better inputs"
 DEFAULT_MAX_ABSTENTION = 0.3
 DEFAULT_MIN_N = 5
 EXIT_OK, EXIT_DRIFT = 0, 1
+EXIT_LM_FAILURE = RunFailed.exit_code  # as a calibration whose model gave no usable answers
+# A window is no result when more than this share of its records are LM errors (calibration's limit).
+MAX_LM_ERROR_RATE = 0.5
 BASELINE_TAG = "val_pi"  # the prompt version's tag holding the champion's validation π (calibration sets it)
 
 
@@ -102,9 +111,10 @@ class MonitorResult:
     report: dict
     run_dir: Path
     drift: bool
-    exit_code: int  # 0 ok, 1 drift (bad input raises InputError: exit 2 on the command line)
+    exit_code: int  # 0 ok, 1 drift or LM failure (bad input raises InputError: exit 2 on the command line)
     recommendation: str | None
     windows: list = field(default_factory=list)
+    lm_failure: dict | None = None  # {"windows", "first_error", ...} when a model left windows undecided
 
 
 def _models(models: Any) -> tuple[Any, Any]:
@@ -167,8 +177,36 @@ def _trace_times(suite, uri: str, time_field: str) -> None:
             it.meta[time_field] = float(ms) / 1000.0
 
 
+def _judge_lm_errors(run: dict) -> dict[str, str]:
+    """Record id -> the judge's LM error, for each record the judge gave no verdict on."""
+    return {i: r["error"] for i, r in run.items() if r.get("verdict") is None and r.get("error")}
+
+
+def _undecided_by_errors(n: int, errors: int, answered: int, min_n: int) -> bool:
+    """Whether LM errors, not the window's size, keep a role from deciding a window of n records."""
+    return errors / n > MAX_LM_ERROR_RATE or answered < min_n <= n
+
+
+def _window_lm_failure(ids: list, judged: int, judge_errors: dict, teacher: dict, reviewed: int,
+                       rule: DriftRule) -> dict | None:
+    """Per role (judge, teacher) whose model failed on this window: its error count and first error;
+    None when both answered enough to decide (a few errors are counted apart, not a failure)."""
+    errors = {"judge": [judge_errors[i] for i in ids if i in judge_errors],
+              "teacher": [teacher[i].get("error") or "no decision" for i in ids
+                          if i in teacher and teacher[i]["decision"] == "ERROR"]}
+    answered = {"judge": judged, "teacher": reviewed}
+    failed = {role: {"errors": len(errs), "first_error": str(errs[0])} for role, errs in errors.items()
+              if errs and _undecided_by_errors(len(ids), len(errs), answered[role], rule.min_n)}
+    return failed or None
+
+
+def _lm_failure_status(failure: dict, n: int) -> str:
+    """A window's status when a model failed on it, e.g. "LM errors: judge 20 of 20"."""
+    return "LM errors: " + ", ".join(f"{role} {f['errors']} of {n}" for role, f in failure.items())
+
+
 def _window_row(index: int, w, labels: dict, verdicts: dict, teacher: dict, rule: DriftRule,
-                baseline: float | None, n_boot: int) -> dict:
+                baseline: float | None, n_boot: int, judge_errors: dict | None = None) -> dict:
     ids = [it.id for it in w.items]
     judged = [i for i in ids if verdicts.get(i) in (PASS, FAIL)]
     errors = len(ids) - len(judged)
@@ -193,16 +231,54 @@ def _window_row(index: int, w, labels: dict, verdicts: dict, teacher: dict, rule
     abstain_drift = bool(len(decided) >= rule.min_n and ab is not None and ab > rule.max_abstention)
     row["drift"] = {"pi": pi_drift, "abstention": abstain_drift}
     row["recommendation"] = BETTER_INPUTS if abstain_drift else RECALIBRATE if pi_drift else None
+    row["lm_failure"] = _window_lm_failure(ids, len(judged), judge_errors or {}, teacher, len(decided), rule) \
+        if ids else None
     if not ids:
         row["status"] = "no records"
+    elif row["lm_failure"] and not (pi_drift or abstain_drift):
+        row["status"] = _lm_failure_status(row["lm_failure"], len(ids))
     elif not enough and not abstain_drift:
         row["status"] = f"too few judged records (< {rule.min_n})"
     else:
         why = [f"π interval [{row['pi_ci95'][0]:+.3f}, {row['pi_ci95'][1]:+.3f}] below baseline {baseline:.3f}"
                if pi_drift else "", f"teacher abstains on {ab:.0%} (> {rule.max_abstention:.0%})" if abstain_drift else ""]
         why = [w for w in why if w]
+        if row["lm_failure"]:  # a drift seen on what was answered, beside the failure
+            why.append(_lm_failure_status(row["lm_failure"], len(ids)))
         row["status"] = ("drift: " + "; ".join(why)) if why else "ok"
     return row
+
+
+def _run_lm_failure(rows: list[dict]) -> dict | None:
+    """The run's LM failure from its windows': which windows, how many errors, the first error."""
+    failed = [r for r in rows if r.get("lm_failure")]
+    if not failed:
+        return None
+    roles = [role for role in ("judge", "teacher") if any(role in r["lm_failure"] for r in failed)]
+    first_role = roles[0]
+    first = next(r["lm_failure"][first_role]["first_error"] for r in failed if first_role in r["lm_failure"])
+    return {"windows": [r["index"] for r in failed], "roles": roles,
+            "errors": {role: sum(r["lm_failure"].get(role, {}).get("errors", 0) for r in failed) for role in roles},
+            "first_error": f"{first_role}: {first}"}
+
+
+def _failure_reason(failure: dict) -> str:
+    """Why an LM failure is no result, naming the windows and the first LM error."""
+    models = " and ".join(f"the {role} model" for role in failure["roles"])
+    windows = ", ".join(str(i) for i in failure["windows"])
+    return (f"{models} gave no usable answer on window(s) {windows}: no verdict there (LM errors are never "
+            f"PASS or FAIL); fix the endpoint and run again. First LM error: {failure['first_error']}")
+
+
+def verdict(report: dict) -> str:
+    """The run's verdict word: DRIFT, LM FAILURE (a model left windows undecided) or ok.
+
+    Args:
+        report: the monitor report.
+    """
+    if report["drift"]:
+        return "DRIFT"
+    return "LM FAILURE" if report.get("lm_failure") else "ok"
 
 
 def _baseline(rule: DriftRule, tags: dict, source: str) -> tuple[float, str]:
@@ -234,7 +310,9 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     on the window's records. A window drifts when its π interval lies below the baseline π or
     the teacher abstains on more than `max_abstention` of it (see `DriftRule`); any drifting
     window makes the result drift (exit code 1). The recommendation: "give the judge better
-    inputs" when abstention rose, else "recalibrate" when π dropped.
+    inputs" when abstention rose, else "recalibrate" when π dropped. A window the judge or teacher
+    model left undecided with LM errors makes the result an LM failure (exit code 1, never ok;
+    `lm_failure` names the windows and the first error; the MLflow run ends FAILED).
 
     Args:
         prompt: the deployed judge prompt: a file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS
@@ -264,7 +342,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
 
     Returns:
         A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
-        recommendation.
+        recommendation, lm_failure.
     """
     from verifirst.calibration import _part, check_calibrate_options, make_judge_program, resolve_start_prompt
     from verifirst.config import check_number
@@ -311,7 +389,10 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     with dspy.context(lm=teacher_lm, adapter=FastJSONAdapter()):
         teacher = _part("teacher-review")(list(program.view_fields), suite.items, teacher_lm, threads)
     labels = {it.id: it.gold["label"] for it in suite.items}
-    rows = [_window_row(k, w, labels, verdicts, teacher, rule, baseline, n_boot) for k, w in enumerate(wins)]
+    judge_errors = _judge_lm_errors(run)
+    rows = [_window_row(k, w, labels, verdicts, teacher, rule, baseline, n_boot, judge_errors)
+            for k, w in enumerate(wins)]
+    lm_failure = _run_lm_failure(rows)
 
     drifting = [r for r in rows if r["drift"]["pi"] or r["drift"]["abstention"]]
     recommendation = None
@@ -319,7 +400,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         recommendation = BETTER_INPUTS
     elif drifting:
         recommendation = RECALIBRATE
-    exit_code = EXIT_DRIFT if drifting else EXIT_OK
+    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else EXIT_OK
     if not drifting:
         reason = "no window drifted"
     elif recommendation == BETTER_INPUTS:
@@ -329,6 +410,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
                   "the outcomes are still explained by what the judge sees; recalibrate on the recent outcomes "
                   "(verifirst calibrate --split-by time)")
+    if lm_failure:
+        reason = _failure_reason(lm_failure) if not drifting else f"{reason}. Also: {_failure_reason(lm_failure)}"
     report: dict[str, Any] = {
         "kind": "monitor", "name": "monitor",
         "prompt": {"source": spec, "name": start.name, "version": start.version, "alias": start.alias,
@@ -340,7 +423,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         "windows": rows, "drift": bool(drifting), "drifting_windows": [r["index"] for r in drifting],
         "first_drift_window": drifting[0]["index"] if drifting else None,
         "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
-        "judge_errors": sum(r["judge_errors"] for r in rows),
+        "judge_errors": sum(r["judge_errors"] for r in rows), "lm_failure": lm_failure,
     }
     out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
     report["run_dir"] = str(out_dir)
@@ -349,7 +432,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     _write(report, out_dir)
     if tracking is not None and report.get("run_id"):
         _log_files(report, workdir, tracking, out_dir)
-    return MonitorResult(report, out_dir, bool(drifting), exit_code, recommendation, rows)
+    return MonitorResult(report, out_dir, bool(drifting), exit_code, recommendation, rows, lm_failure)
 
 
 def _tracker(workdir: Path, tracking: MLflow):
@@ -379,12 +462,13 @@ def _track(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None
                 "drift": float(r["drift"]["pi"] or r["drift"]["abstention"])}.items() if v is not None},
                 step=r["index"])
         tr.set_tags({"drift": str(report["drift"]).lower(), "recommendation": report["recommendation"] or "none",
+                     "lm_failure": str(bool(report["lm_failure"])).lower(),
                      "prompt": p["source"], "prompt_version": str(p["version"] or ""),
                      "first_drift_window": str(report["first_drift_window"] if report["drift"] else ""),
                      "run_dir": str(run_dir)})
         report["run_id"], report["tracking_uri"] = rid, tr.uri
     finally:
-        tr.finish()
+        tr.finish("FAILED" if report["lm_failure"] else "FINISHED")  # a failed model is no finished result
 
 
 def _log_files(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None:
@@ -427,7 +511,7 @@ def markdown(report: dict) -> str:
              f"- records: {report['n_records']} from {report['source']}, windows {report['windows_spec']} on "
              f"{report['time_field']}",
              f"- drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
-             f"- verdict: {'DRIFT' if report['drift'] else 'ok'} (exit {report['exit_code']})"
+             f"- verdict: {verdict(report)} (exit {report['exit_code']})"
              + (f"; recommendation: **{report['recommendation']}**" if report["recommendation"] else ""),
              f"- {report['reason']}", "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
@@ -464,12 +548,11 @@ def html_page(report: dict, run_dir: Path) -> str:
            if png else "")
     head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in window_table_rows(report))
-    verdict = "DRIFT" if report["drift"] else "ok"
     rec = f"; recommendation: <b>{escape(report['recommendation'])}</b>" if report["recommendation"] else ""
     return (f"<!doctype html><meta charset='utf-8'><title>Monitor: {escape(report['prompt']['source'])}</title>"
             f"<body style='font-family:system-ui,sans-serif;max-width:1000px;margin:2rem auto'>"
             f"<h1>Monitor: {escape(report['prompt']['source'])}</h1>"
-            f"<p>{verdict} (exit {report['exit_code']}){rec}. {escape(report['reason'])}</p>"
+            f"<p>{verdict(report)} (exit {report['exit_code']}){rec}. {escape(report['reason'])}</p>"
             f"<p>Drift rule: {escape(report['drift_rule']['text'])}</p>{img}"
             f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
             f"</body>\n")
@@ -490,8 +573,7 @@ def print_monitor(report: dict, console=None) -> None:
     con.print(t)
     con.print(f"drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
               markup=False, soft_wrap=True)
-    verdict = "DRIFT" if report["drift"] else "ok"
-    con.print(f"{verdict} (exit {report['exit_code']})"
+    con.print(f"{verdict(report)} (exit {report['exit_code']})"
               + (f": {report['recommendation']}" if report["recommendation"] else "") + f" -- {report['reason']}",
               markup=False, soft_wrap=True)
     con.print(f"report: {report['run_dir']}/report.md", markup=False, soft_wrap=True)
@@ -500,7 +582,8 @@ def print_monitor(report: dict, console=None) -> None:
 
 
 def cli_monitor(as_json: bool = False, **kw) -> int:
-    """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift)."""
+    """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift or LM failure).
+    An LM failure's first error also goes to stderr, as `error: ...`, with --json too."""
     res = monitor(**kw)
     if as_json:
         from verifirst.report import report_json
@@ -508,4 +591,8 @@ def cli_monitor(as_json: bool = False, **kw) -> int:
         print(report_json(res.report))
     else:
         print_monitor(res.report)
+    if res.lm_failure:
+        from verifirst.core.redaction import redact_text
+
+        print(f"error: {redact_text(_failure_reason(res.lm_failure))}", file=sys.stderr)
     return res.exit_code

@@ -1,0 +1,120 @@
+"""The calibrate -> judge -> monitor journey when the model fails or the input is wrong: a failing
+model never looks like a result (no "ok", no exit 0 when nothing was judged, the first LM error
+shown), and bad input is refused with exit 2 naming the file, line or flag, before anything is
+written. Scripted LMs only: a `down` LM raises on every call, as an unreachable endpoint does."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verifirst.cli import app
+from verifirst.lm.testing import json_answer, scripted_lm
+
+runner = CliRunner()
+T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)
+PROMPT = "Judge the diff. FAIL if the diff contains `eval(`. Otherwise PASS."
+DOWN = "Connection refused: the provider is down"
+
+
+def _answer(messages):
+    """The judge fails `eval(` diffs; the teacher keeps every label."""
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if "`decision`" in system:
+        return json_answer(justification="the view explains it", decision="KEEP")
+    return json_answer(reasoning="read the diff", verdict="FAIL" if "eval(" in user else "PASS")
+
+
+def _down(messages):
+    raise ConnectionError(DOWN)
+
+
+def _records(n: int = 10, days: int = 1) -> list[dict]:
+    """n records over `days` days, half of them `eval(` diffs that FAIL."""
+    step = timedelta(days=days) / n
+    return [{"id": f"r{k}", "label": "FAIL" if k % 2 else "PASS", "diff": f"+ y = eval(s{k})" if k % 2 else
+             f"+ x = {k}", "created_at": (T0 + k * step).isoformat()} for k in range(n)]
+
+
+def _write(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def prompt(tmp_path) -> Path:
+    path = tmp_path / "judge.md"
+    path.write_text(PROMPT)
+    return path
+
+
+def _scripted(monkeypatch, fn) -> None:
+    """The CLI's model strings resolve to a scripted LM answering with fn."""
+    import verifirst.calibration as cal
+    import verifirst.monitoring as mon
+
+    def make(spec, role="task", **kw):
+        return scripted_lm(fn, role=role, name=f"{fn.__name__}-{role}")
+
+    monkeypatch.setattr(mon, "make_lm", make)
+    monkeypatch.setattr(cal, "make_lm", make)
+
+
+def _monitor(tmp_path, prompt, *args):
+    return runner.invoke(app, ["monitor", "--prompt", str(prompt), "--windows", "1", "--baseline-pi", "0.5",
+                               "--workdir", str(tmp_path / "wd"), *args])
+
+
+# -- 1. monitor: an LM failure is not "ok" ------------------------------------------------------
+def test_monitor_whose_model_never_answered_is_an_lm_failure_not_ok(tmp_path, prompt, monkeypatch):
+    _scripted(monkeypatch, _down)
+    outcomes = _write(tmp_path / "o.jsonl", _records())
+    r = _monitor(tmp_path, prompt, "--outcomes", str(outcomes), "--no-tracking", "--json")
+    assert r.exit_code == 1, r.output
+    rep = json.loads(r.stdout)
+    assert rep["drift"] is False and rep["exit_code"] == 1
+    assert rep["lm_failure"]["windows"] == [0] and DOWN in rep["lm_failure"]["first_error"]
+    assert rep["windows"][0]["status"].startswith("LM errors") and rep["windows"][0]["judged"] == 0
+    assert DOWN in r.stderr and "error:" in r.stderr
+    saved = json.loads(Path(rep["run_dir"], "report.json").read_text())
+    assert saved["lm_failure"] and saved["exit_code"] == 1
+
+    r = _monitor(tmp_path, prompt, "--outcomes", str(outcomes), "--no-tracking")  # the table, for a person
+    assert r.exit_code == 1 and "LM FAILURE" in r.stdout and "ok (exit" not in r.stdout and DOWN in r.output
+
+
+def test_monitor_lm_failure_ends_the_mlflow_run_failed(tmp_path, prompt):
+    import verifirst as vf
+    from mlflow import MlflowClient
+
+    down = scripted_lm(_down, role="judge", name="down")
+    res = vf.monitor(str(prompt), _write(tmp_path / "o.jsonl", _records()), windows=1, models={"judge": down},
+                     baseline_pi=0.5, workdir=tmp_path / "wd", n_boot=100,
+                     tracking=vf.MLflow(offline=True, experiment="monitor-failure"))
+    assert res.exit_code == 1 and res.lm_failure and not res.drift
+    run = MlflowClient(tracking_uri=res.report["tracking_uri"]).get_run(res.report["run_id"])
+    assert run.info.status == "FAILED" and run.data.tags["lm_failure"] == "true"
+
+
+def test_monitor_teacher_failure_alone_leaves_abstention_undecided_and_fails(tmp_path, prompt):
+    import verifirst as vf
+
+    res = vf.monitor(str(prompt), _write(tmp_path / "o.jsonl", _records()), windows=1, baseline_pi=0.5,
+                     models={"judge": scripted_lm(_answer, role="judge", name="ok"),
+                             "teacher": scripted_lm(_down, role="teacher", name="down")},
+                     workdir=tmp_path / "wd", n_boot=100)
+    assert res.exit_code == 1 and res.lm_failure["roles"] == ["teacher"]
+    assert res.windows[0]["judged"] == 10 and res.windows[0]["pi"] == 1.0
+
+
+def test_monitor_small_window_without_errors_keeps_too_few_and_exit_0(tmp_path, prompt):
+    import verifirst as vf
+
+    res = vf.monitor(str(prompt), _write(tmp_path / "o.jsonl", _records(3)), windows=1, baseline_pi=0.5,
+                     models={"judge": scripted_lm(_answer, role="judge", name="ok")},
+                     workdir=tmp_path / "wd", n_boot=100)
+    assert res.exit_code == 0 and res.lm_failure is None
+    assert res.windows[0]["status"].startswith("too few judged records")
