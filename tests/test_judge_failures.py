@@ -118,3 +118,45 @@ def test_monitor_small_window_without_errors_keeps_too_few_and_exit_0(tmp_path, 
                      workdir=tmp_path / "wd", n_boot=100)
     assert res.exit_code == 0 and res.lm_failure is None
     assert res.windows[0]["status"].startswith("too few judged records")
+
+
+# -- 2. judge: nothing judged is no result ------------------------------------------------------
+def _judge(tmp_path, prompt, records, *args):
+    return runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(records),
+                               "--workdir", str(tmp_path / "wd"), *args])
+
+
+def test_judge_with_every_record_an_lm_error_exits_1_naming_the_first_error(tmp_path, prompt, monkeypatch):
+    _scripted(monkeypatch, _down)
+    r = _judge(tmp_path, prompt, _write(tmp_path / "two.jsonl", _records(2)))
+    assert r.exit_code == 1, r.output
+    assert "error:" in r.output and DOWN in r.output and "judged 0 of 2" in r.output
+
+
+def test_judge_prints_the_verdict_null_rows_before_failing(tmp_path, prompt, monkeypatch, capsys):
+    from verifirst.calibration import NothingJudged, cli_judge
+
+    _scripted(monkeypatch, _down)
+    with pytest.raises(NothingJudged) as e:
+        cli_judge(str(prompt), _write(tmp_path / "two.jsonl", _records(2)), workdir=tmp_path / "wd")
+    assert e.value.exit_code == 1 and DOWN in str(e.value)
+    out = capsys.readouterr()
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert [r["verdict"] for r in rows] == [None, None] and all(DOWN in r["error"] for r in rows)
+    assert "judged 0 of 2 records" in out.err and DOWN in out.err
+
+
+def test_judge_with_some_lm_errors_exits_0_and_its_summary_names_the_first(tmp_path, prompt, monkeypatch, capsys):
+    from verifirst.calibration import cli_judge
+
+    def flaky(messages):
+        if "eval(s1)" in messages[-1]["content"]:
+            raise ConnectionError(DOWN)
+        return _answer(messages)
+
+    _scripted(monkeypatch, flaky)
+    assert cli_judge(str(prompt), _write(tmp_path / "four.jsonl", _records(4)), workdir=tmp_path / "wd") == 0
+    out = capsys.readouterr()
+    verdicts = [json.loads(line)["verdict"] for line in out.out.splitlines()]
+    assert verdicts == ["PASS", None, "PASS", "FAIL"]
+    assert "judged 3 of 4 records (1 LM errors); first LM error: " in out.err and DOWN in out.err

@@ -29,7 +29,7 @@ from verifirst.api import DEFAULT_WORKDIR, MLflow, Result, build_models
 from verifirst.loop.splits import DEFAULT_RATIOS, SPLITS, SplitManifest, make_splits
 from verifirst.core.callbacks import RunCallback
 from verifirst.core.engine import Budget, resolve_engine
-from verifirst.core.errors import InputError
+from verifirst.core.errors import InputError, RunFailed
 from verifirst.loop.judge_prompt import template_variables
 from verifirst.loop.budget_stop import test_claimed
 from verifirst.loop.ledger import LEDGER_FILE, TestLedger, program_hash
@@ -1096,10 +1096,62 @@ def load_prompt_text(spec: str, workdir: Path, tracking_uri: str | None = None) 
     return start.text, start.tags
 
 
+class NothingJudged(RunFailed):
+    """`verifirst judge` judged no record: every one is an LM error (exit 1, as a calibration whose
+    model gave no usable answers). `rows` holds the verdict-null rows, each with its error."""
+
+    def __init__(self, message: str, rows: list[dict[str, Any]]):
+        super().__init__(message)
+        self.rows = rows
+
+
+def _row_error(result: dict | None) -> str | None:
+    """A record's LM error as a row shows it (credentials masked: a provider may quote the key)."""
+    from verifirst.core.redaction import redact_text
+
+    error = (result or {}).get("error")
+    return redact_text(str(error)) if error else None
+
+
+def _first_lm_error(rows: list[dict[str, Any]]) -> str | None:
+    return next((r["error"] for r in rows if r.get("verdict") is None and r.get("error")), None)
+
+
+def judge_summary(rows: list[dict[str, Any]]) -> str:
+    """One line: how many records were judged, the first LM error if any, and agreement where
+    records carry a label.
+
+    Args:
+        rows: apply_judge's rows.
+    """
+    from verifirst.core import stats
+
+    judged = [r for r in rows if r["verdict"] in ("PASS", "FAIL")]
+    msg = f"judged {len(judged)} of {len(rows)} records ({len(rows) - len(judged)} LM errors)"
+    first = _first_lm_error(rows)
+    if first:
+        msg += f"; first LM error: {first}"
+    both = [r for r in judged if r.get("label") in ("PASS", "FAIL")]
+    if len(both) >= 2:
+        agree = sum(r["verdict"] == r["label"] for r in both) / len(both)
+        pi = stats.scotts_pi([r["label"] for r in both], [r["verdict"] for r in both])
+        msg += f"; against the {len(both)} labels: agreement {agree:.3f}, Scott's pi {pi:+.3f}"
+    return msg
+
+
+def _check_judged(rows: list[dict[str, Any]]) -> None:
+    """NothingJudged when records were given and none got a verdict: no result, never exit 0."""
+    if rows and not any(r["verdict"] in ("PASS", "FAIL") for r in rows):
+        raise NothingJudged(f"judged 0 of {len(rows)} records: every one is an LM error (never PASS or FAIL); "
+                            f"first LM error: {_first_lm_error(rows) or 'no verdict'}", rows)
+
+
 def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: str = "local",
                 workdir: Path = Path(".verifirst"), threshold: float | None = None, view: str | None = None,
                 tracking_uri: str | None = None) -> list[dict[str, Any]]:
-    """`verifirst judge`: a (registered) prompt applied to records, one verdict row per record.
+    """`verifirst judge`: a (registered) prompt applied to records, one verdict row per record
+    (verdict None with the LM error when the judge could not judge it). Raises NothingJudged
+    (exit 1, the rows attached) when no record could be judged.
 
     Args:
         prompt: a prompt file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS.
@@ -1128,8 +1180,34 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
         run = run_judge(j, suite.items, lm)
     th = threshold if threshold is not None else (float(tags["threshold"]) if tags.get("threshold") not in (None, "None") else None)
     verdicts = verdicts_at(run, th)
-    return [{"id": it.id, "verdict": verdicts.get(it.id), "label": it.gold.get("label"),
-             "reasoning": (run.get(it.id) or {}).get("reasoning")} for it in suite.items]
+    rows = [{"id": it.id, "verdict": verdicts.get(it.id), "label": it.gold.get("label"),
+             "reasoning": (run.get(it.id) or {}).get("reasoning"), "error": _row_error(run.get(it.id))}
+            for it in suite.items]
+    _check_judged(rows)
+    return rows
+
+
+def cli_judge(*args: Any, **kwargs: Any) -> int:
+    """`verifirst judge`: one JSON row per record on stdout, the summary on stderr; exit code 0.
+    When no record could be judged the rows are printed, then NothingJudged is raised (exit 1,
+    the first LM error in its message).
+
+    Args:
+        args, kwargs: apply_judge's.
+    """
+    try:
+        rows = apply_judge(*args, **kwargs)
+    except NothingJudged as e:
+        _print_judged(e.rows)
+        raise
+    _print_judged(rows)
+    return 0
+
+
+def _print_judged(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        print(json.dumps(row, default=str))
+    print(judge_summary(rows), file=sys.stderr)
 
 
 def _accepts_unlabelled(load_outcomes: Callable) -> bool:
