@@ -160,3 +160,18 @@ def test_judge_with_some_lm_errors_exits_0_and_its_summary_names_the_first(tmp_p
     verdicts = [json.loads(line)["verdict"] for line in out.out.splitlines()]
     assert verdicts == ["PASS", None, "PASS", "FAIL"]
     assert "judged 3 of 4 records (1 LM errors); first LM error: " in out.err and DOWN in out.err
+
+
+# -- 3. a workdir that is a file ----------------------------------------------------------------
+def test_judge_and_monitor_refuse_a_workdir_that_is_a_file_with_exit_2(tmp_path, prompt, monkeypatch):
+    _scripted(monkeypatch, _answer)
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    records = _write(tmp_path / "o.jsonl", _records())
+    r = runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(records), "--workdir", str(afile)])
+    assert r.exit_code == 2 and "is not a directory" in r.output and "afile" in r.output, r.output
+    assert isinstance(r.exception, SystemExit), r.exception  # an exit, not a traceback
+    r = runner.invoke(app, ["monitor", "--prompt", str(prompt), "--outcomes", str(records), "--windows", "1",
+                            "--baseline-pi", "0.5", "--no-tracking", "--workdir", str(afile)])
+    assert r.exit_code == 2 and "is not a directory" in r.output and "afile" in r.output, r.output
+    assert afile.read_text() == "not a directory"

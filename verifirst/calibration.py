@@ -1163,10 +1163,11 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
         view: the --view spec (default: the view the prompt was calibrated with, if registered).
         tracking_uri: the MLflow tracking URI holding the registry.
     """
+    from verifirst.config import check_number, check_workdir
+
+    check_workdir(workdir, "workdir")  # as calibrate: a file there is refused before the cache is written
     check_calibrate_options(judge, "--kind")
     if threshold is not None:
-        from verifirst.config import check_number
-
         check_number(threshold, 0.0, 1.0, "--threshold")
     run_judge, verdicts_at = _part("run-judge"), _part("verdicts-at")
     load_outcomes = registry.component("suite", "outcomes")

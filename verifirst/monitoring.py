@@ -345,7 +345,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         recommendation, lm_failure.
     """
     from verifirst.calibration import _part, check_calibrate_options, make_judge_program, resolve_start_prompt
-    from verifirst.config import check_number
+    from verifirst.config import check_number, check_workdir
     from verifirst.loop.judge_prompt import template_variables
     from verifirst.loop.labels import LabelRule
     from verifirst.loop.rundir import new_run_dir
@@ -353,6 +353,9 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
 
     echo = echo or (lambda line: None)
     workdir = Path(workdir or DEFAULT_WORKDIR)
+    check_workdir(workdir, "workdir")  # as calibrate: before the store, the cache or a report is written
+    if run_dir is not None:
+        check_workdir(run_dir, "run_dir")
     rule = DriftRule.of(drift)
     if baseline_pi is not None:
         rule = DriftRule(baseline_pi, rule.max_abstention, rule.min_n)._checked("")
