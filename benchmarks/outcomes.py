@@ -6,7 +6,8 @@ Every source returns a `verifirst.core.task.Suite`; each Item has
 
 File format (JSONL: one object per line; CSV: one row per record, header first):
   required  id     unique record id (string or integer)
-  required  label  PASS or FAIL (case-insensitive)
+  required  label  PASS or FAIL (case-insensitive); optional where records are only judged
+                   (`verifirst judge`: require_label=False)
   view      the text fields the judge sees. JSONL: either an object under `view`, or
             top-level fields named in VIEW_FIELDS (title, summary, diff, code, test_plan,
             task, command, reference). CSV: columns named in VIEW_FIELDS.
@@ -64,17 +65,29 @@ def normalize_label(value: Any, *, path: str | None = None, line: int | None = N
                      expected="PASS or FAIL (or passed/failed, merged/abandoned, true/false, yes/no)")
 
 
+def _blank(value: Any) -> bool:
+    return value is None or str(value).strip() == ""
+
+
+def _record_label(rec: dict, *, path: str, line: int, raw_label: bool) -> str | None:
+    """The record's label as PASS/FAIL (raw: as recorded, a LabelRule reads it); None when it has none."""
+    if _blank(rec.get("label")):
+        return None
+    return rec["label"] if raw_label else normalize_label(rec["label"], path=path, line=line)
+
+
 def _record_to_item(rec: dict, view_fields: Sequence[str] | None, *, path: str, line: int,
-                    raw_label: bool = False) -> Item:
-    for key in ("id", "label"):
-        if key not in rec or rec[key] is None or str(rec[key]).strip() == "":
+                    raw_label: bool = False, require_label: bool = True) -> Item:
+    required = ("id", "label") if require_label else ("id",)
+    for key in required:
+        if key not in rec or _blank(rec[key]):
             raise InputError(f"missing required field {key!r}", path=path, line=line, field=key,
-                             expected="every record has `id` and `label`")
+                             expected="every record has " + " and ".join(f"`{k}`" for k in required))
     if isinstance(rec["id"], bool) or not isinstance(rec["id"], (str, int)):
         raise InputError(f"id is a {type(rec['id']).__name__}", path=path, line=line, field="id",
                          expected="a string or an integer")
     rid = str(rec["id"]).strip()
-    label = rec["label"] if raw_label else normalize_label(rec["label"], path=path, line=line)  # raw: a LabelRule reads it
+    label = _record_label(rec, path=path, line=line, raw_label=raw_label)
     if "view" in rec:
         view = rec["view"]
         if not isinstance(view, dict) or not view:
@@ -140,7 +153,8 @@ def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
                        "lines": {it.id: n for it, n in items_lines}})  # errors about a record name its line
 
 
-def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False) -> Suite:
+def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False,
+               require_label: bool = True) -> Suite:
     p = str(path)
     text = read_text(path, "outcomes file")  # missing, a directory, a loop, binary, not UTF-8: InputError
     out: list[tuple[Item, int]] = []
@@ -155,11 +169,13 @@ def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None
         if not isinstance(rec, dict):
             raise InputError(f"line holds a JSON {type(rec).__name__}, not an object", path=p, line=n,
                              expected="one JSON object per line")
-        out.append((_record_to_item(rec, view_fields, path=p, line=n, raw_label=raw_label), n))
+        out.append((_record_to_item(rec, view_fields, path=p, line=n, raw_label=raw_label,
+                                    require_label=require_label), n))
     return _suite(Path(path).stem, out, p)
 
 
-def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False) -> Suite:
+def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False,
+             require_label: bool = True) -> Suite:
     p = str(path)
     text = read_text(path, "outcomes file").removeprefix("\ufeff")
     reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -168,7 +184,7 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, 
         raise InputError("empty CSV (no header)", path=p, line=1, expected="a header row")
     reader.fieldnames = header
     names = list(view_fields) if view_fields else [h for h in header if h in VIEW_FIELDS]
-    missing = [c for c in ("id", "label") if c not in header]
+    missing = [c for c in (("id", "label") if require_label else ("id",)) if c not in header]
     missing += [c for c in names if c not in header]
     if missing or not names:
         raise InputError(f"missing column(s) {missing or ['<a view field>']}; header is {header}",
@@ -183,19 +199,31 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, 
         if all((v or "").strip() == "" for v in row.values()):
             continue
         rec = {k: v for k, v in row.items() if k in ("id", "label", "group") or k in names or v not in (None, "")}
-        out.append((_record_to_item(rec, names, path=p, line=line, raw_label=raw_label), line))
+        out.append((_record_to_item(rec, names, path=p, line=line, raw_label=raw_label,
+                                    require_label=require_label), line))
     return _suite(Path(path).stem, out, p)
 
 
-def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None, labels=None) -> Suite:
-    """JSONL or CSV by extension (.jsonl/.json lines or .csv); `labels`: a verifirst.loop.labels.LabelRule
-    (--pass-at, --label-map) reading every record's label, uncovered ones refused together."""
+def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = None, labels=None,
+                  require_label: bool = True) -> Suite:
+    """Outcome records from a JSONL or CSV file, by extension (.jsonl/.json lines or .csv).
+
+    Args:
+        path: the file.
+        view_fields: the fields the judge reads (default: those of VIEW_FIELDS a record has).
+        labels: a verifirst.loop.labels.LabelRule (--pass-at, --label-map) reading every record's
+            label, uncovered ones refused together; None reads PASS/FAIL words.
+        require_label: False for records that are only judged (`verifirst judge`): a record
+            without a label gets gold label None; a label it has must still read as PASS or FAIL.
+    """
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".jsonl", ".ndjson", ".json"):
-        suite = (load_csv if suffix == ".csv" else load_jsonl)(path, view_fields, raw_label=labels is not None)
+        suite = (load_csv if suffix == ".csv" else load_jsonl)(path, view_fields, raw_label=labels is not None,
+                                                              require_label=require_label)
         if labels is not None:
-            read = labels.require([(it.id, it.gold["label"]) for it in suite.items], where=str(path))
-            for it in suite.items:
+            labelled = [it for it in suite.items if it.gold["label"] is not None]
+            read = labels.require([(it.id, it.gold["label"]) for it in labelled], where=str(path))
+            for it in labelled:
                 it.gold["label"] = read[it.id]
         return suite
     raise InputError(f"unknown outcomes format {suffix!r}", path=str(path),

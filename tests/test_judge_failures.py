@@ -175,3 +175,22 @@ def test_judge_and_monitor_refuse_a_workdir_that_is_a_file_with_exit_2(tmp_path,
                             "--baseline-pi", "0.5", "--no-tracking", "--workdir", str(afile)])
     assert r.exit_code == 2 and "is not a directory" in r.output and "afile" in r.output, r.output
     assert afile.read_text() == "not a directory"
+
+
+# -- 4. records without a label are judged; calibrate and monitor still need labels -------------
+def test_judge_reads_records_without_a_label_monitor_still_needs_one(tmp_path, prompt, monkeypatch):
+    _scripted(monkeypatch, _answer)
+    rows = [{k: v for k, v in r.items() if k != "label"} for r in _records(2)]
+    jsonl = _write(tmp_path / "new.jsonl", rows)
+    csv_file = tmp_path / "new.csv"
+    csv_file.write_text("id,diff\nr0,+ x = 0\nr1,+ y = eval(s1)\n")
+    for path in (jsonl, csv_file):
+        r = _judge(tmp_path, prompt, path)
+        assert r.exit_code == 0, r.output
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        assert [(g["verdict"], g["label"]) for g in got] == [("PASS", None), ("FAIL", None)]
+
+    rows = _records()  # monitor (as calibrate) scores against labels: one without is refused
+    del rows[2]["label"]
+    r = _monitor(tmp_path, prompt, "--outcomes", str(_write(tmp_path / "o.jsonl", rows)), "--no-tracking")
+    assert r.exit_code == 2 and "o.jsonl:3" in r.output and "'label'" in r.output, r.output
