@@ -4,7 +4,8 @@ A spec is any LiteLLM/DSPy model string (`openai/gpt-4o-mini`, `hosted_vllm/<m>`
 api_base, `ollama_chat/<m>`) or `local`: SmolLM2-135M-Instruct run in-process.
 
 A failing model never looks like a result: every request has a timeout (DEFAULT_TIMEOUT_S unless
-the role sets `timeout_s`), every attempt is counted (retries too), and only a reply that parsed
+the role sets `timeout_s`; the embedded model's too, and a run's max_wall_s ends its generation
+in flight), every attempt is counted (retries too), and only a reply that parsed
 into the signature stays in the response cache: an empty, truncated, malformed or off-schema
 reply is evicted, so a fixed endpoint is asked again.
 """
@@ -33,6 +34,7 @@ from verifirst.lm.base import (  # noqa: E402,F401
     UsageLedger,
     check_spec,
     current_split,
+    deadline_for_request,
     is_local,
     usage_phase,
     usage_split,
@@ -82,12 +84,22 @@ class AccountedLM(dspy.LM):
     request sent is counted, failed or not."""
 
     def __init__(self, model: str, *, role: str = "task", spec: str | None = None, num_retries: int = 3,
-                 count_attempts: bool = True, **kwargs):
+                 count_attempts: bool = True, request_timeout_s: float | None = None, **kwargs):
+        """Args (besides dspy.LM's):
+            role: the role usage is counted under.
+            spec: the model spec the user gave.
+            num_retries: retries of a failed call, each attempt counted.
+            count_attempts: False where the engine counts attempts itself (LiteLLM's Router).
+            request_timeout_s: seconds one request may take, for an engine that runs the model
+                itself (the embedded one, through request_deadline); a served model's timeout is
+                LiteLLM's `timeout`.
+        """
         super().__init__(model, num_retries=0, **kwargs)
         self.role = role
         self.spec = spec or model
         self.retries = num_retries
         self.count_attempts = count_attempts  # False where the engine counts them (LiteLLM's Router)
+        self.request_timeout_s = request_timeout_s
 
     def update_history(self, entry):
         _tls.usage = entry.get("usage") or {}
@@ -103,10 +115,12 @@ class AccountedLM(dspy.LM):
             _tls.recorded = False
             _tls.finish = []
             meter = _spend._ACTIVE
+            ticket = None
             if meter is not None:  # raises BudgetExceeded before anything is sent or recorded
                 ticket = self._admit(meter, args, kwargs)
             try:
-                out = super().__call__(*args, **kwargs)
+                with deadline_for_request(self._deadline(ticket)):
+                    out = super().__call__(*args, **kwargs)
             except BaseException as e:
                 if meter is not None:
                     self._settle(meter, ticket, failed=True)
@@ -138,12 +152,21 @@ class AccountedLM(dspy.LM):
         ticket = self._admit(meter, args, kwargs)
         _tls.recorded = False
         try:
-            out = await super().acall(*args, **kwargs)
+            with deadline_for_request(self._deadline(ticket)):
+                out = await super().acall(*args, **kwargs)
         except BaseException:
             self._settle(meter, ticket, failed=True)
             raise
         self._settle(meter, ticket, failed=False, cache_unseen=True)  # history: this thread, after the await
         return out
+
+    def _deadline(self, ticket) -> float | None:
+        """When this request must be answered by: its own timeout, or the spend meter's wall cap if
+        that comes first (a model run in-process stops generating there)."""
+        ends = [t for t in (getattr(ticket, "deadline", None),) if t is not None]
+        if getattr(self, "request_timeout_s", None):
+            ends.append(time.monotonic() + self.request_timeout_s)
+        return min(ends) if ends else None
 
     def _admit(self, meter, args: tuple, kwargs: dict):
         """Admit one request against the spend meter (its worst case: the prompt's characters / 4
@@ -215,9 +238,10 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         role: task, reflection, teacher or judge (usage is counted under it).
         num_retries: retries of a failed call (on another endpoint, for an endpoint list); each
             attempt is counted.
-        timeout_s: seconds one request to a served model may take (default DEFAULT_TIMEOUT_S); a
-            hanging endpoint costs at most timeout_s x (num_retries + 1) per call. The embedded
-            model runs in-process and has none.
+        timeout_s: seconds one request may take (default DEFAULT_TIMEOUT_S); a hanging endpoint
+            costs at most timeout_s x (num_retries + 1) per call. The embedded model stops
+            generating at it, or at the run's max_wall_s if that comes first, and the request
+            fails with a timeout.
     """
     if role not in ROLES:
         raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
@@ -241,7 +265,7 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         return AccountedLM("local/smollm2-135m-instruct", role=role, spec="local", engine=local_engine(),
                            temperature=0.0 if temperature is None else temperature,
                            max_tokens=max_tokens or LOCAL_MAX_TOKENS[role], cache=cache,
-                           num_retries=num_retries, **kwargs)
+                           num_retries=num_retries, request_timeout_s=timeout_s or DEFAULT_TIMEOUT_S, **kwargs)
     extra = dict(kwargs)
     if api_base:
         extra["api_base"] = api_base

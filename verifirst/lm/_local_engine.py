@@ -1,19 +1,23 @@
 """In-process llama.cpp engine for DSPy: the embedded offline default model.
 
 It declares JSON-schema support, so DSPy's JSONAdapter sends the output schema and we turn
-it into a llama.cpp grammar: a 135M model's output then always parses.
+it into a llama.cpp grammar: a 135M model's output then always parses. A request stops generating
+at its deadline (request_deadline: its timeout, or the run's max_wall_s) and fails as a timeout.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import os
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from verifirst.core.errors import ConfigError, VerifirstError
+from verifirst.lm._deadline import request_deadline
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LOAD_LOCK = threading.Lock()
@@ -35,6 +39,49 @@ def require_local_extra(field: str = "model") -> None:
     if missing:
         raise ConfigError(f"the embedded model 'local' needs {' and '.join(missing)}, which this install lacks",
                           field=field, expected=f"{INSTALL_HINT} (or a hosted model such as openai/gpt-4o-mini)")
+
+
+def _raise_if_past(deadline: float | None, tokens: int) -> None:
+    """An LM timeout (which the caller counts and may retry) once `deadline` has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        from dspy.utils.exceptions import LMTimeoutError
+
+        raise LMTimeoutError(f"the embedded model ran past its request deadline (request timeout or the run's "
+                             f"max_wall_s) after {tokens} generated tokens; nothing of it is used",
+                             model="local/smollm2-135m-instruct")
+
+
+@contextlib.contextmanager
+def _stopping_at(llm, deadline: float | None) -> Iterator[list]:
+    """Generation inside the block stops at the first token past `deadline` (time.monotonic());
+    the list it gives is non-empty then.
+
+    create_chat_completion takes no stopping criteria, but its chat handler calls the model's
+    create_completion, which does: that one call is wrapped for the block (the engine's lock is
+    held, so no other request sees it).
+    """
+    stopped: list = []
+    if deadline is None:
+        yield stopped
+        return
+    from llama_cpp import StoppingCriteriaList
+
+    def past(_ids, _logits) -> bool:
+        if time.monotonic() >= deadline:
+            stopped.append(True)
+            return True
+        return False
+
+    plain = llm.create_completion
+
+    def create_completion(*args, stopping_criteria=None, **kw):
+        return plain(*args, stopping_criteria=StoppingCriteriaList([past, *(stopping_criteria or [])]), **kw)
+
+    llm.create_completion = create_completion
+    try:
+        yield stopped
+    finally:
+        del llm.create_completion  # the class's method again
 
 
 def _load_llama(**kw):
@@ -198,7 +245,9 @@ class LlamaCppEngine:
             kwargs["stop"] = list(cfg.stop)
         seed = getattr(cfg, "seed", None)
         schema = _find_schema(cfg.response_format)
+        deadline = request_deadline()
         with self._lock:
+            _raise_if_past(deadline, 0)  # waited for the lock past it: nothing generated
             llm = self._model()
             if schema is not None:
                 kwargs["grammar"] = self._grammar(_bounded(schema, kwargs["max_tokens"]))
@@ -207,8 +256,11 @@ class LlamaCppEngine:
                 kwargs["response_format"] = {"type": "json_object"}
             if seed is not None:
                 llm.set_seed(int(seed))
-            out = llm.create_chat_completion(messages=messages, **kwargs)
+            with _stopping_at(llm, deadline) as stopped:
+                out = llm.create_chat_completion(messages=messages, **kwargs)
             self.calls += 1
+        if stopped:
+            _raise_if_past(deadline, out.get("usage", {}).get("completion_tokens", 0))
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""
         usage = out.get("usage", {})

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from verifirst.core.errors import ConfigError
+from verifirst.lm._deadline import deadline_for_request, request_deadline  # noqa: F401
 
 # Before any litellm import (check_spec imports it): no network fetch of the cost map.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 LOCAL_SPECS = ("local", "local/smollm2-135m", "smollm2")
-DEFAULT_TIMEOUT_S = 60.0  # per request to a served model; a role's `timeout_s` overrides it
+DEFAULT_TIMEOUT_S = 60.0  # per request (the embedded model's too); a role's `timeout_s` overrides it
 _split: contextvars.ContextVar[str | None] = contextvars.ContextVar("verifirst_split", default=None)
 _phase = ["other"]  # process-wide fallback: optimizer threads do not inherit our contextvars
 

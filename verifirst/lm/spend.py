@@ -230,6 +230,7 @@ class Ticket:
     completion_tokens: int  # max_tokens reserved
     price: tuple[float, float]  # USD per input, output token (settled at it)
     failed_attempts: int = 0  # requests an engine retried by itself (LiteLLM's Router) that failed
+    deadline: float | None = None  # time.monotonic() when a max_wall_s it falls under runs out
     settled: bool = field(default=False, repr=False)
 
 
@@ -350,7 +351,18 @@ class SpendMeter:
                 tally.r_tokens += tokens
                 tally.r_calls += 1
             self._in_flight += 1
-        return Ticket(role, model, usd, tokens, p_tok, c_tok, price)
+            deadline = self._wall_deadline(role_limits)
+        return Ticket(role, model, usd, tokens, p_tok, c_tok, price, deadline=deadline)
+
+    def _wall_deadline(self, role_limits: Limits | None) -> float | None:
+        """When the first max_wall_s a request of this role falls under runs out (time.monotonic()):
+        the run's (less what is held back for later) or the role's; None without one."""
+        caps = []
+        if self.total.max_wall_s is not None:
+            caps.append(self.total.max_wall_s - (self._held.max_wall_s or 0.0))
+        if role_limits is not None and role_limits.max_wall_s is not None:
+            caps.append(role_limits.max_wall_s)
+        return self._t0 + min(caps) if caps else None
 
     def _unknown(self, role: str, model: str) -> tuple[float, float]:
         if self._needs_price:
