@@ -174,15 +174,50 @@ def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None
     return _suite(Path(path).stem, out, p)
 
 
+def _csv_rows(text: str, path: str) -> Iterable[tuple[int, list[str]]]:
+    """(line where the row ends, cells) per non-empty row, header first. Strict quoting: a quote never
+    closed (which would swallow the rest of the file into one cell) or text after a closing quote is
+    an InputError naming the line where the row starts."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    while True:
+        first_line = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            why = "a quoted cell is never closed" if "end of data" in str(e) else f"malformed CSV ({e})"
+            raise InputError(why, path=path, line=first_line,
+                             expected='quoted cells closed on their row or a later one; a quote inside a '
+                                      'quoted cell written twice ("")') from None
+        if cells:  # a blank line
+            yield reader.line_num, cells
+
+
+def _check_cells(cells: list[str], header: list[str], path: str, line: int) -> None:
+    """One cell per header column: a short row is never padded with empty fields, a long one never cut."""
+    if len(cells) != len(header):
+        raise InputError(f"row has {len(cells)} cells, header has {len(header)}", path=path, line=line,
+                         expected="one cell per header column: " + ",".join(header))
+
+
 def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False,
              require_label: bool = True) -> Suite:
+    """Outcome records from a CSV file, header first (see the module docstring); a row with too few
+    or too many cells, or an unclosed quote, is an InputError naming its line.
+
+    Args:
+        path: the file.
+        view_fields: the columns the judge reads (default: those of VIEW_FIELDS in the header).
+        raw_label: keep labels as recorded (a LabelRule reads them).
+        require_label: False: the label column and cells are optional (see load_outcomes).
+    """
     p = str(path)
     text = read_text(path, "outcomes file").removeprefix("\ufeff")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    rows = iter(_csv_rows(text, p))
+    header = [h.strip() for h in next(rows, (1, []))[1]]
     if not header:
         raise InputError("empty CSV (no header)", path=p, line=1, expected="a header row")
-    reader.fieldnames = header
     names = list(view_fields) if view_fields else [h for h in header if h in VIEW_FIELDS]
     missing = [c for c in (("id", "label") if require_label else ("id",)) if c not in header]
     missing += [c for c in names if c not in header]
@@ -191,14 +226,12 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, 
                          path=p, line=1, field=(missing or ["view"])[0],
                          expected=f"columns id, label and view fields (any of {', '.join(VIEW_FIELDS)})")
     out: list[tuple[Item, int]] = []
-    for row in reader:
-        line = reader.line_num  # physical line where this row ends
-        if None in row:
-            raise InputError(f"row has {len(header) + len(row[None])} cells, header has {len(header)}",
-                             path=p, line=line, expected="one cell per header column")
-        if all((v or "").strip() == "" for v in row.values()):
+    for line, cells in rows:
+        if all(c.strip() == "" for c in cells):
             continue
-        rec = {k: v for k, v in row.items() if k in ("id", "label", "group") or k in names or v not in (None, "")}
+        _check_cells(cells, header, p, line)
+        row = dict(zip(header, cells))
+        rec = {k: v for k, v in row.items() if k in ("id", "label", "group") or k in names or v != ""}
         out.append((_record_to_item(rec, names, path=p, line=line, raw_label=raw_label,
                                     require_label=require_label), line))
     return _suite(Path(path).stem, out, p)

@@ -194,3 +194,18 @@ def test_judge_reads_records_without_a_label_monitor_still_needs_one(tmp_path, p
     del rows[2]["label"]
     r = _monitor(tmp_path, prompt, "--outcomes", str(_write(tmp_path / "o.jsonl", rows)), "--no-tracking")
     assert r.exit_code == 2 and "o.jsonl:3" in r.output and "'label'" in r.output, r.output
+
+
+# -- 5. CSV rows are never padded, a quote never swallows the file ------------------------------
+@pytest.mark.parametrize("body, line, words", [
+    ("a,PASS,t,d,p\nb,FAIL,t2\n", 3, "row has 3 cells, header has 5"),
+    ('a,PASS,t,d,p\nb,FAIL,"t2,d2,p2\nc,PASS,t3,d3,p3\n', 3, "quoted cell is never closed"),
+])
+def test_csv_with_a_short_row_or_an_unclosed_quote_exits_2_naming_file_and_line(tmp_path, prompt, monkeypatch,
+                                                                               body, line, words):
+    _scripted(monkeypatch, _answer)
+    path = tmp_path / "bad.csv"
+    path.write_text("id,label,title,diff,test_plan\n" + body)
+    r = _judge(tmp_path, prompt, path)
+    assert r.exit_code == 2 and f"bad.csv:{line}" in r.output and words in r.output, r.output
+    assert r.stdout.strip() == "", "no verdict row for a refused file"
