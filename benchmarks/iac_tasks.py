@@ -8,7 +8,8 @@ Two layouts:
     variables.tfvars   variable values, given to terraform as terraform.tfvars (optional)
     other files        fixtures the configuration may read with file() (optional, text)
 - a JSONL file, one task a line: {"id", "prompt", "policy", "reference"?}, where policy is a
-  .rego path (relative to the JSONL file) or the Rego text itself.
+  .rego path (relative to the JSONL file) or the Rego text itself; every value a string, any
+  other key refused.
 
 Everything is read and every policy compiled when the suite loads, so bad input (a folder without
 a prompt, Rego that does not compile, a tfvars file that does not parse) stops before any run,
@@ -16,6 +17,7 @@ naming the file and line. An organisation's policy set is the verifier's `policy
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -24,21 +26,29 @@ from verifirst.core.textfile import read_text
 from verifirst.core.errors import InputError
 from verifirst.core.task import Item, Suite
 from verifirst.verifiers.terraform.confine import check_inside
-from verifirst.verifiers.terraform.opa import Policy
+from verifirst.verifiers.terraform.opa import MODES, Policy
 
 TASK_FILES = "prompt.md, *.rego, reference.tf (optional), variables.tfvars (optional), fixture files"
 JSONL_FIELDS = ("id", "prompt", "policy")
+JSONL_OPTIONAL = ("reference",)
+JSONL_EXPECTED = "fields id, prompt, policy (a .rego path or Rego text), reference? - each a string"
 
 
-def _compile(text: str, path: str, mode: str) -> dict:
-    Policy(text, path=path, mode=mode)  # InputError naming the file and line when it does not compile
+def _compile(text: str, path: str, mode: str | None) -> dict:
+    Policy(text, path=path, mode=mode or "auto")  # InputError naming the file and line when it does not compile
     return {"path": path, "text": text}
+
+
+def _task_text(path: Path, what: str) -> str:
+    """A task file's text; not UTF-8 or binary is an InputError naming the file and line.
+    Line endings as text mode reads them (CRLF and CR become LF), as they always were."""
+    return read_text(path, what).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _check_tfvars(path: Path) -> str:
     from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
 
-    text = path.read_text(encoding="utf-8")
+    text = _task_text(path, "tfvars file")
     try:
         parse_body(text, path.name)
     except HclSyntaxError as e:
@@ -55,17 +65,18 @@ def _read_text(path: Path) -> str:
                          expected="text fixtures (what file() reads)") from None
 
 
-def load_task_folder(folder: Path, policy_mode: str = "auto") -> Item:
+def load_task_folder(folder: Path, policy_mode: str | None = None) -> Item:
     """One task folder as an Item (id = the folder name).
 
     Args:
         folder: the task's folder.
-        policy_mode: how the task's Rego is decided (auto | iac-eval | defaults).
+        policy_mode: how the task's Rego is decided (auto | iac-eval | defaults); None leaves it
+            to the verifier's policy_mode option.
     """
     prompt_path = folder / "prompt.md"
     if not prompt_path.is_file():
         raise InputError("task folder has no prompt.md", path=str(prompt_path), expected=TASK_FILES)
-    prompt = prompt_path.read_text(encoding="utf-8").strip()
+    prompt = _task_text(prompt_path, "task prompt").strip()
     if not prompt:
         raise InputError("prompt.md is empty", path=str(prompt_path), line=1, expected="the task in words")
     policies, files, reference = [], {}, None
@@ -76,16 +87,16 @@ def load_task_folder(folder: Path, policy_mode: str = "auto") -> Item:
             continue
         if f.suffix == ".rego":
             if not f.name.endswith("_test.rego"):
-                policies.append(_compile(f.read_text(encoding="utf-8"), str(f), policy_mode))
+                policies.append(_compile(_task_text(f, "policy file"), str(f), policy_mode))
         elif rel == "reference.tf":
-            reference = f.read_text(encoding="utf-8")
+            reference = _task_text(f, "reference configuration")
         elif rel == "variables.tfvars":
             files["terraform.tfvars"] = _check_tfvars(f)  # the name terraform loads by itself
         else:
             if f.suffix == ".tfvars":
                 _check_tfvars(f)
             files[rel] = _read_text(f)
-    gold: dict = {"rego_policies": policies, "files": files, "policy_mode": policy_mode}
+    gold: dict = {"rego_policies": policies, "files": files, **_mode(policy_mode)}
     if policies:
         gold["rego_policy"] = policies[0]["text"]  # what programs that show the policy read
     if reference is not None:
@@ -94,32 +105,56 @@ def load_task_folder(folder: Path, policy_mode: str = "auto") -> Item:
                 meta={"source": "iac-tasks", "path": str(folder)})
 
 
-def _jsonl_item(rec: dict, base: Path, where: dict, policy_mode: str) -> Item:
-    for f in JSONL_FIELDS:
-        if not isinstance(rec.get(f), str) or not rec[f].strip():
-            raise InputError(f"missing or empty field {f!r}", **where, field=f,
-                             expected="fields id, prompt, policy (a .rego path or Rego text), reference?")
+def _mode(policy_mode: str | None) -> dict:
+    """The gold's policy_mode, only where the tasks set one: otherwise the verifier's option decides."""
+    return {"policy_mode": policy_mode} if policy_mode is not None else {}
+
+
+def _check_record(rec: dict, where: dict) -> None:
+    """A JSONL task's keys known (a typo such as `polcy` named), each value a string, the
+    required ones not empty."""
+    known = JSONL_FIELDS + JSONL_OPTIONAL
+    for key in rec:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(f"unknown field {key!r}{hint}", **where, field=str(key), expected=JSONL_EXPECTED)
+    for key in known:
+        if key in rec and not isinstance(rec[key], str):
+            raise InputError(f"field {key!r} is {type(rec[key]).__name__} {json.dumps(rec[key])[:40]}, not a string",
+                             **where, field=key, expected=JSONL_EXPECTED)
+    for key in JSONL_FIELDS:
+        if key not in rec:
+            raise InputError(f"missing field {key!r}", **where, field=key, expected=JSONL_EXPECTED)
+        if not rec[key].strip():
+            raise InputError(f"empty field {key!r}", **where, field=key, expected=JSONL_EXPECTED)
+
+
+def _jsonl_item(rec: dict, base: Path, where: dict, policy_mode: str | None) -> Item:
+    _check_record(rec, where)
     pol = rec["policy"]
     if "\n" not in pol and pol.strip().endswith(".rego"):
         p = (base / pol.strip()) if not os.path.isabs(pol.strip()) else Path(pol.strip())
         if not p.is_file():
-            raise InputError(f"policy file not found: {p}", **where, field="policy", expected="a .rego file")
-        policy = _compile(p.read_text(encoding="utf-8"), str(p), policy_mode)
+            raise InputError(f"policy file not found: {p}", **where, field="policy",
+                             expected="a .rego file (a relative path is read from the tasks file's folder, "
+                                      f"{base.resolve()})")
+        policy = _compile(_task_text(p, "policy file"), str(p), policy_mode)
     else:
         try:
             policy = _compile(pol, f"{rec['id']}.rego", policy_mode)
         except InputError as e:
             raise InputError(f"inline policy does not compile: {e}", **where, field="policy",
                              expected="Rego v0 or v1 text") from None
-    gold: dict = {"rego_policies": [policy], "rego_policy": policy["text"], "files": {}, "policy_mode": policy_mode}
+    gold: dict = {"rego_policies": [policy], "rego_policy": policy["text"], "files": {}, **_mode(policy_mode)}
     if rec.get("reference"):
-        gold["reference"] = str(rec["reference"])
-    return Item(id=str(rec["id"]), inputs={"prompt": rec["prompt"].strip()}, gold=gold, group=str(rec["id"]),
+        gold["reference"] = rec["reference"]
+    return Item(id=rec["id"], inputs={"prompt": rec["prompt"].strip()}, gold=gold, group=rec["id"],
                 meta={"source": "iac-tasks", "path": where["path"]})
 
 
-def _load_jsonl(path: Path, policy_mode: str) -> list[Item]:
-    items = []
+def _load_jsonl(path: Path, policy_mode: str | None) -> list[Item]:
+    items, first_line = [], {}
     for n, line in enumerate(read_text(path, "tasks file").splitlines(), 1):
         if not line.strip():
             continue
@@ -130,20 +165,28 @@ def _load_jsonl(path: Path, policy_mode: str) -> list[Item]:
             raise InputError(f"not JSON: {e.msg}", **where, expected="one JSON object per line") from None
         if not isinstance(rec, dict):
             raise InputError("not a JSON object", **where, expected="one JSON object per line")
-        items.append(_jsonl_item(rec, path.parent, where, policy_mode))
+        item = _jsonl_item(rec, path.parent, where, policy_mode)
+        if item.id in first_line:  # named here, where the line is known
+            raise InputError(f"duplicate task id {item.id!r} (first on line {first_line[item.id]})", **where,
+                             field="id", expected="unique ids")
+        first_line[item.id] = n
+        items.append(item)
     return items
 
 
-def load_tasks(path: str | os.PathLike, policy_mode: str = "auto") -> Suite:
+def load_tasks(path: str | os.PathLike, policy_mode: str | None = None) -> Suite:
     """A user's tasks: a directory of task folders or a JSONL file (see the module docstring).
 
     Args:
         path: the directory or .jsonl file.
-        policy_mode: how task policies are decided (auto | iac-eval | defaults).
+        policy_mode: how task policies are decided (auto | iac-eval | defaults); None (the
+            default) leaves it to the verifier's policy_mode option.
 
     Raises:
         InputError: bad input, naming the file (and line or field); nothing is run.
     """
+    if policy_mode is not None and policy_mode not in MODES:
+        raise InputError(f"unknown policy mode {policy_mode!r}", field="policy_mode", expected=" | ".join(MODES))
     if not path:
         raise InputError("no tasks path given", field="suite.path",
                          expected="a directory of task folders or a .jsonl file")

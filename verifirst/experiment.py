@@ -8,7 +8,7 @@ from pathlib import Path
 
 from verifirst.core import registry
 from verifirst.config import Experiment
-from verifirst.core.errors import ConfigError, VerifirstError
+from verifirst.core.errors import ConfigError, InputError, VerifirstError
 from verifirst.lm import Models
 from verifirst.loop.splits import SplitManifest, make_splits
 from verifirst.core.task import Suite
@@ -33,6 +33,8 @@ def load_suite(exp: Experiment) -> Suite:
     check_component_options(exp, "suite", factory)  # an option the loader does not take: named, not a traceback
     try:
         suite = _call(factory, s.get("options") or {}, **{entry.path_arg if entry else "path": s.get("path")})
+    except InputError as e:
+        raise _placed(exp, "suite", factory, e) from None
     except VerifirstError:
         raise
     except (TypeError, ValueError) as e:
@@ -66,13 +68,110 @@ def build_program(exp: Experiment, verifier=None, items=None):
                           expected="options the program accepts (see `verifirst components`)") from None
 
 
-def _options_line(exp: Experiment, section: str) -> int | None:
+def _experiment_text(exp: Experiment) -> str:
+    """The experiment file's text, to find a key's line ("" for an experiment built in Python)."""
     if not (exp.path and Path(exp.path).is_file()):
+        return ""
+    return Path(exp.path).read_text(encoding="utf-8", errors="replace")
+
+
+def _placed(exp: Experiment, section: str, factory, error: InputError) -> InputError:
+    """An error a suite loader or verifier raised, placed in the experiment file.
+
+    An error about an option's own value (an unknown backend, a path not found) becomes the
+    experiment file's, at the option's line, naming the full field (`verifier.options.backend`).
+    An error inside a data file the option led to (a task's Rego at its line) keeps that file
+    and line, and says which field of the experiment file led there.
+
+    Args:
+        exp: the experiment.
+        section: "suite" or "verifier", the section whose component raised.
+        factory: the component's factory, whose option names an error's field may be.
+        error: what it raised.
+    """
+    src = str(exp.path) if exp.path else None
+    key = _key_by_path(exp, section, error.path)
+    if error.path and (error.line is not None or not _same_path(error.path, _option_value(exp, section, key))):
+        field, line = _field_and_line(exp, section, key)
+        led = f"{field} at {src}:{line}" if src and line else (f"{field} in {src}" if src else field)
+        return InputError(f"{error.message} (read through {led})", path=error.path, line=error.line,
+                          field=error.field, expected=error.expected)
+    field, line = _field_and_line(exp, section, _key_by_field(exp, section, factory, error.field) or key)
+    message = error.message
+    if error.path:
+        message += f": {error.path!r}" + _relative_note(error.path)
+    return ConfigError(message, path=src, line=line, field=field, expected=error.expected)
+
+
+def _key_by_path(exp: Experiment, section: str, path: str | None) -> str | None:
+    """The key of [section] whose path value is, or holds, the file an error names."""
+    if not path:
         return None
+    body = getattr(exp, section)
+    paths = {k: v for k, v in (body.get("options") or {}).items() if isinstance(v, str) and v}
+    if section == "suite" and body.get("path"):
+        paths = {"path": body["path"], **paths}
+    return next((k for k, v in paths.items() if _same_path(path, v) or _within(path, v)), None)
+
+
+def _key_by_field(exp: Experiment, section: str, factory, field: str | None) -> str | None:
+    """The key of [section] an error's field names (`backend`, `suite.path`), if it is one."""
+    if not field:
+        return None
+    body = getattr(exp, section)
+    name = field.removeprefix(f"{section}.").removeprefix("options.")
+    known = set(body.get("options") or {}) | set(registry.accepted_options(factory)[0])
+    return name if name in known or (name in body and name != "options") else None
+
+
+def _field_and_line(exp: Experiment, section: str, key: str | None) -> tuple[str, int | None]:
+    """The full dotted field of a key of [section] (`suite.path`, `verifier.options.backend`) and
+    its line in the experiment file (the options' line when the key has none of its own)."""
+    from verifirst.config import _key_line, _line_of
+
+    text = _experiment_text(exp)
+    body = getattr(exp, section)
+    if key is None:
+        return f"{section}.options", _options_line(exp, section)
+    if key in body and key != "options" and key not in (body.get("options") or {}):
+        return f"{section}.{key}", _line_of(text, section, key) or _line_of(text, section, None)
+    return f"{section}.options.{key}", _key_line(text, section, key, "options") or _options_line(exp, section)
+
+
+def _option_value(exp: Experiment, section: str, key: str | None):
+    """The value the experiment file gives a key of [section] (an option's, else the section's)."""
+    if key is None:
+        return None
+    body = getattr(exp, section)
+    options = body.get("options") or {}
+    return options[key] if key in options else body.get(key)
+
+
+def _same_path(a: str, b) -> bool:
+    """Whether b is a path string naming a (`tasks/` and `./tasks` are `tasks`)."""
+    return isinstance(b, str) and bool(b) and Path(a) == Path(b)
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether path lies under folder, as the loader built it (folder / ...)."""
+    return Path(folder) in Path(path).parents
+
+
+def _relative_note(path: str) -> str:
+    """For a relative path that does not exist: what it was resolved against, and the fix."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return ""
+    cwd = Path.cwd()
+    return (f"; a relative path is read from the current directory ({cwd}), so {cwd / p} was tried: give an "
+            "absolute path, or run verifirst from the directory the path is relative to")
+
+
+def _options_line(exp: Experiment, section: str) -> int | None:
     from verifirst.config import _line_of
 
-    text = Path(exp.path).read_text(encoding="utf-8", errors="replace")
-    return _line_of(text, section, "options") or _line_of(text, f"{section}.options", None)
+    text = _experiment_text(exp)
+    return (_line_of(text, section, "options") or _line_of(text, f"{section}.options", None)) if text else None
 
 
 def check_component_options(exp: Experiment, section: str, factory) -> None:
@@ -97,11 +196,13 @@ def build_verifier(exp: Experiment, models: Models):
     check_component_options(exp, "verifier", factory)
     try:
         return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+    except InputError as e:
+        raise _placed(exp, "verifier", factory, e) from None
     except VerifirstError:
         raise
     except Exception as e:
         raise ConfigError(f"verifier {v['name']!r} could not be built: {type(e).__name__}: {e}", path=src,
-                          field="verifier.options",
+                          line=_options_line(exp, "verifier"), field="verifier.options",
                           expected="options the verifier accepts (see `verifirst components`)") from None
 
 

@@ -26,6 +26,7 @@ from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
 from verifirst.verifiers.terraform.confine import check_references
 from verifirst.verifiers.terraform.confine_eval import check_evaluated_paths
+from verifirst.verifiers.terraform.opa import MODES
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
                                                          find_terraform, mirror_candidates, read_config)
@@ -111,9 +112,22 @@ class TerraformVerifier:
         checkov_skip_checks: check ids to run only / to leave out; checkov_timeout_s: per scan;
         check_deception: a passing candidate that carries its first draft (a repair loop's
         RepairedConfig) is compared with the draft and the item's reference, DECEPTIVE_FIX when
-        the repair dropped what the task needs."""
+        the repair dropped what the task needs.
+
+        Raises:
+            InputError: an option of the wrong type or out of range, naming the option."""
+        _check_choice(backend, BACKENDS, "backend")
+        _check_choice(policy_mode, MODES, "policy_mode")
+        for name, flag in (("validate_first", validate_first), ("reattach", reattach),
+                           ("check_deception", check_deception)):
+            _check_bool(flag, name)
+        for name, value in (("schema", schema), ("policy_dir", policy_dir), ("binary", binary),
+                            ("mirror", mirror), ("checkov", checkov)):
+            _check_path_option(value, name)
+        _check_policy_option(policy)
+        _check_timeout(checkov_timeout_s, "checkov_timeout_s")
         self.gates = _gates(gates)
-        self.check_deception = bool(check_deception)
+        self.check_deception = check_deception
         self._reference_summaries: dict[tuple, Any] = {}  # (item id, reference) -> its summary
         # A run without the scanner declares the funnel without its stage, so its tables stay as they were.
         self.stages = T.STAGES if "checkov" in self.gates else tuple(s for s in T.STAGES if s != T.SCANNER_FAIL)
@@ -121,8 +135,6 @@ class TerraformVerifier:
         self.checkov_checks = _check_ids(checkov_checks, "checkov_checks")
         self.checkov_skip_checks = _check_ids(checkov_skip_checks, "checkov_skip_checks")
         self.checkov_timeout_s = float(checkov_timeout_s)
-        if backend not in BACKENDS:
-            raise InputError(f"unknown backend {backend!r}", field="backend", expected=" | ".join(BACKENDS))
         # Without a schema option each configuration gets the shipped version its
         # required_providers asks for; self.schema is the newest (preflight, hints, programs).
         self.schema_given = bool(schema)
@@ -149,8 +161,7 @@ class TerraformVerifier:
         from verifirst.verifiers.terraform.opa import Policy
         if isinstance(policy, Policy):
             return policy
-        if isinstance(policy, os.PathLike) or (isinstance(policy, str) and "\n" not in policy
-                                              and policy.endswith(".rego")):
+        if _is_policy_path(policy):
             return Policy.from_file(policy, mode=mode or self.policy_mode)
         key = (str(policy), mode)
         if key not in self._policies:  # compiled once per distinct policy text
@@ -368,6 +379,55 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def _is_policy_path(policy) -> bool:
+    """A policy option that names a .rego file (not Rego text)."""
+    return isinstance(policy, os.PathLike) or (isinstance(policy, str) and "\n" not in policy
+                                               and policy.endswith(".rego"))
+
+
+def _check_choice(value, choices: tuple[str, ...], field: str) -> None:
+    """Refuse a value not among the choices (`policy_mode = "bogus"`)."""
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(f"unknown {field} {value!r}", field=field, expected=" | ".join(choices))
+
+
+def _check_bool(value, field: str) -> None:
+    """Refuse a flag that is not true or false: the string "false" would read as on."""
+    if not isinstance(value, bool):
+        raise InputError(f"{field} must be true or false, got {value!r}", field=field, expected="true | false")
+
+
+def _check_path_option(value, field: str) -> None:
+    """Refuse a file or directory option that is not a path string."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{field} must be a path, got {type(value).__name__} {value!r}", field=field,
+                         expected="a path string")
+
+
+def _check_policy_option(policy) -> None:
+    """The policy option: Rego text, a .rego path that exists, or a compiled Policy."""
+    from verifirst.verifiers.terraform.opa import Policy
+
+    if policy is None or isinstance(policy, Policy):
+        return
+    if not isinstance(policy, (str, os.PathLike)):
+        raise InputError(f"policy must be a .rego path or Rego text, got {type(policy).__name__}", field="policy",
+                         expected="a .rego file path or Rego text")
+    if policy and _is_policy_path(policy) and not Path(policy).is_file():
+        raise InputError("policy file not found", path=str(policy), field="policy", expected="a .rego file")
+
+
+def _check_timeout(value, field: str) -> None:
+    """Refuse a timeout that is not a positive number of seconds (NaN and infinity included)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{field} must be a number of seconds, got {value!r}", field=field,
+                         expected="a number > 0")
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{field} {value!r} is out of range", field=field, expected="a number > 0")
 
 
 def _gates(gates) -> tuple[str, ...]:
