@@ -6,9 +6,10 @@ import time
 
 import pytest
 from dspy.lm15 import Config, Message, Request
-from dspy.utils.exceptions import LMTimeoutError
 
+from verifirst import lm as _lm
 from verifirst.lm import _local_engine, make_lm
+from verifirst.lm._local_engine import LocalTimeout
 from verifirst.lm import spend as _spend
 from verifirst.lm._deadline import deadline_for_request, request_deadline
 from verifirst.lm.spend import BudgetExceeded, Limits, SpendMeter
@@ -55,7 +56,7 @@ def _request(max_tokens: int) -> Request:
 def test_generation_stops_at_the_deadline_and_fails_as_a_timeout(engine):
     eng, fake = engine
     with deadline_for_request(time.monotonic() + 0.05):
-        with pytest.raises(LMTimeoutError, match="deadline"):
+        with pytest.raises(LocalTimeout, match="deadline"):
             eng.complete(_request(1000))  # 2 s of tokens without the deadline
     assert 0 < fake.generated[-1] < 500
     assert "create_completion" not in vars(fake)  # the model's own method again
@@ -72,7 +73,7 @@ def test_without_a_deadline_or_before_it_the_reply_is_whole(engine):
 def test_a_deadline_passed_before_the_call_generates_nothing(engine):
     eng, fake = engine
     with deadline_for_request(time.monotonic() - 1):
-        with pytest.raises(LMTimeoutError, match="after 0 generated tokens"):
+        with pytest.raises(LocalTimeout, match="after 0 generated tokens"):
             eng.complete(_request(20))
     assert fake.generated == []
 
@@ -89,27 +90,29 @@ def test_ticket_deadline_is_the_first_wall_cap_it_falls_under():
 
 def test_max_wall_s_stops_an_embedded_call_in_flight(engine, monkeypatch):
     """The run's wall cap ends a generation already running (before: only the next request was
-    refused, so one long reply could run minutes past it); its retry is refused and counted."""
+    refused, so one long reply could run minutes past it); the next request is refused."""
     eng, fake = engine
     monkeypatch.setattr("verifirst.lm.local_engine", lambda: eng)
     lm = make_lm("local", role="task", max_tokens=5000, cache=False, num_retries=2)  # 10 s of tokens
     meter = SpendMeter(Limits(max_wall_s=0.3))
     t0 = time.monotonic()
-    with _spend.metering(meter), pytest.raises(BudgetExceeded) as got:
+    with _spend.metering(meter), pytest.raises(LocalTimeout):
         lm("count to a million")
-    assert got.value.limit == "max_wall_s"
     assert time.monotonic() - t0 < 5  # the in-flight reply ended at the cap, not after 5000 tokens
-    assert len(fake.generated) == 1 and fake.generated[0] < 5000
-    assert meter.refusals == 1  # the retry after the timeout, refused at the cap
+    assert len(fake.generated) == 1 and fake.generated[0] < 5000  # and was not retried
+    with _spend.metering(meter), pytest.raises(BudgetExceeded) as got:
+        lm("the next request")
+    assert got.value.limit == "max_wall_s" and len(fake.generated) == 1
 
 
-def test_request_timeout_s_applies_to_the_embedded_model(engine, monkeypatch):
+def test_request_timeout_s_applies_to_the_embedded_model_and_is_not_retried(engine, monkeypatch):
     eng, fake = engine
     monkeypatch.setattr("verifirst.lm.local_engine", lambda: eng)
-    lm = make_lm("local", role="task", max_tokens=5000, cache=False, num_retries=0, timeout_s=0.1)
-    with pytest.raises(LMTimeoutError):
+    lm = make_lm("local", role="task", max_tokens=5000, cache=False, num_retries=3, timeout_s=0.1)
+    with pytest.raises(LocalTimeout):
         lm("count to a million")
-    assert fake.generated[0] < 5000
+    assert len(fake.generated) == 1 and fake.generated[0] < 5000  # the same tokens would come again
+    assert make_lm("local", role="task").request_timeout_s == _lm.LOCAL_TIMEOUT_S
 
 
 @pytest.mark.integration
@@ -118,7 +121,7 @@ def test_the_real_embedded_model_stops_at_its_deadline():
     try:
         eng.complete(_request(4))  # load the model before the clock starts
         t0 = time.monotonic()
-        with deadline_for_request(time.monotonic() + 0.2), pytest.raises(LMTimeoutError):
+        with deadline_for_request(time.monotonic() + 0.2), pytest.raises(LocalTimeout):
             eng.complete(Request(model="local", messages=(Message.user(
                 "Write a very long story about a dragon, at least 2000 words."),), config=Config(max_tokens=1500)))
         assert time.monotonic() - t0 < 30  # 1500 tokens would take far longer on a loaded 2-core machine

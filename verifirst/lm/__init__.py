@@ -4,8 +4,8 @@ A spec is any LiteLLM/DSPy model string (`openai/gpt-4o-mini`, `hosted_vllm/<m>`
 api_base, `ollama_chat/<m>`) or `local`: SmolLM2-135M-Instruct run in-process.
 
 A failing model never looks like a result: every request has a timeout (DEFAULT_TIMEOUT_S unless
-the role sets `timeout_s`; the embedded model's too, and a run's max_wall_s ends its generation
-in flight), every attempt is counted (retries too), and only a reply that parsed
+the role sets `timeout_s`; the embedded model's LOCAL_TIMEOUT_S, and a run's max_wall_s ends its
+generation in flight), every attempt is counted (retries too), and only a reply that parsed
 into the signature stays in the response cache: an empty, truncated, malformed or off-schema
 reply is evicted, so a fixed endpoint is asked again.
 """
@@ -47,6 +47,10 @@ from verifirst.core.redaction import install_log_redaction, register_env_secrets
 ROLES = ("task", "reflection", "teacher", "judge")
 # Output caps for the embedded model: short answers for programs, room for prompts when proposing.
 LOCAL_MAX_TOKENS = {"task": 384, "judge": 256, "reflection": 384, "teacher": 256}
+# The embedded model's default request timeout: far above any reply of LOCAL_MAX_TOKENS on a busy
+# 2-core machine, so it only ends a generation that hangs; a generation is deterministic, so one
+# that timed out is not retried.
+LOCAL_TIMEOUT_S = 600.0
 _sleep = time.sleep  # tests replace it to see the backoff between attempts
 
 
@@ -238,10 +242,10 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         role: task, reflection, teacher or judge (usage is counted under it).
         num_retries: retries of a failed call (on another endpoint, for an endpoint list); each
             attempt is counted.
-        timeout_s: seconds one request may take (default DEFAULT_TIMEOUT_S); a hanging endpoint
-            costs at most timeout_s x (num_retries + 1) per call. The embedded model stops
-            generating at it, or at the run's max_wall_s if that comes first, and the request
-            fails with a timeout.
+        timeout_s: seconds one request may take (default DEFAULT_TIMEOUT_S; the embedded model's
+            LOCAL_TIMEOUT_S); a hanging endpoint costs at most timeout_s x (num_retries + 1) per
+            call. The embedded model stops generating at it, or at the run's max_wall_s if that
+            comes first, and the request fails with a timeout (not retried).
     """
     if role not in ROLES:
         raise ConfigError(f"unknown LM role {role!r}", field="models", expected=", ".join(ROLES))
@@ -265,7 +269,7 @@ def make_lm(spec: str | list = "local", *, role: str = "task", temperature: floa
         return AccountedLM("local/smollm2-135m-instruct", role=role, spec="local", engine=local_engine(),
                            temperature=0.0 if temperature is None else temperature,
                            max_tokens=max_tokens or LOCAL_MAX_TOKENS[role], cache=cache,
-                           num_retries=num_retries, request_timeout_s=timeout_s or DEFAULT_TIMEOUT_S, **kwargs)
+                           num_retries=num_retries, request_timeout_s=timeout_s or LOCAL_TIMEOUT_S, **kwargs)
     extra = dict(kwargs)
     if api_base:
         extra["api_base"] = api_base

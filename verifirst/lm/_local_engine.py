@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from dspy.utils.exceptions import LMProviderError
+
 from verifirst.core.errors import ConfigError, VerifirstError
 from verifirst.lm._deadline import request_deadline
 
@@ -41,14 +43,19 @@ def require_local_extra(field: str = "model") -> None:
                           field=field, expected=f"{INSTALL_HINT} (or a hosted model such as openai/gpt-4o-mini)")
 
 
-def _raise_if_past(deadline: float | None, tokens: int) -> None:
-    """An LM timeout (which the caller counts and may retry) once `deadline` has passed."""
-    if deadline is not None and time.monotonic() >= deadline:
-        from dspy.utils.exceptions import LMTimeoutError
+class LocalTimeout(LMProviderError):
+    """The embedded model's request ran past its deadline: an LM error the caller counts, but not
+    a retryable one (DSPy's LMTimeoutError is): the same prompt generates the same tokens again."""
 
-        raise LMTimeoutError(f"the embedded model ran past its request deadline (request timeout or the run's "
-                             f"max_wall_s) after {tokens} generated tokens; nothing of it is used",
-                             model="local/smollm2-135m-instruct")
+
+def _raise_if_past(deadline: float | None, tokens: int) -> None:
+    """LocalTimeout once `deadline` has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise LocalTimeout(f"the embedded model ran past its request deadline (request timeout or the run's "
+                           f"max_wall_s) after {tokens} generated tokens; nothing of it is used",
+                           model="local/smollm2-135m-instruct")
+
+
 
 
 @contextlib.contextmanager
