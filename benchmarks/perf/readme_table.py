@@ -112,6 +112,11 @@ def sandbox(f: Field) -> tuple[str, str]:
                    f"{_n(b['fork_server']['on_pair_ms'], 2)} vs {_n(b['fork_server']['off_pair_ms'], 2)} ms, CPU "
                    f"{_n(b['fork_server']['on_pair_cpu_ms'], 1)} vs {_n(b['fork_server']['off_pair_cpu_ms'], 1)} ms"
                    if b.get("fork_server") else "")
+                + (f"; the floor, a minimal launcher in C doing the same namespaces and mounts (no bwrap, no "
+                   f"Python): trivial pair {_n(b['floor']['floor_pair_ms'], 2)} ms vs two plain fork + exec "
+                   f"{_n(b['floor']['harness_plain_pair_ms'], 2)} ms ({_n(b['floor']['floor_pair_ratio_to_harness_plain'], 2)}×); "
+                   f"bwrap's trivial pair {_n(b['floor']['bwrap_pair_ms'], 2)} ms"
+                   if b.get("floor") else "")
                 + f"); sysadmin "
                 f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")
     return (f"sandbox, {f('tasks')} NL2SH-ALFA tasks (gold + gold2 + FS diffs)",

@@ -12,7 +12,9 @@ file N runs on fixture nl2sh-fsN. The baseline is two plain `bash -c` subprocess
 So "per task" compares two runs with two runs, but not the same work: the sandbox side runs
 gold and gold2 at once (run_pair) with their own processes (pipelines, find, ...) and FS
 diffs; the plain side runs `bash -c 'echo hello'` twice, one after the other. The trivial pair
-(`true` twice in the sandbox) is the like-for-like comparison.
+(`true` twice in the sandbox) is the like-for-like comparison, and the floor under it
+(namespace_floor.c: the same namespaces and mounts by a launcher of the least code, no bwrap,
+no Python) says how much of it any sandbox built from kernel namespaces pays on this machine.
 """
 from __future__ import annotations
 
@@ -118,7 +120,8 @@ def breakdown(sb, n: int = 60) -> dict:
     """Where a trivial run's time goes: the sandbox's own phases (RunResult.timings), and the
     process chain it starts, piece by piece (plain bash; bash as the dropped uid through
     setpriv, which a run paid before the spawner; bwrap with everything around `true`). Wall
-    and CPU ms per run, medians."""
+    and CPU ms per run, medians; the cost of one exec's start, the fork server's gain, and the
+    floor (namespace_floor)."""
     from verifirst.verifiers.bash import _bwrap
     from verifirst.verifiers.bash.sandbox import Sandbox, _ids
 
@@ -148,7 +151,7 @@ def breakdown(sb, n: int = 60) -> dict:
     elif _spawner.spawner(ids) is not None:
         mode += ", bwrap started by a spawner already at the sandbox uid"
     return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode,
-            "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb)}
+            "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb), "floor": namespace_floor(sb)}
 
 
 def fork_server_gain(sb, n: int = 100) -> dict | None:
@@ -198,6 +201,61 @@ def exec_start_cost(n: int = 200) -> dict | None:
             w, _ = _timed(lambda: subprocess.run([exe]), n)
             out[name] = _med(w)
     return out or None
+
+
+FLOOR_SOURCE = Path(__file__).with_name("namespace_floor.c")
+
+
+def namespace_floor(sb, n: int = 100) -> dict | None:
+    """The floor under the trivial pair: namespace_floor.c, a launcher of the least code doing the
+    kernel work a sandboxed run cannot skip (every namespace, an overlay root, read-only /usr, /etc
+    and /sys, /proc, /dev, pivot_root, a nested user namespace, then `bash -c true` as pid 2), with
+    no bwrap and no Python, against two plain fork + exec of bash timed by the same harness; bwrap's
+    trivial pair (run_pair) and the plain pair (_plain_pair) interleaved with them. Wall ms, medians
+    of `rounds` medians; None without a C compiler or where the harness cannot build its sandbox."""
+    import shutil
+    import tempfile
+
+    from verifirst.verifiers.bash.sandbox import _ids
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    ids = _ids()
+    uid, gid = ids if ids else (-1, -1)
+    rounds = 5
+    with tempfile.TemporaryDirectory() as d:
+        exe = os.path.join(d, "namespace_floor")
+        if subprocess.run([cc, "-O2", "-o", exe, str(FLOOR_SOURCE)], capture_output=True).returncode != 0:
+            return None
+        lower, scratch = os.path.join(d, "lower"), os.path.join(d, "scratch")
+        for sub in ("usr", "etc", "sys", "proc", "dev", "tmp", "root"):
+            os.makedirs(os.path.join(lower, sub))
+        for name in ("bin", "sbin", "lib", "lib64"):
+            os.symlink(f"usr/{name}", os.path.join(lower, name))
+        os.mkdir(scratch)
+        for p in (d, lower, scratch):
+            os.chmod(p, 0o755)  # the sandbox uid walks them
+        got: dict[str, list[float]] = {"harness_plain_pair_ms": [], "floor_single_ms": [], "floor_pair_ms": [],
+                                       "bwrap_pair_ms": [], "plain_pair_ms": []}
+        for r in range(rounds):
+            for key, mode in (("harness_plain_pair_ms", "plain"), ("floor_single_ms", "single"),
+                              ("floor_pair_ms", "pair")):
+                runs = os.path.join(scratch, f"{mode}-{r}")
+                os.mkdir(runs, 0o755)
+                out = subprocess.run([exe, mode, lower, runs, str(n), str(uid), str(gid)], capture_output=True,
+                                     text=True)
+                if out.returncode != 0:
+                    return None
+                got[key].append(float(out.stdout))
+            got["bwrap_pair_ms"].append(statistics.median(
+                _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), n)[0]))
+            got["plain_pair_ms"].append(statistics.median(_timed(_plain_pair, n)[0]))
+        subprocess.run(["rm", "-rf", scratch], check=True)  # the runs' upper directories, some the sandbox uid's
+    out = {k: _med(v) for k, v in got.items()}
+    out["floor_pair_ratio_to_harness_plain"] = round(out["floor_pair_ms"] / out["harness_plain_pair_ms"], 2)
+    out["bwrap_pair_over_floor_ms"] = round(out["bwrap_pair_ms"] - out["floor_pair_ms"], 2)
+    return out
 
 
 def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | None:
