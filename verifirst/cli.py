@@ -22,8 +22,16 @@ app = typer.Typer(
          "Start with `verifirst demo`; then `verifirst run examples/bash_gepa.toml`; inspect runs with "
          "`verifirst ui`.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-verify_app = typer.Typer(help="Check one candidate with a verifier and print the verdict.", no_args_is_help=True)
-schema_app = typer.Typer(help="Provider schemas for the Terraform verifier.", no_args_is_help=True)
+verify_app = typer.Typer(
+    help="Check one candidate with a verifier and print the verdict.\n\n"
+         "Example: verifirst verify bash --gold 'ls /testbed | wc -l' --pred 'ls -A /testbed | wc -l'\n\n"
+         "Example: verifirst verify terraform examples/iac/main.tf --policy examples/iac/policy.rego",
+    no_args_is_help=True)
+schema_app = typer.Typer(
+    help="Provider schemas for the Terraform verifier.\n\n"
+         "Example: verifirst schema list (the shipped ones); verifirst schema pull --provider hashicorp/aws "
+         "--version 6.47.0 --out aws.json.gz (another)",
+    no_args_is_help=True)
 app.add_typer(verify_app, name="verify")
 app.add_typer(schema_app, name="schema")
 
@@ -106,16 +114,83 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(getattr(e, "exit_code", 2))
 
 
+def _checked_tracking_uri(value: Optional[str]) -> Optional[str]:
+    """--tracking-uri, checked as it is parsed: a scheme MLflow has no store for exits 2 naming the
+    flag, before the command reads or writes anything.
+
+    Args:
+        value: the flag's value (None when not given).
+    """
+    if value is not None:
+        from verifirst.tracking import check_uri
+
+        try:
+            check_uri(value, "--tracking-uri")
+        except VerifirstError as e:
+            _fail(e)
+    return value
+
+
+def _tracking_uri_option(help_text: str = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite in "
+                                          "--workdir)"):
+    """The --tracking-uri option of every verb that logs to MLflow or reads from it.
+
+    Args:
+        help_text: the option's help text.
+    """
+    return typer.Option(None, "--tracking-uri", help=help_text, callback=_checked_tracking_uri)
+
+
+def _check_experiment_tracking_uri(exp, offline: bool) -> None:
+    """The URI an experiment would track to without --tracking-uri (the file's tracking.uri, else
+    MLFLOW_TRACKING_URI), checked before anything is written; an error names the file and line, or
+    the variable.
+
+    Args:
+        exp: the loaded experiment.
+        offline: --offline (the local store is used whatever the URI).
+    """
+    from verifirst.config import _line_of
+    from verifirst.tracking import _USER_URI, check_uri
+
+    if offline or not exp.tracking.get("enabled", True):
+        return
+    uri = exp.tracking.get("uri")
+    if uri and exp.path and Path(exp.path).is_file():
+        text = Path(exp.path).read_text(encoding="utf-8", errors="replace")
+        check_uri(uri, "tracking.uri", path=str(exp.path), line=_line_of(text, "tracking", "uri"))
+    elif uri:
+        check_uri(uri, "tracking.uri")
+    elif _USER_URI:
+        check_uri(_USER_URI, "MLFLOW_TRACKING_URI")
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """--run-dir: a directory for one run (a new one, or an unfinished run's to resume) that can be written.
+
+    Args:
+        run_dir: the flag's value.
+    """
+    from verifirst.config import check_workdir
+
+    if run_dir.exists() and not run_dir.is_dir():  # not the workdir's wording: a run directory holds one run
+        raise InputError(f"{str(run_dir)!r} is not a directory", field="--run-dir",
+                         expected="a directory for one run's state and report: a new one, or an unfinished "
+                                  "run's to resume")
+    check_workdir(run_dir, field="--run-dir")
+
+
 def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None, dry_run=False,
                     yes=False):
     """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
     from verifirst import api
-    from verifirst.config import check_workdir
     from verifirst.report import print_report
 
     set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
     if run_dir:
-        check_workdir(run_dir, field="--run-dir")
+        _check_run_dir(run_dir)
+    if not tracking_uri:  # the flag was checked as it was parsed
+        _check_experiment_tracking_uri(exp, offline)
     if dry_run:
         est = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, limits=limits, dry_run=True)
         _print_estimate(est, as_json)
@@ -192,7 +267,9 @@ def _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s):
 @app.command()
 def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
-        tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default: sqlite in workdir)"),
+        tracking_uri: Optional[str] = _tracking_uri_option(
+            "MLflow tracking URI (default: the file's tracking.uri, else MLFLOW_TRACKING_URI, else sqlite in the "
+            "workdir)"),
         offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is configured"),
         as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
         max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD for the run, every role"),
@@ -224,15 +301,13 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         _fail(e)
 
 
-@app.command()
-def optimize(experiment: Path = typer.Argument(..., help="experiment TOML file"),
-             run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one is resumed"),
-             tracking_uri: Optional[str] = typer.Option(None),
-             offline: bool = typer.Option(False),
-             as_json: bool = typer.Option(False, "--json")):
-    """Same as `run`: the optimizer is the one the experiment file names."""
-    run(experiment, run_dir, tracking_uri, offline, as_json, max_usd=None, max_tokens=None, max_lm_calls=None,
-        max_wall_s=None, dry_run=False, yes=False)  # called as a function: typer's defaults are not values
+# `optimize` is `run` under a second name: one function, so the options and their help cannot drift apart.
+app.command("optimize", help="""Same as `run`, with the same options: the optimizer is the one the experiment
+file names.
+
+Example: verifirst optimize examples/bash_gepa.toml --dry-run
+(prints what the run would spend; without --dry-run it runs, e.g. with --run-dir runs/bash1 --max-usd 5.)
+""")(run)
 
 
 def demo_config(workdir: Path, budget: int = 24, model: str | None = None) -> dict:
@@ -279,11 +354,14 @@ def demo(workdir: Path = typer.Option(DEMO_DIR, help="where the cache, runs and 
          budget: int = typer.Option(24, help="GEPA metric calls"),
          model: Optional[str] = typer.Option(None, help="LiteLLM model string for the task and reflection roles, "
                                                       "e.g. openai/gpt-4o-mini (default: the embedded model)"),
-         as_json: bool = typer.Option(False, "--json")):
+         as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Optimize an NL->Bash generator with GEPA on the embedded model, scored by sandboxed execution.
 
     Everything runs offline on CPU in a few minutes; the report shows train/val/test before and
     after, with Wilson CIs and McNemar's exact test, and the MLflow run to open with `verifirst ui`.
+
+    Example: verifirst demo --budget 12
+    (with a real model: verifirst demo --model openai/gpt-4o-mini)
     """
     from verifirst import config
     try:
@@ -296,9 +374,13 @@ def demo(workdir: Path = typer.Option(DEMO_DIR, help="where the cache, runs and 
 
 @app.command()
 def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store to open"),
-       tracking_uri: Optional[str] = typer.Option(None, help="open this store instead"),
+       tracking_uri: Optional[str] = _tracking_uri_option("open this store instead of --workdir's"),
        port: int = typer.Option(5000), host: str = typer.Option("127.0.0.1")):
-    """Start the MLflow UI on the run store (127.0.0.1 only by default)."""
+    """Start the MLflow UI on the run store (127.0.0.1 only by default).
+
+    Example: verifirst ui --workdir .verifirst --port 5001
+    (then open http://127.0.0.1:5001; a run prints the --workdir to pass.)
+    """
     from verifirst.config import check_number
     from verifirst.tracking import default_uri
 
@@ -353,7 +435,7 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
                                                  "finished run in --workdir)"),
            workdir: Path = typer.Option(DEMO_DIR, help="workdir holding the runs and the MLflow store"),
            html: Optional[Path] = typer.Option(None, help="write a self-contained HTML page here"),
-           as_json: bool = typer.Option(False, "--json")):
+           as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Show the report of a finished run (and write HTML with plots).
 
     Example: verifirst report latest --html report.html
@@ -396,7 +478,7 @@ def verify_bash(gold: Optional[str] = typer.Option(None, help="reference command
                                                        "unavailable (the commands can touch this machine)"),
                 check: Optional[Path] = typer.Option(None, help="the task's own check: a bash script run after "
                                                      "the candidate in the same sandbox decides (bash-tests)"),
-                as_json: bool = typer.Option(False, "--json")):
+                as_json: bool = typer.Option(False, "--json", help="print the verdict as JSON")):
     """Run gold and candidate in identical sandboxes and judge equivalence (exit 0 equivalent, 1 not).
 
     Example: verifirst verify bash --gold 'ls /testbed | wc -l' --pred 'find /testbed -maxdepth 1 -mindepth 1 | wc -l'
@@ -431,11 +513,20 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
                      schema: Optional[Path] = typer.Option(
                          None, help="providers schema -json file (default: the shipped AWS schema that "
                                     "required_providers picks; see `verifirst schema list`)"),
-                     as_json: bool = typer.Option(False, "--json"),
+                     as_json: bool = typer.Option(False, "--json", help="print the verdict as JSON"),
                      gates: Optional[str] = typer.Option(
                          None, help="comma list of validate,plan,opa,checkov (default: validate,plan,opa; "
                                     "checkov adds the scanner gate)")):
-    """validate -> plan -> OPA (-> checkov) on a Terraform config; prints stage, backend, errors, feedback."""
+    """validate -> plan -> OPA (-> checkov) on a Terraform config; prints stage, backend, errors, feedback.
+
+    Exit 0 every gate passes, 1 a gate fails (the failing stage is printed), 2 bad input (a path that
+    does not exist, a file that is not UTF-8 or does not parse as HCL, a backend that cannot run here).
+
+    Example: verifirst verify terraform examples/iac/main.tf --policy examples/iac/policy.rego
+
+    Without terraform installed, with the scanner gate too (this config fails it: exit 1):
+    verifirst verify terraform examples/iac --backend python --gates validate,plan,opa,checkov
+    """
     try:
         from verifirst.verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
 
@@ -464,7 +555,7 @@ def schema_pull(out: Path = typer.Option(Path("aws_provider_schema.json.gz"), he
 
 
 @schema_app.command("list")
-def schema_list(as_json: bool = typer.Option(False, "--json")):
+def schema_list(as_json: bool = typer.Option(False, "--json", help="print the schemas as JSON")):
     """List the provider schemas that ship: provider, version, resource/data source counts, licence.
 
     Default schema: without verifier.options.schema (or --schema) the Terraform verifier uses the
@@ -479,6 +570,8 @@ def schema_list(as_json: bool = typer.Option(False, "--json")):
     --out F.json.gz`, which does both.
 
     2. Point verifier.options.schema (or `verifirst verify terraform --schema`) at the file.
+
+    Example: verifirst schema list --json
     """
     try:
         from verifirst.verifiers.terraform.tf_schema import shipped_table
@@ -543,7 +636,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
               snippets: Optional[int] = typer.Option(None, help="ICE-Score: snippets per problem"),
               seed: int = typer.Option(0), threads: int = typer.Option(1),
-              tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
+              tracking_uri: Optional[str] = _tracking_uri_option(),
+              offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is configured"),
               trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
               anchor: Optional[str] = typer.Option(None, metavar="ALIGNERS",
                                                    help="also run MLflow make_judge + align() on the same split and "
@@ -552,7 +646,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
               baseline: Optional[str] = typer.Option(None, "--baseline", metavar="PROMPT",
                                                      help="the judge deployed now (prompts:/NAME@champion or a "
                                                           "file): scored beside the new one per time window"),
-              as_json: bool = typer.Option(False, "--json"),
+              as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
               max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD, every role"),
               max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens"),
               max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on model requests"),
@@ -593,7 +687,11 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
 @app.command()
 def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
     """Serve the embedded model as an OpenAI-compatible endpoint on 127.0.0.1 (for tools that
-    need HTTP, e.g. MLflow judges): http://127.0.0.1:PORT/v1, model name smollm2."""
+    need HTTP, e.g. MLflow judges): http://127.0.0.1:PORT/v1, model name smollm2.
+
+    Example: verifirst serve --port 8001
+    (then point a tool at http://127.0.0.1:8001/v1 with model smollm2; Ctrl-C stops it.)
+    """
     from verifirst.config import check_number
     from verifirst.lm.local_server import cli_serve
 
@@ -613,7 +711,9 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
               threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)"),
               view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables (default: the "
                                                             "view it was calibrated with)"),
-              tracking_uri: Optional[str] = typer.Option(None)):
+              tracking_uri: Optional[str] = _tracking_uri_option(
+                  "MLflow tracking URI holding the prompt registry (default: MLFLOW_TRACKING_URI, else sqlite "
+                  "in --workdir)")):
     """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
 
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
@@ -660,9 +760,11 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
                 threads: int = typer.Option(1), workdir: Path = typer.Option(DEMO_DIR),
                 run_dir: Optional[Path] = typer.Option(None, help="where report.json/md go (default: "
                                                                   "WORKDIR/runs/monitor-TIME)"),
-                tracking_uri: Optional[str] = typer.Option(None), offline: bool = typer.Option(False),
+                tracking_uri: Optional[str] = _tracking_uri_option(),
+                offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is "
+                                                         "configured"),
                 no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
-                as_json: bool = typer.Option(False, "--json")):
+                as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
 
     Example: verifirst monitor --prompt prompts:/NAME@champion --outcomes new.jsonl --windows 7d
@@ -740,7 +842,11 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="a registered
 def components():
     """List the suites, programs, verifiers, optimizers and studies an experiment file or
     `verifirst bench` can name, with the installed plugin each one not built in comes from
-    (entry-point group verifirst.components, through which verifirst's own domains register too)."""
+    (entry-point group verifirst.components, through which verifirst's own domains register too).
+
+    Example: verifirst components
+    (then name one in an experiment file, e.g. verifier.name = "terraform", or run `verifirst bench NAME`.)
+    """
     from verifirst.core import registry
     errors = registry.load_plugins()
     for title, table in (("suites", registry.SUITES), ("programs", registry.PROGRAMS),

@@ -13,13 +13,14 @@ import json
 import os
 import tempfile
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
-from verifirst.core.errors import VerifirstError  # noqa: E402
+from verifirst.core.errors import InputError, VerifirstError  # noqa: E402
 from verifirst.core.redaction import install_log_redaction, redact, redact_text, span_processor  # noqa: E402
 from verifirst.loop.rundir import file_lock  # noqa: E402
 
@@ -45,8 +46,59 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager:
     return file_lock(db.with_name(db.name + ".lock"))
 
 
+def _store_registries() -> list[tuple[str, Any]]:
+    """MLflow's scheme registries (built-in stores and plugins' entry points): tracking, then model
+    registry; a run uses the one URI for both. Empty where a later MLflow moved them."""
+    try:
+        from mlflow.tracking._model_registry.utils import _get_store_registry
+        from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+    except ImportError:  # no check then: MLflow's own error still stops the run
+        return []
+    return [("tracking", _tracking_store_registry), ("model registry", _get_store_registry())]
+
+
+def _where(uri: str) -> str:
+    """The option a URI came from, for an error: MLFLOW_TRACKING_URI when it is the user's variable."""
+    return "MLFLOW_TRACKING_URI" if _USER_URI and uri == _USER_URI else "tracking.uri"
+
+
+def check_uri(uri: str, field: str | None = None, *, path: str | None = None, line: int | None = None) -> None:
+    """Refuse a tracking URI whose scheme no MLflow store takes, without connecting: MLflow's own
+    tracking and model-registry registries decide, so every scheme MLflow (or a plugin) supports passes.
+
+    Args:
+        uri: the tracking URI (also the run's registry URI).
+        field: the option it came from, e.g. "--tracking-uri" (default: tracking.uri, or
+            MLFLOW_TRACKING_URI when it is that variable's value).
+        path: the experiment file it came from, if any.
+        line: its line there, if known.
+
+    Raises:
+        InputError: naming the field (and file and line) and the schemes MLflow takes.
+    """
+    from mlflow.exceptions import MlflowException
+
+    for kind, registry in _store_registries():
+        try:
+            registry.get_store_builder(uri)  # the lookup only: the store is not built, nothing connects
+        except MlflowException as e:
+            schemes = ", ".join(sorted(s for s in getattr(e, "supported_uri_schemes", []) if s))
+            scheme = urllib.parse.urlparse(uri).scheme
+            raise InputError(f"MLflow has no {kind} store for URI scheme {scheme!r}", path=path, line=line,
+                             field=field or _where(uri),
+                             expected=f"a local path, or a URI with a scheme MLflow takes: {schemes}; "
+                                      "e.g. sqlite:///mlflow.db or http://127.0.0.1:5000") from None
+
+
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    """Fail before any work when a tracking server does not answer."""
+    """Fail before any work when MLflow has no store for the URI's scheme, or a tracking server does
+    not answer.
+
+    Args:
+        uri: the tracking URI.
+        timeout_s: how long a server may take to answer /health.
+    """
+    check_uri(uri)
     if not uri.startswith(("http://", "https://")):
         return
     import urllib.request
