@@ -209,3 +209,45 @@ def test_csv_with_a_short_row_or_an_unclosed_quote_exits_2_naming_file_and_line(
     r = _judge(tmp_path, prompt, path)
     assert r.exit_code == 2 and f"bad.csv:{line}" in r.output and words in r.output, r.output
     assert r.stdout.strip() == "", "no verdict row for a refused file"
+
+
+# -- 6. judge runs a prompt as the kind it was registered with ----------------------------------
+RUBRIC = "Judge the diff.\n- [w=1] safe: the diff evaluates no string (no `eval(`)"
+
+
+def _rubric_or_passfail(messages):
+    """A rubric judge scores `safe` 0 on eval( diffs (FAIL); a pass/fail judge says PASS to everything."""
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if "check_scores" in system:
+        return json_answer(reasoning="scored", check_scores={"safe": 0.0 if "eval(" in user else 1.0})
+    return json_answer(reasoning="looks fine", verdict="PASS")
+
+
+@pytest.fixture
+def rubric_champion(tmp_path) -> str:
+    from verifirst.tracking import Tracker
+
+    tr = Tracker(tmp_path / "wd", offline=True, autolog=False)
+    uri = tr.register_prompt("rubric-judge", RUBRIC, tags={"judge": "rubric", "threshold": "0.5", "val_pi": "0.5"})
+    tr.client.set_prompt_alias("rubric-judge", "champion", int(uri.rsplit("/", 1)[1]))
+    return "prompts:/rubric-judge@champion"
+
+
+def test_judge_runs_a_registered_rubric_prompt_as_rubric_and_refuses_a_conflicting_kind(tmp_path, rubric_champion,
+                                                                                        monkeypatch):
+    from verifirst.calibration import apply_judge
+    from verifirst.core.errors import InputError
+
+    _scripted(monkeypatch, _rubric_or_passfail)
+    records = _write(tmp_path / "two.jsonl", _records(2))
+    rows = apply_judge(rubric_champion, records, workdir=tmp_path / "wd")
+    assert [r["verdict"] for r in rows] == ["PASS", "FAIL"], "scored by its rubric, at its threshold"
+    with pytest.raises(InputError, match=r"calibrated as a rubric judge.*--kind rubric") as e:
+        apply_judge(rubric_champion, records, "passfail", workdir=tmp_path / "wd")
+    assert e.value.field == "--kind"
+
+    import verifirst as vf  # monitor follows the same rule
+
+    with pytest.raises(InputError, match="calibrated as a rubric judge"):
+        vf.monitor(rubric_champion, records, windows=1, kind="passfail", workdir=tmp_path / "wd",
+                   models={"judge": scripted_lm(_rubric_or_passfail, role="judge")})

@@ -1146,7 +1146,27 @@ def _check_judged(rows: list[dict[str, Any]]) -> None:
                             f"first LM error: {_first_lm_error(rows) or 'no verdict'}", rows)
 
 
-def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: str = "local",
+def judge_kind(given: str | None, tags: dict, source: str, field: str = "--kind") -> str:
+    """The kind a prompt is judged as: the one it was registered with (its `judge` tag), else the one
+    given, else passfail. A given kind that conflicts with the tag is refused: a prompt calibrated
+    as a rubric judge run as pass/fail (or the reverse) gives verdicts nobody calibrated.
+
+    Args:
+        given: the kind asked for (--kind), or None.
+        tags: the prompt version's tags (a prompt file has none).
+        source: the prompt, for the error.
+        field: the option that asks for a kind.
+    """
+    if given is not None:
+        check_calibrate_options(given, field)
+    tagged = tags.get("judge") if tags.get("judge") in JUDGE_KINDS else None
+    if given is not None and tagged is not None and given != tagged:
+        raise InputError(f"{source} was calibrated as a {tagged} judge (its 'judge' tag), not {given}",
+                         field=field, expected=f"{field} {tagged}, or no {field} (the prompt's own kind)")
+    return tagged or given or "passfail"
+
+
+def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: str = "local",
                 workdir: Path = Path(".verifirst"), threshold: float | None = None, view: str | None = None,
                 tracking_uri: str | None = None) -> list[dict[str, Any]]:
     """`verifirst judge`: a (registered) prompt applied to records, one verdict row per record
@@ -1156,7 +1176,8 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
     Args:
         prompt: a prompt file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS.
         input_path: the records (.jsonl/.csv; label optional).
-        judge: the judge kind.
+        judge: the judge kind (default: the one the prompt was registered with, else passfail; one
+            that conflicts with it is refused).
         model: the judge model spec.
         workdir: cache and the local MLflow store.
         threshold: rubric threshold (default: the registered one).
@@ -1166,12 +1187,14 @@ def apply_judge(prompt: str, input_path: Path, judge: str = "passfail", model: s
     from verifirst.config import check_number, check_workdir
 
     check_workdir(workdir, "workdir")  # as calibrate: a file there is refused before the cache is written
-    check_calibrate_options(judge, "--kind")
+    if judge is not None:
+        check_calibrate_options(judge, "--kind")
     if threshold is not None:
         check_number(threshold, 0.0, 1.0, "--threshold")
     run_judge, verdicts_at = _part("run-judge"), _part("verdicts-at")
     load_outcomes = registry.component("suite", "outcomes")
     text, tags = load_prompt_text(prompt, workdir, tracking_uri)
+    judge = judge_kind(judge, tags, prompt)
     suite = load_outcomes(input_path, require_label=False) if _accepts_unlabelled(load_outcomes) \
         else load_outcomes(input_path)
     j = make_judge_program(judge, suite, text, view or tags.get("view") or None)

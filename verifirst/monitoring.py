@@ -333,7 +333,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
             and the verdict as tags; None tracks nothing.
         drift: a DriftRule or a dict of baseline_pi, max_abstention, min_n.
         baseline_pi: the champion's validation π (overrides the rule's and the prompt's tag).
-        kind: the judge kind, passfail or rubric (default: the prompt's `judge` tag, else passfail).
+        kind: the judge kind, passfail or rubric (default: the prompt's `judge` tag, else passfail;
+            one that conflicts with the tag is refused).
         threshold: a rubric judge's threshold (default: the prompt's `threshold` tag).
         threads: judge and teacher threads.
         n_boot: bootstrap resamples for π's interval.
@@ -344,7 +345,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
         recommendation, lm_failure.
     """
-    from verifirst.calibration import _part, check_calibrate_options, make_judge_program, resolve_start_prompt
+    from verifirst.calibration import _part, judge_kind, make_judge_program, resolve_start_prompt
     from verifirst.config import check_number, check_workdir
     from verifirst.loop.judge_prompt import template_variables
     from verifirst.loop.labels import LabelRule
@@ -369,8 +370,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     uri = tracking.uri if tracking is not None else None
     start = resolve_start_prompt(spec, workdir, uri)
     tags = dict(start.tags or {})
-    kind = kind or (tags.get("judge") if tags.get("judge") in ("passfail", "rubric") else "passfail")
-    check_calibrate_options(kind, "--kind")
+    kind = judge_kind(kind, tags, spec)
     if threshold is None and tags.get("threshold") not in (None, "", "None"):
         threshold = float(tags["threshold"])
     baseline, baseline_source = _baseline(rule, tags, spec)
