@@ -128,3 +128,31 @@ def test_the_real_embedded_model_stops_at_its_deadline():
         assert eng.complete(_request(4)).message  # the model answers the next request
     finally:
         eng.release()
+
+
+@pytest.mark.integration
+def test_a_long_max_tokens_with_a_schema_does_not_crash_the_process(tmp_path):
+    """One string field and max_tokens 1500 made a grammar of 3750 nested groups: llama.cpp died
+    with SIGSEGV. Run in a child process, so a crash fails this test instead of the suite."""
+    import subprocess
+    import sys
+
+    assert _local_engine._bounded({"type": "string"}, 1500)["maxLength"] == _local_engine.MAX_STRING_CHARS
+    script = tmp_path / "long.py"
+    script.write_text(
+        "import time\n"
+        "from dspy.lm15 import Config, Message, Request\n"
+        "from verifirst.lm import _local_engine\n"
+        "from verifirst.lm._deadline import deadline_for_request\n"
+        "schema = {'type': 'json_schema', 'name': 'x', 'schema': {'type': 'object', "
+        "'properties': {'story': {'type': 'string'}}, 'required': ['story']}}\n"
+        "eng = _local_engine.LlamaCppEngine()\n"
+        "try:\n"
+        "    with deadline_for_request(time.monotonic() + 20):\n"
+        "        eng.complete(Request(model='local', messages=(Message.user('Tell a long story.'),), "
+        "config=Config(max_tokens=1500, response_format=schema)))\n"
+        "except _local_engine.LocalTimeout:\n"
+        "    pass\n"
+        "print('alive')\n")
+    got = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0 and "alive" in got.stdout, got.stderr[-500:]

@@ -146,6 +146,12 @@ def _find_schema(fmt: Any) -> dict | None:
     return None
 
 
+# llama.cpp's grammar for a string of at most N characters nests N optional groups, and its
+# grammar code recurses through them: past about 1000 the process dies (SIGSEGV, seen with
+# max_tokens 420 and one string field). A longer answer is cut at the cap, closed, and parses.
+MAX_STRING_CHARS = 900
+
+
 def _bounded(schema: dict, max_tokens: int) -> dict:
     """Give every unbounded string a maxLength that fits the token budget, so the grammar
     forces the model to close the JSON object instead of being cut off mid-string."""
@@ -166,7 +172,7 @@ def _bounded(schema: dict, max_tokens: int) -> dict:
 
     walk(schema)
     if strings:
-        per = max(40, int(max_tokens * 2.5 / len(strings)))
+        per = min(MAX_STRING_CHARS, max(40, int(max_tokens * 2.5 / len(strings))))
         for node in strings:
             node["maxLength"] = per
     return schema
