@@ -251,3 +251,41 @@ def test_judge_runs_a_registered_rubric_prompt_as_rubric_and_refuses_a_conflicti
     with pytest.raises(InputError, match="calibrated as a rubric judge"):
         vf.monitor(rubric_champion, records, windows=1, kind="passfail", workdir=tmp_path / "wd",
                    models={"judge": scripted_lm(_rubric_or_passfail, role="judge")})
+
+
+# -- 7. refused input writes no MLflow store ----------------------------------------------------
+def test_a_prompt_or_experiment_asked_of_a_store_that_does_not_exist_is_refused_without_creating_it(
+        tmp_path, prompt, monkeypatch):
+    _scripted(monkeypatch, _answer)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    records = _write(tmp_path / "o.jsonl", _records())
+    new = tmp_path / "NEW"
+    r = runner.invoke(app, ["judge", "--prompt", "prompts:/nosuch@champion", "--input", str(records),
+                            "--workdir", str(new)])
+    assert r.exit_code == 2 and "nosuch" in r.output and "--prompt" in r.output, r.output
+    r = runner.invoke(app, ["calibrate", "--from-mlflow", "x", "--dry-run", "--workdir", str(new)])
+    assert r.exit_code == 2 and "'x'" in r.output and "--from-mlflow" in r.output, r.output
+    r = runner.invoke(app, ["monitor", "--prompt", str(prompt), "--from-mlflow", "x", "--baseline-pi", "0.5",
+                            "--no-tracking", "--workdir", str(new)])
+    assert r.exit_code == 2 and "'x'" in r.output, r.output
+    assert not new.exists(), sorted(p.name for p in new.rglob("*"))
+
+
+# -- 8. flags that would be silently ignored are refused ----------------------------------------
+def test_flags_that_would_be_ignored_are_refused_with_exit_2_before_anything_is_written(tmp_path, prompt,
+                                                                                      monkeypatch):
+    _scripted(monkeypatch, _answer)
+    records = _write(tmp_path / "o.jsonl", _records())
+    wd = tmp_path / "wd"
+    both = ["--outcomes", str(records), "--from-mlflow", "prod-app", "--workdir", str(wd)]
+    r = runner.invoke(app, ["calibrate", *both, "--dry-run"])
+    assert r.exit_code == 2 and "--outcomes" in r.output and "--from-mlflow" in r.output, r.output
+    r = runner.invoke(app, ["monitor", "--prompt", str(prompt), "--baseline-pi", "0.5", *both])
+    assert r.exit_code == 2 and "--outcomes" in r.output and "--from-mlflow" in r.output, r.output
+    r = runner.invoke(app, ["calibrate", "--outcomes", str(records), "--snippets", "3", "--dry-run",
+                            "--workdir", str(wd)])
+    assert r.exit_code == 2 and "--snippets" in r.output and "ICE-Score" in r.output, r.output
+    r = runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(records), "--threshold", "0.7",
+                            "--workdir", str(wd)])
+    assert r.exit_code == 2 and "--threshold" in r.output and "rubric" in r.output, r.output
+    assert r.stdout.strip() == "" and not wd.exists()

@@ -52,6 +52,28 @@ def _part(name: str) -> Callable:
     return registry.component("calibration", name)
 
 
+def is_ice_score(path: Path) -> bool:
+    """Whether an outcomes path is an ICE-Score grade file (read per problem and snippet)."""
+    return Path(path).suffix == ".json" and "grade" in Path(path).name
+
+
+def check_record_source(outcomes: Path | None, from_mlflow: str | None, snippets: int | None = None) -> None:
+    """One source of records, and options that apply to it: --outcomes and --from-mlflow together are
+    refused (neither would be silently dropped), and so is --snippets on anything but ICE-Score grades.
+
+    Args:
+        outcomes: the --outcomes file, or None.
+        from_mlflow: the --from-mlflow experiment, or None.
+        snippets: --snippets, or None.
+    """
+    if outcomes is not None and from_mlflow:
+        raise InputError(f"both --outcomes {str(outcomes)!r} and --from-mlflow {from_mlflow!r} name the records",
+                         field="--from-mlflow", expected="one source: --outcomes FILE or --from-mlflow EXPERIMENT")
+    if snippets is not None and (outcomes is None or not is_ice_score(Path(outcomes))):
+        raise InputError("--snippets applies to ICE-Score grade files only (snippets per problem)", field="--snippets",
+                         expected="no --snippets, or --outcomes humaneval_<language>_grade.json")
+
+
 def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None, labels=None) -> Suite:
     """Outcome records (JSONL/CSV), or ICE-Score execution grades, as a suite.
 
@@ -64,7 +86,7 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
     path = Path(path)
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
-    if path.suffix == ".json" and "grade" in path.name:  # ICE-Score HumanEval grades (an execution oracle)
+    if is_ice_score(path):  # ICE-Score HumanEval grades (an execution oracle)
         return registry.component("suite", "ice-score")(path, problems=limit, snippets=snippets)
     suite = registry.component("suite", "outcomes")(path, labels=labels) if labels is not None else \
         registry.component("suite", "outcomes")(path)
@@ -510,6 +532,35 @@ class StartPrompt:
     tags: dict = field(default_factory=dict)
 
 
+def missing_store(uri: str) -> Path | None:
+    """The file of a local sqlite MLflow store that does not exist: opening it would create it (and
+    find nothing), so a read from it is refused instead. None for any other store.
+
+    Args:
+        uri: the tracking URI.
+    """
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return None
+    path = Path(uri[len(prefix):].split("?", 1)[0])
+    return None if str(path) in ("", ":memory:") or path.exists() else path
+
+
+def check_store_has(uri: str, what: str, field: str, expected: str) -> None:
+    """Refuse to read `what` from a local store that does not exist, before it would be created.
+
+    Args:
+        uri: the tracking URI.
+        what: what was asked for, e.g. "prompt 'x'".
+        field: the option that asked for it.
+        expected: what the option expects.
+    """
+    path = missing_store(uri)
+    if path is not None:
+        raise InputError(f"no {what}: there is no MLflow store at {path}", field=field,
+                         expected=f"{expected} (--workdir or --tracking-uri where it was logged)")
+
+
 def _registry_client(workdir: Path, tracking_uri: str | None):
     import mlflow
 
@@ -540,6 +591,8 @@ def resolve_start_prompt(spec: str, workdir: Path, tracking_uri: str | None = No
         raise InputError(f"{spec!r} is not a file nor a registry URI", field="--prompt",
                          expected="a path, prompts:/NAME/VERSION or prompts:/NAME@ALIAS")
     pname, version, alias = m.groups()
+    check_store_has(tracking_uri or Tracker(Path(workdir), enabled=False).uri, f"prompt {pname!r}", "--prompt",
+                    "a registered prompt")
     client = _registry_client(Path(workdir), tracking_uri)
     try:
         pv = client.get_prompt_version_by_alias(pname, alias) if alias else client.get_prompt_version(pname, version)
@@ -662,6 +715,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     rule = LabelRule.of(pass_at, label_map)
     promote_by = parse_rule(promote_rule)
     check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
+    check_record_source(outcomes, from_mlflow, snippets)
     from verifirst.loop.splits import check_resumed_manifest, split_options
 
     splits, split_by = split_options(splits)
@@ -673,8 +727,9 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     if from_mlflow:
         from verifirst.tracking.records import load_trace_suite
 
-        suite, trace_stats = load_trace_suite(from_mlflow, tracking_uri or Tracker(workdir, enabled=False).uri,
-                                              label=label, limit=limit, rule=rule)
+        uri = tracking_uri or Tracker(workdir, enabled=False).uri
+        check_store_has(uri, f"MLflow experiment {from_mlflow!r}", "--from-mlflow", "an experiment with labelled traces")
+        suite, trace_stats = load_trace_suite(from_mlflow, uri, label=label, limit=limit, rule=rule)
         source = f"mlflow:{from_mlflow}"
     elif outcomes is None:
         raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
@@ -1166,6 +1221,33 @@ def judge_kind(given: str | None, tags: dict, source: str, field: str = "--kind"
     return tagged or given or "passfail"
 
 
+def judge_threshold(kind: str, given: float | None, tags: dict, field: str = "--threshold") -> float | None:
+    """The score threshold a judge's verdicts are read at: a rubric's given one, else its registered
+    `threshold` tag, else its own; a pass/fail judge has no score, so a threshold for it is refused.
+
+    Args:
+        kind: the judge kind.
+        given: the threshold asked for, or None.
+        tags: the prompt version's tags.
+        field: the option that asks for a threshold.
+    """
+    if kind != "rubric":
+        if given is not None:
+            raise InputError(f"a threshold ({given}) applies to a rubric judge's score; this prompt is judged "
+                             f"{kind}", field=field, expected=f"no {field}, or a rubric prompt")
+        return None
+    if given is not None:
+        return float(given)
+    raw = tags.get("threshold")
+    if raw in (None, "", "None"):
+        return None
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"the prompt's 'threshold' tag {raw!r} is not a number", field=field,
+                         expected=f"{field} X, or a prompt version tagged with a numeric threshold") from None
+
+
 def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: str = "local",
                 workdir: Path = Path(".verifirst"), threshold: float | None = None, view: str | None = None,
                 tracking_uri: str | None = None) -> list[dict[str, Any]]:
@@ -1195,6 +1277,7 @@ def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: 
     load_outcomes = registry.component("suite", "outcomes")
     text, tags = load_prompt_text(prompt, workdir, tracking_uri)
     judge = judge_kind(judge, tags, prompt)
+    th = judge_threshold(judge, threshold, tags)  # before any record is read or judged
     suite = load_outcomes(input_path, require_label=False) if _accepts_unlabelled(load_outcomes) \
         else load_outcomes(input_path)
     j = make_judge_program(judge, suite, text, view or tags.get("view") or None)
@@ -1202,7 +1285,6 @@ def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: 
     configure_cache(Path(workdir) / "cache")
     with dspy.context(lm=lm, adapter=FastJSONAdapter()):
         run = run_judge(j, suite.items, lm)
-    th = threshold if threshold is not None else (float(tags["threshold"]) if tags.get("threshold") not in (None, "None") else None)
     verdicts = verdicts_at(run, th)
     rows = [{"id": it.id, "verdict": verdicts.get(it.id), "label": it.gold.get("label"),
              "reasoning": (run.get(it.id) or {}).get("reasoning"), "error": _row_error(run.get(it.id))}

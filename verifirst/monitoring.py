@@ -139,13 +139,14 @@ def _models(models: Any) -> tuple[Any, Any]:
 def _load_records(outcomes, from_mlflow, label, rule, workdir: Path, tracking_uri: str | None, time_field: str):
     """(suite, source, record lines) from the outcomes file or an MLflow experiment's labelled traces.
     A trace's time is its request time (meta `request_time`) unless it carries `time_field`."""
-    from verifirst.calibration import load_outcome_suite
+    from verifirst.calibration import check_store_has, load_outcome_suite
 
     if from_mlflow:
         from verifirst.tracking import Tracker
         from verifirst.tracking.records import load_trace_suite
 
         uri = tracking_uri or Tracker(workdir, enabled=False).uri
+        check_store_has(uri, f"MLflow experiment {from_mlflow!r}", "--from-mlflow", "an experiment with labelled traces")
         suite, _ = load_trace_suite(from_mlflow, uri, label=label, rule=rule)
         _trace_times(suite, uri, time_field)
         return suite, f"mlflow:{from_mlflow}", {}
@@ -345,7 +346,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
         recommendation, lm_failure.
     """
-    from verifirst.calibration import _part, judge_kind, make_judge_program, resolve_start_prompt
+    from verifirst.calibration import (_part, check_record_source, judge_kind, judge_threshold, make_judge_program,
+                                       resolve_start_prompt)
     from verifirst.config import check_number, check_workdir
     from verifirst.loop.judge_prompt import template_variables
     from verifirst.loop.labels import LabelRule
@@ -357,6 +359,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     check_workdir(workdir, "workdir")  # as calibrate: before the store, the cache or a report is written
     if run_dir is not None:
         check_workdir(run_dir, "run_dir")
+    check_record_source(outcomes, from_mlflow)
     rule = DriftRule.of(drift)
     if baseline_pi is not None:
         rule = DriftRule(baseline_pi, rule.max_abstention, rule.min_n)._checked("")
@@ -371,8 +374,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     start = resolve_start_prompt(spec, workdir, uri)
     tags = dict(start.tags or {})
     kind = judge_kind(kind, tags, spec)
-    if threshold is None and tags.get("threshold") not in (None, "", "None"):
-        threshold = float(tags["threshold"])
+    threshold = judge_threshold(kind, threshold, tags, "threshold")
     baseline, baseline_source = _baseline(rule, tags, spec)
     suite, source, lines = _load_records(outcomes, from_mlflow, label, labels_rule, workdir, uri, time_field)
     item_times(suite.items, time_field, lambda it: it.id, source=source if not from_mlflow else None, lines=lines)
