@@ -131,6 +131,7 @@ def test_judge_with_every_record_an_lm_error_exits_1_naming_the_first_error(tmp_
     r = _judge(tmp_path, prompt, _write(tmp_path / "two.jsonl", _records(2)))
     assert r.exit_code == 1, r.output
     assert "error:" in r.output and DOWN in r.output and "judged 0 of 2" in r.output
+    assert r.output.count('"verdict": null') == 2  # the rows, each with its error, before the failure
 
 
 def test_judge_prints_the_verdict_null_rows_before_failing(tmp_path, prompt, monkeypatch, capsys):
@@ -245,6 +246,12 @@ def test_judge_runs_a_registered_rubric_prompt_as_rubric_and_refuses_a_conflicti
     with pytest.raises(InputError, match=r"calibrated as a rubric judge.*--kind rubric") as e:
         apply_judge(rubric_champion, records, "passfail", workdir=tmp_path / "wd")
     assert e.value.field == "--kind"
+
+    r = _judge(tmp_path, rubric_champion, records)  # the CLI: no --kind is the prompt's own kind
+    assert r.exit_code == 0, r.output
+    assert [json.loads(line)["verdict"] for line in r.stdout.splitlines() if line.startswith("{")] == ["PASS", "FAIL"]
+    r = _judge(tmp_path, rubric_champion, records, "--kind", "passfail")
+    assert r.exit_code == 2 and "--kind" in r.output
 
     import verifirst as vf  # monitor follows the same rule
 

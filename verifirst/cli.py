@@ -706,7 +706,8 @@ def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
 @app.command("judge")
 def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/VERSION or prompts:/NAME@champion"),
               input: Path = typer.Option(..., "--input", help="records to judge (.jsonl/.csv; label optional)"),
-              kind: str = typer.Option("passfail", help="passfail | rubric"),
+              kind: Optional[str] = typer.Option(None, help="passfail | rubric (default: the prompt's tag, else "
+                                                            "passfail; one that conflicts with the tag is refused)"),
               model: str = typer.Option("local"), workdir: Path = typer.Option(DEMO_DIR),
               threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)"),
               view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables (default: the "
@@ -717,14 +718,14 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
 
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
+    A record the model could not judge gets verdict null and its LM error; exit 0 when some record
+    was judged, 1 when none was (the first LM error is shown), 2 bad input.
     """
     try:
-        from verifirst.calibration import apply_judge
+        from verifirst.calibration import cli_judge
 
-        rows = apply_judge(prompt, input, kind, model, workdir, threshold, view=view, tracking_uri=tracking_uri)
-        for row in rows:
-            typer.echo(json.dumps(row, default=str))
-        typer.echo(_judge_summary(rows), err=True)
+        raise typer.Exit(cli_judge(prompt, input, kind, model, workdir, threshold, view=view,
+                                   tracking_uri=tracking_uri))
     except VerifirstError as e:
         _fail(e)
 
@@ -770,7 +771,8 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
     Example: verifirst monitor --prompt prompts:/NAME@champion --outcomes new.jsonl --windows 7d
     A window drifts when its π interval lies below the champion's validation π or the informed
     teacher abstains on more than --max-abstention of it. Exit 0 ok, 1 drift (recommends
-    "recalibrate" or "give the judge better inputs"), 2 bad input.
+    "recalibrate" or "give the judge better inputs") or an LM failure (a window the judge or
+    teacher model left undecided; the first LM error is shown), 2 bad input.
     """
     try:
         from verifirst.api import MLflow
@@ -785,19 +787,6 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
                                      drift=rule, kind=kind, threads=threads, run_dir=run_dir))
     except VerifirstError as e:
         _fail(e)
-
-
-def _judge_summary(rows: list[dict]) -> str:
-    """One line on stderr: how many were judged, and agreement where records carry a label."""
-    from verifirst.core import stats
-    judged = [r for r in rows if r["verdict"] in ("PASS", "FAIL")]
-    msg = f"judged {len(judged)} of {len(rows)} records ({len(rows) - len(judged)} LM errors)"
-    both = [r for r in judged if r.get("label") in ("PASS", "FAIL")]
-    if len(both) >= 2:
-        agree = sum(r["verdict"] == r["label"] for r in both) / len(both)
-        pi = stats.scotts_pi([r["label"] for r in both], [r["verdict"] for r in both])
-        msg += f"; against the {len(both)} labels: agreement {agree:.3f}, Scott's pi {pi:+.3f}"
-    return msg
 
 
 def _studies() -> dict:
