@@ -89,6 +89,15 @@ def test_missing_verifier_policy_file_names_the_option(tmp_path):
     assert str(tmp_path / "nope.rego") in out
 
 
+def test_verifier_policy_file_not_utf8_is_named_at_its_line(tmp_path):
+    bad = tmp_path / "org.rego"
+    bad.write_bytes(b"package x\n# caf\xe9\ndeny[msg] { msg := \"a\" }\n")
+    res, exp = _dry_run(tmp_path, TASKS, f'backend = "python", policy = "{bad}"')
+    out = _refused(res, tmp_path)
+    assert f"{bad}:2: policy file is not UTF-8" in out and "UnicodeDecodeError" not in out
+    assert f"read through verifier.options.policy at {exp}:{VERIFIER_OPTIONS_LINE}" in out
+
+
 def test_task_rego_error_keeps_its_file_and_line_and_names_suite_path(tmp_path):
     tasks = _copy_tasks(tmp_path)
     bad = tasks / "job-queue" / "policy.rego"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from verifirst.core.errors import InputError
+from verifirst.core.textfile import read_text
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
 
@@ -96,10 +97,16 @@ class Policy:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **kw) -> "Policy":
+        """The policy in a .rego file (UTF-8; a file that is not names itself and its line).
+
+        Args:
+            path: the .rego file.
+            kw: as for Policy.
+        """
         p = Path(path)
         if not p.is_file():
             raise InputError("policy file not found", path=str(p), expected="a .rego file")
-        return cls(p.read_text(), path=str(p), **kw)
+        return cls(read_text(p, "policy file"), path=str(p), **kw)
 
     # ------------------------------------------------------------------ engines
     @staticmethod
