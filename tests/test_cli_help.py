@@ -56,3 +56,16 @@ def test_a_file_as_run_dir_is_refused_in_the_run_directorys_words(tmp_path, verb
     assert "[--run-dir]" in flat and "is not a directory" in flat and "one run's state and report" in flat
     assert "cache, runs and the MLflow store" not in flat  # the workdir's wording
     assert not (tmp_path / "wd").exists()
+
+
+def test_a_file_as_run_dir_is_refused_in_the_run_directory_words_in_python_too(tmp_path):
+    from verifirst.config import RUN_DIR_EXPECTED, check_workdir
+    from verifirst.core.errors import ConfigError
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(ConfigError) as e:
+        check_workdir(afile, "run_dir", expected=RUN_DIR_EXPECTED)
+    assert e.value.field == "run_dir" and "one run's state and report" in str(e.value)
+    with pytest.raises(ConfigError, match="cache, runs and the MLflow store"):
+        check_workdir(afile, "workdir")

@@ -277,14 +277,14 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     # Everything that can refuse the run comes before anything is written.
     suite = to_suite(data, inputs=inputs, program=program)
     name = name or suite.name
-    from verifirst.config import MAX_THREADS, check_number, check_workdir
+    from verifirst.config import MAX_THREADS, RUN_DIR_EXPECTED, check_number, check_workdir
 
     check_number(threads, 1, MAX_THREADS, "threads", integer=True)
     if max_error_rate is not None:
         check_number(max_error_rate, 0.0, 1.0, "max_error_rate")
     check_workdir(workdir or DEFAULT_WORKDIR, "workdir")
     if run_dir:
-        check_workdir(run_dir, "run_dir")
+        check_workdir(run_dir, "run_dir", expected=RUN_DIR_EXPECTED)
     manifest = make_manifest(suite.items, splits, seed, stratify, no_val=no_val, no_test=no_test)
     bad = [s for s in eval_splits if s not in SPLITS]
     if bad:

@@ -171,13 +171,9 @@ def _check_run_dir(run_dir: Path) -> None:
     Args:
         run_dir: the flag's value.
     """
-    from verifirst.config import check_workdir
+    from verifirst.config import RUN_DIR_EXPECTED, check_workdir
 
-    if run_dir.exists() and not run_dir.is_dir():  # not the workdir's wording: a run directory holds one run
-        raise InputError(f"{str(run_dir)!r} is not a directory", field="--run-dir",
-                         expected="a directory for one run's state and report: a new one, or an unfinished "
-                                  "run's to resume")
-    check_workdir(run_dir, field="--run-dir")
+    check_workdir(run_dir, field="--run-dir", expected=RUN_DIR_EXPECTED)
 
 
 def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None, dry_run=False,

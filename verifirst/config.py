@@ -197,8 +197,12 @@ def check_model_dict(spec: dict, where: str, *, path: str | None = None, line: i
                           expected="'local' or a LiteLLM model string")
 
 
+WORKDIR_EXPECTED = "a directory for cache, runs and the MLflow store"
+RUN_DIR_EXPECTED = "a directory for one run's state and report: a new one, or an unfinished run's to resume"
+
+
 def check_workdir(workdir: str | Path, field: str = "experiment.workdir", *, path: str | None = None,
-                  line: int | None = None) -> None:
+                  line: int | None = None, expected: str = WORKDIR_EXPECTED) -> None:
     """Refuse a work directory that is a file or cannot be written, before anything is written.
 
     Args:
@@ -206,6 +210,7 @@ def check_workdir(workdir: str | Path, field: str = "experiment.workdir", *, pat
         field: the option's name in the message.
         path: the experiment file it came from, if any.
         line: its line there, if known.
+        expected: what the directory is for, said when it is a file (RUN_DIR_EXPECTED for a run's).
     """
     import tempfile
 
@@ -213,7 +218,7 @@ def check_workdir(workdir: str | Path, field: str = "experiment.workdir", *, pat
     try:
         if d.exists() and not d.is_dir():
             raise ConfigError(f"{str(d)!r} is not a directory", path=path, line=line, field=field,
-                              expected="a directory for cache, runs and the MLflow store")
+                              expected=expected)
         probe = d
         while not probe.exists():
             if probe.is_symlink():  # a dangling link: mkdir would fail

@@ -348,7 +348,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     """
     from verifirst.calibration import (_part, check_record_source, judge_kind, judge_threshold, make_judge_program,
                                        resolve_start_prompt)
-    from verifirst.config import check_number, check_workdir
+    from verifirst.config import RUN_DIR_EXPECTED, check_number, check_workdir
     from verifirst.loop.judge_prompt import template_variables
     from verifirst.loop.labels import LabelRule
     from verifirst.loop.rundir import new_run_dir
@@ -358,7 +358,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     workdir = Path(workdir or DEFAULT_WORKDIR)
     check_workdir(workdir, "workdir")  # as calibrate: before the store, the cache or a report is written
     if run_dir is not None:
-        check_workdir(run_dir, "run_dir")
+        check_workdir(run_dir, "run_dir", expected=RUN_DIR_EXPECTED)
     check_record_source(outcomes, from_mlflow)
     rule = DriftRule.of(drift)
     if baseline_pi is not None:
