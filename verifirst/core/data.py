@@ -3,7 +3,7 @@ Hugging Face dataset (an object, or an id loaded with `datasets`).
 
 An item's id comes from its `id` field or, when there is none, from a hash of its content (the
 same record gets the same id in every form, so it lands in the same split); a `group` field
-keeps related items in one split. Which keys reach the program: `inputs`, else the keys a
+keeps related items in one split, and copies of one record without an id share a group. Which keys reach the program: `inputs`, else the keys a
 dspy.Example marks as inputs, else the program's input fields; the other keys stay with the metric.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import hashlib
 import io
 import inspect
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -183,6 +184,7 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
     keys = list(inputs) if inputs else None
     items: list[Item] = []
     seen: dict[str, int] = {}
+    contents: list[str | None] = []  # each item's content id; None where the record has an id
     for n, rec in enumerate(records, 1):
         where = {"path": source, "line": n + 1 if source and source.endswith(".csv") else n} if source \
             else {"field": f"data[{n - 1}]"}
@@ -205,14 +207,29 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
                              expected=f"fields {', '.join(rec_keys)}")
         raw_id = rec.pop("id", None)
         group = rec.pop("group", None)
-        iid = str(raw_id) if raw_id not in (None, "") else content_id(rec)
-        if raw_id in (None, "") and iid in seen:  # the same content twice: stable, distinct ids
+        content = content_id(rec) if raw_id in (None, "") else None
+        iid = str(raw_id) if content is None else content
+        if content is not None and iid in seen:  # the same content twice: stable, distinct ids
             seen[iid] += 1
             iid = f"{iid}-{seen[iid]}"
         else:
             seen.setdefault(iid, 0)
         items.append(Item(iid, {k: rec[k] for k in rec_keys}, {k: v for k, v in rec.items() if k not in rec_keys},
                           group=str(group) if group not in (None, "") else None))
+        contents.append(content)
     if not items:
         raise InputError("no records", path=source, field="data", expected="at least one record")
+    _group_repeated_content(items, contents)
     return Suite(name or default_name, items)
+
+
+def _group_repeated_content(items: list[Item], contents: list[str | None]) -> None:
+    """Copies of one record (no id, no group of their own) share a group: their content id.
+
+    Each copy has its own item id, so without a shared group the splitter would place the copies
+    apart and the same record would be both trained on and held out.
+    """
+    counts = Counter(c for c in contents if c is not None)
+    for item, content in zip(items, contents):
+        if content is not None and counts[content] > 1 and item.group is None:
+            item.group = content
