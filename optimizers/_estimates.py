@@ -60,24 +60,30 @@ def autorefine_lines(engine: Any, b: EstimateBuilder) -> int:
 
 
 def simba_lines(engine: Any, b: EstimateBuilder) -> int:
-    """SIMBA: steps x bsize x num_candidates trajectories, as many candidate evaluations, up to one rule
-    per candidate from the reflection LM, then the candidates on train and on validation.
+    """SIMBA: steps x bsize x num_candidates trajectories, up to num_candidates + 1 new candidates per step
+    on its batch (one rule each from the reflection LM), then the finalists on train and on validation.
+    The steps are the engine's (`SIMBAEngine.steps`: max_iters, capped by max_metric_calls).
 
     Args:
-        engine: the SIMBA engine (bsize, num_candidates).
+        engine: the SIMBA engine (bsize, num_candidates, steps).
         b: the estimate being built.
     """
     train, val = b.by_split["train"], b.by_split["val"]
-    bsize = int(engine.bsize or min(8, len(train)))
-    nc = int(engine.num_candidates or 4)
-    steps = int(b.budget.max_iters or 4)
+    bsize = engine.batch_size(len(train))
+    nc = int(engine.num_candidates)
+    steps = engine.steps(b.budget, len(train), len(val))
+    new = min(bsize, nc + 1)  # one candidate per bucket, bsize buckets
+    finalists = min(steps + 1, nc + 1)
     b.program_lines(steps * bsize * nc, "optimize", f"SIMBA: {steps} steps x {bsize} items x {nc} trajectories",
                     "exact")
-    b.program_lines(steps * bsize * (nc + 1), "optimize", "SIMBA: new candidates on each step's batch", "up to")
-    b.program_lines((nc + 1) * (len(train) + len(val)), "optimize", "SIMBA: candidates on train, then on "
+    b.program_lines(steps * bsize * new, "optimize", "SIMBA: new candidates on each step's batch", "up to")
+    b.program_lines(finalists * (len(train) + len(val)), "optimize", "SIMBA: candidates on train, then on "
                     "validation", "up to")
-    b.est.add(Line("optimize", b.reflection.role, "SIMBA rules: one per new candidate", steps * (nc + 1),
+    b.est.add(Line("optimize", b.reflection.role, "SIMBA rules: one per new candidate", steps * new,
                    (tokens_of(PLACEHOLDER_CHARS * 4),) * 2, b.reflection.completion(1, 2 * TYPICAL_FIELD_TOKENS),
                    b.reflection.model, b.reflection.price, "up to"))
     b.est.notes.append("SIMBA's counts are bounds: a candidate built by adding a demo calls no reflection")
+    if b.budget.max_metric_calls is not None:
+        b.est.notes.append(f"SIMBA runs {steps} steps: the most that keep its metric calls within max_metric_calls "
+                           f"{b.budget.max_metric_calls}")
     return 0

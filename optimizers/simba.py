@@ -3,6 +3,11 @@ validation split and per-step metrics.
 
 SIMBA needs sampling variance (task LM temperature > 0) and len(train) >= bsize.
 
+Budget: `max_metric_calls` sets the steps: the most whose metric calls (each step's trajectories
+and new candidates, then the candidates on train and on validation: `metric_calls`) stay within
+it, at most `max_iters`; without it, `max_iters` steps (default 4). A max_metric_calls too small
+for one step is refused before any LM call (`check_budget`).
+
 Resuming: dspy.SIMBA keeps no checkpoint, so a run killed inside compile redoes the whole
 compile when resumed; what the driver keeps is kept (the before-evaluations, and the chosen
 program once engine_done.json is written). tests/test_resume.py pins exactly that.
@@ -17,6 +22,8 @@ import dspy
 from verifirst.core.engine import compile_arguments
 
 from .base import Budget, EngineContext, EngineResult
+
+DEFAULT_STEPS = 4
 
 
 class SIMBAEngine:
@@ -36,6 +43,66 @@ class SIMBAEngine:
         """
         return compile_arguments(dspy.SIMBA.compile, "SIMBA", ctx)
 
+    def batch_size(self, n_train: int) -> int:
+        """The minibatch size: the configured bsize, else 8 or the whole training split if smaller."""
+        return self.bsize or min(8, n_train)
+
+    def metric_calls(self, steps: int, n_train: int, n_val: int) -> int:
+        """The most metric calls a run of `steps` steps makes (dspy.SIMBA.compile, then `_select_on_val`).
+
+        Each step scores bsize x num_candidates trajectories, then at most num_candidates + 1 new
+        candidates (one per bucket, bsize buckets) on the step's batch; the end scores the winners
+        (at most steps + 1 of them, at most num_candidates + 1) on train, then on validation.
+
+        Args:
+            steps: SIMBA's max_steps.
+            n_train: training items.
+            n_val: validation items.
+        """
+        bsize = self.batch_size(n_train)
+        per_step = bsize * self.num_candidates + bsize * min(bsize, self.num_candidates + 1)
+        finalists = min(steps + 1, self.num_candidates + 1)
+        return steps * per_step + finalists * (n_train + n_val)
+
+    def steps(self, budget: Budget, n_train: int, n_val: int) -> int:
+        """SIMBA's steps: the most that keep the metric calls within budget.max_metric_calls, at most
+        budget.max_iters; budget.max_iters (default 4) when no max_metric_calls is given.
+
+        Args:
+            budget: the run's budget.
+            n_train: training items.
+            n_val: validation items.
+        """
+        if budget.max_metric_calls is None:
+            return DEFAULT_STEPS if budget.max_iters is None else budget.max_iters
+        steps = 0
+        while (budget.max_iters is None or steps < budget.max_iters) and \
+                self.metric_calls(steps + 1, n_train, n_val) <= budget.max_metric_calls:
+            steps += 1
+        return steps
+
+    def check_budget(self, budget: Budget, n_train: int, n_val: int) -> None:
+        """Refuse a max_metric_calls too small for one step (vf.optimize asks before any LM call).
+
+        Args:
+            budget: the run's budget.
+            n_train: training items.
+            n_val: validation items.
+
+        Raises:
+            InputError: naming budget.max_metric_calls and the calls one step needs.
+        """
+        from verifirst.core.errors import InputError
+
+        if budget.max_metric_calls is None or budget.max_iters == 0:
+            return
+        one_step = self.metric_calls(1, n_train, n_val)
+        if self.steps(budget, n_train, n_val) == 0:
+            raise InputError(f"max_metric_calls {budget.max_metric_calls} is too few for one SIMBA step with "
+                             f"{n_train} training and {n_val} validation items", field="budget.max_metric_calls",
+                             expected=f"at least {one_step} (bsize {self.batch_size(n_train)}, num_candidates "
+                                      f"{self.num_candidates}), or a smaller bsize or num_candidates")
+
     def estimate(self, builder) -> int:
         """The calls this engine makes, for the dry-run estimate (see optimizers._estimates)."""
         from ._estimates import simba_lines
@@ -43,10 +110,10 @@ class SIMBAEngine:
         return simba_lines(self, builder)
 
     def compile(self, program, metric, trainset, valset, budget: Budget, ctx: EngineContext) -> EngineResult:
-        bsize = self.bsize or min(8, len(trainset))
+        bsize = self.batch_size(len(trainset))
         if len(trainset) < bsize:
             raise ValueError(f"SIMBA needs len(train) >= bsize; got {len(trainset)} < {bsize}")
-        steps = budget.max_iters or 4
+        steps = self.steps(budget, len(trainset), len(valset))
         opt = dspy.SIMBA(metric=metric, bsize=bsize, num_candidates=self.num_candidates, max_steps=steps,
                          max_demos=self.max_demos, num_threads=budget.num_threads,
                          prompt_model=ctx.reflection_lm, **self.options)

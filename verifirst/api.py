@@ -192,6 +192,33 @@ def make_manifest(items: Sequence[Any], splits: Any, seed: int, stratify: Any = 
                        stratify=stratify, **split_by)
 
 
+def check_engine_budget(engine: Any, budget: Budget, manifest: SplitManifest) -> None:
+    """Refuse a budget the engine cannot honour, before any LM call.
+
+    A dspy.Teleprompter (BootstrapFewShot, MIPROv2, ...) keeps its budget in its own settings, so
+    budget.max_metric_calls would be ignored; an engine with `check_budget` (SIMBA) checks its own.
+
+    Args:
+        engine: the resolved engine (None: no optimizer).
+        budget: the run's budget.
+        manifest: the splits (the engine's budget may depend on their sizes).
+
+    Raises:
+        InputError: naming the budget field and what the engine takes instead.
+    """
+    from verifirst.core.engine import TeleprompterEngine
+
+    if isinstance(engine, TeleprompterEngine) and budget.max_metric_calls is not None:
+        raise InputError(f"{engine.name} does not count metric calls: max_metric_calls would be ignored",
+                         field="budget.max_metric_calls",
+                         expected="no max_metric_calls; set the teleprompter's own budget (BootstrapFewShot: "
+                                  "max_bootstrapped_demos, max_labeled_demos, max_rounds; dspy.GEPA: "
+                                  "max_metric_calls), or a spend limit such as budget.max_lm_calls")
+    if hasattr(engine, "check_budget"):
+        sizes = manifest.sizes()
+        engine.check_budget(budget, sizes["train"], sizes["val"])
+
+
 def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              splits: Any = DEFAULT_RATIOS, models: Any = None, budget: Budget | None = None,
              run_dir: str | Path | None = None, tracking: MLflow | RunCallback | None = None,
@@ -295,6 +322,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                     threshold=threshold)
     engine = resolve_engine(optimizer, optimizer_options)
     check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
+    budget = budget or Budget(num_threads=threads)
+    check_engine_budget(engine, budget, manifest)
     if isinstance(tracking, MLflow):
         tracking.check_reachable()  # an unreachable server refuses the run before any model is built
     lms = build_models(models)
@@ -308,7 +337,6 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     workdir = Path(workdir or DEFAULT_WORKDIR)
     fresh = not run_dir
     run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
-    budget = budget or Budget(num_threads=threads)
     reflection = lms.reflection if lms is not None else task_lm
     ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
                         task_lm=task_lm, seed=seed, compile_kwargs=dict(compile_kwargs or {}))

@@ -1,0 +1,55 @@
+"""vf.optimize's arguments: budgets an optimizer cannot honour, bad types and meaningless settings are
+refused as InputError naming the argument; what the run honours is what the report shows."""
+import dspy
+import pytest
+
+import verifirst as vf
+from verifirst.core.errors import InputError
+from verifirst.lm.testing import json_answer, scripted_lm
+
+
+def records(n=10):
+    return [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(n)]
+
+
+def metric(example, pred, trace=None):
+    return (pred.answer or "").strip() == example.answer
+
+
+def models():
+    return {"task": scripted_lm(lambda m: json_answer(answer="41"))}
+
+
+def run(tmp_path, optimizer="none", **kw):
+    return vf.optimize(dspy.Predict("question -> answer"), records(), kw.pop("metric", metric), optimizer,
+                       models=kw.pop("models", None) or models(), workdir=tmp_path / "w", **kw)
+
+
+# -- budget.max_metric_calls ---------------------------------------------------------------------------
+
+
+def test_simba_keeps_its_metric_calls_within_max_metric_calls(tmp_path):
+    res = run(tmp_path, "simba", budget=vf.Budget(max_metric_calls=100))
+    assert 0 < res.report["details"]["metric"]["calls"] <= 100
+
+
+def test_simba_dry_run_estimate_follows_max_metric_calls(tmp_path):
+    def task_calls(mmc):
+        est = run(tmp_path, "simba", budget=vf.Budget(max_metric_calls=mmc), dry_run=True)
+        return est.by_role()["task"]["calls"]
+
+    assert task_calls(100) < task_calls(400) < task_calls(1000)
+
+
+def test_simba_refuses_max_metric_calls_too_few_for_one_step(tmp_path):
+    with pytest.raises(InputError) as e:
+        run(tmp_path, "simba", budget=vf.Budget(max_metric_calls=12))
+    assert e.value.field == "budget.max_metric_calls" and "at least" in str(e.value)
+    assert not (tmp_path / "w" / "runs").exists()  # refused before anything is written
+
+
+def test_a_teleprompter_refuses_max_metric_calls_it_would_ignore(tmp_path):
+    tp = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=1)
+    with pytest.raises(InputError) as e:
+        run(tmp_path, tp, budget=vf.Budget(max_metric_calls=50))
+    assert e.value.field == "budget.max_metric_calls" and "max_bootstrapped_demos" in str(e.value)
