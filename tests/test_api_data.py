@@ -43,3 +43,41 @@ def test_a_group_given_by_the_user_wins_over_the_copies_group():
     recs = [{"question": "same", "answer": "4", "group": "mine"}, {"question": "same", "answer": "4"}]
     items = to_suite(recs, inputs=["question"]).items
     assert items[0].group == "mine" and items[1].group == items[0].id
+
+
+QA_DATA = [{"id": f"q{k}", "question": f"What is {k}+{4 - k}?", "answer": "4"} for k in range(8)]
+
+
+def run(data, tmp_path, **kw):
+    lm = scripted_lm(lambda m: json_answer(answer="4"))
+    return vf.optimize(kw.pop("program", dspy.Predict("question -> answer")), data,
+                       kw.pop("metric", lambda ex, pred, trace=None: pred.answer == ex.answer),
+                       optimizer="none", models={"task": lm}, workdir=str(tmp_path), **kw)
+
+
+@pytest.mark.parametrize("form", ["with_inputs", "inputs="])
+def test_inputs_without_the_programs_input_field_are_refused(tmp_path, form):
+    data = [dspy.Example(**r).with_inputs("answer") for r in QA_DATA] if form == "with_inputs" else QA_DATA
+    kw = {"inputs": ["answer"]} if form == "inputs=" else {}
+    with pytest.raises(InputError) as e:
+        run(data, tmp_path, **kw)
+    assert e.value.field == "inputs"
+    assert "'question'" in e.value.message and "'answer'" in e.value.message
+
+
+class TwoSteps(dspy.Module):
+    """A program whose second step reads what the first produced: its inputs are its forward's."""
+
+    def __init__(self):
+        super().__init__()
+        self.draft = dspy.Predict("question -> draft")
+        self.answer = dspy.Predict("question, draft -> answer")
+
+    def forward(self, question, hint=None):
+        return self.answer(question=question, draft=self.draft(question=question).draft)
+
+
+def test_inputs_covering_the_programs_required_fields_are_accepted():
+    assert len(to_suite(QA_DATA, inputs=["question"], program=TwoSteps()).items) == 8
+    with pytest.raises(InputError, match="'question'"):
+        to_suite(QA_DATA, inputs=["answer"], program=TwoSteps())

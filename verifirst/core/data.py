@@ -33,6 +33,15 @@ def content_id(record: dict) -> str:
     return "h" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _forward_params(program: Any) -> list[inspect.Parameter]:
+    """The named parameters of a program's forward (none for `forward(**kwargs)`)."""
+    fwd = getattr(program, "forward", None)
+    if fwd is None:
+        return []
+    return [p for p in inspect.signature(fwd).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def program_inputs(program: Any) -> list[str]:
     """The input field names of a DSPy program: its signature's, else its forward's parameters.
 
@@ -42,14 +51,46 @@ def program_inputs(program: Any) -> list[str]:
     sig = getattr(program, "signature", None)
     if sig is not None and getattr(sig, "input_fields", None):
         return list(sig.input_fields)
-    fwd = getattr(program, "forward", None)
-    if fwd is not None:
-        params = [p for p in inspect.signature(fwd).parameters.values()
-                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        if params:
-            return [p.name for p in params]
+    params = _forward_params(program)
+    if params:
+        return [p.name for p in params]
     preds = program.predictors() if hasattr(program, "predictors") else []
     return list(preds[0].signature.input_fields) if preds else []
+
+
+def required_inputs(program: Any) -> list[str] | None:
+    """The input fields a program cannot run without, or None when they cannot be known.
+
+    Its signature's input fields; else forward's parameters without a default; else, for a
+    `forward(**kwargs)` around a single predictor, that predictor's input fields. With several
+    predictors, later ones may take what earlier ones produce, so nothing is claimed.
+
+    Args:
+        program: a dspy.Module (or a Predict / ChainOfThought).
+    """
+    sig = getattr(program, "signature", None)
+    if sig is not None and getattr(sig, "input_fields", None):
+        return list(sig.input_fields)
+    params = _forward_params(program)
+    if params:
+        return [p.name for p in params if p.default is p.empty]
+    preds = program.predictors() if hasattr(program, "predictors") else []
+    return list(preds[0].signature.input_fields) if len(preds) == 1 else None
+
+
+def check_inputs_cover_program(keys: Sequence[str], required: Sequence[str] | None, how: str) -> None:
+    """Refuse inputs that leave out a field the program needs (DSPy would only log it and run).
+
+    Args:
+        keys: the fields that will reach the program.
+        required: the program's required input fields (None: unknown, nothing is checked).
+        how: where the keys came from, for the message.
+    """
+    missing = [k for k in required or () if k not in keys]
+    if missing:
+        raise InputError(f"the program needs input field(s) {', '.join(map(repr, missing))}, but {how} "
+                         f"gives only {', '.join(map(repr, keys))}", field="inputs",
+                         expected=f"inputs that include {', '.join(required)}")
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -185,6 +226,9 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
     items: list[Item] = []
     seen: dict[str, int] = {}
     contents: list[str | None] = []  # each item's content id; None where the record has an id
+    required = required_inputs(program) if program is not None else None
+    if keys is not None:
+        check_inputs_cover_program(keys, required, "inputs=")
     for n, rec in enumerate(records, 1):
         where = {"path": source, "line": n + 1 if source and source.endswith(".csv") else n} if source \
             else {"field": f"data[{n - 1}]"}
@@ -192,6 +236,7 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
         if hasattr(rec, "toDict") and hasattr(rec, "inputs"):  # a dspy.Example
             if rec_keys is None and getattr(rec, "_input_keys", None):
                 rec_keys = list(rec._input_keys)
+                check_inputs_cover_program(rec_keys, required, f"data[{n - 1}].with_inputs()")
             rec = rec.toDict()
         if not isinstance(rec, dict):
             raise InputError(f"a {type(rec).__name__}, not a record", **where, expected="a dict or dspy.Example")
