@@ -81,3 +81,24 @@ def test_inputs_covering_the_programs_required_fields_are_accepted():
     assert len(to_suite(QA_DATA, inputs=["question"], program=TwoSteps()).items) == 8
     with pytest.raises(InputError, match="'question'"):
         to_suite(QA_DATA, inputs=["answer"], program=TwoSteps())
+
+
+def test_the_metric_reads_the_records_own_id_and_group(tmp_path):
+    data = [{**r, "group": f"g{k // 2}"} for k, r in enumerate(QA_DATA)]
+    seen, program_saw = [], []
+
+    def metric(example, pred, trace=None):
+        seen.append((example.item_id, example.id, example.group))
+        return pred.answer == example.answer
+
+    def task(messages):
+        program_saw.append(messages[-1]["content"])
+        return json_answer(answer="4")
+
+    vf.optimize(dspy.Predict("question -> answer"), data, metric, optimizer="none",
+                models={"task": scripted_lm(task)}, workdir=str(tmp_path))
+    assert seen and all(item_id == own_id and group.startswith("g") for item_id, own_id, group in seen)
+    assert not any("g0" in text or "[[ ## id ## ]]" in text for text in program_saw)
+    items = to_suite(data, program=dspy.Predict("question -> answer")).items
+    assert [it.id for it in items] == [r["id"] for r in QA_DATA]
+    assert items[0].example().inputs().toDict() == {"question": QA_DATA[0]["question"]}

@@ -21,6 +21,22 @@ from verifirst.core.errors import InputError
 from verifirst.core.task import ITEM_ID, Item, Suite
 
 FILE_SUFFIXES = (".jsonl", ".json", ".csv")
+OWN_KEYS = ("id", "group")  # a record's own id and group: they name and group items
+OWN_KEYS_META = "record_keys"  # Item.meta key: the record's own id/group, as it had them
+
+
+class RecordItem(Item):
+    """An item from a record with its own `id` or `group`: its example carries them too.
+
+    The metric may read example.id or example.group; they are not inputs, so the program
+    never sees them.
+    """
+
+    def example(self):
+        ex = super().example()
+        for key, value in self.meta.get(OWN_KEYS_META, {}).items():
+            ex[key] = value
+        return ex
 
 
 def content_id(record: dict) -> str:
@@ -250,8 +266,8 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
         if missing:
             raise InputError(f"record has no input field {missing[0]!r}", **where,
                              expected=f"fields {', '.join(rec_keys)}")
-        raw_id = rec.pop("id", None)
-        group = rec.pop("group", None)
+        own = {k: rec.pop(k) for k in OWN_KEYS if k in rec}
+        raw_id, group = own.get("id"), own.get("group")
         content = content_id(rec) if raw_id in (None, "") else None
         iid = str(raw_id) if content is None else content
         if content is not None and iid in seen:  # the same content twice: stable, distinct ids
@@ -259,13 +275,21 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
             iid = f"{iid}-{seen[iid]}"
         else:
             seen.setdefault(iid, 0)
-        items.append(Item(iid, {k: rec[k] for k in rec_keys}, {k: v for k, v in rec.items() if k not in rec_keys},
-                          group=str(group) if group not in (None, "") else None))
+        items.append(_item(iid, rec, rec_keys, group=str(group) if group not in (None, "") else None, own=own))
         contents.append(content)
     if not items:
         raise InputError("no records", path=source, field="data", expected="at least one record")
     _group_repeated_content(items, contents)
     return Suite(name or default_name, items)
+
+
+def _item(iid: str, rec: dict, input_keys: Sequence[str], group: str | None, own: dict) -> Item:
+    """One record as an Item; a RecordItem when the record had its own id or group (for the metric)."""
+    inputs = {k: rec[k] for k in input_keys}
+    gold = {k: v for k, v in rec.items() if k not in input_keys}
+    if own:
+        return RecordItem(iid, inputs, gold, group=group, meta={OWN_KEYS_META: own})
+    return Item(iid, inputs, gold, group=group)
 
 
 def _group_repeated_content(items: list[Item], contents: list[str | None]) -> None:
