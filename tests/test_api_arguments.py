@@ -53,3 +53,32 @@ def test_a_teleprompter_refuses_max_metric_calls_it_would_ignore(tmp_path):
     with pytest.raises(InputError) as e:
         run(tmp_path, tp, budget=vf.Budget(max_metric_calls=50))
     assert e.value.field == "budget.max_metric_calls" and "max_bootstrapped_demos" in str(e.value)
+
+
+# -- argument types: InputError naming the argument, never a raw TypeError or ValueError ---------------
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"models": {"task": 42}}, "models.task"),
+    ({"threshold": "high"}, "threshold"),
+    ({"seed": "abc"}, "seed"),
+    ({"budget": 5}, "budget"),
+    ({"budget": {"max_metric_cals": 5}}, "budget.max_metric_cals"),
+    ({"stratify": "answer"}, "stratify"),
+])
+def test_a_bad_argument_is_an_input_error_naming_it(tmp_path, kw, field):
+    with pytest.raises(InputError) as e:
+        run(tmp_path, **kw)
+    assert e.value.field == field and e.value.expected
+
+
+def test_a_budget_dict_is_a_budget(tmp_path):
+    res = run(tmp_path, "simba", budget={"max_metric_calls": 100})
+    assert res.report["budget"]["max_metric_calls"] == 100
+    assert res.report["details"]["metric"]["calls"] <= 100
+
+
+def test_make_splits_names_a_stratify_key_the_items_lack():
+    with pytest.raises(InputError) as e:
+        vf.make_splits([{"id": "a"}, {"id": "b"}], stratify="label")
+    assert e.value.field == "stratify"

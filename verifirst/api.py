@@ -22,7 +22,8 @@ from verifirst.core.engine import Budget, EngineContext, resolve_engine
 from verifirst.core.errors import InputError
 from verifirst.config import DEFAULT_MAX_ERROR_RATE
 from verifirst.report.console import Console
-from verifirst.loop.splits import DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs, check_ratios, make_splits, split_options
+from verifirst.loop.splits import (DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs,
+                                   check_ratios, check_seed, make_splits, split_options)
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -116,6 +117,56 @@ def _is_lm(obj: Any) -> bool:
     return isinstance(obj, dspy.BaseLM)
 
 
+MODEL_SPEC_EXPECTED = "a model string, a dict with `model`, a list of endpoints, or a dspy.LM"
+
+
+def check_model_spec(spec: Any, field: str) -> None:
+    """Refuse a model spec make_models cannot build, naming the role: a str, a dict with `model`, a
+    list of endpoints (model strings or dicts). A dspy.LM is taken as it is before this check.
+
+    Args:
+        spec: the role's spec.
+        field: the role's field, e.g. `models.task`.
+    """
+    from verifirst.config import check_model_dict
+
+    if isinstance(spec, dict):  # a typo such as `temprature` is refused, not sent to the provider
+        check_model_dict(spec, field)
+    elif isinstance(spec, list):
+        if not spec:
+            raise InputError("an empty list of endpoints", field=field, expected=MODEL_SPEC_EXPECTED)
+        for i, endpoint in enumerate(spec):
+            if not isinstance(endpoint, (str, dict)):
+                raise InputError(f"endpoint {i} is a {type(endpoint).__name__}", field=f"{field}[{i}]",
+                                 expected="a model string or a dict with `model`")
+    elif not isinstance(spec, str) or not spec.strip():
+        raise InputError(f"{spec!r} is not a model", field=field, expected=MODEL_SPEC_EXPECTED)
+
+
+def as_budget(budget: Any, threads: int) -> Budget:
+    """The run's Budget: the one given, one from a dict of its fields, or the default for `threads`.
+
+    Args:
+        budget: a Budget, a dict such as {"max_metric_calls": 200}, or None.
+        threads: the run's threads (the default budget's num_threads).
+    """
+    import dataclasses
+
+    if budget is None:
+        return Budget(num_threads=threads)
+    if isinstance(budget, Budget):
+        return budget
+    if not isinstance(budget, dict):
+        raise InputError(f"budget is a {type(budget).__name__}", field="budget",
+                         expected="a vf.Budget or a dict of its fields")
+    names = [f.name for f in dataclasses.fields(Budget)]
+    unknown = sorted(set(budget) - set(names))
+    if unknown:
+        raise InputError(f"unknown budget field {unknown[0]!r}", field=f"budget.{unknown[0]}",
+                         expected="one of " + ", ".join(names))
+    return Budget(**{"num_threads": threads, **budget})
+
+
 def build_models(models: Any) -> Any:
     """LMs by role from strings, dicts (model=, api_base=, ...) or dspy.LM objects; None stays None.
 
@@ -129,7 +180,7 @@ def build_models(models: Any) -> Any:
         return models
     if not isinstance(models, dict):
         raise InputError(f"models is a {type(models).__name__}", field="models",
-                         expected="{role: model string, dict or dspy.LM}")
+                         expected="{role: " + MODEL_SPEC_EXPECTED + "}")
     unknown = sorted(set(models) - set(ROLES))
     if unknown:
         raise InputError(f"unknown role {unknown[0]!r}", field="models", expected="roles " + ", ".join(ROLES))
@@ -140,11 +191,8 @@ def build_models(models: Any) -> Any:
     for lm in objs.values():  # an LM built by the caller: its key is masked wherever it appears too
         register_secrets(getattr(lm, "kwargs", None) or {})
     specs = {r: v for r, v in given.items() if r not in objs}
-    from verifirst.config import check_model_dict
-
-    for r, v in specs.items():  # a typo such as `temprature` is refused, not sent to the provider
-        if isinstance(v, dict):
-            check_model_dict(v, f"models.{r}")
+    for r, v in specs.items():
+        check_model_spec(v, f"models.{r}")
     built = make_models(specs) if specs else None
     return Models(**{r: objs.get(r) or (getattr(built, r) if built and r in specs else None) for r in ROLES})
 
@@ -247,7 +295,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
             "time_field": "created_at", "windows": "7d"}: train oldest, test newest (verifirst.loop.timesplit).
         models: {role: model string, {"model": ..., "api_base": ...} or dspy.LM} for task,
             reflection, teacher, judge; None uses the LM you configured in DSPy.
-        budget: the optimizer's budget (vf.Budget).
+        budget: the optimizer's budget and the run's spend limits: a vf.Budget, or a dict of its
+            fields (unknown fields are refused).
         run_dir: where checkpoints, the optimized program and the reports go (default: a new
             WORKDIR/runs/NAME-TIME). An existing run directory resumes.
         tracking: vf.MLflow(...) or any RunCallback; None tracks nothing.
@@ -307,6 +356,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     from verifirst.config import MAX_THREADS, RUN_DIR_EXPECTED, check_number, check_workdir
 
     check_number(threads, 1, MAX_THREADS, "threads", integer=True)
+    check_seed(seed)
     if max_error_rate is not None:
         check_number(max_error_rate, 0.0, 1.0, "max_error_rate")
     check_workdir(workdir or DEFAULT_WORKDIR, "workdir")
@@ -322,7 +372,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                     threshold=threshold)
     engine = resolve_engine(optimizer, optimizer_options)
     check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
-    budget = budget or Budget(num_threads=threads)
+    budget = as_budget(budget, threads)
     check_engine_budget(engine, budget, manifest)
     if isinstance(tracking, MLflow):
         tracking.check_reachable()  # an unreachable server refuses the run before any model is built

@@ -68,6 +68,21 @@ def _check_signature(fn: Callable, name: str) -> None:
                           f"({', '.join(keyword_only) or 'more than five'})", field="metric", expected=expected)
 
 
+def check_threshold(threshold: Any) -> float:
+    """A plain metric's PASS threshold as a float, refused unless it is a finite number.
+
+    Args:
+        threshold: the threshold given.
+
+    Raises:
+        InputError: naming `threshold` and what it expects.
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
+        raise InputError(f"{threshold!r} is not a threshold", field="threshold",
+                         expected="a number: the score at or above which an item passes")
+    return float(threshold)
+
+
 class Metric:
     """A verifier or a plain DSPy metric, for evaluation and optimizers alike."""
 
@@ -92,7 +107,7 @@ class Metric:
             raise InputError("a verifier needs the program's output field to check", field="output_field",
                              expected="the name of the program's output (or a program with `output_field`)")
         self.output_field = output_field
-        self.threshold = 1.0 if threshold is None else float(threshold)
+        self.threshold = 1.0 if threshold is None else check_threshold(threshold)
         self.threshold_given = threshold is not None  # else bootstrapping keeps DSPy's rule (truthy value)
         self.name = name or getattr(metric, "name", None) or getattr(metric, "__name__", type(metric).__name__)
         self._arity = 0 if self.is_verifier else _positional_arity(metric)

@@ -23,12 +23,43 @@ DEFAULT_RATIOS = (0.5, 0.25, 0.25)
 DEFAULT_SEED = 0
 
 
-def _keyfn(key: str | Callable[[Any], Any] | None) -> Callable[[Any], str]:
+def _keyfn(key: str | Callable[[Any], Any] | None, field: str = "key") -> Callable[[Any], str]:
+    """A function item -> str from an attribute name, a dict key or a callable (None: the item's id).
+
+    Args:
+        key: the attribute name or dict key, a callable, or None.
+        field: the argument it came from, named when an item lacks the key.
+    """
     if key is None:
         return lambda it: str(getattr(it, "id") if hasattr(it, "id") else it["id"])
     if callable(key):
         return lambda it: str(key(it))
-    return lambda it: str(getattr(it, key) if hasattr(it, key) else it[key])
+    if not isinstance(key, str):
+        raise InputError(f"{field} is a {type(key).__name__}", field=field,
+                         expected="an attribute or key name, or an item -> label callable")
+
+    def by_name(it: Any) -> str:
+        if hasattr(it, key):
+            return str(getattr(it, key))
+        if isinstance(it, dict) and key in it:
+            return str(it[key])
+        # an Item keeps its fields under inputs/gold: a bare name would not find them
+        raise InputError(f"item {getattr(it, 'id', '')!r} has no attribute or key {key!r}", field=field,
+                         expected="an item -> label callable, e.g. lambda it: it.gold['answer']")
+
+    return by_name
+
+
+def check_seed(seed: Any, field: str = "seed") -> int:
+    """The seed as given, refused unless it is an integer (a bool or "42" is not).
+
+    Args:
+        seed: the seed given.
+        field: the argument's name in the error.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"{seed!r} is not a seed", field=field, expected="an integer")
+    return seed
 
 
 def _rank(seed: int, group: str) -> str:
@@ -306,13 +337,14 @@ def make_splits(items: Sequence[Any], key: str | Callable | None = None,
         lines: id -> line in `source`, for errors about a record's time.
     """
     check_split_method(by, time_field, windows, source=source)
+    check_seed(seed)
     ratios = tuple(float(r) for r in ratios)
     if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
         raise InputError(f"ratios must be three non-negative numbers summing to 1, got {ratios}",
                          path=source, field="splits.ratios", expected="e.g. 0.5,0.25,0.25")
     kf = _keyfn(key)
-    gf = _keyfn(group) if group is not None else kf
-    sf = _keyfn(stratify) if stratify is not None else (lambda it: "")
+    gf = _keyfn(group, "group") if group is not None else kf
+    sf = _keyfn(stratify, "stratify") if stratify is not None else (lambda it: "")
     ids_seen: set[str] = set()
     by_group: dict[str, list[str]] = defaultdict(list)
     stratum: dict[str, str] = {}
