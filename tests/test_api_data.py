@@ -102,3 +102,14 @@ def test_the_metric_reads_the_records_own_id_and_group(tmp_path):
     items = to_suite(data, program=dspy.Predict("question -> answer")).items
     assert [it.id for it in items] == [r["id"] for r in QA_DATA]
     assert items[0].example().inputs().toDict() == {"question": QA_DATA[0]["question"]}
+
+
+def test_a_dataframe_is_read_as_its_records():
+    pd = pytest.importorskip("pandas")
+    prog = dspy.Predict("question -> answer")
+    from_frame = to_suite(pd.DataFrame(QA_DATA), program=prog).items
+    from_dicts = to_suite(QA_DATA, program=prog).items
+    assert [(it.id, it.inputs, it.gold) for it in from_frame] == [(it.id, it.inputs, it.gold) for it in from_dicts]
+    no_ids = [{k: v for k, v in r.items() if k != "id"} for r in QA_DATA]
+    assert [it.id for it in to_suite(pd.DataFrame(no_ids), program=prog).items] == \
+        [it.id for it in to_suite(no_ids, program=prog).items]

@@ -1,5 +1,5 @@
 """A user's data as items: lists of dicts or dspy.Examples, a Suite, a JSONL/CSV file, a
-Hugging Face dataset (an object, or an id loaded with `datasets`).
+Hugging Face dataset (an object, or an id loaded with `datasets`), a pandas DataFrame.
 
 An item's id comes from its `id` field or, when there is none, from a hash of its content (the
 same record gets the same id in every form, so it lands in the same split); a `group` field
@@ -189,14 +189,21 @@ def _is_dataset(data: Any) -> bool:
     return isinstance(getattr(data, "column_names", None), list) and hasattr(data, "__iter__")
 
 
+def _is_dataframe(data: Any) -> bool:
+    """A pandas DataFrame (recognised by shape, so pandas need not be installed)."""
+    return hasattr(data, "columns") and hasattr(data, "iloc") and callable(getattr(data, "to_dict", None))
+
+
 def records_of(data: Any) -> tuple[list, str, str | None]:
     """(records, a name for the data, the file they came from).
 
     Args:
-        data: records, a path, a dataset object or a Hugging Face dataset id.
+        data: records, a path, a dataset object, a DataFrame or a Hugging Face dataset id.
     """
     if _is_dataset(data):
         return _records_of_dataset(data), getattr(getattr(data, "info", None), "dataset_name", None) or "dataset", None
+    if _is_dataframe(data):  # iterating one yields its column names, not its rows
+        return data.to_dict("records"), "dataframe", None
     if isinstance(data, (str, Path)):
         path = Path(data)
         if path.is_dir():  # a directory of task folders (prompt.md, policies): suite "iac-tasks"
@@ -226,8 +233,8 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
 
     Args:
         data: a Suite, a list of Items, dicts or dspy.Examples, a JSONL/JSON/CSV path, a
-            directory of task folders (suite "iac-tasks"), a datasets.Dataset, or a Hugging
-            Face dataset id.
+            directory of task folders (suite "iac-tasks"), a datasets.Dataset, a pandas
+            DataFrame, or a Hugging Face dataset id.
         inputs: the keys that reach the program (default: an Example's input keys, else the
             program's input fields).
         program: the program, for its input fields.
