@@ -113,3 +113,19 @@ def test_a_dataframe_is_read_as_its_records():
     no_ids = [{k: v for k, v in r.items() if k != "id"} for r in QA_DATA]
     assert [it.id for it in to_suite(pd.DataFrame(no_ids), program=prog).items] == \
         [it.id for it in to_suite(no_ids, program=prog).items]
+
+
+class Solver(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.step = dspy.Predict("question -> answer")
+
+    def forward(self, question):
+        return self.step(question=question)
+
+
+def test_reading_a_custom_modules_inputs_does_not_make_dspy_warn(caplog):
+    with caplog.at_level("WARNING", logger="dspy"):
+        items = to_suite([{k: v for k, v in r.items() if k != "id"} for r in QA_DATA], program=Solver()).items
+    assert items[0].inputs == {"question": QA_DATA[0]["question"]}
+    assert not [r for r in caplog.records if "forward" in r.getMessage()]

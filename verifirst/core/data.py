@@ -51,9 +51,12 @@ def content_id(record: dict) -> str:
 
 def _forward_params(program: Any) -> list[inspect.Parameter]:
     """The named parameters of a program's forward (none for `forward(**kwargs)`)."""
-    fwd = getattr(program, "forward", None)
+    # Looked up statically: reading `module.forward` makes DSPy warn that it is called directly.
+    fwd = inspect.getattr_static(program, "forward", None)
     if fwd is None:
         return []
+    if hasattr(fwd, "__get__"):  # a function, staticmethod or classmethod on the class: bind it
+        fwd = fwd.__get__(program, type(program))
     return [p for p in inspect.signature(fwd).parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
@@ -250,6 +253,7 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
     seen: dict[str, int] = {}
     contents: list[str | None] = []  # each item's content id; None where the record has an id
     required = required_inputs(program) if program is not None else None
+    declared = program_inputs(program) if program is not None else []
     if keys is not None:
         check_inputs_cover_program(keys, required, "inputs=")
     for n, rec in enumerate(records, 1):
@@ -265,7 +269,7 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
             raise InputError(f"a {type(rec).__name__}, not a record", **where, expected="a dict or dspy.Example")
         rec = {k: v for k, v in rec.items() if k != ITEM_ID}
         if rec_keys is None:
-            rec_keys = program_inputs(program) if program is not None else []
+            rec_keys = declared
         if not rec_keys:
             raise InputError("which fields are inputs is unknown", **where,
                              expected="inputs=[...], Examples with .with_inputs(), or a program with input fields")
