@@ -82,3 +82,19 @@ def test_make_splits_names_a_stratify_key_the_items_lack():
     with pytest.raises(InputError) as e:
         vf.make_splits([{"id": "a"}, {"id": "b"}], stratify="label")
     assert e.value.field == "stratify"
+
+
+# -- settings that would mean nothing are refused --------------------------------------------------------
+
+
+@pytest.mark.parametrize("threshold", [-1, 0, 2.0])
+def test_a_threshold_outside_the_scores_scale_is_refused(tmp_path, threshold):
+    with pytest.raises(InputError) as e:
+        run(tmp_path, metric=lambda example, pred, trace=None: 0.9, threshold=threshold)
+    assert e.value.field == "threshold" and "(0, 1]" in e.value.expected
+
+
+def test_optimizer_options_for_no_optimizer_are_refused(tmp_path):
+    with pytest.raises(InputError) as e:
+        run(tmp_path, "none", optimizer_options={"max_metric_cals": 5})
+    assert e.value.field == "optimizer_options" and "max_metric_cals" in str(e.value)

@@ -302,7 +302,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         tracking: vf.MLflow(...) or any RunCallback; None tracks nothing.
         inputs: the record keys that reach the program (default: the program's input fields).
         output_field: the program output a verifier checks (default: the program's only output).
-        threshold: a plain metric's score counted as PASS (default 1.0).
+        threshold: a plain metric's score counted as PASS, in (0, 1] (default 1.0).
         optimizer_options: keyword arguments for a named optimizer's constructor.
         seed: the split and optimizer seed.
         threads: evaluation threads (and the optimizer's, unless the budget says otherwise).
@@ -370,6 +370,9 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     is_verifier = callable(getattr(getattr(metric, "metric", metric), "verify", None))
     scorer = Metric(metric, output_field_of(program, output_field) if is_verifier else output_field,
                     threshold=threshold)
+    if (optimizer is None or optimizer == "none") and optimizer_options:  # a typo would go unnoticed
+        raise InputError(f"optimizer_options {sorted(optimizer_options)} given for optimizer none (evaluation only), "
+                         "which takes none", field="optimizer_options", expected="no optimizer_options, or an optimizer")
     engine = resolve_engine(optimizer, optimizer_options)
     check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
     budget = as_budget(budget, threads)

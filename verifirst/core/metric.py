@@ -69,7 +69,10 @@ def _check_signature(fn: Callable, name: str) -> None:
 
 
 def check_threshold(threshold: Any) -> float:
-    """A plain metric's PASS threshold as a float, refused unless it is a finite number.
+    """A plain metric's PASS threshold as a float, refused unless it is a number in (0, 1].
+
+    A plain metric scores on DSPy's 0..1 scale (a bool counts as 0 or 1): at 0 or below every item
+    would pass, above 1 none would.
 
     Args:
         threshold: the threshold given.
@@ -77,9 +80,12 @@ def check_threshold(threshold: Any) -> float:
     Raises:
         InputError: naming `threshold` and what it expects.
     """
+    expected = "a number in (0, 1]: the score (on the metric's 0..1 scale) at or above which an item passes"
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
-        raise InputError(f"{threshold!r} is not a threshold", field="threshold",
-                         expected="a number: the score at or above which an item passes")
+        raise InputError(f"{threshold!r} is not a threshold", field="threshold", expected=expected)
+    if not 0 < threshold <= 1:
+        raise InputError(f"threshold {threshold} would make every item {'pass' if threshold <= 0 else 'fail'}",
+                         field="threshold", expected=expected)
     return float(threshold)
 
 
@@ -92,7 +98,7 @@ class Metric:
             metric: a Verifier (has verify(item, candidate)) or a DSPy metric function.
             output_field: the prediction field a verifier checks; a plain metric gets the whole
                 prediction (None).
-            threshold: a plain metric's score at or above which an item counts as PASS
+            threshold: a plain metric's score at or above which an item counts as PASS, in (0, 1]
                 (default 1.0). A verifier's verdict says PASS itself.
             name: the name in reports (default: the verifier's name or the function's).
         """
