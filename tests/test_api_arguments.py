@@ -98,3 +98,20 @@ def test_optimizer_options_for_no_optimizer_are_refused(tmp_path):
     with pytest.raises(InputError) as e:
         run(tmp_path, "none", optimizer_options={"max_metric_cals": 5})
     assert e.value.field == "optimizer_options" and "max_metric_cals" in str(e.value)
+
+
+# -- what a run gives back ----------------------------------------------------------------------------
+
+
+def test_the_errors_a_run_raises_are_top_level_names():
+    from verifirst.core import errors
+
+    assert vf.RunFailed is errors.RunFailed and vf.ErrorRateExceeded is errors.ErrorRateExceeded
+    assert {"RunFailed", "ErrorRateExceeded", "InputError", "LeakageError"} <= set(vf.__all__)
+
+
+def test_a_result_prints_as_one_short_line(tmp_path):
+    res = run(tmp_path, "simba", budget=vf.Budget(max_metric_calls=100), run_dir=tmp_path / "r")
+    text = repr(res)
+    assert len(text) < 300 and "\n" not in text
+    assert str(tmp_path / "r") in text and "'simba'" in text and "test 0.00 -> 0.00" in text

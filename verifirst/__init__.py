@@ -4,7 +4,8 @@ The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `cali
 `Budget`, `MLflow`, `Metric`, `Suite`, `Item`; `mlflow_scorer` and `dspy_metric` put a verifier
 into MLflow or DSPy outside any run. Also `make_lm`, `make_models`, `make_splits`,
 `SplitManifest`, `stats`, `Tracker`; `RunCallback` (and the events in `verifirst.core.callbacks`)
-observes the one run loop. Heavy modules (dspy, mlflow) load on
+observes the one run loop; `InputError`, `LeakageError`, `RunFailed` and `ErrorRateExceeded` are
+what a run raises. Heavy modules (dspy, mlflow) load on
 first use.
 
     import verifirst as vf
@@ -47,6 +48,8 @@ _LAZY = {
     "Tracker": ("verifirst.tracking", "Tracker"),
     "LeakageError": ("verifirst.core.errors", "LeakageError"),
     "InputError": ("verifirst.core.errors", "InputError"),
+    "RunFailed": ("verifirst.core.errors", "RunFailed"),
+    "ErrorRateExceeded": ("verifirst.core.errors", "ErrorRateExceeded"),
     "Ray": ("verifirst.loop.executor", "Ray"),
     "Threads": ("verifirst.loop.executor", "Threads"),
 }

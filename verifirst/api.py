@@ -83,6 +83,12 @@ class Result:
     before: dict = field(default_factory=dict)
     after: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """One line: the run directory, the optimizer, each split's pass rate before -> after (the
+        program and the report are there to print on purpose)."""
+        rates = ", ".join(f"{name} {_split_rates(split)}" for name, split in (self.report.get("splits") or {}).items())
+        return f"Result(run_dir={str(self.run_dir)!r}, optimizer={self.report.get('engine')!r}, {rates or 'no splits'})"
+
     @property
     def run_id(self) -> str | None:
         """The MLflow run id (None when the run was not tracked)."""
@@ -109,6 +115,15 @@ class Result:
             paths.append(out / "program.json")
         paths.append(self.manifest.save(out / "split_manifest.json"))
         return paths
+
+
+def _split_rates(split: dict) -> str:
+    """A split's pass rate before, and after where the run optimized: "0.25 -> 0.50" or "0.25"."""
+    def rate(which: str) -> str:
+        value = (split.get(which) or {}).get("pass_rate")
+        return "n/a" if value is None else f"{value:.2f}"
+
+    return f"{rate('before')} -> {rate('after')}" if split.get("after") else rate("before")
 
 
 def _is_lm(obj: Any) -> bool:
