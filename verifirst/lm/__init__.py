@@ -59,6 +59,48 @@ class UnusableReply(Exception):
 
 
 _tls = threading.local()
+LM_ERROR_MARK = "_verifirst_lm_error"  # set on every exception an AccountedLM call raised
+
+
+def mark_lm_error(exc: BaseException) -> BaseException:
+    """Mark `exc` as raised by an LM call, so that evaluation tells it from a bug in the program.
+
+    Args:
+        exc: the exception an LM call raised; returned, marked where it takes attributes.
+    """
+    try:
+        setattr(exc, LM_ERROR_MARK, True)
+    except Exception:  # an exception type that refuses attributes: its class may still say it
+        pass
+    return exc
+
+
+def _is_lm_error_type(exc: BaseException) -> bool:
+    """DSPy's LM errors, its adapter's parse errors, and replies this module refused."""
+    from dspy.utils.exceptions import AdapterParseError, LMError
+
+    return isinstance(exc, (LMError, AdapterParseError, UnusableReply))
+
+
+def is_lm_error(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from or while handling, came from an LM call:
+    marked by AccountedLM, or one of DSPy's LM or parse error types. Anything else a program
+    raised is a bug of the program.
+
+    Args:
+        exc: the exception a program call raised.
+    """
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if getattr(e, LM_ERROR_MARK, False) or _is_lm_error_type(e):
+            return True
+        stack += [e.__cause__, e.__context__]
+    return False
 
 
 def retry_delay(exc: Exception, attempt: int) -> float:
@@ -130,6 +172,7 @@ class AccountedLM(dspy.LM):
                     self._settle(meter, ticket, failed=True)
                 if not isinstance(e, Exception):
                     raise
+                mark_lm_error(e)
                 if self.count_attempts:
                     USAGE.record_attempt(self.role, current_split(), failed=True)
                 if attempt < self.retries and is_retryable_lm_error(e):
@@ -152,14 +195,20 @@ class AccountedLM(dspy.LM):
         """As DSPy's, admitted against the active spend meter (no retries or ledger of our own)."""
         meter = _spend._ACTIVE
         if meter is None:
-            return await super().acall(*args, **kwargs)
+            try:
+                return await super().acall(*args, **kwargs)
+            except Exception as e:
+                mark_lm_error(e)
+                raise
         ticket = self._admit(meter, args, kwargs)
         _tls.recorded = False
         try:
             with deadline_for_request(self._deadline(ticket)):
                 out = await super().acall(*args, **kwargs)
-        except BaseException:
+        except BaseException as e:
             self._settle(meter, ticket, failed=True)
+            if isinstance(e, Exception):
+                mark_lm_error(e)
             raise
         self._settle(meter, ticket, failed=False, cache_unseen=True)  # history: this thread, after the await
         return out

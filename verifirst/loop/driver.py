@@ -27,7 +27,8 @@ from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, Evaluation
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
 from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult
 from verifirst.core.errors import RunFailed
-from verifirst.loop.evaluation import EvalResult, evaluate, optimizer_saw_only_errors, unscored_splits
+from verifirst.loop.evaluation import (EvalResult, Row, evaluate, optimizer_saw_only_errors, unscored_split,
+                                       unscored_splits)
 from verifirst.loop.ledger import TestLedger, ledger_for_run_dir, program_hash
 from verifirst.lm import USAGE, usage_phase
 from verifirst.lm.spend import active_meter, refused
@@ -85,8 +86,37 @@ def fail_if_unscored(phase: str, results: dict[str, EvalResult], run_dir: Path) 
     """
     why = unscored_splits({phase: results})
     if why:  # no result to trust: nothing saved or registered
-        raise RunFailed(f"run failed: {why}; nothing registered. Check the model endpoint, then rerun on the "
+        _, _, res = unscored_split({phase: results})
+        raise RunFailed(f"run failed: {why}; nothing registered. {unscored_advice(res)}, then rerun on the "
                         f"same run directory ({run_dir}) to resume.")
+
+
+# What most items without a verdict say, and what to do about it, by cause.
+UNSCORED_ADVICE = {
+    "lm": ("LM errors", "check the model endpoint (api_base, key, the role's timeout_s)"),
+    "program": ("program errors: the program raised", "fix it"),
+    "verifier": ("verifier errors: the metric or verifier raised", "fix it"),
+    "inconclusive": ("inconclusive: the verifier could not decide", "see why in each item's feedback (eval/*.jsonl)"),
+}
+
+
+def unscored_advice(res: EvalResult) -> str:
+    """The dominant cause of a split's missing verdicts, its first error, and the advice that fits it.
+
+    Args:
+        res: an evaluation in which no item got a verdict.
+    """
+    kind = res.dominant_unscored() or "lm"
+    what, fix = UNSCORED_ADVICE[kind]
+    share = "All" if res.unscored_counts()[kind] == res.n else "Mostly"
+    first = res.first_unscored(kind)
+    return f"{share} {what} (first, item {first.id}: {_row_detail(first)}); {fix}" if first else f"{share} {what}; {fix}"
+
+
+def _row_detail(row: Row) -> str:
+    """A row's error, or for an inconclusive one the first line of its feedback."""
+    text = row.error or (row.feedback or "").strip().split("\n")[0] or row.status
+    return text[:300]
 
 
 def _instructions(prog) -> dict:

@@ -1,7 +1,10 @@
 """Run a program over items, verify each output, keep per-item rows.
 
-LM failures (after bounded retries) and verifier crashes are ERROR rows (error_kind "lm" or
-"verifier"), counted apart from FAIL and never scored. A verdict that nothing observable could
+LM failures (after bounded retries), verifier crashes and the program's own exceptions are ERROR
+rows (error_kind "lm", "verifier" or "program"), counted apart from FAIL and never scored. Only an
+exception that came from an LM call (marked by AccountedLM, or one of DSPy's LM and parse error
+types) is an LM error and retried; anything else the program raised is a bug of the program,
+which asking the model again would not fix: it is not retried. A verdict that nothing observable could
 decide is an INCONCLUSIVE row: kept (a checkpoint does not retry it), left out of pass rates.
 A retry asks the LM afresh (another cache entry): a malformed answer in the disk cache would
 otherwise come back on every retry and every rerun.
@@ -29,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from verifirst.core.errors import ErrorRateExceeded
 from verifirst.lm.spend import BudgetExceeded
-from verifirst.lm import USAGE, usage_split
+from verifirst.lm import USAGE, is_lm_error, usage_split
 from verifirst.core.metric import Metric
 from verifirst.core.redaction import redact_text
 from verifirst.loop.splits import SplitManifest
@@ -40,6 +43,40 @@ DONE = (PASS, FAIL, INCONCLUSIVE)  # rows a checkpoint keeps; ERROR rows are ret
 _sleep = time.sleep  # tests replace it to see the backoff
 RETRY_ROLLOUT_BASE = 7_000_000  # rollout ids of retries, far from those optimizers use
 FIRST_CALLS_ALL_FAILED = 5  # requests that all failed, with no item answered, stop an evaluation early
+NO_OUTPUT_KINDS = ("lm", "program")  # ERROR rows whose program gave no output
+
+
+def error_line(exc: BaseException) -> str:
+    """`Type: message` on one line (it ends up in messages), at most 300 characters."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where verifirst and DSPy live: their frames are not where a program's bug is."""
+    import os
+
+    import dspy
+    import verifirst
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (verifirst, dspy))
+
+
+def _raised_at(exc: BaseException) -> str | None:
+    """`file:line in function` of the innermost frame of `exc` outside verifirst and DSPy."""
+    import os
+    import traceback
+
+    libraries = _library_dirs()
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not os.path.abspath(frame.filename).startswith(libraries):
+            return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+    return None
+
+
+def program_error_line(exc: BaseException) -> str:
+    """`Type: message (at file:line in function)`: a program's own exception and where it was raised."""
+    where = _raised_at(exc)
+    return error_line(exc) + (f" (at {where})" if where else "")
 
 
 def backoff_delays(retries: int, backoff_s: float, max_backoff_s: float) -> list[float]:
@@ -81,7 +118,7 @@ class Row:
     feedback: str = ""
     output: Any = None
     error: str | None = None
-    error_kind: str | None = None  # "lm" | "verifier"
+    error_kind: str | None = None  # "lm" | "verifier" | "program"
     wall_s: float = 0.0
     attempts: int = 1
 
@@ -123,12 +160,35 @@ class EvalResult:
         return sum(r.status == ERROR for r in self.rows)
 
     def n_errors_of(self, kind: str) -> int:
-        """ERROR rows whose error_kind is `kind` ("lm" or "verifier")."""
+        """ERROR rows whose error_kind is `kind` ("lm", "verifier" or "program")."""
         return sum(r.status == ERROR and (r.error_kind or "lm") == kind for r in self.rows)
 
     @property
     def n_inconclusive(self) -> int:
         return sum(r.status == INCONCLUSIVE for r in self.rows)
+
+    def unscored_counts(self) -> dict[str, int]:
+        """Items without a verdict by cause: "lm", "program", "verifier", "inconclusive"."""
+        counts = {kind: self.n_errors_of(kind) for kind in ("lm", "program", "verifier")}
+        return {**counts, "inconclusive": self.n_inconclusive}
+
+    def dominant_unscored(self) -> str | None:
+        """The most frequent cause of no verdict (ties: in unscored_counts' order), or None."""
+        counts = self.unscored_counts()
+        kind = max(counts, key=counts.get)
+        return kind if counts[kind] else None
+
+    def first_unscored(self, kind: str) -> Row | None:
+        """The first row without a verdict for `kind` (an error_kind, or "inconclusive").
+
+        Args:
+            kind: "lm", "program", "verifier" or "inconclusive".
+        """
+        for r in self.rows:
+            if (kind == "inconclusive" and r.status == INCONCLUSIVE) or \
+                    (r.status == ERROR and (r.error_kind or "lm") == kind):
+                return r
+        return None
 
     @property
     def pass_rate(self) -> float:
@@ -155,6 +215,7 @@ class EvalResult:
             stages[key or "-"] = stages.get(key or "-", 0) + 1
         return {"split": self.split, "n": self.n, "scored": n, "pass": k, "errors": self.n_errors,
                 "lm_errors": self.n_errors_of("lm"), "verifier_errors": self.n_errors_of("verifier"),
+                "program_errors": self.n_errors_of("program"),
                 "inconclusive": self.n_inconclusive, "hook_failures": self.hook_failures,
                 "pass_rate": self.pass_rate, "ci_lo": lo, "ci_hi": hi,
                 "mean_score": self.mean_score, "stages": stages}
@@ -252,7 +313,7 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         """first_calls_failed() while no item got an output and the rule is on and unfired (lock held)."""
         if max_error_rate is None or not first_calls_all_failed or early:
             return 0
-        if not all(r.status == ERROR and r.error_kind == "lm" for r in rows.values()):
+        if not all(r.status == ERROR and r.error_kind in NO_OUTPUT_KINDS for r in rows.values()):
             return 0
         return first_calls_failed()
 
@@ -268,7 +329,7 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
 
     def _one(item: Item) -> Row:
         t0 = time.perf_counter()
-        pred, err, attempts = None, None, 0
+        pred, err, attempts, kind = None, None, 0, "lm"
         for attempt in range(retries + 1):
             attempts = attempt + 1
             if stop.is_set():
@@ -280,15 +341,18 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
                 break
             except BudgetExceeded:  # the budget refused the call: the run stops, no item is blamed
                 raise
-            except Exception as e:  # any failure to get an output is an LM error
-                err = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"  # one line: it ends up in messages
+            except Exception as e:
+                if not is_lm_error(e):  # the program's own bug: asking the model again would not fix it
+                    err, kind = program_error_line(e), "program"
+                    break
+                err = error_line(e)
                 if attempt < retries:
                     with lock:
                         if early_stop_due():  # no retry: this item's error is the early stop's
                             break
                     _sleep(delays[attempt])
         if err is not None or pred is None:
-            return Row(item.id, split, ERROR, None, error=err or "stopped", error_kind="lm",
+            return Row(item.id, split, ERROR, None, error=err or "stopped", error_kind=kind,
                        wall_s=time.perf_counter() - t0, attempts=attempts)
         cand = scorer.candidate(pred) if hasattr(scorer, "candidate") else pred
         try:
@@ -393,8 +457,8 @@ def optimizer_saw_only_errors(metric_counts: dict, usage_before: Any) -> str | N
     return None
 
 
-def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | None:
-    """Why a run has no result, or None: an evaluated split in which no item got a verdict.
+def unscored_split(evaluations: dict[str, dict[str, "EvalResult"]]) -> tuple[str, str, "EvalResult"] | None:
+    """The first evaluated split in which no item got a verdict, as (phase, split, result), or None.
 
     Args:
         evaluations: {phase: {split: EvalResult}}, e.g. {"before": ..., "after": ...}.
@@ -402,6 +466,21 @@ def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | No
     for phase, by_split in evaluations.items():
         for split, res in by_split.items():
             if res.n and not res.scored:
-                return (f"{phase} {split}: none of its {res.n} items got a verdict ({res.n_errors_of('lm')} LM "
-                        f"errors, {res.n_errors_of('verifier')} verifier errors, {res.n_inconclusive} inconclusive)")
+                return phase, split, res
     return None
+
+
+def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | None:
+    """Why a run has no result, or None: an evaluated split in which no item got a verdict.
+
+    Args:
+        evaluations: {phase: {split: EvalResult}}, e.g. {"before": ..., "after": ...}.
+    """
+    found = unscored_split(evaluations)
+    if found is None:
+        return None
+    phase, split, res = found
+    c = res.unscored_counts()
+    program = f"{c['program']} program errors, " if c["program"] else ""  # named only when there are some
+    return (f"{phase} {split}: none of its {res.n} items got a verdict ({c['lm']} LM errors, "
+            f"{c['verifier']} verifier errors, {program}{c['inconclusive']} inconclusive)")
