@@ -135,3 +135,19 @@ def test_a_program_that_always_raises_is_named_with_its_error(tmp_path, sleeps):
     assert "model endpoint" not in msg
     assert sleeps == []
 
+
+
+def test_the_report_and_mlflow_count_program_errors_apart():
+    """A program error is no 'LM output missing' in the report's totals, and MLflow gets its count."""
+    from verifirst.report import footer_lines
+    from verifirst.tracking.callback import unscored_metrics
+
+    summary = {"n": 3, "errors": 2, "lm_errors": 1, "verifier_errors": 0, "program_errors": 1, "inconclusive": 0}
+    report = {"splits": {"test": {"before": summary, "after": summary}}}
+    line = next(ln for ln in footer_lines(report) if ln.startswith("Items without a verdict"))
+    assert "before: 1 with no LM output, 0 verifier errors, 0 inconclusive, 1 program errors" in line
+    metrics = unscored_metrics(report)
+    assert (metrics["items_lm_error_before"], metrics["items_program_error_after"]) == (1, 1)
+    clean = {**summary, "errors": 1, "program_errors": 0}
+    assert "program" not in next(ln for ln in footer_lines({"splits": {"test": {"before": clean, "after": clean}}})
+                                 if ln.startswith("Items without a verdict"))

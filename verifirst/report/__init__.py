@@ -70,13 +70,15 @@ def strict_json(obj: Any) -> Any:
 
 
 def unscored(summary: dict) -> dict[str, int]:
-    """A split summary's items without a verdict, by cause: lm, verifier, inconclusive.
+    """A split summary's items without a verdict, by cause: lm, verifier, inconclusive, program
+    (the program itself raised).
 
     Reports older than the lm/verifier split counted every ERROR row as an LM error."""
     errors = int(summary.get("errors") or 0)
     verifier = int(summary.get("verifier_errors") or 0)
     lm = int(summary["lm_errors"]) if "lm_errors" in summary else errors - verifier
-    return {"lm": lm, "verifier": verifier, "inconclusive": int(summary.get("inconclusive") or 0)}
+    return {"lm": lm, "verifier": verifier, "inconclusive": int(summary.get("inconclusive") or 0),
+            "program": int(summary.get("program_errors") or 0)}
 
 
 def unscored_totals(report: dict, phase: str) -> dict[str, int]:
@@ -86,7 +88,7 @@ def unscored_totals(report: dict, phase: str) -> dict[str, int]:
         report: a run report.
         phase: "before" or "after".
     """
-    out = {"lm": 0, "verifier": 0, "inconclusive": 0}
+    out = {"lm": 0, "verifier": 0, "inconclusive": 0, "program": 0}
     for body in report.get("splits", {}).values():
         if isinstance(body.get(phase), dict):
             for k, v in unscored(body[phase]).items():
@@ -149,7 +151,8 @@ def footer_lines(report: dict) -> list[str]:
         for phase in ("before", "after"):
             t = unscored_totals(report, phase)
             parts.append(f"{phase}: {t['lm']} with no LM output, {t['verifier']} verifier errors, "
-                         f"{t['inconclusive']} inconclusive")
+                         f"{t['inconclusive']} inconclusive"
+                         + (f", {t['program']} program errors (the program raised)" if t["program"] else ""))
         lines.append("Items without a verdict (all splits), " + "; ".join(parts) + ".")
     u = report.get("usage_this_run")
     if u:

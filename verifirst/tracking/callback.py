@@ -67,7 +67,8 @@ def unscored_metrics(report: dict) -> dict[str, int]:
     """
     from verifirst.report import unscored_totals
 
-    names = {"lm": "items_lm_error", "verifier": "items_verifier_error", "inconclusive": "items_inconclusive"}
+    names = {"lm": "items_lm_error", "verifier": "items_verifier_error", "inconclusive": "items_inconclusive",
+             "program": "items_program_error"}
     out = {f"{names[cause]}_{phase}": n
            for phase in ("before", "after") for cause, n in unscored_totals(report, phase).items()}
     out["tracking_failures"] = (report.get("tracking_failures") or {}).get("count", 0)
