@@ -111,6 +111,7 @@ class RunEnd:
     run_dir: Path
     report: dict | None = None
     stopped_by: str | None = None  # why a run that did not finish stopped (e.g. "stopped by budget: ...")
+    failure: str | None = None  # the message of the exception that ended the run, credentials masked
 
 
 class RunCallback:

@@ -500,6 +500,25 @@ def _state(req: RunRequest, status: str, run_id: str | None = None) -> dict:
     return body
 
 
+def failure_message(exc: BaseException) -> str:
+    """What ended a run, for run_state.json and the tracker: the exception's type and message,
+    credentials masked.
+
+    Args:
+        exc: the exception the run raised to its caller.
+    """
+    from verifirst.core.redaction import redact_text
+
+    text = str(exc).strip()
+    return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:4000]
+
+
+def _record_failure(req: RunRequest, run_dir: Path, failure: str) -> None:
+    """Mark a started run as failed in run_state.json; its digest stays, so a rerun still resumes it."""
+    if (run_dir / "run_state.json").exists():  # a run refused before it started has no state to update
+        atomic.write_json(run_dir / "run_state.json", {**_state(req, "failed"), "failure": failure})
+
+
 def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[OptimizationResult, str | None]:
     """The one run loop: lock the run directory, resume or start it, run `optimize`, report.
 
@@ -532,7 +551,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         hold.release()
         raise
     run_dir = req.ctx.run_dir = hold.path
-    status, report, stopped_by = "FAILED", None, None
+    status, report, stopped_by, failure = "FAILED", None, None, None
     meter = spend_meter(req.budget)
     try:
         opt = getattr(req.engine, "name", "none")
@@ -574,26 +593,30 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
             atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
         status = "FINISHED"
         return res, run_id
-    except KeyboardInterrupt:
-        status = "KILLED"
+    except KeyboardInterrupt as e:
+        status, failure = "KILLED", failure_message(e)
         raise
     except Exception as e:
+        failure = failure_message(e)
         if report is not None and report.get("stopped"):
             raise  # stopped with its report published (test not scored): the state is written
         # A refused call stops the run, whatever an engine made of it (an error count, a failed step):
         # nothing past the cap was sent, and the run directory resumes with a larger limit.
         refused = e if isinstance(e, BudgetExceeded) else (meter.first_refusal if meter is not None else None)
         if refused is None:
+            _record_failure(req, run_dir, failure)
             raise
         status, stopped_by = "KILLED", refused.message
         state = {**_state(req, "stopped"), "stopped_by": refused.message, "spend": meter.spent() if meter else None}
         atomic.write_json(run_dir / "run_state.json", state)
-        raise BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
-                             message=f"{refused.message}. Nothing past the limit was sent; rerun on the same run "
-                                     f"directory ({run_dir}) with a larger limit to resume (finished evaluations "
-                                     f"are kept; with the LM cache on, calls already made are free)") from None
+        stop = BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
+                              message=f"{refused.message}. Nothing past the limit was sent; rerun on the same run "
+                                      f"directory ({run_dir}) with a larger limit to resume (finished evaluations "
+                                      f"are kept; with the LM cache on, calls already made are free)")
+        failure = failure_message(stop)
+        raise stop from None
     finally:
         try:
-            cb.on_run_end(RunEnd(status, run_dir, report, stopped_by))
+            cb.on_run_end(RunEnd(status, run_dir, report, stopped_by, failure))
         finally:
             hold.release()

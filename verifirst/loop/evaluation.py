@@ -457,6 +457,15 @@ def optimizer_saw_only_errors(metric_counts: dict, usage_before: Any) -> str | N
     return None
 
 
+def has_no_verdict(res: "EvalResult") -> bool:
+    """Whether an evaluation had items and none of them got a verdict (its rates mean nothing).
+
+    Args:
+        res: one split's evaluation.
+    """
+    return bool(res.n) and not res.scored
+
+
 def unscored_split(evaluations: dict[str, dict[str, "EvalResult"]]) -> tuple[str, str, "EvalResult"] | None:
     """The first evaluated split in which no item got a verdict, as (phase, split, result), or None.
 
@@ -465,7 +474,7 @@ def unscored_split(evaluations: dict[str, dict[str, "EvalResult"]]) -> tuple[str
     """
     for phase, by_split in evaluations.items():
         for split, res in by_split.items():
-            if res.n and not res.scored:
+            if has_no_verdict(res):
                 return phase, split, res
     return None
 

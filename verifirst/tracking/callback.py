@@ -10,6 +10,7 @@ from typing import Any
 from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart)
 from verifirst.loop.budget_stop import test_claimed
+from verifirst.loop.evaluation import has_no_verdict, unscored_splits
 from verifirst.tracking import Tracker
 
 
@@ -133,18 +134,22 @@ class MLflowCallback(RunCallback):
             self._hook(event.item, event.row)
 
     def on_evaluation_end(self, event: EvaluationEnd) -> None:
-        t, rid = self.tracker, self._eval_run
+        t, rid, res = self.tracker, self._eval_run, event.result
         self._hook = None
+        no_verdict = res is not None and has_no_verdict(res)
         try:
-            if event.result is not None:
-                summ = event.result.summary()
+            if res is not None:
+                summ = res.summary()
                 t.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")},
                               run_id=rid)
                 t.log_metrics({f"{event.phase}_{event.split}_pass_rate": summ["pass_rate"],
                                f"{event.phase}_{event.split}_errors": summ["errors"]})
                 t.log_artifact(event.checkpoint, "per_item", run_id=rid)
+            if no_verdict:  # the run fails on it: say why on the run that shows it
+                why = unscored_splits({event.phase: {event.split: res}})
+                t.set_tags({"verifirst.failure": why, "mlflow.note.content": why}, run_id=rid)
         finally:
-            self._close("eval", failed=event.result is None)
+            self._close("eval", failed=res is None or no_verdict)
 
     def on_optimizer_start(self, event: OptimizerStart) -> None:
         scope = self._scopes["opt"] = contextlib.ExitStack()
@@ -206,6 +211,8 @@ class MLflowCallback(RunCallback):
             self._close(name, failed=event.status != "FINISHED")
         if event.stopped_by:
             self.tracker.set_tags({"verifirst.stopped_by": event.stopped_by[:500]})
+        if event.failure:  # the run's description too: the reason shows on the run's page
+            self.tracker.set_tags({"verifirst.failure": event.failure, "mlflow.note.content": event.failure})
         self.tracker.finish(event.status)
 
     def _close(self, name: str, failed: bool = False) -> None:

@@ -1,0 +1,82 @@
+"""What MLflow shows of a run that failed or scored nothing: the reason on the run (a tag and its
+description) and in run_state.json, the evaluation that made it fail ended FAILED, no pass rate over
+no scored item, and the run's budget, split sizes and seed as parameters."""
+import json
+
+import dspy
+import pytest
+from mlflow import MlflowClient
+
+import verifirst as vf
+from verifirst.core.redaction import register_secret
+from verifirst.lm.testing import json_answer, scripted_lm
+
+SECRET = "sk-test-FAILUREMSGSECRET"
+
+
+class QA(dspy.Signature):
+    """Answer the question."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+def _metric(example, pred, trace=None):
+    return float((pred.answer or "").strip() == example.answer)
+
+
+DATA = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(15)]
+
+
+def _down(messages):
+    raise ConnectionError(f"Connection refused (key {SECRET})")
+
+
+def _up(messages):
+    return json_answer(answer="42")
+
+
+def _optimize(tmp_path, answer, **kw):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    return uri, vf.optimize(dspy.Predict(QA), DATA, _metric, "none", models={"task": scripted_lm(answer)},
+                            run_dir=tmp_path / "run", workdir=tmp_path / "wd", name="fails",
+                            tracking=vf.MLflow(uri=uri, experiment="failures", traces=False), **kw)
+
+
+def _runs(uri: str) -> dict:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("failures")
+    return {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+
+
+def test_a_failed_run_says_why_on_its_mlflow_run_and_in_run_state(tmp_path):
+    register_secret(SECRET)
+    with pytest.raises(vf.RunFailed):
+        _optimize(tmp_path, _down, max_error_rate=None)
+    runs = _runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = runs["fails"]
+    why = parent.data.tags["verifirst.failure"]
+    assert parent.info.status == "FAILED" and why.startswith("RunFailed: run failed: before train")
+    assert parent.data.tags["mlflow.note.content"] == why and SECRET not in why and "***" in why
+    ev = runs["eval/before/train"]  # the evaluation whose results failed the run
+    assert ev.info.status == "FAILED" and "none of its" in ev.data.tags["verifirst.failure"]
+    state = json.loads((tmp_path / "run" / "run_state.json").read_text())
+    assert state["status"] == "failed" and state["failure"] == why
+
+
+def test_a_failed_run_resumes_on_its_run_directory(tmp_path):
+    with pytest.raises(vf.RunFailed):
+        _optimize(tmp_path, _down, max_error_rate=None)
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "failed"
+    _, res = _optimize(tmp_path, _up, max_error_rate=None)  # the same run: resumed, not refused
+    assert res.report["splits"]["train"]["before"]["pass_rate"] == 1.0
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == "finished"
+
+
+def test_a_run_stopped_by_its_error_rate_says_why(tmp_path):
+    with pytest.raises(Exception) as e:
+        _optimize(tmp_path, _down)
+    parent = _runs(f"sqlite:///{tmp_path / 'mlflow.db'}")["fails"]
+    assert parent.info.status == "FAILED"
+    assert parent.data.tags["verifirst.failure"].startswith(type(e.value).__name__ + ": ")
+    assert parent.data.tags["mlflow.note.content"] == parent.data.tags["verifirst.failure"]
