@@ -80,3 +80,22 @@ def test_a_run_stopped_by_its_error_rate_says_why(tmp_path):
     assert parent.info.status == "FAILED"
     assert parent.data.tags["verifirst.failure"].startswith(type(e.value).__name__ + ": ")
     assert parent.data.tags["mlflow.note.content"] == parent.data.tags["verifirst.failure"]
+
+
+def test_an_evaluation_without_a_verdict_logs_counts_and_no_rates(tmp_path):
+    with pytest.raises(vf.RunFailed):
+        _optimize(tmp_path, _down, max_error_rate=None)
+    runs = _runs(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    m = runs["eval/before/train"].data.metrics
+    assert m["scored"] == 0 and m["n"] == m["errors"] > 0
+    assert not {"pass_rate", "mean_score", "ci_lo", "ci_hi"} & set(m)
+    assert "before_train_pass_rate" not in runs["fails"].data.metrics
+    assert runs["fails"].data.metrics["before_train_scored"] == 0
+
+
+def test_a_scored_evaluation_still_logs_its_rates(tmp_path):
+    uri, _ = _optimize(tmp_path, _up)
+    runs = _runs(uri)
+    m = runs["eval/before/train"].data.metrics
+    assert m["pass_rate"] == 1.0 and m["mean_score"] == 1.0 and m["scored"] == m["n"] > 0
+    assert runs["fails"].data.metrics["before_train_pass_rate"] == 1.0

@@ -76,6 +76,19 @@ def unscored_metrics(report: dict) -> dict[str, int]:
     return out
 
 
+def evaluation_metrics(summary: dict) -> dict[str, float]:
+    """An evaluation's metrics: its counts always, its rates only when an item was scored (a rate
+    over no item would read as a real 0%).
+
+    Args:
+        summary: the evaluation's summary (EvalResult.summary()).
+    """
+    out = {k: summary[k] for k in ("n", "scored", "errors")}
+    if summary["scored"]:
+        out.update({k: summary[k] for k in ("pass_rate", "mean_score", "ci_lo", "ci_hi")})
+    return out
+
+
 class MLflowCallback(RunCallback):
     """Log a run to MLflow.
 
@@ -140,10 +153,9 @@ class MLflowCallback(RunCallback):
         try:
             if res is not None:
                 summ = res.summary()
-                t.log_metrics({k: summ[k] for k in ("pass_rate", "mean_score", "errors", "ci_lo", "ci_hi")},
-                              run_id=rid)
-                t.log_metrics({f"{event.phase}_{event.split}_pass_rate": summ["pass_rate"],
-                               f"{event.phase}_{event.split}_errors": summ["errors"]})
+                t.log_metrics(evaluation_metrics(summ), run_id=rid)
+                t.log_metrics({f"{event.phase}_{event.split}_{k}": v for k, v in evaluation_metrics(summ).items()
+                               if k in ("pass_rate", "errors", "scored")})
                 t.log_artifact(event.checkpoint, "per_item", run_id=rid)
             if no_verdict:  # the run fails on it: say why on the run that shows it
                 why = unscored_splits({event.phase: {event.split: res}})
