@@ -99,3 +99,13 @@ def test_a_scored_evaluation_still_logs_its_rates(tmp_path):
     m = runs["eval/before/train"].data.metrics
     assert m["pass_rate"] == 1.0 and m["mean_score"] == 1.0 and m["scored"] == m["n"] > 0
     assert runs["fails"].data.metrics["before_train_pass_rate"] == 1.0
+
+
+def test_api_runs_log_budget_splits_and_seed_as_params(tmp_path):
+    uri, res = _optimize(tmp_path, _up, budget=vf.Budget(max_lm_calls=500), seed=7, splits=(0.6, 0.2, 0.2))
+    params = _runs(uri)["fails"].data.params
+    sizes = res.report["sizes"]
+    assert params["budget.max_lm_calls"] == "500" and "budget.max_usd" not in params
+    assert params["seed"] == "7" and params["splits.ratios"] == "0.6, 0.2, 0.2"
+    assert [params[f"splits.{s}"] for s in ("train", "val", "test")] == [str(sizes[s]) for s in ("train", "val", "test")]
+    assert {"split_digest", "suite_size", "optimizer", "metric"} <= set(params)  # the names runs had before

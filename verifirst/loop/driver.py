@@ -500,6 +500,30 @@ def _state(req: RunRequest, status: str, run_id: str | None = None) -> dict:
     return body
 
 
+def budget_params(budget: Budget) -> dict:
+    """The budget's limits that are set (a limit left unset is no parameter to compare runs on).
+
+    Args:
+        budget: the run's budget.
+    """
+    return {k: v for k, v in budget.__dict__.items() if v is not None and v != {}}
+
+
+def run_params(req: RunRequest, optimizer: str) -> dict:
+    """The parameters a tracker logs for a run: what runs are compared on (budget, splits, seed)
+    beside the split digest, models, suite size, optimizer, metric and the experiment file's settings.
+
+    Args:
+        req: the run.
+        optimizer: the engine's name.
+    """
+    m = req.manifest
+    splits = {**m.sizes(), "ratios": ", ".join(f"{r:g}" for r in m.ratios)}
+    return {"split_digest": m.digest, "models": req.models, "suite_size": len(req.items), "optimizer": optimizer,
+            "metric": req.scorer.name, "budget": budget_params(req.budget), "splits": splits, "seed": m.seed,
+            **({"config": req.config} if req.config else {})}
+
+
 def failure_message(exc: BaseException) -> str:
     """What ended a run, for run_state.json and the tracker: the exception's type and message,
     credentials masked.
@@ -558,8 +582,7 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
         run_id = cb.on_run_start(RunStart(
             name=req.name, run_dir=run_dir, suite=req.suite, n_items=len(req.items), sizes=req.manifest.sizes(),
             split_digest=req.manifest.digest, optimizer=opt, resumed=resumed, config=req.config,
-            params={"split_digest": req.manifest.digest, "models": req.models, "suite_size": len(req.items),
-                    "optimizer": opt, "metric": req.scorer.name, **({"config": req.config} if req.config else {})},
+            params=run_params(req, opt),
             tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
                   "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)}))
         atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
