@@ -227,7 +227,8 @@ def test_error_rate_above_the_limit_stops_the_experiment_keeping_what_it_has(tmp
     statuses = [r["status"] for r in rows]
     assert "ERROR" not in statuses[:5] and set(statuses[5:]) == {"ERROR"} and len(statuses) < 12
     assert not (run_dir / "report.json").exists()
-    assert json.loads((run_dir / "run_state.json").read_text())["status"] == "running"
+    state = json.loads((run_dir / "run_state.json").read_text())
+    assert state["status"] == "failed" and "LM errors" in state["failure"]
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{(workdir / 'mlflow.db').resolve()}")
     runs = client.search_runs([client.get_experiment_by_name("faults").experiment_id])
     assert runs and all(r.info.status != "FINISHED" for r in runs)
@@ -503,7 +504,8 @@ def test_the_python_api_fails_a_split_without_any_verdict_before_the_optimizer_r
             call(cb, run_dir)
         assert cb.status == "FAILED"
         assert not (run_dir / "report.json").exists() and not (run_dir / "optimized_program.json").exists()
-        assert json.loads((run_dir / "run_state.json").read_text())["status"] == "running"
+        state = json.loads((run_dir / "run_state.json").read_text())
+        assert state["status"] == "failed" and "none of its 4 items got a verdict" in state["failure"]
 
 
 def test_the_python_api_fails_when_the_optimized_program_gets_no_verdict(tmp_path, sleeps):
