@@ -67,14 +67,7 @@ def program_inputs(program: Any) -> list[str]:
     Args:
         program: a dspy.Module (or a Predict / ChainOfThought).
     """
-    sig = getattr(program, "signature", None)
-    if sig is not None and getattr(sig, "input_fields", None):
-        return list(sig.input_fields)
-    params = _forward_params(program)
-    if params:
-        return [p.name for p in params]
-    preds = program.predictors() if hasattr(program, "predictors") else []
-    return list(preds[0].signature.input_fields) if preds else []
+    return _declared_inputs(program, required=False) or []
 
 
 def required_inputs(program: Any) -> list[str] | None:
@@ -87,14 +80,23 @@ def required_inputs(program: Any) -> list[str] | None:
     Args:
         program: a dspy.Module (or a Predict / ChainOfThought).
     """
+    return _declared_inputs(program, required=True)
+
+
+def _declared_inputs(program: Any, *, required: bool) -> list[str] | None:
+    """The signature's input fields; else forward's parameters (only those without a default when
+    `required`); else the first predictor's inputs (when `required`, only for a single predictor:
+    None then means they cannot be known)."""
     sig = getattr(program, "signature", None)
     if sig is not None and getattr(sig, "input_fields", None):
         return list(sig.input_fields)
     params = _forward_params(program)
     if params:
-        return [p.name for p in params if p.default is p.empty]
+        return [p.name for p in params if not required or p.default is p.empty]
     preds = program.predictors() if hasattr(program, "predictors") else []
-    return list(preds[0].signature.input_fields) if len(preds) == 1 else None
+    if required and len(preds) != 1:
+        return None
+    return list(preds[0].signature.input_fields) if preds else []
 
 
 def check_inputs_cover_program(keys: Sequence[str], required: Sequence[str] | None, how: str) -> None:
