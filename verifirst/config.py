@@ -60,7 +60,7 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     },
     "optimizer": {
         "name": ((str,), "gepa", "gepa | simba | autorefine | none"),
-        "max_metric_calls": ((int,), None, "GEPA budget in metric calls"),
+        "max_metric_calls": ((int,), None, "budget in metric calls (GEPA; SIMBA takes the steps that fit it)"),
         "auto": ((str,), None, "GEPA budget preset: light | medium | heavy"),
         "max_iters": ((int,), None, "SIMBA steps / AutoRefine iterations"),
         "options": ((dict,), {}, "engine-specific options"),
