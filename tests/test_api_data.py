@@ -129,3 +129,14 @@ def test_reading_a_custom_modules_inputs_does_not_make_dspy_warn(caplog):
         items = to_suite([{k: v for k, v in r.items() if k != "id"} for r in QA_DATA], program=Solver()).items
     assert items[0].inputs == {"question": QA_DATA[0]["question"]}
     assert not [r for r in caplog.records if "forward" in r.getMessage()]
+
+
+@pytest.mark.parametrize("field", ["id", "group"])
+def test_the_records_id_or_group_as_an_input_is_refused_naming_it(field):
+    from verifirst.core.data import to_suite
+    from verifirst.core.errors import InputError
+
+    records = [{"id": "a", "group": "g", "question": "q", "answer": "x"}]
+    with pytest.raises(InputError, match=f"input '{field}' is the record's") as e:
+        to_suite(records, inputs=["question", field])  # was a KeyError from inside to_suite
+    assert e.value.field == "inputs"

@@ -279,6 +279,12 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
         if missing:
             raise InputError(f"record has no input field {missing[0]!r}", **where,
                              expected=f"fields {', '.join(rec_keys)}")
+        taken = [k for k in rec_keys if k in OWN_KEYS]
+        if taken:  # the item's id and split group, never what the program reads
+            raise InputError(f"input {taken[0]!r} is the record's {'id' if taken[0] == 'id' else 'split group'}, "
+                             "not a field the program reads", field="inputs",
+                             expected="input fields other than id and group (rename the field if the program "
+                                      "needs it)")
         own = {k: rec.pop(k) for k in OWN_KEYS if k in rec}
         raw_id, group = own.get("id"), own.get("group")
         content = content_id(rec) if raw_id in (None, "") else None
