@@ -27,8 +27,8 @@ from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, Evaluation
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
 from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult
 from verifirst.core.errors import RunFailed
-from verifirst.loop.evaluation import (EvalResult, Row, evaluate, optimizer_saw_only_errors, unscored_split,
-                                       unscored_splits)
+from verifirst.loop.evaluation import (EvalResult, Row, evaluate, no_verdict_reason, optimizer_saw_only_errors,
+                                       unscored_split)
 from verifirst.loop.ledger import TestLedger, ledger_for_run_dir, program_hash
 from verifirst.lm import USAGE, usage_phase
 from verifirst.lm.spend import active_meter, refused
@@ -84,11 +84,11 @@ def fail_if_unscored(phase: str, results: dict[str, EvalResult], run_dir: Path) 
         results: the phase's evaluations by split.
         run_dir: the run directory a rerun resumes (its ERROR rows are asked again).
     """
-    why = unscored_splits({phase: results})
-    if why:  # no result to trust: nothing saved or registered
-        _, _, res = unscored_split({phase: results})
-        raise RunFailed(f"run failed: {why}; nothing registered. {unscored_advice(res)}, then rerun on the "
-                        f"same run directory ({run_dir}) to resume.")
+    found = unscored_split({phase: results})
+    if found:  # no result to trust: nothing saved or registered
+        res = found[2]
+        raise RunFailed(f"run failed: {no_verdict_reason(*found)}; nothing registered. {unscored_advice(res)}, "
+                        f"then rerun on the same run directory ({run_dir}) to resume.")
 
 
 # What most items without a verdict say, and what to do about it, by cause.

@@ -486,9 +486,17 @@ def unscored_splits(evaluations: dict[str, dict[str, "EvalResult"]]) -> str | No
         evaluations: {phase: {split: EvalResult}}, e.g. {"before": ..., "after": ...}.
     """
     found = unscored_split(evaluations)
-    if found is None:
-        return None
-    phase, split, res = found
+    return None if found is None else no_verdict_reason(*found)
+
+
+def no_verdict_reason(phase: str, split: str, res: "EvalResult") -> str:
+    """Why an evaluation in which no item got a verdict has no result: its counts by cause.
+
+    Args:
+        phase: "before" or "after".
+        split: the split.
+        res: the evaluation (has_no_verdict).
+    """
     c = res.unscored_counts()
     program = f"{c['program']} program errors, " if c["program"] else ""  # named only when there are some
     return (f"{phase} {split}: none of its {res.n} items got a verdict ({c['lm']} LM errors, "

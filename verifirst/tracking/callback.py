@@ -10,7 +10,7 @@ from typing import Any
 from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
                         ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart)
 from verifirst.loop.budget_stop import test_claimed
-from verifirst.loop.evaluation import has_no_verdict, unscored_splits
+from verifirst.loop.evaluation import has_no_verdict, no_verdict_reason
 from verifirst.tracking import Tracker
 
 
@@ -152,13 +152,13 @@ class MLflowCallback(RunCallback):
         no_verdict = res is not None and has_no_verdict(res)
         try:
             if res is not None:
-                summ = res.summary()
-                t.log_metrics(evaluation_metrics(summ), run_id=rid)
-                t.log_metrics({f"{event.phase}_{event.split}_{k}": v for k, v in evaluation_metrics(summ).items()
+                metrics = evaluation_metrics(res.summary())
+                t.log_metrics(metrics, run_id=rid)
+                t.log_metrics({f"{event.phase}_{event.split}_{k}": v for k, v in metrics.items()
                                if k in ("pass_rate", "errors", "scored")})
                 t.log_artifact(event.checkpoint, "per_item", run_id=rid)
             if no_verdict:  # the run fails on it: say why on the run that shows it
-                why = unscored_splits({event.phase: {event.split: res}})
+                why = no_verdict_reason(event.phase, event.split, res)
                 t.set_tags({"verifirst.failure": why, "mlflow.note.content": why}, run_id=rid)
         finally:
             self._close("eval", failed=res is None or no_verdict)
