@@ -174,17 +174,27 @@ def fork_server_gain(sb, n: int = 100) -> dict | None:
     return {f"{m}_pair_ms": _med(walls[m]) for m in walls} | {f"{m}_pair_cpu_ms": round(cpus[m], 2) for m in cpus}
 
 
+def _c_compiler() -> str | None:
+    """The C compiler on PATH (cc, else gcc), or None."""
+    import shutil
+
+    return shutil.which("cc") or shutil.which("gcc")
+
+
+def _built(source: str, exe: str, flags: list[str] | tuple = ()) -> bool:
+    """Whether `source` compiled (-O2, plus `flags`) into `exe` with _c_compiler()."""
+    return subprocess.run([_c_compiler(), "-O2", *flags, "-o", exe, source], capture_output=True).returncode == 0
+
+
 def exec_start_cost(n: int = 200) -> dict | None:
     """What one exec costs before a program does anything, by C library: a program with none (the
     kernel's exec alone), one statically linked with glibc, one dynamically linked. On a virtual
     machine glibc's start-up probes the CPU's caches with CPUID, which traps to the hypervisor:
     every exec in a run pays it, which is why the fork server spares bwrap's exec. Wall ms per
     exec (fork, exec, wait), medians; None without a C compiler."""
-    import shutil
     import tempfile
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
+    if _c_compiler() is None:
         return None
     progs = {"no_libc_ms": ("void _start(void){__asm__ volatile(\"mov $60,%eax; xor %edi,%edi; syscall\");}",
                             ["-static", "-nostdlib"]),
@@ -196,7 +206,7 @@ def exec_start_cost(n: int = 200) -> dict | None:
             c, exe = os.path.join(d, f"{name}.c"), os.path.join(d, name)
             with open(c, "w") as fh:
                 fh.write(src)
-            if subprocess.run([cc, "-O2", *flags, "-o", exe, c], capture_output=True).returncode != 0:
+            if not _built(c, exe, flags):
                 continue  # no static glibc installed, say
             w, _ = _timed(lambda: subprocess.run([exe]), n)
             out[name] = _med(w)
@@ -213,20 +223,18 @@ def namespace_floor(sb, n: int = 100) -> dict | None:
     no bwrap and no Python, against two plain fork + exec of bash timed by the same harness; bwrap's
     trivial pair (run_pair) and the plain pair (_plain_pair) interleaved with them. Wall ms, medians
     of `rounds` medians; None without a C compiler or where the harness cannot build its sandbox."""
-    import shutil
     import tempfile
 
     from verifirst.verifiers.bash.sandbox import _ids
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
+    if _c_compiler() is None:
         return None
     ids = _ids()
     uid, gid = ids if ids else (-1, -1)
     rounds = 5
     with tempfile.TemporaryDirectory() as d:
         exe = os.path.join(d, "namespace_floor")
-        if subprocess.run([cc, "-O2", "-o", exe, str(FLOOR_SOURCE)], capture_output=True).returncode != 0:
+        if not _built(str(FLOOR_SOURCE), exe):
             return None
         lower, scratch = os.path.join(d, "lower"), os.path.join(d, "scratch")
         for sub in ("usr", "etc", "sys", "proc", "dev", "tmp", "root"):
