@@ -18,25 +18,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from verifirst.core.errors import InputError
-from verifirst.core.task import ITEM_ID, Item, Suite
+from verifirst.core.task import ITEM_ID, RECORD_KEYS, Item, Suite
 
 FILE_SUFFIXES = (".jsonl", ".json", ".csv")
 OWN_KEYS = ("id", "group")  # a record's own id and group: they name and group items
-OWN_KEYS_META = "record_keys"  # Item.meta key: the record's own id/group, as it had them
-
-
-class RecordItem(Item):
-    """An item from a record with its own `id` or `group`: its example carries them too.
-
-    The metric may read example.id or example.group; they are not inputs, so the program
-    never sees them.
-    """
-
-    def example(self):
-        ex = super().example()
-        for key, value in self.meta.get(OWN_KEYS_META, {}).items():
-            ex[key] = value
-        return ex
 
 
 def content_id(record: dict) -> str:
@@ -303,12 +288,10 @@ def to_suite(data: Any, *, inputs: Sequence[str] | None = None, program: Any = N
 
 
 def _item(iid: str, rec: dict, input_keys: Sequence[str], group: str | None, own: dict) -> Item:
-    """One record as an Item; a RecordItem when the record had its own id or group (for the metric)."""
+    """One record as an Item; the record's own id or group kept for its example (for the metric)."""
     inputs = {k: rec[k] for k in input_keys}
     gold = {k: v for k, v in rec.items() if k not in input_keys}
-    if own:
-        return RecordItem(iid, inputs, gold, group=group, meta={OWN_KEYS_META: own})
-    return Item(iid, inputs, gold, group=group)
+    return Item(iid, inputs, gold, group=group, meta={RECORD_KEYS: own} if own else {})
 
 
 def _group_repeated_content(items: list[Item], contents: list[str | None]) -> None:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 ITEM_ID = "item_id"
+RECORD_KEYS = "record_keys"  # Item.meta key: a record's own id/group as it had them, which its example carries
 
 # The four outcomes of one evaluated item. Only PASS and FAIL are verdicts that count in pass
 # rates; ERROR (the LM or the verifier failed) and INCONCLUSIVE (nothing observable decided) are
@@ -28,9 +29,11 @@ class Item:
         return self.group if self.group is not None else self.id
 
     def example(self):
+        """The item as a dspy.Example: its inputs marked as inputs; its gold, its id (ITEM_ID) and the
+        record's own id/group (meta RECORD_KEYS, for a metric that reads them) beside them."""
         import dspy
 
-        ex = dspy.Example(**self.inputs, **self.gold, **{ITEM_ID: self.id})
+        ex = dspy.Example(**self.inputs, **self.gold, **{ITEM_ID: self.id}, **self.meta.get(RECORD_KEYS, {}))
         return ex.with_inputs(*self.inputs.keys())
 
 
