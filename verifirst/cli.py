@@ -151,13 +151,14 @@ def _check_experiment_tracking_uri(exp, offline: bool) -> None:
         offline: --offline (the local store is used whatever the URI).
     """
     from verifirst.config import _line_of
+    from verifirst.experiment import experiment_text
     from verifirst.tracking import _USER_URI, check_uri
 
     if offline or not exp.tracking.get("enabled", True):
         return
     uri = exp.tracking.get("uri")
-    if uri and exp.path and Path(exp.path).is_file():
-        text = Path(exp.path).read_text(encoding="utf-8", errors="replace")
+    text = experiment_text(exp) if uri else ""
+    if text:
         check_uri(uri, "tracking.uri", path=str(exp.path), line=_line_of(text, "tracking", "uri"))
     elif uri:
         check_uri(uri, "tracking.uri")

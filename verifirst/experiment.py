@@ -68,8 +68,12 @@ def build_program(exp: Experiment, verifier=None, items=None):
                           expected="options the program accepts (see `verifirst components`)") from None
 
 
-def _experiment_text(exp: Experiment) -> str:
-    """The experiment file's text, to find a key's line ("" for an experiment built in Python)."""
+def experiment_text(exp: Experiment) -> str:
+    """The experiment file's text, to find a key's line ("" for an experiment built in Python).
+
+    Args:
+        exp: the experiment.
+    """
     if not (exp.path and Path(exp.path).is_file()):
         return ""
     return Path(exp.path).read_text(encoding="utf-8", errors="replace")
@@ -129,7 +133,7 @@ def _field_and_line(exp: Experiment, section: str, key: str | None) -> tuple[str
     its line in the experiment file (the options' line when the key has none of its own)."""
     from verifirst.config import _key_line, _line_of
 
-    text = _experiment_text(exp)
+    text = experiment_text(exp)
     body = getattr(exp, section)
     if key is None:
         return f"{section}.options", _options_line(exp, section)
@@ -170,7 +174,7 @@ def _relative_note(path: str) -> str:
 def _options_line(exp: Experiment, section: str) -> int | None:
     from verifirst.config import _line_of
 
-    text = _experiment_text(exp)
+    text = experiment_text(exp)
     return (_line_of(text, section, "options") or _line_of(text, f"{section}.options", None)) if text else None
 
 
