@@ -56,7 +56,7 @@ def test_verify_bash_exit_codes_and_sandbox():
                                "--pred", "find /testbed -maxdepth 1 -mindepth 1 | wc -l", "--json"])
     assert same.exit_code == 0, same.output
     out = json.loads(same.stdout)
-    assert out["equivalent"] is True and out["sandbox"].startswith("bwrap")
+    assert out["equivalent"] is True and out["sandbox"].startswith(("vf-sandbox", "bwrap"))
     differ = runner.invoke(app, ["verify", "bash", "--gold", "ls /testbed", "--pred", "rm -r /testbed/dir1"])
     assert differ.exit_code == 1 and "NOT EQUIVALENT" in differ.stdout
 

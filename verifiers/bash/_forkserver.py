@@ -48,35 +48,57 @@ def library(parents: tuple[Path, ...]) -> str | None:
             missing and used only when it is ours and writable by nobody else, like the library's
             own directory: whoever could replace the library would run code in every sandbox run.
     """
+    return next(iter(built(SOURCE, NAME, ["-shared", "-fPIC"], ["-ldl"], parents, first=True)), None)
+
+
+def built(source: Path, name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...],
+          first: bool = False) -> list[str]:
+    """`source` compiled (-O2 + `flags`, linked with `libs`) as `name`, 0644 for a library and 0755
+    otherwise, in a directory of each parent named by the digest of the source and compiler, so it
+    is rebuilt only when they change; the paths, in the order of `parents` (empty: no compiler,
+    no source, or no build succeeded).
+
+    Args:
+        source: the C file.
+        name: the file built.
+        flags, libs: compiler flags before the source, libraries after it.
+        parents: as for library().
+        first: stop at the first parent where the build succeeds.
+    """
     try:
-        source = SOURCE.read_bytes()
+        text = source.read_bytes()
     except OSError:
-        return None
+        return []
     cc = _compiler()
     if cc is None:
-        return None
-    digest = hashlib.sha256(source + cc.encode()).hexdigest()[:16]
+        return []
+    digest = hashlib.sha256(text + cc.encode() + " ".join(flags + libs).encode()).hexdigest()[:16]
+    mode = 0o644 if "-shared" in flags else 0o755
+    found = []
     for parent in map(Path, parents):
         try:
-            return _built(cc, parent, parent / f"forkserver-{digest}")
+            found.append(_built(cc, [*flags, str(source), *libs], name, mode, parent,
+                                parent / f"{source.stem.strip('_')}-{digest}"))
         except (OSError, subprocess.SubprocessError):
             continue
-    return None
+        if first:
+            break
+    return found
 
 
-def _built(cc: str, parent: Path, home: Path) -> str:
-    """The library in `home`, compiled there first when missing (_bwrap_access.built_once)."""
+def _built(cc: str, args: list[str], name: str, mode: int, parent: Path, home: Path) -> str:
+    """`name` in `home`, compiled there first when missing (_bwrap_access.built_once)."""
     def fill(tmp: Path) -> None:
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp / NAME), str(SOURCE), "-ldl"], check=True,
+        subprocess.run([cc, "-O2", "-o", str(tmp / name), *args], check=True,
                        capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        os.chmod(tmp / NAME, 0o644)
-        os.chmod(tmp, 0o755)  # the sandbox uid loads it
+        os.chmod(tmp / name, mode)
+        os.chmod(tmp, 0o755)  # the sandbox uid loads or runs it
 
     def ours(d: Path) -> bool:
         try:
-            st = os.lstat(d / NAME)
+            st = os.lstat(d / name)
         except OSError:
             return False
         return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
-    return str(_bwrap_access.built_once(parent, home.name, fill, ours) / NAME)
+    return str(_bwrap_access.built_once(parent, home.name, fill, ours) / name)

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import _bwrap, _pool, _sandbox_fs, _spawner, fixtures
+from verifirst.verifiers.bash import _bwrap, _launcher, _pool, _sandbox_fs, _spawner, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
@@ -98,7 +98,7 @@ class RunResult:
     truncated: bool
     fs_diff: FsDiff
     timings: dict[str, float]
-    backend: str = "bwrap"
+    backend: str = "bwrap"  # what built the sandbox: "vf-sandbox", "bwrap" or "unsafe-local"
     fixture: str = ""
     # sha256 of the whole stream, kept part and cut part: equal prefixes past the cap can still differ
     stdout_sha256: str = ""
@@ -373,7 +373,7 @@ class _Job:
         return RunResult(
             stdout=self.out.decode("utf-8", "replace"), stderr=self.err.decode("utf-8", "replace"),
             exit_code=rc, timed_out=self.timed_out, signal=sig, truncated=self.truncated or self.flooded,
-            fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else "bwrap", fixture=self.fx.name,
+            fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else self.sb._bwrap.kind, fixture=self.fx.name,
             stdout_sha256=self.hashes[id(self.out)].hexdigest(), stderr_sha256=self.hashes[id(self.err)].hexdigest(),
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
@@ -482,7 +482,8 @@ class Sandbox:
             bwrap, run_as=_ids(), copy_parents=_copy_parents)
         if overlay is None:
             overlay = os.environ.get("VERIFIRST_SANDBOX_OVERLAY", "1") != "0"
-        self.overlay = bool(overlay) and not unsafe_local and self._bwrap.has_overlay
+        self._wants_overlay = bool(overlay) and not unsafe_local
+        self.overlay = self._wants_overlay and self._bwrap.has_overlay
         if not unsafe_local:
             self.probe()
 
@@ -495,12 +496,23 @@ class Sandbox:
     def backend(self) -> str:
         if self.unsafe_local:
             return "unsafe-local"
-        return f"bwrap {'.'.join(map(str, self._bwrap.version))}" + (" overlay" if self.overlay else "")
+        return self._bwrap.name + (" overlay" if self.overlay else "")
 
     def probe(self) -> None:
-        """Once per process and binary: can bwrap build our sandbox here? Raises with the fix.
-        A kernel that refuses the overlay falls back to fresh copies (overlay off, said in
-        `backend`)."""
+        """Once per process and binary: can the launcher build our sandbox here? Raises with the
+        fix. A kernel that refuses the overlay falls back to fresh copies (overlay off, said in
+        `backend`); one where vf-sandbox cannot build the sandbox, to bubblewrap."""
+        try:
+            self._probe()
+        except SandboxUnavailable:
+            if self._bwrap.kind != _launcher.KIND:
+                raise
+            _launcher.refuse(self._bwrap.path, "the sandbox's probe run failed")
+            self._bwrap = _bwrap.find_bwrap(run_as=_ids(), copy_parents=_copy_parents)
+            self.overlay = self._wants_overlay and self._bwrap.has_overlay
+            self._probe()
+
+    def _probe(self) -> None:
         key = ("probe", self._bwrap.path, _ids(), self.overlay)
         if _STATE.get(key) == "ok":
             return
@@ -512,13 +524,13 @@ class Sandbox:
         r = job.finish()
         if r.exit_code != 0 and self.overlay:
             self.overlay = False
-            self.probe()
+            self._probe()
             _STATE[key] = "no-overlay"
             return
         if r.exit_code != 0:
             raise SandboxUnavailable(_bwrap.probe_failure(self._bwrap, _ids(), r.exit_code, r.stderr))
         if r.stdout.strip() != str(self.limits["nofile"]):  # bash read no BASH_ENV: no limits
-            raise SandboxUnavailable(f"bubblewrap ({self._bwrap.path}) ran, but the sandbox's resource limits "
+            raise SandboxUnavailable(f"{self._bwrap.kind} ({self._bwrap.path}) ran, but the sandbox's resource limits "
                                      f"were not applied (open files: {r.stdout.strip()!r}): {r.stderr[:300]}")
         _STATE[key] = "ok"
 

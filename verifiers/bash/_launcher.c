@@ -1,0 +1,580 @@
+/* vf-sandbox: the sandbox's own launcher, in place of bubblewrap for the options the sandbox uses.
+ *
+ * It takes bwrap's command line (the subset _bwrap.argv writes; anything else is refused) and
+ * builds what bwrap builds from it: the same namespaces, mounts, /dev, /proc, ids, capabilities,
+ * session, environment and exit status, so a command cannot tell the two apart but for pid 1's
+ * name (tests/test_sandbox_launcher.py compares the whole view). It does the kernel's work only:
+ * read-only binds are made with open_tree + mount_setattr (one call per tree, where bwrap remounts
+ * each submount after re-reading the mount table), nothing is staged on a tmpfs, and the root is
+ * entered with one pivot_root. Like bwrap run unprivileged it holds no privilege of its own: all
+ * it does, an unprivileged user could do with unshare(1) and mount(8).
+ *
+ * Processes, as bwrap's: the monitor (the process started, in the host's namespaces) clones pid 1
+ * into new user, mount, pid, network, IPC, UTS and cgroup namespaces (or, given --userns, enters
+ * that user namespace and creates the rest), waits for it and exits with its status. Pid 1 builds
+ * the root, enters a nested user namespace where no more can be created (--disable-userns), and
+ * forks the command as pid 2; when the command exits, pid 1 exits with its status (128 + the
+ * signal that killed it) and the kernel kills whatever the command left in the namespace.
+ * --die-with-parent: pid 1 dies with the monitor, the monitor with its parent.
+ *
+ * A failure before the command runs prints "vf-sandbox: WHAT: ERROR" and exits 1, as bwrap does.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x1
+#define MOUNT_ATTR_NOSUID 0x2
+#define MOUNT_ATTR_NODEV 0x4
+#define MOUNT_ATTR_NOEXEC 0x8
+struct mount_attr {
+  unsigned long long attr_set, attr_clr, propagation, userns_fd;
+};
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+#define VERSION "vf-sandbox 1.0.0"
+#define MAX_OPS 64
+#define MAX_ENV 256
+
+extern char **environ;
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...) {
+  int saved = errno;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dprintf(2, "vf-sandbox: %s%s%s\n", msg, saved ? ": " : "", saved ? strerror(saved) : "");
+  _exit(1);
+}
+
+static void usage(const char *fmt, const char *arg) __attribute__((noreturn));
+static void usage(const char *fmt, const char *arg) {
+  errno = 0;
+  die(fmt, arg);
+}
+
+/* ---- the command line --------------------------------------------------------------------- */
+
+enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV };
+struct op {
+  enum op_kind kind;
+  const char *src, *dest, *upper, *work;
+};
+
+static struct {
+  int userns_fd, assert_userns_disabled, disable_userns, die_with_parent, new_session;
+  int unshare_user, unshare_ipc, unshare_pid, unshare_net, unshare_uts, unshare_cgroup;
+  const char *hostname, *chdir_to;
+  const char *overlay_src;
+  struct op ops[MAX_OPS];
+  int n_ops;
+  unsigned long long caps;
+  char *env[MAX_ENV + 1];
+  int n_env;
+  char **command;
+} opt = {.userns_fd = -1};
+
+static int cap_number(const char *name) {
+  static const char *names[] = {
+      "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+      "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+      "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
+      "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT",
+      "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME",
+      "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
+      "CAP_SETFCAP"};
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    if (strcmp(names[i], name) == 0)
+      return i;
+  return -1;
+}
+
+static void set_env(const char *key, const char *value) {
+  size_t klen = strlen(key);
+  char *kv = malloc(klen + strlen(value) + 2);
+  if (!kv)
+    die("out of memory");
+  sprintf(kv, "%s=%s", key, value);
+  for (int i = 0; i < opt.n_env; i++)
+    if (strncmp(opt.env[i], kv, klen + 1) == 0) {
+      opt.env[i] = kv;
+      return;
+    }
+  if (opt.n_env == MAX_ENV)
+    die("more than %d --setenv", MAX_ENV);
+  opt.env[opt.n_env++] = kv;
+}
+
+static void add_op(enum op_kind kind, const char *src, const char *dest) {
+  if (opt.n_ops == MAX_OPS)
+    die("more than %d mounts", MAX_OPS);
+  if (dest[0] != '/')
+    usage("the destination %s is not an absolute path", dest);
+  opt.ops[opt.n_ops++] = (struct op){kind, src, dest, NULL, NULL};
+}
+
+static void parse(int argc, char **argv) {
+  int cleared = 0;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+#define NEED(n)                                                                                  \
+  if (i + (n) >= argc)                                                                           \
+    usage("%s takes more arguments", a);
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("%s\n", VERSION);
+      exit(0);
+    } else if (strcmp(a, "--unshare-all") == 0) {
+      opt.unshare_user = opt.unshare_ipc = opt.unshare_pid = opt.unshare_net = opt.unshare_uts = 1;
+      opt.unshare_cgroup = 1;
+    } else if (strcmp(a, "--unshare-user") == 0) {
+      opt.unshare_user = 1;
+    } else if (strcmp(a, "--unshare-ipc") == 0) {
+      opt.unshare_ipc = 1;
+    } else if (strcmp(a, "--unshare-pid") == 0) {
+      opt.unshare_pid = 1;
+    } else if (strcmp(a, "--unshare-net") == 0) {
+      opt.unshare_net = 1;
+    } else if (strcmp(a, "--unshare-uts") == 0) {
+      opt.unshare_uts = 1;
+    } else if (strcmp(a, "--unshare-cgroup-try") == 0) {
+      opt.unshare_cgroup = 1;
+    } else if (strcmp(a, "--disable-userns") == 0) {
+      opt.disable_userns = 1;
+    } else if (strcmp(a, "--assert-userns-disabled") == 0) {
+      opt.assert_userns_disabled = 1;
+    } else if (strcmp(a, "--die-with-parent") == 0) {
+      opt.die_with_parent = 1;
+    } else if (strcmp(a, "--new-session") == 0) {
+      opt.new_session = 1;
+    } else if (strcmp(a, "--clearenv") == 0) {
+      opt.n_env = 0;
+      cleared = 1;
+    } else if (strcmp(a, "--userns") == 0) {
+      NEED(1);
+      char *end;
+      long fd = strtol(argv[++i], &end, 10);
+      if (*end || fd < 0 || fd > 1 << 20)
+        usage("--userns takes a descriptor number, not %s", argv[i]);
+      opt.userns_fd = (int)fd;
+    } else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
+      NEED(1);
+      if (strcmp(argv[++i], "0") != 0)
+        usage("only id 0 inside is supported, not %s", argv[i]);
+    } else if (strcmp(a, "--hostname") == 0) {
+      NEED(1);
+      opt.hostname = argv[++i];
+    } else if (strcmp(a, "--chdir") == 0) {
+      NEED(1);
+      opt.chdir_to = argv[++i];
+    } else if (strcmp(a, "--setenv") == 0) {
+      NEED(2);
+      set_env(argv[i + 1], argv[i + 2]);
+      i += 2;
+    } else if (strcmp(a, "--bind") == 0 || strcmp(a, "--ro-bind") == 0) {
+      NEED(2);
+      add_op(a[2] == 'r' ? OP_RO_BIND : OP_BIND, argv[i + 1], argv[i + 2]);
+      i += 2;
+    } else if (strcmp(a, "--overlay-src") == 0) {
+      NEED(1);
+      if (opt.overlay_src)
+        usage("%s: one lower layer only", a);
+      opt.overlay_src = argv[++i];
+    } else if (strcmp(a, "--overlay") == 0) {
+      NEED(3);
+      if (!opt.overlay_src)
+        usage("%s needs --overlay-src first", a);
+      add_op(OP_OVERLAY, opt.overlay_src, argv[i + 3]);
+      opt.ops[opt.n_ops - 1].upper = argv[i + 1];
+      opt.ops[opt.n_ops - 1].work = argv[i + 2];
+      opt.overlay_src = NULL;
+      i += 3;
+    } else if (strcmp(a, "--proc") == 0 || strcmp(a, "--dev") == 0) {
+      NEED(1);
+      add_op(a[2] == 'p' ? OP_PROC : OP_DEV, NULL, argv[++i]);
+    } else if (strcmp(a, "--cap-drop") == 0 || strcmp(a, "--cap-add") == 0) {
+      NEED(1);
+      const char *name = argv[++i];
+      int all = strcmp(name, "ALL") == 0, cap = all ? 0 : cap_number(name);
+      if (!all && cap < 0)
+        usage("unknown capability %s", name);
+      unsigned long long bits = all ? ~0ULL : 1ULL << cap;
+      opt.caps = a[6] == 'a' ? opt.caps | bits : opt.caps & ~bits;
+    } else {
+      usage("unsupported option %s (vf-sandbox takes the options the verifirst sandbox uses)", a);
+    }
+#undef NEED
+  }
+  if (i >= argc)
+    usage("%s", "no command given");
+  if (!cleared)
+    usage("%s", "--clearenv is required");
+  if (!opt.unshare_user && opt.userns_fd < 0)
+    usage("%s", "a user namespace is required (--unshare-user or --userns)");
+  if (!opt.unshare_pid || !opt.unshare_net || !opt.unshare_ipc || !opt.unshare_uts)
+    usage("%s", "every namespace must be unshared (--unshare-all, or with --userns each --unshare-*)");
+  if (opt.n_ops == 0 || strcmp(opt.ops[0].dest, "/") != 0 || opt.ops[0].kind == OP_RO_BIND ||
+      (opt.ops[0].kind != OP_BIND && opt.ops[0].kind != OP_OVERLAY))
+    usage("%s", "the first mount must be the root (--bind DIR / or --overlay ... /)");
+  opt.caps &= (1ULL << (CAP_LAST_CAP + 1)) - 1;
+  opt.command = argv + i;
+}
+
+/* ---- small system helpers ----------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    die("open %s", path);
+  if (write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+    die("write %s", path);
+  close(fd);
+}
+
+static void map_ids(const char *proc, unsigned inside_uid, unsigned outside_uid, unsigned inside_gid,
+                    unsigned outside_gid) {
+  char path[64], map[64];
+  snprintf(path, sizeof path, "%s/setgroups", proc);
+  write_file(path, "deny");
+  snprintf(path, sizeof path, "%s/uid_map", proc);
+  snprintf(map, sizeof map, "%u %u 1", inside_uid, outside_uid);
+  write_file(path, map);
+  snprintf(path, sizeof path, "%s/gid_map", proc);
+  snprintf(map, sizeof map, "%u %u 1", inside_gid, outside_gid);
+  write_file(path, map);
+}
+
+/* The directory `path` (absolute, inside the new root: cwd) as an O_PATH fd, each missing
+ * component created 0755; no component may be a symbolic link, so no mount lands outside. */
+static int dest_dir(const char *path) {
+  char buf[4096];
+  if (strlen(path) >= sizeof buf)
+    die("path too long: %s", path);
+  strcpy(buf, path);
+  int fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  for (char *part = strtok(buf, "/"); part; part = strtok(NULL, "/")) {
+    if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0)
+      die("mount destination %s has . or ..", path);
+    int next = openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT) {
+      if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST)
+        die("create the mount point %s", path);
+      next = openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (next < 0)
+      die("mount point %s (a component is not a directory, or is a symbolic link)", path);
+    close(fd);
+    fd = next;
+  }
+  return fd;
+}
+
+/* An empty regular file at `name` in directory `dir`, as a mount point for a device. */
+static int dest_file(int dir, const char *name) {
+  int fd = openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0)
+    die("create /dev/%s", name);
+  close(fd);
+  fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    die("open /dev/%s", name);
+  return fd;
+}
+
+static int tree(const char *src, int recursive) {
+  int fd = (int)syscall(SYS_open_tree, AT_FDCWD, src, OPEN_TREE_CLONE | O_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
+  if (fd < 0)
+    die("bind %s", src);
+  return fd;
+}
+
+static void set_attr(int tree_fd, unsigned long long attrs, int recursive, const char *what) {
+  struct mount_attr attr = {.attr_set = attrs};
+  if (syscall(SYS_mount_setattr, tree_fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr, sizeof attr) != 0)
+    die("set the flags of %s", what);
+}
+
+static void attach(int tree_fd, int dest_fd, const char *what) {
+  if (syscall(SYS_move_mount, tree_fd, "", dest_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    die("mount %s", what);
+  close(tree_fd);
+  close(dest_fd);
+}
+
+/* A bind of host `src` at `dest` under the new root, nosuid and nodev, read-only when asked:
+ * one tree for the whole hierarchy below `src`, its flags set on every mount in it at once. */
+static void bind_tree(const char *src, const char *dest, int read_only) {
+  int t = tree(src, 1);
+  set_attr(t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0), 1, src);
+  attach(t, dest_dir(dest), dest);
+}
+
+/* ---- the root and what is mounted in it --------------------------------------------------- */
+
+/* Mount the root (op 0) on its own directory and make it the working directory. */
+static void mount_root(const struct op *root) {
+  const char *at = root->kind == OP_OVERLAY ? root->upper : root->src;
+  if (root->kind == OP_OVERLAY) {
+    char opts[8192];
+    if (strchr(root->src, ',') || strchr(root->upper, ',') || strchr(root->work, ',') ||
+        strchr(root->src, ':'))
+      die("overlay paths may not hold ',' or ':'");
+    if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", root->src, root->upper,
+                 root->work) >= (int)sizeof opts)
+      die("overlay paths too long");
+    /* mounted over its own upper directory: a path that exists, seen by nobody else */
+    if (mount("overlay", at, "overlay", MS_NOSUID | MS_NODEV, opts) != 0)
+      die("mount the overlay root");
+  } else {
+    if (mount(at, at, NULL, MS_BIND | MS_REC, NULL) != 0 ||
+        mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0)
+      die("bind the root %s", at);
+  }
+  if (chdir(at) != 0)
+    die("enter the root %s", at);
+}
+
+static void mount_proc(const char *dest) {
+  int d = dest_dir(dest);
+  char at[64];
+  snprintf(at, sizeof at, "/proc/self/fd/%d", d);
+  if (mount("proc", at, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    die("mount proc at %s", dest);
+  close(d);
+  /* what bwrap covers read-only: the kernel's knobs that are not the namespace's */
+  int proc = dest_dir(dest);
+  static const char *covered[] = {"sys", "sysrq-trigger", "irq", "bus"};
+  for (int i = 0; i < 4; i++) {
+    if (i == 0 && opt.unshare_net)
+      continue; /* as bwrap: with a network namespace of its own, its sysctls stay the command's */
+    int t = (int)syscall(SYS_open_tree, proc, covered[i], OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE);
+    if (t < 0) {
+      if (errno == ENOENT)
+        continue;
+      die("cover /proc/%s", covered[i]);
+    }
+    set_attr(t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 1, covered[i]);
+    if (syscall(SYS_move_mount, t, "", proc, covered[i], MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      die("cover /proc/%s", covered[i]);
+    close(t);
+  }
+  close(proc);
+}
+
+static void mount_dev(const char *dest) {
+  int d = dest_dir(dest);
+  char at[64];
+  snprintf(at, sizeof at, "/proc/self/fd/%d", d);
+  if (mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
+    die("mount a tmpfs at %s", dest);
+  close(d);
+  int dev = dest_dir(dest); /* the tmpfs now on top */
+  static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+  for (int i = 0; i < 6; i++) {
+    char src[32];
+    snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    int t = tree(src, 0);
+    set_attr(t, MOUNT_ATTR_NOSUID, 0, src);
+    attach(t, dest_file(dev, devices[i]), src);
+  }
+  static const char *links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+                                   {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
+                                   {"/proc/kcore", "core"}, {"pts/ptmx", "ptmx"}};
+  for (int i = 0; i < 6; i++)
+    if (symlinkat(links[i][0], dev, links[i][1]) != 0)
+      die("create /dev/%s", links[i][1]);
+  if (mkdirat(dev, "shm", 0755) != 0 || mkdirat(dev, "pts", 0755) != 0)
+    die("create /dev/shm and /dev/pts");
+  snprintf(at, sizeof at, "/proc/self/fd/%d/pts", dev);
+  if (mount("devpts", at, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0)
+    die("mount devpts");
+  close(dev);
+}
+
+static void build_root(void) {
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+    die("make the mount namespace a slave");
+  mount_root(&opt.ops[0]);
+  for (int i = 1; i < opt.n_ops; i++) {
+    const struct op *o = &opt.ops[i];
+    if (strcmp(o->dest, "/") == 0)
+      die("only the first mount may be the root");
+    switch (o->kind) {
+    case OP_BIND:
+    case OP_RO_BIND:
+      bind_tree(o->src, o->dest, o->kind == OP_RO_BIND);
+      break;
+    case OP_PROC:
+      mount_proc(o->dest);
+      break;
+    case OP_DEV:
+      mount_dev(o->dest);
+      break;
+    case OP_OVERLAY:
+      die("an overlay is supported as the root only");
+    }
+  }
+  if (syscall(SYS_pivot_root, ".", ".") != 0 || umount2(".", MNT_DETACH) != 0)
+    die("pivot_root into the new root");
+  if (chdir("/") != 0)
+    die("chdir /");
+}
+
+/* ---- ids, capabilities, the command ------------------------------------------------------- */
+
+static void nested_userns(void) {
+  /* this namespace may hold one more user namespace: the one the command runs in */
+  write_file("/proc/sys/user/max_user_namespaces", "1");
+  if (unshare(CLONE_NEWUSER) != 0)
+    die("create the nested user namespace");
+  map_ids("/proc/self", 0, 0, 0, 0);
+}
+
+/* Pid 1 checks in place, with no child: a success would leave it in a namespace it then dies in. */
+static void assert_userns_disabled(void) {
+  if (unshare(CLONE_NEWUSER) == 0 || (errno != ENOSPC && errno != EUSERS && errno != EPERM)) {
+    errno = 0;
+    die("creating user namespaces is not disabled in the namespace given by --userns");
+  }
+}
+
+static void keep_caps(unsigned long long keep) {
+  for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+    if (!(keep & (1ULL << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      die("drop capability %d from the bounding set", cap);
+  struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {{0}};
+  for (int k = 0; k < 2; k++)
+    data[k].effective = data[k].permitted = data[k].inheritable = (unsigned)(keep >> (32 * k));
+  if (syscall(SYS_capset, &head, data) != 0)
+    die("set capabilities");
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    die("clear ambient capabilities");
+  for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+    if ((keep & (1ULL << cap)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0)
+      die("raise ambient capability %d", cap);
+}
+
+static int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+static int wait_for(pid_t pid) {
+  int status;
+  for (;;) {
+    pid_t got = waitpid(-1, &status, 0);
+    if (got == pid)
+      return exit_code(status);
+    if (got < 0 && errno != EINTR)
+      die("wait");
+  }
+}
+
+static void exec_command(void) {
+  if (opt.new_session && setsid() < 0)
+    die("setsid");
+  if (opt.die_with_parent)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const char *cwd = opt.chdir_to ? opt.chdir_to : "/";
+  if (chdir(cwd) != 0)
+    die("chdir %s", cwd);
+  set_env("PWD", cwd); /* as bwrap: the initial environment names the directory it starts in */
+  opt.env[opt.n_env] = NULL;
+  environ = opt.env;
+  execvp(opt.command[0], opt.command);
+  die("execvp %s", opt.command[0]);
+}
+
+/* Pid 1 of the new pid namespace: build the root, then run the command as pid 2 and wait.
+ * Its own user namespace (not given by --userns) maps id 0 to the monitor's ids. */
+static int pid1(unsigned uid, unsigned gid) {
+  if (opt.die_with_parent)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (opt.userns_fd < 0)
+    map_ids("/proc/self", 0, uid, 0, gid);
+  if (opt.unshare_net) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq lo = {0};
+    strcpy(lo.ifr_name, "lo");
+    lo.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
+    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &lo) != 0)
+      die("bring up the loopback interface");
+    close(s);
+  }
+  build_root();
+  if (opt.hostname && sethostname(opt.hostname, strlen(opt.hostname)) != 0)
+    die("set the host name");
+  if (opt.disable_userns)
+    nested_userns();
+  if (opt.assert_userns_disabled)
+    assert_userns_disabled();
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    die("set no_new_privs");
+  pid_t command = fork();
+  if (command < 0)
+    die("fork the command");
+  if (command == 0) {
+    keep_caps(opt.caps);
+    exec_command();
+  }
+  keep_caps(0);
+  return wait_for(command);
+}
+
+int main(int argc, char **argv) {
+  parse(argc, argv);
+  if (opt.die_with_parent)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  if (opt.userns_fd >= 0) {
+    if (syscall(SYS_setns, opt.userns_fd, CLONE_NEWUSER) != 0)
+      die("enter the user namespace given by --userns");
+    close(opt.userns_fd); /* bwrap leaves it open in the command; it has no use there */
+  } else {
+    flags |= CLONE_NEWUSER;
+  }
+  long pid = syscall(SYS_clone, flags | (opt.unshare_cgroup ? CLONE_NEWCGROUP : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid < 0 && opt.unshare_cgroup && errno == EINVAL)
+    pid = syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid < 0)
+    die("create the namespaces");
+  if (pid == 0)
+    _exit(pid1(uid, gid));
+  return wait_for((pid_t)pid);
+}

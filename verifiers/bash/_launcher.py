@@ -1,0 +1,56 @@
+"""vf-sandbox, the sandbox's own launcher (_launcher.c), built once per machine where the sandbox
+uid can run it, and used in place of bubblewrap.
+
+It takes the bwrap options _bwrap.argv writes and builds the same sandbox (namespaces, mounts,
+/dev, /proc, ids, capabilities, exit status; tests/test_sandbox_launcher.py compares what a
+command sees under both), with the kernel's work only: a run pair costs about 5 ms where bwrap's
+costs 7 (benchmarks/perf/sandbox.py). Like the fork-server library it is compiled with the C
+compiler on PATH into a directory that is ours and writable by nobody else.
+
+Off with VERIFIRST_SANDBOX_LAUNCHER=bwrap (then bubblewrap, as before), and not used when a
+bwrap is named (Sandbox(bwrap=...), VERIFIRST_BWRAP); no compiler, a failed build, or a
+launcher that cannot build the sandbox on this kernel (the sandbox's probe): bubblewrap.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from verifirst.verifiers.bash import _forkserver
+
+SOURCE = Path(__file__).with_name("_launcher.c")
+NAME = "vf-sandbox"
+KIND = "vf-sandbox"
+_REFUSED: dict[str, str] = {}  # launcher path -> why the sandbox's probe failed with it
+
+
+def enabled() -> bool:
+    """Whether the sandbox may use vf-sandbox (VERIFIRST_SANDBOX_LAUNCHER=bwrap turns it off)."""
+    return os.environ.get("VERIFIRST_SANDBOX_LAUNCHER", KIND) not in ("bwrap", "0")
+
+
+@functools.cache
+def built(parents: tuple[Path, ...]) -> tuple[str, ...]:
+    """vf-sandbox built in each of `parents` where it builds (the first the sandbox uid can run
+    is used: the scratch base may be mounted noexec), in their order; () without a compiler.
+
+    Args:
+        parents: as for _forkserver.library.
+    """
+    return tuple(_forkserver.built(SOURCE, NAME, [], [], parents))
+
+
+def refuse(path: str, why: str) -> None:
+    """Record that the launcher at `path` could not build the sandbox here: bubblewrap from now on.
+
+    Args:
+        path: the launcher.
+        why: what its probe run said.
+    """
+    _REFUSED[path] = why
+
+
+def refused(path: str) -> bool:
+    """Whether the sandbox's probe failed with the launcher at `path` in this process."""
+    return path in _REFUSED
