@@ -84,6 +84,13 @@ def sandbox(f: Field) -> tuple[str, str]:
     if f("compared", None) is not None:  # per task: not the same work on both sides (see the JSON)
         res += (f"; per task {_n(f('ratio_vs_plain_subprocess'), 2)}× plain"
                 + (f", at real-time priority {_n(rt['ratio_per_task'], 2)}×" if rt and "ratio_per_task" in rt else ""))
+    lc = f("launchers", None)
+    if lc:
+        res += (f"; vf-sandbox vs bubblewrap, interleaved: {_n(lc['vf-sandbox']['median_ms_per_task'], 1)} vs "
+                f"{_n(lc['bwrap']['median_ms_per_task'], 1)} ms/task ({_n(lc['vf-sandbox']['ratio_per_task'], 2)}× vs "
+                f"{_n(lc['bwrap']['ratio_per_task'], 2)}× plain), trivial pair "
+                f"{_n(lc['vf-sandbox']['trivial_pair_ms'], 2)} vs {_n(lc['bwrap']['trivial_pair_ms'], 2)} ms "
+                f"({_n(lc['vf-sandbox']['ratio_trivial'], 2)}× vs {_n(lc['bwrap']['ratio_trivial'], 2)}×)")
     pool = f("pool", None)
     if pool:
         res += (f"; warm sandboxes (VERIFIRST_SANDBOX_POOL=1) vs off: back to back "
@@ -108,14 +115,15 @@ def sandbox(f: Field) -> tuple[str, str]:
                 + ("; one exec's start, ms: " + ", ".join(f"{k[:-3].replace('_', ' ')} {_n(v, 2)}"
                                                           for k, v in b["exec_start"].items())
                    if b.get("exec_start") else "")
-                + (f"; trivial pair forked by bwrap's fork server vs started by the helper: "
+                + (f"; trivial pair forked by the launcher's fork server vs started by the helper: "
                    f"{_n(b['fork_server']['on_pair_ms'], 2)} vs {_n(b['fork_server']['off_pair_ms'], 2)} ms, CPU "
                    f"{_n(b['fork_server']['on_pair_cpu_ms'], 1)} vs {_n(b['fork_server']['off_pair_cpu_ms'], 1)} ms"
                    if b.get("fork_server") else "")
                 + (f"; the floor, a minimal launcher in C doing the same namespaces and mounts (no bwrap, no "
                    f"Python): trivial pair {_n(b['floor']['floor_pair_ms'], 2)} ms vs two plain fork + exec "
                    f"{_n(b['floor']['harness_plain_pair_ms'], 2)} ms ({_n(b['floor']['floor_pair_ratio_to_harness_plain'], 2)}×); "
-                   f"bwrap's trivial pair {_n(b['floor']['bwrap_pair_ms'], 2)} ms"
+                   f"the sandbox's trivial pair "
+                   f"{_n(b['floor'].get('sandbox_pair_ms', b['floor'].get('bwrap_pair_ms')), 2)} ms"
                    if b.get("floor") else "")
                 + f"); sysadmin "
                 f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")

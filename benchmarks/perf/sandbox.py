@@ -15,6 +15,8 @@ diffs; the plain side runs `bash -c 'echo hello'` twice, one after the other. Th
 (`true` twice in the sandbox) is the like-for-like comparison, and the floor under it
 (namespace_floor.c: the same namespaces and mounts by a launcher of the least code, no bwrap,
 no Python) says how much of it any sandbox built from kernel namespaces pays on this machine.
+The sandbox's own launcher (vf-sandbox) and bubblewrap are compared on the same tasks, interleaved
+("launchers").
 """
 from __future__ import annotations
 
@@ -147,11 +149,42 @@ def breakdown(sb, n: int = 60) -> dict:
 
     mode = "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"
     if isinstance(_spawner._SPAWNERS.get((ids, sb._bwrap.path)), _spawner.ForkServer):
-        mode += ", each run a fork of a bwrap fork server already at the sandbox uid (no exec of bwrap)"
+        mode += (f", each run a fork of a {sb._bwrap.kind} fork server already at the sandbox uid "
+                 f"(no exec of {sb._bwrap.kind})")
     elif _spawner.spawner(ids) is not None:
-        mode += ", bwrap started by a spawner already at the sandbox uid"
+        mode += f", {sb._bwrap.kind} started by a spawner already at the sandbox uid"
     return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode,
             "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb), "floor": namespace_floor(sb)}
+
+
+def launchers(tasks: list[dict], timeout_s: float, rounds: int = 3, n: int = 60) -> dict | None:
+    """vf-sandbox against bubblewrap (VERIFIRST_SANDBOX_LAUNCHER=bwrap), interleaved round by round:
+    the per-task median over `tasks` (gold pairs), the trivial pair, and their ratios to the plain
+    pair measured in the same rounds. Medians of the rounds' medians, wall ms; None when the
+    sandbox does not use vf-sandbox here (no C compiler)."""
+    from verifirst.verifiers.bash.sandbox import Sandbox
+
+    boxes = {"vf-sandbox": Sandbox(timeout_s=timeout_s)}
+    if boxes["vf-sandbox"]._bwrap.kind != "vf-sandbox":
+        return None
+    with _env_set("VERIFIRST_SANDBOX_LAUNCHER", "bwrap"):
+        boxes["bwrap"] = Sandbox(timeout_s=timeout_s)
+    got: dict[str, dict[str, list[float]]] = {k: {"task": [], "trivial": []} for k in boxes}
+    plain: list[float] = []
+    for _ in range(rounds):
+        for name, box in boxes.items():
+            box.run_pair("true", "true", "nl2sh-fs1")
+            got[name]["task"].append(statistics.median(_task_ms(box, tasks)))
+            got[name]["trivial"].append(statistics.median(
+                _timed(_succeeded(lambda: box.run_pair("true", "true", "nl2sh-fs1")), n)[0]))  # noqa: B023
+        plain.append(statistics.median(_timed(_plain_pair, n)[0]))
+    base = _med(plain)
+    out: dict = {"plain_pair_ms": base, "rounds": rounds, "tasks": len(tasks)}
+    for name, g in got.items():
+        task, trivial = _med(g["task"]), _med(g["trivial"])
+        out[name] = {"median_ms_per_task": task, "trivial_pair_ms": trivial,
+                     "ratio_per_task": round(task / base, 2), "ratio_trivial": round(trivial / base, 2)}
+    return out
 
 
 def fork_server_gain(sb, n: int = 100) -> dict | None:
@@ -220,7 +253,7 @@ def namespace_floor(sb, n: int = 100) -> dict | None:
     """The floor under the trivial pair: namespace_floor.c, a launcher of the least code doing the
     kernel work a sandboxed run cannot skip (every namespace, an overlay root, read-only /usr, /etc
     and /sys, /proc, /dev, pivot_root, a nested user namespace, then `bash -c true` as pid 2), with
-    no bwrap and no Python, against two plain fork + exec of bash timed by the same harness; bwrap's
+    no bwrap and no Python, against two plain fork + exec of bash timed by the same harness; the sandbox's
     trivial pair (run_pair) and the plain pair (_plain_pair) interleaved with them. Wall ms, medians
     of `rounds` medians; None without a C compiler or where the harness cannot build its sandbox."""
     import tempfile
@@ -245,7 +278,7 @@ def namespace_floor(sb, n: int = 100) -> dict | None:
         for p in (d, lower, scratch):
             os.chmod(p, 0o755)  # the sandbox uid walks them
         got: dict[str, list[float]] = {"harness_plain_pair_ms": [], "floor_single_ms": [], "floor_pair_ms": [],
-                                       "bwrap_pair_ms": [], "plain_pair_ms": []}
+                                       "sandbox_pair_ms": [], "plain_pair_ms": []}
         for r in range(rounds):
             for key, mode in (("harness_plain_pair_ms", "plain"), ("floor_single_ms", "single"),
                               ("floor_pair_ms", "pair")):
@@ -256,13 +289,13 @@ def namespace_floor(sb, n: int = 100) -> dict | None:
                 if out.returncode != 0:
                     return None
                 got[key].append(float(out.stdout))
-            got["bwrap_pair_ms"].append(statistics.median(
+            got["sandbox_pair_ms"].append(statistics.median(
                 _timed(_succeeded(lambda: sb.run_pair("true", "true", "nl2sh-fs1")), n)[0]))
             got["plain_pair_ms"].append(statistics.median(_timed(_plain_pair, n)[0]))
         subprocess.run(["rm", "-rf", scratch], check=True)  # the runs' upper directories, some the sandbox uid's
     out = {k: _med(v) for k, v in got.items()}
     out["floor_pair_ratio_to_harness_plain"] = round(out["floor_pair_ms"] / out["harness_plain_pair_ms"], 2)
-    out["bwrap_pair_over_floor_ms"] = round(out["bwrap_pair_ms"] - out["floor_pair_ms"], 2)
+    out["sandbox_pair_over_floor_ms"] = round(out["sandbox_pair_ms"] - out["floor_pair_ms"], 2)
     return out
 
 
@@ -414,7 +447,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": med <= 30,
         "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
-        "pool": pool_cost(sb, tasks),
+        "pool": pool_cost(sb, tasks), "launchers": launchers(tasks, timeout_s),
         "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
     }
 

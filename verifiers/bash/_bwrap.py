@@ -1,15 +1,16 @@
-"""bubblewrap: find a binary the sandbox uid can run, build the argv, explain failures.
+"""The sandbox's launcher: find one the sandbox uid can run (vf-sandbox, _launcher, else
+bubblewrap), build its argv (bwrap's options, which both take), explain failures.
 
 Isolation: every namespace unshared (no network but loopback, own PID space whose init dies
 with us), read-only /usr, /sys and curated /etc, the fixture as / (an overlay on a prepared
-copy, or a fresh copy), NO_NEW_PRIVS (bwrap sets it), a Docker-like capability set without
+copy, or a fresh copy), NO_NEW_PRIVS (the launcher sets it), a Docker-like capability set without
 CAP_SYS_ADMIN (so no remount), and rlimits set by the sandbox's bash before the command
-(limits_script). As host root we run bwrap as an unprivileged uid so RLIMIT_NPROC holds (the
-kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
-The uid drop happens once per process, in the spawner (_spawner): bwrap's fork server, which
-forks for each run instead of exec-ing bwrap, or a helper that starts bwrap; as_user (setpriv
+(limits_script). As host root we run the launcher as an unprivileged uid so RLIMIT_NPROC holds
+(the kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
+The uid drop happens once per process, in the spawner (_spawner): the launcher's fork server,
+which forks for each run instead of exec-ing it, or a helper that starts it; as_user (setpriv
 per run) is the fallback when neither can start.
-That uid must reach the binary and its libraries: see _bwrap_access for the private copy.
+That uid must reach the binary and its libraries: see _bwrap_access for bwrap's private copy.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-/* bwrap as a fork server: its start-up paid once per process, not once per sandbox run.
+/* The sandbox's launcher (vf-sandbox, or bwrap) as a fork server: its start-up paid once per
+ * process, not once per sandbox run. "bwrap" below stands for either: both take the same argv.
  *
- * Preloaded into bubblewrap (LD_PRELOAD) with VERIFIRST_FORKSERVER_FD set, this replaces the
+ * Preloaded into the launcher (LD_PRELOAD) with VERIFIRST_FORKSERVER_FD set, this replaces the
  * main bwrap is started with (through __libc_start_main) by a loop that serves requests on
  * that socket: each request forks the server, and the child runs bwrap's own main with the
  * request's argv and environment, exactly as an exec of bwrap with them would, minus the

@@ -465,6 +465,16 @@ static void nested_userns(void) {
   map_ids("/proc/self", 0, 0, 0, 0);
 }
 
+static void loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq lo = {0};
+  strcpy(lo.ifr_name, "lo");
+  lo.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
+  if (s < 0 || ioctl(s, SIOCSIFFLAGS, &lo) != 0)
+    die("bring up the loopback interface");
+  close(s);
+}
+
 /* Pid 1 checks in place, with no child: a success would leave it in a namespace it then dies in. */
 static void assert_userns_disabled(void) {
   if (unshare(CLONE_NEWUSER) == 0 || (errno != ENOSPC && errno != EUSERS && errno != EPERM)) {
@@ -473,18 +483,26 @@ static void assert_userns_disabled(void) {
   }
 }
 
-static void keep_caps(unsigned long long keep) {
+/* The bounding set: set once in pid 1, before the command is forked, which inherits it. */
+static void bound_caps(unsigned long long keep) {
   for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
     if (!(keep & (1ULL << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
       die("drop capability %d from the bounding set", cap);
+}
+
+/* Effective and permitted: `keep`; inheritable and ambient too when `pass_on` (the command's,
+ * which its exec keeps; pid 1 never execs). */
+static void keep_caps(unsigned long long keep, int pass_on) {
   struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {{0}};
-  for (int k = 0; k < 2; k++)
-    data[k].effective = data[k].permitted = data[k].inheritable = (unsigned)(keep >> (32 * k));
+  for (int k = 0; k < 2; k++) {
+    data[k].effective = data[k].permitted = (unsigned)(keep >> (32 * k));
+    data[k].inheritable = pass_on ? data[k].permitted : 0;
+  }
   if (syscall(SYS_capset, &head, data) != 0)
     die("set capabilities");
-  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
-    die("clear ambient capabilities");
+  if (!pass_on)
+    return; /* ambient: empty since the user namespace was entered */
   for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
     if ((keep & (1ULL << cap)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0)
       die("raise ambient capability %d", cap);
@@ -527,15 +545,8 @@ static int pid1(unsigned uid, unsigned gid) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (opt.userns_fd < 0)
     map_ids("/proc/self", 0, uid, 0, gid);
-  if (opt.unshare_net) {
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct ifreq lo = {0};
-    strcpy(lo.ifr_name, "lo");
-    lo.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
-    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &lo) != 0)
-      die("bring up the loopback interface");
-    close(s);
-  }
+  if (opt.unshare_net)
+    loopback_up();
   build_root();
   if (opt.hostname && sethostname(opt.hostname, strlen(opt.hostname)) != 0)
     die("set the host name");
@@ -545,14 +556,15 @@ static int pid1(unsigned uid, unsigned gid) {
     assert_userns_disabled();
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     die("set no_new_privs");
+  bound_caps(opt.caps);
   pid_t command = fork();
   if (command < 0)
     die("fork the command");
   if (command == 0) {
-    keep_caps(opt.caps);
+    keep_caps(opt.caps, 1);
     exec_command();
   }
-  keep_caps(0);
+  keep_caps(0, 0);
   return wait_for(command);
 }
 

@@ -228,11 +228,11 @@ class FehVerifier:
         self._setup_fs: dict[tuple, tuple] = {}
 
     def preflight(self) -> None:
-        """Build the sandbox now (bwrap found and probed, unless unsafe_local), so a host that
-        cannot run it fails before the first LM call. An injected run_pair is taken as ready.
+        """Build the sandbox now (its launcher found and probed, unless unsafe_local), so a host
+        that cannot run it fails before the first LM call. An injected run_pair is taken as ready.
 
         Raises:
-            SandboxUnavailable: no usable bubblewrap here; the message says how to fix it.
+            SandboxUnavailable: no usable sandbox here; the message says how to fix it.
         """
         if self._run_pair is None:
             self.sandbox  # noqa: B018 - constructing it is the probe

@@ -1,18 +1,20 @@
-"""Run untrusted bash in a fresh copy of a fixture file system, under bubblewrap.
+"""Run untrusted bash in a fresh copy of a fixture file system, in a sandbox of user namespaces.
 
     sb = Sandbox(timeout_s=5.0)
     r = sb.run('find /testbed -name "*.java" | wc -l', fixture="nl2sh-fs1")
     gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
 
+The sandbox is built by vf-sandbox (_launcher), the project's own launcher, from bubblewrap's
+options (_bwrap.argv); by bubblewrap where vf-sandbox cannot be built or cannot build it here.
 The command reaches `bash -c` as one argv element, exactly as written (no re-splitting).
-Each run gets its own 0700 scratch directory on a size-capped tmpfs. With a bwrap that has
-`--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written once per
+Each run gets its own 0700 scratch directory on a size-capped tmpfs. With vf-sandbox or a bwrap
+that has `--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written once per
 process and whose upper layer is the run's scratch directory, so a run copies nothing and the
 diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
 the diff against the fixture (type, mode, sha256) is the run's file-system effect.
-As root, bwrap runs as an unprivileged uid. A long-lived spawner (_spawner) starts each run:
-bwrap's fork server, so a run pays no exec of bwrap (nor, as root, of setpriv for the uid
-drop), else as root a helper already at that uid. With VERIFIRST_SANDBOX_POOL=1
+As root, the launcher runs as an unprivileged uid. A long-lived spawner (_spawner) starts each
+run: the launcher's fork server, so a run pays no exec of it (nor, as root, of setpriv for the
+uid drop), else as root a helper already at that uid. With VERIFIRST_SANDBOX_POOL=1
 a run may take a sandbox started ahead for the same fixture and settings (_pool): as fresh and
 isolated, with its clock started when the command is sent.
 
@@ -458,7 +460,7 @@ def _close_streams(sel: selectors.BaseSelector, j: _Job) -> None:
 
 
 class Sandbox:
-    """Runs commands in bubblewrap with fixture copies; see the module docstring."""
+    """Runs commands in vf-sandbox (or bubblewrap) with fixture copies; see the module docstring."""
 
     def __init__(self, timeout_s: float = 5.0, *, output_limit: int = OUTPUT_LIMIT, memory_mb: int = 1024,
                  cpu_s: int | None = None, file_size_mb: int = 64, nofile: int = 256, nproc: int = 256,
