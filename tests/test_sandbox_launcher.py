@@ -16,7 +16,7 @@ import pytest
 from verifirst.verifiers.bash import _bwrap, _forkserver, _launcher
 from verifirst.verifiers.bash.sandbox import Sandbox, _copy_parents, _scratch_base
 
-pytestmark = pytest.mark.skipif(not _launcher.built(tuple(_copy_parents())),
+pytestmark = pytest.mark.skipif(next(_launcher.built(tuple(_copy_parents())), None) is None,
                                 reason="no C compiler: the sandbox uses bubblewrap")
 
 VIEW = ("id; grep -E '^(Sig(Ign|Blk)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status; "
@@ -87,7 +87,7 @@ def test_runs_keep_their_exit_status_signal_limits_and_isolation():
 
 
 def _launch(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    exe = _launcher.built(tuple(_copy_parents()))[0]
+    exe = next(_launcher.built(tuple(_copy_parents())))
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=10, cwd=cwd,
                           stdin=subprocess.DEVNULL)
 
@@ -153,9 +153,24 @@ def test_bubblewrap_when_asked_for_or_when_nothing_compiles(monkeypatch):
     assert Sandbox()._bwrap.kind == "bwrap"
     monkeypatch.delenv("VERIFIRST_BWRAP")
     monkeypatch.setattr(_forkserver, "_compiler", lambda: None)
-    _launcher.built.cache_clear()
+    _launcher._built_in.cache_clear()
     try:
         monkeypatch.setattr(_bwrap, "_FOUND", {})
         assert Sandbox()._bwrap.kind == "bwrap"
     finally:
-        _launcher.built.cache_clear()
+        _launcher._built_in.cache_clear()
+
+
+def test_a_launcher_the_sandbox_uid_cannot_run_is_passed_over_for_the_next_place(monkeypatch, tmp_path):
+    """The first place (the scratch base) may be mounted noexec: the next one's build is used, and
+    a place after a launcher that runs is never built in."""
+    real = next(_launcher.built(tuple(_copy_parents())))
+    unrunnable = tmp_path / "vf-sandbox"
+    unrunnable.write_text("#!/bin/sh\necho 'vf-sandbox 1.0.0'\n")
+    unrunnable.chmod(0o644)
+    places = {Path("/first"): str(unrunnable), Path("/second"): real}
+    asked = []
+    monkeypatch.setattr(_launcher, "_built_in", lambda parent: asked.append(parent) or places.get(parent))
+    from verifirst.verifiers.bash.sandbox import _ids
+    found = _bwrap._own_launcher(_ids(), lambda: [Path("/first"), Path("/second"), Path("/third")])
+    assert found is not None and found.path == real and asked == [Path("/first"), Path("/second")]

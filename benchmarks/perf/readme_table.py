@@ -153,6 +153,11 @@ def sandbox_gold(f: Field) -> tuple[str, str]:
             f"{ok}/{n} exit 0 (the others: {why}); gold vs gold re-run byte-identical "
             f"{f('gold_vs_gold_identical')}/{n}, judged equivalent by FEH {f('gold_vs_gold_feh_equivalent')}/{n}"
             + (f", inconclusive {undecided}" if undecided else "")
+            + (f"; each gold under vf-sandbox and under bubblewrap: stdout, stderr, exit code and FS diff "
+               f"identical {f('launchers_identical')}/{n}, and of the others "
+               f"{len(f('launchers_differ_beyond_reruns'))} differ beyond what re-runs do ("
+               + ", ".join(sorted({x['gold'] for x in f('launchers_differ_beyond_reruns')})) + ")"
+               if f("launchers_identical", None) is not None else "")
             + f" [≥ {_n(100 * f('goal_rate'), 0)}%]")
 
 

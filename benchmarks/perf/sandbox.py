@@ -490,10 +490,19 @@ def gold_report(limit: int | None, timeout_s: float) -> dict:
 
     tasks = load_tasks()[:limit]
     sb = Sandbox(timeout_s=timeout_s)
+    other = None  # bubblewrap beside vf-sandbox: does each gold see the same in both?
+    if sb._bwrap.kind == "vf-sandbox":
+        with _env_set("VERIFIRST_SANDBOX_LAUNCHER", "bwrap"):
+            other = Sandbox(timeout_s=timeout_s)
     feh = FehVerifier("nl2sh")  # the rules fitted on the 600 FEH pairs, which never pair a gold with itself
-    failing, unequal, feh_unequal, feh_undecided = [], [], [], []
+    failing, unequal, feh_unequal, feh_undecided, launchers_differ = [], [], [], [], []
     for t in tasks:
         a, b = sb.run_pair(t["gold"], t["gold"], t["fixture"])
+        if other is not None:
+            c = other.run(t["gold"], t["fixture"])
+            d = _differs(a, c) + (["stderr"] if a.stderr != c.stderr else [])
+            if d:
+                launchers_differ.append({"id": t["id"], "gold": t["gold"], "differs": d})
         v = feh.compare(t["query"], t["gold"], t["gold"], a, b)
         if getattr(v, "inconclusive", None):  # nothing observable decided: neither equal nor unequal
             feh_undecided.append({"id": t["id"], "gold": t["gold"], "reason": v.inconclusive})
@@ -519,7 +528,12 @@ def gold_report(limit: int | None, timeout_s: float) -> dict:
         "gold_vs_gold_feh_rate": round((n - len(feh_unequal) - len(feh_undecided)) / n, 4),
         "goal_rate": 0.98, "gold_vs_gold_not_identical": unequal, "gold_vs_gold_feh_not_equivalent": feh_unequal,
         "gold_vs_gold_feh_inconclusive_list": feh_undecided,
-    }
+    } | ({} if other is None else {
+        # a gold that differs between its own two runs differs between launchers too, by chance
+        "launchers": f"{sb.backend} vs {other.backend}", "launchers_identical": n - len(launchers_differ),
+        "launchers_differ_beyond_reruns": [x for x in launchers_differ
+                                           if x["id"] not in {u["id"] for u in unequal}],
+        "launchers_differ": launchers_differ})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from verifirst.verifiers.bash import _forkserver
@@ -30,15 +31,25 @@ def enabled() -> bool:
     return os.environ.get("VERIFIRST_SANDBOX_LAUNCHER", KIND) not in ("bwrap", "0")
 
 
-@functools.cache
-def built(parents: tuple[Path, ...]) -> tuple[str, ...]:
-    """vf-sandbox built in each of `parents` where it builds (the first the sandbox uid can run
-    is used: the scratch base may be mounted noexec), in their order; () without a compiler.
+def built(parents: tuple[Path, ...]) -> Iterator[str]:
+    """vf-sandbox built in `parents`, in their order, each built when reached: a caller stops at
+    the first the sandbox uid can run (the scratch base may be mounted noexec), so the next ones
+    are never built; nothing without a compiler.
 
     Args:
         parents: as for _forkserver.library.
     """
-    return tuple(_forkserver.built(SOURCE, NAME, [], [], parents))
+    for parent in parents:
+        path = _built_in(parent)
+        if path is not None:
+            yield path
+
+
+@functools.cache
+def _built_in(parent: Path) -> str | None:
+    """vf-sandbox built in `parent` (once per process), or None where it cannot be."""
+    found = _forkserver.built(SOURCE, NAME, [], [], (parent,))
+    return found[0] if found else None
 
 
 def refuse(path: str, why: str) -> None:
