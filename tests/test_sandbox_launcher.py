@@ -174,3 +174,49 @@ def test_a_launcher_the_sandbox_uid_cannot_run_is_passed_over_for_the_next_place
     from verifirst.verifiers.bash.sandbox import _ids
     found = _bwrap._own_launcher(_ids(), lambda: [Path("/first"), Path("/second"), Path("/third")])
     assert found is not None and found.path == real and asked == [Path("/first"), Path("/second")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fork server runs at the sandbox uid as root only")
+@pytest.mark.parametrize("fixture", ["nl2sh-fs1", "sysadmin"])
+def test_runs_die_with_the_server_that_started_them(fixture):
+    """--die-with-parent holds in both modes (sysadmin enters its user namespace first, which
+    changes the monitor's credentials): a run whose fork server is killed ends at once."""
+    import signal
+    import threading
+    import time
+
+    from verifirst.verifiers.bash import _spawner
+    from verifirst.verifiers.bash.sandbox import _ids
+
+    sb = Sandbox(timeout_s=60)
+    sb.run("true", fixture)
+    server = _spawner._SPAWNERS[(_ids(), sb._bwrap.path)]
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("r", sb.run("sleep 30 & sleep 31", fixture)))
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.5)
+    os.kill(server._proc.pid, signal.SIGKILL)
+    t.join(timeout=20)
+    assert not t.is_alive() and time.monotonic() - t0 < 15 and got["r"].signal == signal.SIGKILL
+    assert sb.run("echo again", fixture).stdout == "again\n"
+    alive = lambda: [p for p in _ids_procs() if "sleep" in _cmdline(p)]  # noqa: E731
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and alive():
+        time.sleep(0.05)
+    assert not alive()
+
+
+def _ids_procs() -> list[int]:
+    from conftest import procs_of_uid
+    from verifirst.verifiers.bash.sandbox import _ids
+
+    return procs_of_uid(_ids()[0])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
