@@ -141,7 +141,7 @@ def test_a_launcher_that_cannot_build_the_sandbox_here_falls_back_to_bubblewrap(
         assert sb._bwrap.kind == "bwrap" and _launcher.refused(broken)
         assert sb.run("echo hi").stdout == "hi\n" and Sandbox()._bwrap.kind == "bwrap"  # not tried again
     finally:
-        _launcher._REFUSED.pop(broken, None)
+        _launcher._REFUSED.discard(broken)
         shutil.rmtree(Path(broken).parent)
 
 

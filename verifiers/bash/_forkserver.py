@@ -49,42 +49,37 @@ def library(parents: tuple[Path, ...]) -> str | None:
             missing and used only when it is ours and writable by nobody else, like the library's
             own directory: whoever could replace the library would run code in every sandbox run.
     """
-    return next(iter(built(SOURCE, NAME, ["-shared", "-fPIC"], ["-ldl"], parents, first=True)), None)
+    return built(SOURCE, NAME, ["-shared", "-fPIC"], ["-ldl"], parents)
 
 
-def built(source: Path, name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...],
-          first: bool = False) -> list[str]:
+def built(source: Path, name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...]) -> str | None:
     """`source` compiled (-O2 + `flags`, linked with `libs`) as `name`, 0644 for a library and 0755
-    otherwise, in a directory of each parent named by the digest of the source and compiler, so it
-    is rebuilt only when they change; the paths, in the order of `parents` (empty: no compiler,
-    no source, or no build succeeded).
+    otherwise, in the first of `parents` where that succeeds, in a directory named by the digest
+    of the source, flags and compiler, so it is rebuilt only when they change; None without a
+    compiler or the source, or when no build succeeded.
 
     Args:
         source: the C file.
         name: the file built.
         flags, libs: compiler flags before the source, libraries after it.
         parents: as for library().
-        first: stop at the first parent where the build succeeds.
     """
     try:
         text = source.read_bytes()
     except OSError:
-        return []
+        return None
     cc = _compiler()
     if cc is None:
-        return []
+        return None
     digest = hashlib.sha256(text + cc.encode() + " ".join(flags + libs).encode()).hexdigest()[:16]
     mode = 0o644 if "-shared" in flags else 0o755
-    found = []
     for parent in map(Path, parents):
         try:
-            found.append(_built(cc, [*flags, str(source), *libs], name, mode, parent,
-                                parent / f"{source.stem.strip('_')}-{digest}"))
+            return _built(cc, [*flags, str(source), *libs], name, mode, parent,
+                          parent / f"{source.stem.strip('_')}-{digest}")
         except (OSError, subprocess.SubprocessError):
             continue
-        if first:
-            break
-    return found
+    return None
 
 
 def _built(cc: str, args: list[str], name: str, mode: int, parent: Path, home: Path) -> str:

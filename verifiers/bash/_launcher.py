@@ -3,9 +3,9 @@ uid can run it, and used in place of bubblewrap.
 
 It takes the bwrap options _bwrap.argv writes and builds the same sandbox (namespaces, mounts,
 /dev, /proc, ids, capabilities, exit status; tests/test_sandbox_launcher.py compares what a
-command sees under both), with the kernel's work only: a run pair costs about 5 ms where bwrap's
-costs 7 (benchmarks/perf/sandbox.py). Like the fork-server library it is compiled with the C
-compiler on PATH into a directory that is ours and writable by nobody else.
+command sees under both), with the kernel's work only, in less time per run than bwrap
+(benchmarks/perf/sandbox.py, "launchers"). Like the fork-server library it is compiled with the
+C compiler on PATH into a directory that is ours and writable by nobody else.
 
 Off with VERIFIRST_SANDBOX_LAUNCHER=bwrap (then bubblewrap, as before), and not used when a
 bwrap is named (Sandbox(bwrap=...), VERIFIRST_BWRAP); no compiler, a failed build, or a
@@ -23,7 +23,7 @@ from verifirst.verifiers.bash import _forkserver
 SOURCE = Path(__file__).with_name("_launcher.c")
 NAME = "vf-sandbox"
 KIND = "vf-sandbox"
-_REFUSED: dict[str, str] = {}  # launcher path -> why the sandbox's probe failed with it
+_REFUSED: set[str] = set()  # launchers the sandbox's probe failed with, in this process
 
 
 def enabled() -> bool:
@@ -48,18 +48,16 @@ def built(parents: tuple[Path, ...]) -> Iterator[str]:
 @functools.cache
 def _built_in(parent: Path) -> str | None:
     """vf-sandbox built in `parent` (once per process), or None where it cannot be."""
-    found = _forkserver.built(SOURCE, NAME, [], [], (parent,))
-    return found[0] if found else None
+    return _forkserver.built(SOURCE, NAME, [], [], (parent,))
 
 
-def refuse(path: str, why: str) -> None:
+def refuse(path: str) -> None:
     """Record that the launcher at `path` could not build the sandbox here: bubblewrap from now on.
 
     Args:
         path: the launcher.
-        why: what its probe run said.
     """
-    _REFUSED[path] = why
+    _REFUSED.add(path)
 
 
 def refused(path: str) -> bool:

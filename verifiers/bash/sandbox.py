@@ -30,6 +30,7 @@ import atexit
 import errno
 import hashlib
 import json
+import logging
 import os
 import selectors
 import signal as _signal
@@ -49,6 +50,7 @@ from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entr
 __all__ = ["Sandbox", "RunResult", "FsDiff", "SandboxUnavailable", "run_pair", "default_sandbox",
            "cli_run_bash"]
 
+_LOG = logging.getLogger(__name__)
 OUTPUT_LIMIT = 1 << 20
 # Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
 OUTPUT_KILL_FACTOR = 8
@@ -506,10 +508,11 @@ class Sandbox:
         `backend`); one where vf-sandbox cannot build the sandbox, to bubblewrap."""
         try:
             self._probe()
-        except SandboxUnavailable:
+        except SandboxUnavailable as exc:
             if self._bwrap.kind != _launcher.KIND:
                 raise
-            _launcher.refuse(self._bwrap.path, "the sandbox's probe run failed")
+            _launcher.refuse(self._bwrap.path)
+            _LOG.info("vf-sandbox cannot build the sandbox here, bubblewrap will: %s", exc)
             self._bwrap = _bwrap.find_bwrap(run_as=_ids(), copy_parents=_copy_parents)
             self.overlay = self._wants_overlay and self._bwrap.has_overlay
             self._probe()
