@@ -220,3 +220,14 @@ def test_policy_mode_the_tasks_set_wins_over_the_verifier_option():
     items = load_tasks(TASKS, policy_mode="defaults").items
     v = TerraformVerifier(backend="python", policy_mode="iac-eval")
     assert {p.mode for it in items for p in v._item_policies(it)} == {"defaults"}
+
+
+def test_a_schema_that_does_not_load_says_which_option_led_there(tmp_path):
+    """The verifier's preflight loads the schema; its error keeps the schema file's own line and
+    says which option of the experiment file named it (it named only the schema file)."""
+    bad = tmp_path / "schema.json"
+    bad.write_text("{not json\n")
+    res, exp = _dry_run(tmp_path, TASKS, f'backend = "python", schema = "{bad}"')
+    out = _refused(res, tmp_path)
+    assert f"{bad}:1: not valid JSON" in out
+    assert f"read through verifier.options.schema at {exp}:{VERIFIER_OPTIONS_LINE}" in out

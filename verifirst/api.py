@@ -491,7 +491,6 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
     """
     from verifirst import config, experiment
     from verifirst.lm import make_models
-    from verifirst.loop.preflight import check_verifiers
 
     exp = path if isinstance(path, config.Experiment) else config.load(path)
     ex, o, tr = exp.experiment, exp.optimizer, exp.tracking
@@ -509,7 +508,7 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
                                                                                "judge")},
                                               temperature=exp.models.get("temperature"))
     verifier = experiment.build_verifier(exp, lms)
-    check_verifiers([verifier], suite.items)  # a toolchain that cannot run refuses before any LM call
+    experiment.preflight_verifier(exp, verifier, suite.items)  # before any LM call
     program = experiment.build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:

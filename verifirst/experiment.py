@@ -191,6 +191,26 @@ def check_component_options(exp: Experiment, section: str, factory) -> None:
                            str(exp.path) if exp.path else None, _options_line(exp, section))
 
 
+def preflight_verifier(exp: Experiment, verifier, items) -> None:
+    """The verifier's preflight (loop.preflight.check_verifiers) for this experiment's suite; an
+    input error it raises (a schema or policy file that does not load) is placed in the
+    experiment file as build_verifier's are: the data file's own line, and the option that led there.
+
+    Args:
+        exp: the experiment.
+        verifier: the verifier build_verifier returned.
+        items: the suite's items.
+    """
+    from verifirst.loop.preflight import check_verifiers
+
+    try:
+        check_verifiers([verifier], items)
+    except InputError as e:
+        factory = registry.resolve("verifier", registry.VERIFIERS, exp.verifier["name"], "verifier.name",
+                                   str(exp.path) if exp.path else None)
+        raise _placed(exp, "verifier", factory, e) from None
+
+
 def build_verifier(exp: Experiment, models: Models):
     """The experiment's verifier; a constructor that fails on anything but our own errors
     (a bad option, a missing tool) is reported as a configuration error, not a traceback."""
