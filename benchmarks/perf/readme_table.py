@@ -77,7 +77,10 @@ def embedded_lm(f: Field) -> tuple[str, str]:
 
 
 def sandbox(f: Field) -> tuple[str, str]:
-    res = (f"median {_n(f('median_ms_per_task'), 1)} ms/task, p90 {_n(f('p90_ms_per_task'), 1)} ms, "
+    rounds = f("launchers.rounds", None) if f("median_ms_per_task_first_pass", None) is not None else None
+    res = (f"median {_n(f('median_ms_per_task'), 1)} ms/task"
+           + (f" (median of {rounds} rounds' medians)" if rounds else "")
+           + f", p90 {_n(f('p90_ms_per_task'), 1)} ms, "
            f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s")
     rt = f("trivial_at_realtime_priority", None)
@@ -85,7 +88,7 @@ def sandbox(f: Field) -> tuple[str, str]:
         res += (f"; per task {_n(f('ratio_vs_plain_subprocess'), 2)}× plain"
                 + (f", at real-time priority {_n(rt['ratio_per_task'], 2)}×" if rt and "ratio_per_task" in rt else ""))
     lc = f("launchers", None)
-    if lc:
+    if lc and "bwrap" in lc and "vf-sandbox" in lc:
         res += (f"; vf-sandbox vs bubblewrap, interleaved: {_n(lc['vf-sandbox']['median_ms_per_task'], 1)} vs "
                 f"{_n(lc['bwrap']['median_ms_per_task'], 1)} ms/task ({_n(lc['vf-sandbox']['ratio_per_task'], 2)}× vs "
                 f"{_n(lc['bwrap']['ratio_per_task'], 2)}× plain), trivial pair "
