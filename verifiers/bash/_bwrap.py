@@ -179,14 +179,14 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
     Raises SandboxUnavailable naming the missing binary or the path that uid cannot pass, with the fix.
     """
     explicit = explicit or os.environ.get("VERIFIRST_BWRAP") or None  # one the user named: no silent fallback
-    key = (explicit, run_as, _launcher.enabled())
-    if key in _FOUND and not _launcher.refused(_FOUND[key].path):
-        return _FOUND[key]
+    key = (explicit, run_as)
     if explicit is None and _launcher.enabled() and copy_parents is not None:
-        own = _own_launcher(run_as, copy_parents)
-        if own is not None:
-            _FOUND[key] = own
+        own = _FOUND.get(key + (_launcher.KIND,)) or _own_launcher(run_as, copy_parents)
+        if own is not None and not _launcher.refused():
+            _FOUND[key + (_launcher.KIND,)] = own
             return own
+    if key in _FOUND:
+        return _FOUND[key]
     problems, permission = [], False
     for c in [explicit] if explicit is not None else _candidates():
         if not (os.path.isfile(c) and os.access(c, os.X_OK)):
@@ -217,9 +217,11 @@ def _own_launcher(run_as: tuple[int, int] | None, copy_parents: Callable[[], lis
         parents = tuple(copy_parents())
     except OSError:
         return None
+    if _launcher.refused():
+        return None
     for path in _launcher.built(parents):
         v, _ = _version(path, run_as)
-        if v and not _launcher.refused(path):
+        if v:
             return Bwrap(path, v, kind=_launcher.KIND)
     return None
 

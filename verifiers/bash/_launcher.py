@@ -23,7 +23,7 @@ from verifirst.verifiers.bash import _forkserver
 SOURCE = Path(__file__).with_name("_launcher.c")
 NAME = "vf-sandbox"
 KIND = "vf-sandbox"
-_REFUSED: set[str] = set()  # launchers the sandbox's probe failed with, in this process
+_REFUSED: list[bool] = []  # [True] once the sandbox's probe failed with vf-sandbox in this process
 
 
 def enabled() -> bool:
@@ -51,15 +51,17 @@ def _built_in(parent: Path) -> str | None:
     return _forkserver.built(SOURCE, NAME, [], [], (parent,))
 
 
-def refuse(path: str) -> None:
-    """Record that the launcher at `path` could not build the sandbox here: bubblewrap from now on.
+def refuse(refused: bool = True) -> None:
+    """Record that vf-sandbox could not build the sandbox here, wherever it was built (bubblewrap
+    from now on in this process), or, with `refused` False, take that back (bubblewrap could not
+    either).
 
     Args:
-        path: the launcher.
+        refused: whether it is refused.
     """
-    _REFUSED.add(path)
+    _REFUSED[:] = [True] if refused else []
 
 
-def refused(path: str) -> bool:
-    """Whether the sandbox's probe failed with the launcher at `path` in this process."""
-    return path in _REFUSED
+def refused() -> bool:
+    """Whether the sandbox's probe failed with vf-sandbox in this process."""
+    return bool(_REFUSED)

@@ -511,11 +511,17 @@ class Sandbox:
         except SandboxUnavailable as exc:
             if self._bwrap.kind != _launcher.KIND:
                 raise
-            _launcher.refuse(self._bwrap.path)
+            own, overlay = self._bwrap, self.overlay
+            _launcher.refuse()
+            try:
+                self._bwrap = _bwrap.find_bwrap(run_as=_ids(), copy_parents=_copy_parents)
+                self.overlay = self._wants_overlay and self._bwrap.has_overlay
+                self._probe()
+            except SandboxUnavailable:  # bubblewrap cannot either: the cause is not the launcher
+                _launcher.refuse(False)
+                self._bwrap, self.overlay = own, overlay
+                raise exc from None
             _LOG.info("vf-sandbox cannot build the sandbox here, bubblewrap will: %s", exc)
-            self._bwrap = _bwrap.find_bwrap(run_as=_ids(), copy_parents=_copy_parents)
-            self.overlay = self._wants_overlay and self._bwrap.has_overlay
-            self._probe()
 
     def _probe(self) -> None:
         key = ("probe", self._bwrap.path, _ids(), self.overlay)
