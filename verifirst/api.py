@@ -507,8 +507,7 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
     lms = build_models(models) or make_models({k: exp.models.get(k) for k in ("task", "reflection", "teacher",
                                                                                "judge")},
                                               temperature=exp.models.get("temperature"))
-    verifier = experiment.build_verifier(exp, lms)
-    experiment.preflight_verifier(exp, verifier, suite.items)  # before any LM call
+    verifier = experiment.build_verifier(exp, lms, suite.items)  # its preflight too: before any LM call
     program = experiment.build_program(exp, verifier=verifier, items=suite.items)
     out_field = getattr(program, "output_field", None) or (exp.program.get("options") or {}).get("output_field")
     if not out_field:

@@ -191,35 +191,30 @@ def check_component_options(exp: Experiment, section: str, factory) -> None:
                            str(exp.path) if exp.path else None, _options_line(exp, section))
 
 
-def preflight_verifier(exp: Experiment, verifier, items) -> None:
-    """The verifier's preflight (loop.preflight.check_verifiers) for this experiment's suite; an
-    input error it raises (a schema or policy file that does not load) is placed in the
-    experiment file as build_verifier's are: the data file's own line, and the option that led there.
+def build_verifier(exp: Experiment, models: Models, items=None):
+    """The experiment's verifier; a constructor that fails on anything but our own errors
+    (a bad option, a missing tool) is reported as a configuration error, not a traceback.
+    Given the suite's `items`, its preflight runs too (loop.preflight.check_verifiers: the
+    toolchain runs, a schema or policy loads) before any LM call; an input error from either is
+    placed in the experiment file: the option's line, or a data file's own line and the option
+    that led there.
 
     Args:
         exp: the experiment.
-        verifier: the verifier build_verifier returned.
-        items: the suite's items.
+        models: the run's LMs (the judge, for a verifier that takes one).
+        items: the suite's items, for the preflight; None: no preflight.
     """
     from verifirst.loop.preflight import check_verifiers
 
-    try:
-        check_verifiers([verifier], items)
-    except InputError as e:
-        factory = registry.resolve("verifier", registry.VERIFIERS, exp.verifier["name"], "verifier.name",
-                                   str(exp.path) if exp.path else None)
-        raise _placed(exp, "verifier", factory, e) from None
-
-
-def build_verifier(exp: Experiment, models: Models):
-    """The experiment's verifier; a constructor that fails on anything but our own errors
-    (a bad option, a missing tool) is reported as a configuration error, not a traceback."""
     v = exp.verifier
     src = str(exp.path) if exp.path else None
     factory = registry.resolve("verifier", registry.VERIFIERS, v["name"], "verifier.name", src)
     check_component_options(exp, "verifier", factory)
     try:
-        return _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+        verifier = _call(factory, v.get("options") or {}, judge_lm=models.judge if exp.models.get("judge") else None)
+        if items is not None:
+            check_verifiers([verifier], items)
+        return verifier
     except InputError as e:
         raise _placed(exp, "verifier", factory, e) from None
     except VerifirstError:

@@ -77,7 +77,7 @@ def embedded_lm(f: Field) -> tuple[str, str]:
 
 
 def sandbox(f: Field) -> tuple[str, str]:
-    rounds = f("launchers.rounds", None) if f("median_ms_per_task_first_pass", None) is not None else None
+    rounds = f("launchers.rounds", None)
     res = (f"median {_n(f('median_ms_per_task'), 1)} ms/task"
            + (f" (median of {rounds} rounds' medians)" if rounds else "")
            + f", p90 {_n(f('p90_ms_per_task'), 1)} ms, "
@@ -125,8 +125,7 @@ def sandbox(f: Field) -> tuple[str, str]:
                 + (f"; the floor, a minimal launcher in C doing the same namespaces and mounts (no bwrap, no "
                    f"Python): trivial pair {_n(b['floor']['floor_pair_ms'], 2)} ms vs two plain fork + exec "
                    f"{_n(b['floor']['harness_plain_pair_ms'], 2)} ms ({_n(b['floor']['floor_pair_ratio_to_harness_plain'], 2)}×); "
-                   f"the sandbox's trivial pair "
-                   f"{_n(b['floor'].get('sandbox_pair_ms', b['floor'].get('bwrap_pair_ms')), 2)} ms"
+                   f"the sandbox's trivial pair {_n(b['floor']['sandbox_pair_ms'], 2)} ms"
                    if b.get("floor") else "")
                 + f"); sysadmin "
                 f"mode {_n(f('sysadmin.trivial_ms'), 0)} ms trivial, {_n(f('sysadmin.useradd_ms'), 0)} ms useradd")

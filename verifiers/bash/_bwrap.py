@@ -180,9 +180,9 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
     """
     explicit = explicit or os.environ.get("VERIFIRST_BWRAP") or None  # one the user named: no silent fallback
     key = (explicit, run_as)
-    if explicit is None and _launcher.enabled() and copy_parents is not None:
+    if explicit is None and _launcher.enabled() and not _launcher.refused() and copy_parents is not None:
         own = _FOUND.get(key + (_launcher.KIND,)) or _own_launcher(run_as, copy_parents)
-        if own is not None and not _launcher.refused():
+        if own is not None:
             _FOUND[key + (_launcher.KIND,)] = own
             return own
     if key in _FOUND:
@@ -216,8 +216,6 @@ def _own_launcher(run_as: tuple[int, int] | None, copy_parents: Callable[[], lis
     try:
         parents = tuple(copy_parents())
     except OSError:
-        return None
-    if _launcher.refused():
         return None
     for path in _launcher.built(parents):
         v, _ = _version(path, run_as)

@@ -23,7 +23,7 @@ from verifirst.verifiers.bash import _forkserver
 SOURCE = Path(__file__).with_name("_launcher.c")
 NAME = "vf-sandbox"
 KIND = "vf-sandbox"
-_REFUSED: list[bool] = []  # [True] once the sandbox's probe failed with vf-sandbox in this process
+_refused = False  # the sandbox's probe failed with vf-sandbox in this process
 
 
 def enabled() -> bool:
@@ -59,9 +59,10 @@ def refuse(refused: bool = True) -> None:
     Args:
         refused: whether it is refused.
     """
-    _REFUSED[:] = [True] if refused else []
+    global _refused
+    _refused = refused
 
 
 def refused() -> bool:
     """Whether the sandbox's probe failed with vf-sandbox in this process."""
-    return bool(_REFUSED)
+    return _refused
