@@ -434,7 +434,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
     return {
         "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
         "compared": "sandbox: gold and gold2 at once (run_pair), FS diffs included; "
-                    "plain: bash -c 'echo hello' twice, one after the other; medians of 3 rounds "
+                    f"plain: bash -c 'echo hello' twice, one after the other; medians of {lc['rounds']} rounds "
                     "(launchers), each: every task, the trivial pair, the plain pair",
         "median_ms_per_task": ours["median_ms_per_task"], "p90_ms_per_task": _pct(per_task, 0.9),
         "mean_ms_per_task": round(statistics.fmean(per_task), 2),
