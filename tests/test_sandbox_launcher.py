@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(next(_launcher.built(tuple(_copy_parents())), No
 
 VIEW = ("id; grep -E '^(Sig(Ign|Blk)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status; "
         "ulimit -a; ulimit -Ha; ls -l /proc/self/fd | tail -n +2 | awk '{print $9, $10, $11}'; echo $$ $PPID; "
-        "ps -eo pid,ppid,comm --no-headers; trap -p; umask; pwd; env | sort; "
+        "ps -eo pid,ppid,pgid,sid,comm --no-headers; trap -p; umask; pwd; env | sort; "
         "tr '\\0' '\\n' < /proc/$$/environ; cut -d' ' -f4- /proc/self/mountinfo; "
         "ls -la --time-style=+ / /dev /proc/1/ns; hostname; cat /proc/self/uid_map /proc/self/gid_map "
         "/proc/self/setgroups /proc/sys/user/max_user_namespaces; unshare -U true; echo userns=$?; "
@@ -42,7 +42,7 @@ def _normal(text: str, launcher: str) -> str:
     """What differs between any two runs (pipe and namespace inodes, the scratch paths), masked."""
     text = re.sub(r"(pipe|user|net|mnt|pid|ipc|uts|cgroup|time)(_for_children)?:\[\d+\]", r"\1:[N]", text)
     text = re.sub(r"/(oldroot/)?dev/shm/verifirst-\d+/[^,\s]+", "SCRATCH", text)
-    return re.sub(rf"^(\s+1\s+0) {launcher}$", r"\1 LAUNCHER", text, flags=re.M)
+    return re.sub(rf"^(\s+1\s+0\s+1\s+1) {launcher}$", r"\1 LAUNCHER", text, flags=re.M)
 
 
 @pytest.mark.parametrize("fixture", ["nl2sh-fs1", "sysadmin"])
@@ -242,3 +242,62 @@ def test_a_probe_that_fails_with_bubblewrap_too_does_not_refuse_the_launcher(mon
     sb = Sandbox(nofile=300)
     assert sb._bwrap.kind == "vf-sandbox" and sb._bwrap.path == used and not _launcher.refused()
     assert sb.run("ulimit -n").stdout == "300\n"
+
+
+def _ns_pids(pid: int) -> list[str]:
+    """The pid's numbers in its pid namespaces, outermost first (/proc/PID/status NSpid)."""
+    with open(f"/proc/{pid}/status") as fh:
+        return next(line.split()[1:] for line in fh if line.startswith("NSpid:"))
+
+
+@pytest.mark.parametrize("fixture, cloned", [("nl2sh-fs1", True), ("sysadmin", False)])
+def test_the_fork_server_clones_pid_1_itself_unless_a_user_namespace_is_given(fixture, cloned):
+    """A run in a user namespace of its own is the server's child and pid 1 of its namespaces (no
+    monitor between them), started outside a process group of its own: it is killed by its pid,
+    and that ends what it ran. A sysadmin run (--userns) keeps its monitor."""
+    from verifirst.verifiers.bash import fixtures
+    from verifirst.verifiers.bash.sandbox import _drive, _Job
+
+    sb = Sandbox(timeout_s=20)
+    job = _Job(sb, "sleep 15 & sleep 15; echo never", fixtures.build(fixture))
+    try:
+        pid, server = job.proc.pid, job.proc._owner._proc.pid
+        with open(f"/proc/{pid}/stat") as fh:
+            ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        assert ppid == server and job.proc.leader is not cloned
+        assert _ns_pids(pid) == ([str(pid), "1"] if cloned else [str(pid)])
+    finally:
+        job.kill()
+        _drive([job])
+        r = job.finish()
+    assert r.signal == 9 and r.stdout == "" and r.timings["total_ms"] < 10_000
+
+
+def _has_interpreter(path: str) -> bool:
+    """Whether an ELF file names a program interpreter (PT_INTERP): dynamically linked."""
+    import struct
+
+    data = Path(path).read_bytes()
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    return any(struct.unpack_from("<I", data, phoff + i * phentsize)[0] == 3 for i in range(phnum))
+
+
+def test_it_is_linked_statically_where_it_can_be_and_a_failed_static_build_is_not_retried(monkeypatch, tmp_path):
+    cc = _forkserver._compiler()
+    libc = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
+    _launcher._built_in.cache_clear()
+    try:
+        if os.path.isabs(libc):
+            assert not _has_interpreter(_launcher._built_in(tmp_path / "with-libc-a"))
+        monkeypatch.setattr(_launcher, "BUILDS", (["-static", "-DVF_BUILTIN", "-Wl,--no-such-option"],
+                                                  ["-DVF_BUILTIN"]))
+        dynamic = _launcher._built_in(tmp_path / "without")
+        assert dynamic and _has_interpreter(dynamic) and _launcher.serves_itself(dynamic)
+        assert subprocess.run([dynamic, "--version"], capture_output=True, text=True).stdout == "vf-sandbox 1.0.0\n"
+        _launcher._built_in.cache_clear()  # another process: the dynamic build is found, nothing compiled
+        compiled = []
+        monkeypatch.setattr(_forkserver.subprocess, "run", lambda *a, **k: compiled.append(a) or 1 / 0)
+        assert _launcher._built_in(tmp_path / "without") == dynamic and compiled == []
+    finally:
+        _launcher._built_in.cache_clear()

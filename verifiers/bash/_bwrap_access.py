@@ -220,6 +220,16 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
     return dest
 
 
+def built_already(parent: Path, name: str, ready: Callable[[Path], bool]) -> Path | None:
+    """`parent/name` where built_once would reuse it as it is (both safe, `ready` true); else None.
+
+    Args:
+        parent, name, ready: as for built_once.
+    """
+    dest = parent / name
+    return dest if _trusted(parent) and _trusted(dest) and ready(dest) else None
+
+
 def _trusted(d: Path) -> bool:
     """Ours and writable by nobody else: safe to execute from."""
     try:

@@ -1,13 +1,24 @@
 /* The sandbox's launcher (vf-sandbox, or bwrap) as a fork server: its start-up paid once per
  * process, not once per sandbox run. "bwrap" below stands for either: both take the same argv.
  *
- * Preloaded into the launcher (LD_PRELOAD) with VERIFIRST_FORKSERVER_FD set, this replaces the
- * main bwrap is started with (through __libc_start_main) by a loop that serves requests on
- * that socket: each request forks the server, and the child runs bwrap's own main with the
- * request's argv and environment, exactly as an exec of bwrap with them would, minus the
- * exec: no new image, no dynamic linking, no C library start-up (on a virtual machine its CPU
- * feature probing alone is most of an exec). Without the variable, or in a process whose
- * executable is not VERIFIRST_FORKSERVER_EXE (a shell running a script, say), it changes nothing.
+ * Two builds of this file. Preloaded into bwrap (LD_PRELOAD, the shared library) with
+ * VERIFIRST_FORKSERVER_FD set, it replaces the main bwrap is started with (through
+ * __libc_start_main) by a loop that serves requests on that socket. Compiled into vf-sandbox
+ * (VF_BUILTIN, with _launcher.c), vf-sandbox's main calls forkserver_main and nothing is
+ * preloaded, so vf-sandbox can be linked statically. Each request forks the server, and the
+ * child runs the launcher's own main with the request's argv and environment, exactly as an exec
+ * of it with them would, minus the exec: no new image, no dynamic linking, no C library start-up
+ * (on a virtual machine its CPU feature probing alone is most of an exec). Without the variable,
+ * or in a process whose executable is not VERIFIRST_FORKSERVER_EXE (a shell running a script,
+ * say), it changes nothing.
+ *
+ * Built into vf-sandbox, a request may be started by the launcher instead of a fork
+ * (launcher_spawn): a run that makes its own user namespace is cloned straight into its new
+ * namespaces, so the server's child is the sandbox's pid 1 and the server is its monitor (bwrap,
+ * and vf-sandbox otherwise, fork a monitor that clones pid 1: a process more per run). Such a
+ * child starts in the server's session and process group (pid 1 makes a session of its own
+ * later); the reply says so ("leader": 0), and the owner kills it by its pid, which ends its
+ * namespaces.
  *
  * The child sees what a bwrap started by subprocess.Popen sees: the request's descriptors at
  * the numbers asked for and no other (stdin: the server's /dev/null), a new session, default
@@ -20,11 +31,13 @@
  *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
  *            NUL-terminated strings; SCM_RIGHTS with nfds descriptors (targets 1, 2, then >= 3)
  *   replies  JSON, as the Python helper (_spawn_helper) sends them:
- *            {"ready": pid}, {"id", "pid"}, {"id", "errno", "error", "filename": null},
+ *            {"ready": pid}, {"id", "pid", "leader"}, {"id", "errno", "error", "filename": null},
  *            {"exit": pid, "status", "cpu", "self_cpu"}
  */
 #define _GNU_SOURCE
+#ifndef VF_BUILTIN
 #include <dlfcn.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -48,6 +61,18 @@
 
 typedef int (*main_fn)(int, char **, char **);
 static main_fn bwrap_main;
+
+#ifdef VF_BUILTIN
+pid_t launcher_spawn(int argc, char **argv, int *new_session); /* _launcher.c */
+#else
+/* bwrap's runs: a fork, which runs bwrap's main in a session of its own. */
+static pid_t launcher_spawn(int argc, char **argv, int *new_session) {
+  (void)argc;
+  (void)argv;
+  *new_session = 1;
+  return fork();
+}
+#endif
 
 static void reply(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reply(int sock, const char *fmt, ...) {
@@ -132,8 +157,10 @@ static void close_others(const int *targets, int n) {
   }
 }
 
-/* In the forked child: descriptors, session, signals, dumpable, environment; then bwrap. */
-static void run_child(const int *fds, const int *targets, int n, int argc, char **argv, char **envp) {
+/* In the child: descriptors, session (when the launcher asked for one), signals, dumpable,
+ * environment; then bwrap. */
+static void run_child(const int *fds, const int *targets, int n, int new_session, int argc, char **argv,
+                      char **envp) {
   sigset_t none;
   sigemptyset(&none);
   int high[MAX_FDS];
@@ -144,7 +171,7 @@ static void run_child(const int *fds, const int *targets, int n, int argc, char 
     if (dup2(high[i], targets[i]) < 0) /* inheritable, at the number the run expects */
       _exit(127);
   close_others(targets, n);
-  if (setsid() < 0 || chdir("/") != 0 || prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+  if ((new_session && setsid() < 0) || chdir("/") != 0 || prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
     _exit(127);
   for (int s = 1; s < NSIG; s++)
     signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
@@ -233,10 +260,11 @@ static void serve_one(int sock) {
     reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"malformed request (its descriptors, argv or size)\", "
                 "\"filename\": null}", id, EINVAL);
   } else {
-    pid_t pid = fork();
+    int new_session = 1;
+    pid_t pid = launcher_spawn(argc, argv, &new_session);
     if (pid == 0) {
       close(sock);
-      run_child(fds, targets, (int)nfds, argc, argv, envp);
+      run_child(fds, targets, (int)nfds, new_session, argc, argv, envp);
     }
     if (pid < 0)
       reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"%s\", \"filename\": null}", id, errno,
@@ -244,7 +272,7 @@ static void serve_one(int sock) {
     else if (add_live(pid) != 0)
       _exit(1); /* out of memory: the owner sees us gone, the run dies with us */
     else
-      reply(sock, "{\"id\": %u, \"pid\": %d}", id, (int)pid);
+      reply(sock, "{\"id\": %u, \"pid\": %d, \"leader\": %d}", id, (int)pid, new_session);
   }
   for (int i = 0; i < nrecv; i++)
     close(fds[i]);
@@ -307,9 +335,17 @@ static int serve(int argc, char **argv, char **envp) {
   }
 }
 
+#ifdef VF_BUILTIN
+/* vf-sandbox's main: serve when started as the fork server, else run `launcher` once. */
+int forkserver_main(main_fn launcher, int argc, char **argv, char **envp) {
+  bwrap_main = launcher;
+  return serve(argc, argv, envp);
+}
+#else
 int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), void (*fini)(void),
                       void (*rtld_fini)(void), void *stack_end) {
   typeof(&__libc_start_main) next = (typeof(&__libc_start_main))dlsym(RTLD_NEXT, "__libc_start_main");
   bwrap_main = main;
   return next(serve, argc, argv, init, fini, rtld_fini, stack_end);
 }
+#endif

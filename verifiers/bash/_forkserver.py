@@ -49,23 +49,25 @@ def library(parents: tuple[Path, ...]) -> str | None:
             missing and used only when it is ours and writable by nobody else, like the library's
             own directory: whoever could replace the library would run code in every sandbox run.
     """
-    return built(SOURCE, NAME, ["-shared", "-fPIC"], ["-ldl"], parents)
+    return built([SOURCE], NAME, ["-shared", "-fPIC"], ["-ldl"], parents)
 
 
-def built(source: Path, name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...]) -> str | None:
-    """`source` compiled (-O2 + `flags`, linked with `libs`) as `name`, 0644 for a library and 0755
-    otherwise, in the first of `parents` where that succeeds, in a directory named by the digest
-    of the source, flags and compiler, so it is rebuilt only when they change; None without a
-    compiler or the source, or when no build succeeded.
+def built(sources: list[Path], name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...],
+          build: bool = True) -> str | None:
+    """`sources` compiled together (-O2 + `flags`, linked with `libs`) as `name`, 0644 for a library
+    and 0755 otherwise, in the first of `parents` where that succeeds, in a directory named by the
+    digest of the sources, flags and compiler, so it is rebuilt only when they change; None
+    without a compiler or a source, or when no build succeeded.
 
     Args:
-        source: the C file.
+        sources: the C files; the first names the build's directory.
         name: the file built.
-        flags, libs: compiler flags before the source, libraries after it.
+        flags, libs: compiler flags before the sources, libraries after them.
         parents: as for library().
+        build: False: only an existing build is returned (None where there is none).
     """
     try:
-        text = source.read_bytes()
+        text = b"".join(s.read_bytes() for s in sources)
     except OSError:
         return None
     cc = _compiler()
@@ -74,12 +76,26 @@ def built(source: Path, name: str, flags: list[str], libs: list[str], parents: t
     digest = hashlib.sha256(text + cc.encode() + " ".join(flags + libs).encode()).hexdigest()[:16]
     mode = 0o644 if "-shared" in flags else 0o755
     for parent in map(Path, parents):
+        home = parent / f"{sources[0].stem.strip('_')}-{digest}"
+        if not build:
+            found = _bwrap_access.built_already(parent, home.name, lambda d: _ours(d, name))
+            if found is not None:
+                return str(found / name)
+            continue
         try:
-            return _built(cc, [*flags, str(source), *libs], name, mode, parent,
-                          parent / f"{source.stem.strip('_')}-{digest}")
+            return _built(cc, [*flags, *map(str, sources), *libs], name, mode, parent, home)
         except (OSError, subprocess.SubprocessError):
             continue
     return None
+
+
+def _ours(d: Path, name: str) -> bool:
+    """Whether `d/name` is a regular file of ours that nobody else can write."""
+    try:
+        st = os.lstat(d / name)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def _built(cc: str, args: list[str], name: str, mode: int, parent: Path, home: Path) -> str:
@@ -90,11 +106,4 @@ def _built(cc: str, args: list[str], name: str, mode: int, parent: Path, home: P
         os.chmod(tmp / name, mode)
         os.chmod(tmp, 0o755)  # the sandbox uid loads or runs it
 
-    def ours(d: Path) -> bool:
-        try:
-            st = os.lstat(d / name)
-        except OSError:
-            return False
-        return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-    return str(_bwrap_access.built_once(parent, home.name, fill, ours) / name)
+    return str(_bwrap_access.built_once(parent, home.name, fill, lambda d: _ours(d, name)) / name)

@@ -10,12 +10,15 @@
  * it does, an unprivileged user could do with unshare(1) and mount(8).
  *
  * Processes, as bwrap's: the monitor (the process started, in the host's namespaces) clones pid 1
- * into new user, mount, pid, network, IPC, UTS and cgroup namespaces (or, given --userns, enters
- * that user namespace and creates the rest), waits for it and exits with its status. Pid 1 builds
- * the root, enters a nested user namespace where no more can be created (--disable-userns), and
- * forks the command as pid 2; when the command exits, pid 1 exits with its status (128 + the
- * signal that killed it) and the kernel kills whatever the command left in the namespace.
- * --die-with-parent: pid 1 dies with the monitor, the monitor with its parent.
+ * into a new user and pid namespace (or, given --userns, enters that user namespace and clones
+ * pid 1 into a new pid namespace), waits for it and exits with its status. Pid 1 makes the mount,
+ * network, IPC, UTS and cgroup namespaces, builds the root, starts a session (--new-session),
+ * enters a nested user namespace where no more can be created (--disable-userns), and forks the
+ * command as pid 2, in its session; when the command exits, pid 1 exits with its status (128 +
+ * the signal that killed it) and the kernel kills whatever the command left in the namespace.
+ * --die-with-parent: pid 1 dies with the monitor, the monitor with its parent. Started by its
+ * fork server (built in: _forkserver.c, launcher_spawn below), a run without --userns has no
+ * monitor: the server clones pid 1 itself and reports its status as a monitor would.
  *
  * A failure before the command runs prints "vf-sandbox: WHAT: ERROR" and exits 1, as bwrap does.
  */
@@ -524,8 +527,6 @@ static int wait_for(pid_t pid) {
 }
 
 static void exec_command(void) {
-  if (opt.new_session && setsid() < 0)
-    die("setsid");
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
   const char *cwd = opt.chdir_to ? opt.chdir_to : "/";
@@ -538,13 +539,27 @@ static void exec_command(void) {
   die("execvp %s", opt.command[0]);
 }
 
-/* Pid 1 of the new pid namespace: build the root, then run the command as pid 2 and wait.
- * Its own user namespace (not given by --userns) maps id 0 to the monitor's ids. */
+/* The namespaces pid 1 makes for itself: all but the user and pid namespaces it was cloned into.
+ * Made here, not in that clone, so the clone is short: the fork server clones one run after
+ * another, and a network namespace alone takes longer to make than the rest of a clone. */
+static void unshare_rest(void) {
+  int flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  int done = unshare(flags | (opt.unshare_cgroup ? CLONE_NEWCGROUP : 0));
+  if (done != 0 && opt.unshare_cgroup && errno == EINVAL) /* a kernel without cgroup namespaces */
+    done = unshare(flags);
+  if (done != 0)
+    die("create the namespaces");
+}
+
+/* Pid 1 of the new pid namespace: make the other namespaces, build the root, then run the
+ * command as pid 2 and wait. Its own user namespace (not given by --userns) maps id 0 to the
+ * ids of the process that cloned it (the monitor, or the fork server). */
 static int pid1(unsigned uid, unsigned gid) {
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (opt.userns_fd < 0)
     map_ids("/proc/self", 0, uid, 0, gid);
+  unshare_rest();
   if (opt.unshare_net)
     loopback_up();
   build_root();
@@ -557,6 +572,8 @@ static int pid1(unsigned uid, unsigned gid) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     die("set no_new_privs");
   bound_caps(opt.caps);
+  if (opt.new_session && setsid() < 0) /* as bwrap: pid 1 leads the session, the command is in it */
+    die("setsid");
   pid_t command = fork();
   if (command < 0)
     die("fork the command");
@@ -568,25 +585,67 @@ static int pid1(unsigned uid, unsigned gid) {
   return wait_for(command);
 }
 
-int main(int argc, char **argv) {
+/* Pid 1 of a new pid namespace, in a new user namespace too with `user` (fork-like: 0 in the
+ * child, which makes the other namespaces itself: unshare_rest). */
+static long clone_pid1(int user) {
+  return syscall(SYS_clone, CLONE_NEWPID | (user ? CLONE_NEWUSER : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
+/* Set in a run the fork server cloned into its namespaces (launcher_spawn): it is pid 1 already,
+ * and its user namespace maps id 0 to the server's ids. */
+static int cloned_as_pid1;
+static unsigned server_uid, server_gid;
+
+static int launch(int argc, char **argv) {
   parse(argc, argv);
+  if (cloned_as_pid1) /* no --userns (launcher_spawn), so parse saw --unshare-user or --unshare-all */
+    return pid1(server_uid, server_gid);
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
   unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
-  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
   if (opt.userns_fd >= 0) {
     if (syscall(SYS_setns, opt.userns_fd, CLONE_NEWUSER) != 0)
       die("enter the user namespace given by --userns");
     close(opt.userns_fd); /* bwrap leaves it open in the command; it has no use there */
-  } else {
-    flags |= CLONE_NEWUSER;
   }
-  long pid = syscall(SYS_clone, flags | (opt.unshare_cgroup ? CLONE_NEWCGROUP : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
-  if (pid < 0 && opt.unshare_cgroup && errno == EINVAL)
-    pid = syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+  long pid = clone_pid1(opt.userns_fd < 0);
   if (pid < 0)
     die("create the namespaces");
   if (pid == 0)
     _exit(pid1(uid, gid));
   return wait_for((pid_t)pid);
 }
+
+/* How the fork server (_forkserver.c) starts a request. Options without --userns (a run in a
+ * user namespace of its own): cloned straight into a new user and pid namespace, so the server's
+ * child is pid 1 and the server its monitor, one process fewer per run; the server leaves its
+ * session alone (*new_session 0): pid 1 makes its own (--new-session), as it does under a
+ * monitor, and until then it is in the server's process group. With --userns (its
+ * monitor must enter that namespace first; an option's value that reads "--userns" counts too),
+ * or when the clone fails (the monitor then reports why): a fork, whose main is the monitor. */
+pid_t launcher_spawn(int argc, char **argv, int *new_session) {
+  int given_userns = 0;
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    given_userns = given_userns || strcmp(argv[i], "--userns") == 0;
+  *new_session = 1;
+  if (!given_userns) {
+    server_uid = (unsigned)getuid();
+    server_gid = (unsigned)getgid();
+    long pid = clone_pid1(1);
+    if (pid >= 0) {
+      cloned_as_pid1 = pid == 0;
+      *new_session = 0;
+      return (pid_t)pid;
+    }
+  }
+  return fork();
+}
+
+int forkserver_main(int (*launcher)(int, char **, char **), int argc, char **argv, char **envp); /* _forkserver.c */
+
+static int launch_request(int argc, char **argv, char **envp) {
+  (void)envp; /* the fork server set environ to it */
+  return launch(argc, argv);
+}
+
+int main(int argc, char **argv) { return forkserver_main(launch_request, argc, argv, environ); }

@@ -4,8 +4,11 @@ uid can run it, and used in place of bubblewrap.
 It takes the bwrap options _bwrap.argv writes and builds the same sandbox (namespaces, mounts,
 /dev, /proc, ids, capabilities, exit status; tests/test_sandbox_launcher.py compares what a
 command sees under both), with the kernel's work only, in less time per run than bwrap
-(benchmarks/perf/sandbox.py, "launchers"). Like the fork-server library it is compiled with the
-C compiler on PATH into a directory that is ours and writable by nobody else.
+(benchmarks/perf/sandbox.py, "launchers"). Its fork server is built in (_forkserver.c compiled
+with it: nothing is preloaded), so it is linked statically where the C library's archive is
+there; its server clones each run's pid 1 itself, with no monitor process between them. Like the
+fork-server library it is compiled with the C compiler on PATH into a directory that is ours and
+writable by nobody else.
 
 Off with VERIFIRST_SANDBOX_LAUNCHER=bwrap (then bubblewrap, as before), and not used when a
 bwrap is named (Sandbox(bwrap=...), VERIFIRST_BWRAP); no compiler, a failed build, or a
@@ -20,8 +23,11 @@ from pathlib import Path
 
 from verifirst.verifiers.bash import _forkserver
 
-SOURCE = Path(__file__).with_name("_launcher.c")
+SOURCES = [Path(__file__).with_name("_launcher.c"), _forkserver.SOURCE]  # its fork server built in
 NAME = "vf-sandbox"
+# Linked statically where the C library's archive is there: a fork, exit and exec of a static
+# image cost less (fewer mappings), and each run is two forks of the fork server's image.
+BUILDS = (["-static", "-DVF_BUILTIN"], ["-DVF_BUILTIN"])
 KIND = "vf-sandbox"
 _refused = False  # the sandbox's probe failed with vf-sandbox in this process
 
@@ -47,8 +53,28 @@ def built(parents: tuple[Path, ...]) -> Iterator[str]:
 
 @functools.cache
 def _built_in(parent: Path) -> str | None:
-    """vf-sandbox built in `parent` (once per process), or None where it cannot be."""
-    return _forkserver.built(SOURCE, NAME, [], [], (parent,))
+    """vf-sandbox built in `parent` (once per process), or None where it cannot be: a build that is
+    there already (static first), else the first of BUILDS that succeeds; so a machine without the
+    static C library pays for the failed static build once, not once per process."""
+    for build in (False, True):
+        for flags in BUILDS:
+            path = _forkserver.built(SOURCES, NAME, flags, [], (parent,), build=build)
+            if path is not None:
+                _SERVES_ITSELF.add(path)
+                return path
+    return None
+
+
+_SERVES_ITSELF: set[str] = set()
+
+
+def serves_itself(path: str) -> bool:
+    """Whether `path` is a vf-sandbox built here: its fork server is built in (nothing to preload).
+
+    Args:
+        path: the launcher every run names.
+    """
+    return path in _SERVES_ITSELF
 
 
 def refuse(refused: bool = True) -> None:

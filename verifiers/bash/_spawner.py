@@ -4,9 +4,11 @@ per process, not once per run.
 A spawner is a process started once per process (and sandbox uid) that starts bwrap for each
 run and reports its pid and exit status. Two kinds, the first that starts:
 
-- the fork server (ForkServer), root or not: bwrap itself, preloaded with _forkserver's
-  library, forks for each run and runs its own main with the run's argv, so no run execs
-  bwrap (built with the C compiler on PATH; VERIFIRST_SANDBOX_FORKSERVER=0 turns it off);
+- the fork server (ForkServer), root or not: the launcher itself (bwrap preloaded with
+  _forkserver's library; vf-sandbox has it built in) forks for each run and runs its own main
+  with the run's argv, so no run execs the launcher (built with the C compiler on PATH;
+  VERIFIRST_SANDBOX_FORKSERVER=0 turns it off); vf-sandbox's server clones a run's pid 1
+  straight into its namespaces, with no monitor process between them;
 - as root, the helper (Spawner, _spawn_helper): a small Python loop that starts any program
   with Popen, already at the sandbox uid, so no run execs setpriv for the uid drop.
 
@@ -35,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from verifirst.verifiers.bash import _forkserver, _spawn_helper
+from verifirst.verifiers.bash import _forkserver, _launcher, _spawn_helper
 
 _HELPER_SOURCE = Path(_spawn_helper.__file__).read_text()
 START_TIMEOUT_S = 10.0
@@ -50,6 +52,7 @@ class SpawnedProcess:
     def __init__(self, owner: "Spawner", rid: int, stdout, stderr):
         self._owner, self._rid, self.stdout, self.stderr = owner, rid, stdout, stderr
         self._pid: int | None = None
+        self._leader = True
         self._error: OSError | None = None
         self.args = None
         self.returncode: int | None = None
@@ -64,10 +67,17 @@ class SpawnedProcess:
                 args = (reply["errno"], reply["error"]) + ((reply["filename"],) if reply.get("filename") else ())
                 self._error = OSError(*args)
             else:
-                self._pid = reply["pid"]
+                self._pid, self._leader = reply["pid"], bool(reply.get("leader", True))
         if self._error is not None:
             raise self._error
         return self._pid  # type: ignore[return-value]
+
+    @property
+    def leader(self) -> bool:
+        """Whether the run leads a process group of its own (killpg reaches it); vf-sandbox's pid 1,
+        which its fork server clones straight into the namespaces, does not (killing it ends them)."""
+        self.pid  # noqa: B018 - the reply says
+        return self._leader
 
     @property
     def reaped(self) -> bool:
@@ -227,17 +237,19 @@ class Spawner:
 
 
 class ForkServer(Spawner):
-    """bwrap itself as the helper: preloaded with the fork-server library (_forkserver), it forks
-    for each run and runs its own main with the run's argv, so no run execs bwrap. It starts
-    only `binary`; replies, pids, statuses and the end with its owner are the helper's."""
+    """bwrap itself as the helper: preloaded with the fork-server library (_forkserver), or
+    vf-sandbox with it built in, it forks for each run and runs its own main with the run's argv,
+    so no run execs bwrap. It starts only `binary`; replies, pids, statuses and the end with its
+    owner are the helper's."""
 
-    def __init__(self, ids: tuple[int, int] | None, binary: str, library: str):
+    def __init__(self, ids: tuple[int, int] | None, binary: str, library: str | None):
         """Start `binary` as `ids` with `library` preloaded; RuntimeError when it does not come up.
 
         Args:
             ids: (uid, gid) it, and every run it starts, runs as (we are root); None: as we are.
             binary: the bwrap every run's argv names.
-            library: the built fork-server library (_forkserver.library).
+            library: the built fork-server library (_forkserver.library); None for a vf-sandbox
+                built here (_launcher.serves_itself).
         """
         self.binary, self._library = binary, library
         super().__init__(ids)
@@ -247,7 +259,9 @@ class ForkServer(Spawner):
         with open(exe, "rb") as fh:
             if fh.read(4) != b"\x7fELF":
                 raise RuntimeError(f"{self.binary} is not an ELF executable: it cannot serve forks")
-        env = {"LD_PRELOAD": self._library, "VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
+        env = {"VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
+        if self._library is not None:
+            env["LD_PRELOAD"] = self._library
         drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
         return subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, pass_fds=[fd], close_fds=True, cwd="/", **drop)
@@ -294,6 +308,8 @@ def spawner(ids: tuple[int, int] | None, binary: str | None = None,
 
 
 def _fork_server(ids: tuple[int, int] | None, binary: str, build_dirs: Callable[[], list[Path]]) -> ForkServer:
+    if _launcher.serves_itself(binary):
+        return ForkServer(ids, binary, None)
     try:
         library = _forkserver.library(tuple(build_dirs()))
     except OSError as exc:

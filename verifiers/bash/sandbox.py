@@ -328,7 +328,10 @@ class _Job:
             pid = self.proc.pid
             if getattr(self.proc, "reaped", False):
                 return  # the spawner reaped it (and its namespace died with it): the pid is not ours
-            os.killpg(pid, _signal.SIGKILL)
+            if getattr(self.proc, "leader", True):
+                os.killpg(pid, _signal.SIGKILL)
+            else:  # pid 1 of the run's namespaces, in the fork server's group: its death ends them
+                os.kill(pid, _signal.SIGKILL)
         except OSError:  # gone already, or never started (the spawner's error comes from wait)
             pass
 
