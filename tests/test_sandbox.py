@@ -274,6 +274,32 @@ def test_scratch_is_removed_after_each_run(sb):
     assert stat.S_IMODE(os.stat(base).st_mode) in (0o711, 0o700)
 
 
+def test_an_overlay_runs_scratch_is_removed_whatever_it_wrote(tmp_path):
+    """Removed from the upper directory's snapshot (whiteouts, opaque and mode-700 directories,
+    hard links, symlinks), or by a full walk when something is there that the snapshot does not
+    name (a write under a mount point, say)."""
+    from verifirst.verifiers.bash import _sandbox_fs
+    from verifirst.verifiers.bash.sandbox import _scratch_base
+
+    over = Sandbox(overlay=True)
+    if not over.overlay:
+        pytest.skip(f"this bwrap or kernel has no overlay: {over.backend}")
+    base, _ = _scratch_base()
+    before = set(os.listdir(base))
+    for command in OVERLAY_CASES:
+        over.run(command, "nl2sh-fs1")
+    assert {p for p in os.listdir(base) if p.startswith("run-")} - before == set()
+    run = tmp_path / "run"
+    (run / "wk" / "work").mkdir(parents=True)
+    (run / "up" / "d").mkdir(parents=True)
+    (run / "up" / "d" / "f").write_text("x")
+    snap = _sandbox_fs.snapshot(str(run / "up"), upper=True)
+    (run / "up" / "proc").mkdir()  # skipped by the snapshot: not named in it
+    (run / "up" / "proc" / "leftover").write_text("y")
+    _sandbox_fs.remove_upper(str(run), str(run / "up"), snap)
+    assert not run.exists()
+
+
 # Every kind of change an overlay upper records (copy-up, whiteout, opaque directory, a file
 # where a directory was, hard links, modes) must diff exactly as a fresh copy does.
 OVERLAY_CASES = [

@@ -145,19 +145,23 @@ def breakdown(sb, n: int = 60) -> dict:
         chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
     w, c = _timed(_succeeded(lambda: sb.run("true", "nl2sh-fs1")), n)
     chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
-    from verifirst.verifiers.bash import _spawner
+    from verifirst.verifiers.bash import _launcher, _spawner
 
     mode = "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"
     if isinstance(_spawner._SPAWNERS.get((ids, sb._bwrap.path)), _spawner.ForkServer):
-        mode += (f", each run a fork of a {sb._bwrap.kind} fork server already at the sandbox uid "
-                 f"(no exec of {sb._bwrap.kind})")
+        if _launcher.serves_itself(sb._bwrap.path):
+            mode += (f", each run's pid 1 cloned by a {sb._bwrap.kind} fork server already at the sandbox uid "
+                     f"(no exec of {sb._bwrap.kind}, no monitor process)")
+        else:
+            mode += (f", each run a fork of a {sb._bwrap.kind} fork server already at the sandbox uid "
+                     f"(no exec of {sb._bwrap.kind})")
     elif _spawner.spawner(ids) is not None:
         mode += f", {sb._bwrap.kind} started by a spawner already at the sandbox uid"
     return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode,
             "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb), "floor": namespace_floor(sb)}
 
 
-def launchers(tasks: list[dict], timeout_s: float, rounds: int = 3, n: int = 60) -> dict:
+def launchers(tasks: list[dict], timeout_s: float, rounds: int = 5, n: int = 60) -> dict:
     """The headline measurement, in `rounds` rounds (a single pass moves by 10-20% with the
     machine's state): each round, the per-task median over `tasks` (gold pairs), the trivial
     pair's median and the plain pair's median; where the sandbox uses vf-sandbox, bubblewrap

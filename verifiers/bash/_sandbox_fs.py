@@ -328,6 +328,28 @@ def remove_known(run_dir: str, root: str, snap: Snapshot) -> None:
         remove_tree(run_dir)
 
 
+def remove_upper(run_dir: str, upper: str, snap: Snapshot) -> None:
+    """Delete an overlay run's scratch tree from its upper directory's snapshot (children first)
+    and overlayfs's work directory, empty after the unmount; anything unexpected (a mount point
+    written to, the work directory in use) -> remove_tree.
+
+    Args:
+        run_dir: the run's scratch directory (upper and work directories inside).
+        upper: the upper directory.
+        snap: snapshot(upper, upper=True), taken with every process of the run gone.
+    """
+    if snap.truncated:
+        remove_tree(run_dir)
+        return
+    try:
+        for path in sorted(snap.records, reverse=True):
+            (os.rmdir if snap.records[path][0] == "dir" else os.unlink)(upper + path)
+        for d in (upper, os.path.join(run_dir, "wk", "work"), os.path.join(run_dir, "wk"), run_dir):
+            os.rmdir(d)
+    except OSError:
+        remove_tree(run_dir)
+
+
 def remove_tree(path: str) -> None:
     """Delete a scratch tree whatever the sandbox did to it (chmod 000, deep nesting)."""
     work = os.path.join(path, "wk", "work")  # overlayfs leaves its work dir mode 000

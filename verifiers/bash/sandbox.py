@@ -358,15 +358,19 @@ class _Job:
         try:
             before = _sandbox_fs.fixture_snapshot(self.tree, self.skip)
             after = _sandbox_fs.snapshot(self.root, self.skip, upper=self.overlay)
-            view = _sandbox_fs.merged(before, after) if self.overlay else after
-            added, deleted, modified, trunc = _sandbox_fs.diff(before, view)
-            fs = FsDiff(added, deleted, modified, trunc)
+            if self.overlay and not after.records:  # nothing written: the view is the fixture's
+                fs = FsDiff([], [], [], before.truncated or after.truncated)
+            else:
+                view = _sandbox_fs.merged(before, after) if self.overlay else after
+                fs = FsDiff(*_sandbox_fs.diff(before, view))
         finally:
             t_diffed = time.perf_counter()
-            if after is not None and not self.overlay:
-                _sandbox_fs.remove_known(self.run_dir, self.root, after)
-            else:
+            if after is None:
                 _sandbox_fs.remove_tree(self.run_dir)
+            elif self.overlay:
+                _sandbox_fs.remove_upper(self.run_dir, self.root, after)
+            else:
+                _sandbox_fs.remove_known(self.run_dir, self.root, after)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
         sig = None
