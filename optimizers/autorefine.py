@@ -690,6 +690,25 @@ class AutoRefineEngine:
         return EngineResult(program=res.judge, history=history, details=details,
                             stopped="budget" if res.stop_reason == "budget" else None)
 
+    def check_budget(self, budget: Budget, n_train: int, n_val: int) -> None:
+        """Refuse a GEPA budget (vf.optimize asks before any LM call): AutoRefine counts iterations,
+        and its objective is agreement with the labels, not metric calls, so max_metric_calls or
+        auto would be ignored.
+
+        Args:
+            budget: the run's budget.
+            n_train, n_val: training and validation items (unused: no budget here depends on them).
+
+        Raises:
+            InputError: naming the budget field and what AutoRefine takes instead.
+        """
+        for key in ("max_metric_calls", "auto"):
+            if getattr(budget, key) is not None:
+                raise InputError(f"{self.name} counts iterations, not metric calls: {key} would be ignored",
+                                 field=f"budget.{key}",
+                                 expected="budget.max_iters (AutoRefine iterations), or a spend limit such as "
+                                          "budget.max_lm_calls or budget.max_usd")
+
     def estimate(self, builder) -> int:
         """The calls this engine makes, for the dry-run estimate (see optimizers._estimates)."""
         from ._estimates import autorefine_lines

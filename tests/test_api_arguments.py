@@ -55,6 +55,19 @@ def test_a_teleprompter_refuses_max_metric_calls_it_would_ignore(tmp_path):
     assert e.value.field == "budget.max_metric_calls" and "max_bootstrapped_demos" in str(e.value)
 
 
+@pytest.mark.parametrize("budget, field", [(vf.Budget(max_metric_calls=50), "budget.max_metric_calls"),
+                                           (vf.Budget(auto="light"), "budget.auto")])
+def test_autorefine_refuses_a_gepa_budget_it_would_ignore(tmp_path, budget, field):
+    from verifirst.benchmarks.perf.estimate import EXAMPLES, _calibration_models, stubborn_answer
+
+    models = _calibration_models(stubborn_answer)
+    with pytest.raises(InputError) as e:
+        vf.calibrate(EXAMPLES / "outcomes.jsonl", "passfail", models=models, budget=budget,
+                     run_dir=tmp_path / "run", workdir=tmp_path / "w")
+    assert e.value.field == field and "counts iterations" in str(e.value) and "budget.max_iters" in e.value.expected
+    assert not (tmp_path / "run").exists() and all(m.engine.calls == 0 for m in models.values())
+
+
 # -- argument types: InputError naming the argument, never a raw TypeError or ValueError ---------------
 
 

@@ -287,6 +287,18 @@ def test_passfail_judge_experiment_runs_and_scores_against_the_labels(tmp_path):
     assert test["scored"] == test["n"] > 0 and 0 < test["pass"] < test["n"]  # PASS on all: right on PASS labels only
 
 
+@pytest.mark.parametrize("line, key", [("max_metric_calls = 40", "max_metric_calls"), ('auto = "light"', "auto")])
+def test_autorefine_refuses_a_gepa_budget_it_would_ignore(here, line, key):
+    """AutoRefine counts iterations: a metric-call budget was silently ignored; now refused at its line."""
+    p = here / "judge.toml"
+    p.write_text(f'[experiment]\nname = "j"\nworkdir = "wd"\n\n[suite]\nname = "outcomes"\n'
+                 f'path = "{REPO / "examples" / "outcomes.jsonl"}"\n\n[program]\nname = "passfail-judge"\n\n'
+                 f'[verifier]\nname = "label"\n\n[optimizer]\nname = "autorefine"\n{line}\n\n'
+                 '[tracking]\nenabled = false\n')
+    refused(["run", p.name, "--offline"], here, "judge.toml:17", f"[optimizer.{key}]", "counts iterations",
+            "optimizer.max_iters")
+
+
 def test_judge_program_option_typo_names_the_option(here):
     p = here / "judge.toml"
     p.write_text(f'[experiment]\nname = "j"\nworkdir = "wd"\n\n[suite]\nname = "outcomes"\n'

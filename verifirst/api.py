@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from verifirst.core.callbacks import RunCallback
 from verifirst.core.engine import Budget, EngineContext, resolve_engine
-from verifirst.core.errors import InputError
+from verifirst.core.errors import ConfigError, InputError
 from verifirst.config import DEFAULT_MAX_ERROR_RATE
 from verifirst.report.console import Console
 from verifirst.loop.splits import (DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs,
@@ -514,13 +514,23 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
         raise InputError("program declares no output field", path=src, field="program.options.output_field",
                          expected="the name of the program's output to verify")
     # built here to refuse a bad name or option naming the file; vf.optimize builds it again from the name
-    check_optimizer_needs(manifest, resolve_engine(o["name"], o.get("options") or {}, source=src), src)
+    engine = resolve_engine(o["name"], o.get("options") or {}, source=src)
+    check_optimizer_needs(manifest, engine, src)
+    budget = Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"), max_iters=o.get("max_iters"),
+                    num_threads=ex["threads"], **{k: v for k, v in exp.budget.items() if v not in (None, {})})
+    try:
+        check_engine_budget(engine, budget, manifest)
+    except InputError as e:  # the engine's budget is the [optimizer] section's: placed there
+        key = (e.field or "").removeprefix("budget.")
+        if key not in ("max_metric_calls", "auto"):
+            raise
+        raise ConfigError(e.message, path=src, line=config._line_of(experiment.experiment_text(exp), "optimizer", key),
+                          field=f"optimizer.{key}",
+                          expected=(e.expected or "").replace("budget.max_iters", "optimizer.max_iters")) from None
     return {"program": program, "data": suite, "metric": verifier, "optimizer": o["name"],
             "optimizer_options": o.get("options") or {}, "splits": manifest,
             "models": lms, "output_field": out_field, "seed": ex["seed"], "threads": ex["threads"],
-            "budget": Budget(max_metric_calls=o.get("max_metric_calls"), auto=o.get("auto"),
-                             max_iters=o.get("max_iters"), num_threads=ex["threads"],
-                             **{k: v for k, v in exp.budget.items() if v not in (None, {})}),
+            "budget": budget,
             "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
             "executor": executor, "tracking": tracking, "cache": Path(ex["workdir"]) / "cache",
             "config": exp.as_dict()}
