@@ -60,7 +60,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     },
     "optimizer": {
         "name": ((str,), "gepa", "gepa | simba | autorefine | none"),
-        "max_metric_calls": ((int,), None, "budget in metric calls (GEPA; SIMBA takes the steps that fit it)"),
+        "max_metric_calls": ((int,), None, "budget in metric calls (GEPA; SIMBA takes the steps that fit it; "
+                                          "AutoRefine refuses it: it counts max_iters)"),
         "auto": ((str,), None, "GEPA budget preset: light | medium | heavy"),
         "max_iters": ((int,), None, "SIMBA steps / AutoRefine iterations"),
         "options": ((dict,), {}, "engine-specific options"),
