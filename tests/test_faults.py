@@ -550,3 +550,39 @@ def test_the_python_api_stops_early_by_default_like_an_experiment_file(tmp_path,
         vf.evaluate(BashGenerator(), data, ExactMatch(), models={"task": scripted_lm(dead, name="api-dead-early")},
                     run_dir=tmp_path / "run", workdir=tmp_path, ratios=(0.5, 0.25, 0.25))
     assert 0 < len(sent) <= 8, len(sent)  # 20 train items would have sent 20 or more
+
+
+def test_every_attempt_of_an_item_is_a_span_of_its_one_trace(tmp_path, sleeps):
+    """An item whose first request failed (429) and whose retry answered: both program calls are
+    spans of the item's one trace, which carries the item id, the split and the verdict; no trace
+    of the evaluation is left without them (the failed attempt's used to be)."""
+    import verifirst as vf
+
+    asked: dict[str, int] = {}
+
+    def flaky(messages):
+        k = messages[-1]["content"]
+        asked[k] = asked.get(k, 0) + 1
+        if asked[k] == 1:
+            raise litellm.RateLimitError("429", llm_provider="openai", model="m")
+        return json_answer(answer="42")
+
+    data = [{"id": f"q{k}", "question": f"what is the answer #{k}?", "answer": "42"} for k in range(8)]
+    res = vf.optimize(dspy.Predict("question -> answer"), data, lambda ex, pred, trace=None: pred.answer == ex.answer,
+                      "none", models={"task": scripted_lm(flaky)}, workdir=tmp_path / "w",
+                      tracking=vf.MLflow(offline=True))
+    client = mlflow.MlflowClient(res.tracking_uri)
+    exp_id = client.get_run(res.run_id).info.experiment_id
+    mlflow.set_tracking_uri(res.tracking_uri)
+    traces = mlflow.search_traces(locations=[exp_id], return_type="list")
+    assert traces and all({"verifirst.item_id", "verifirst.split"} <= set(t.info.tags) for t in traces)
+    seen = set()
+    for t in traces:
+        item, split = t.info.tags["verifirst.item_id"], t.info.tags["verifirst.split"]
+        root = next(s for s in t.data.spans if s.parent_id is None)
+        assert root.name == f"{split}/{item}" and root.outputs["status"] == "PASS"
+        calls = [s for s in t.data.spans if s.parent_id == root.span_id]
+        assert len(calls) == 2 and [c.status.status_code for c in calls] == ["ERROR", "OK"], [c.name for c in calls]
+        assert {a.name for a in t.info.assessments} >= {"verifier_score", "verifier_pass"}
+        seen.add(item)
+    assert seen == {d["id"] for d in data}

@@ -4,9 +4,12 @@ Tracking (MLflow), console progress and a domain's own post-steps (a calibrated 
 review queue, anchors) all observe the one loop (`verifirst.loop.driver.run`) through `RunCallback`;
 nothing hands a tracker to the loop. The events, in the order a run sends them:
 
-    RunStart -> (EvaluationStart -> RowScored* -> EvaluationEnd)* for every split before
+    RunStart -> (EvaluationStart -> item* -> EvaluationEnd)* for every split before
     -> OptimizerStart -> (Iteration | ArtifactWritten)* -> OptimizerEnd
-    -> (EvaluationStart -> RowScored* -> EvaluationEnd)* after
+    -> (EvaluationStart -> item* -> EvaluationEnd)* after
+
+where an item is `item_scope(ItemStart)` entered, the item's program attempts and scoring run,
+RowScored sent, the scope left, all in one thread.
     -> ReportReady (observers may add sections) -> ReportWritten -> RunEnd
 
 A run that fails still sends RunEnd (status FAILED or KILLED), and an evaluation that raised
@@ -14,6 +17,7 @@ still sends its EvaluationEnd (result None), so every scope an observer opened i
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -40,6 +44,15 @@ class RunStart:
 class EvaluationStart:
     phase: str  # "before" or "after"
     split: str
+
+
+@dataclass(frozen=True)
+class ItemStart:
+    """One item's evaluation begins, in the thread that runs its program (every attempt) and scores it."""
+
+    phase: str
+    split: str
+    item: Any
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,12 @@ class RunCallback:
     def on_evaluation_start(self, event: EvaluationStart) -> None:
         """An evaluation of one split begins."""
 
+    def item_scope(self, event: ItemStart) -> contextlib.AbstractContextManager:
+        """A context around one item's evaluation (its program attempts, its scoring, its RowScored),
+        entered and left in the thread that runs them; it is left also when the item raises. A
+        tracker opens the item's trace here, so that every attempt's calls are in it. None here."""
+        return contextlib.nullcontext()
+
     def on_row(self, event: RowScored) -> None:
         """One item was evaluated."""
 
@@ -172,6 +191,13 @@ class CallbackList(RunCallback):
     def on_run_start(self, event: RunStart) -> str | None:
         ids = [c.on_run_start(event) for c in self.callbacks]
         return next((i for i in ids if i), None)
+
+    @contextlib.contextmanager
+    def item_scope(self, event: ItemStart):
+        with contextlib.ExitStack() as stack:  # nested in order, left in reverse
+            for c in self.callbacks:
+                stack.enter_context(c.item_scope(event))
+            yield
 
     def on_run_end(self, event: RunEnd) -> None:
         first: BaseException | None = None

@@ -23,8 +23,9 @@ from typing import Any, Sequence
 from verifirst.core import atomic
 
 from verifirst.core import stats
-from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
-                        ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart, as_callback)
+from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, ItemStart, Iteration, OptimizerEnd,
+                        OptimizerStart, ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart,
+                        as_callback)
 from verifirst.core.engine import Budget, Engine, EngineContext, EngineResult
 from verifirst.core.errors import RunFailed
 from verifirst.loop.evaluation import (EvalResult, Row, evaluate, no_verdict_reason, optimizer_saw_only_errors,
@@ -197,7 +198,8 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
 
             res = evaluate(prog, by_split[split], scorer, split=split, threads=threads, manifest=manifest,
                            checkpoint=ckpt, progress=progress, desc=f"{phase} {split}",
-                           max_error_rate=max_error_rate, on_row=on_row)
+                           max_error_rate=max_error_rate, on_row=on_row,
+                           item_scope=lambda item: callback.item_scope(ItemStart(phase, split, item)))
         finally:
             callback.on_evaluation_end(EvaluationEnd(phase, split, res, ckpt))
         if split == "test":  # the guard let it through: this program has now been scored on the test split

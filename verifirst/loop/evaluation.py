@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -266,10 +267,14 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
              min_items_for_rate: int = 10, checkpoint: str | Path | None = None,
              progress: bool | None = None, desc: str | None = None,
              on_row: Callable[[Item, Row], None] | None = None, executor: Any = None,
-             first_calls_all_failed: int = FIRST_CALLS_ALL_FAILED) -> EvalResult:
+             first_calls_all_failed: int = FIRST_CALLS_ALL_FAILED,
+             item_scope: Callable[[Item], Any] | None = None) -> EvalResult:
     """Evaluate `program` on `items`; test splits pass the held-out guard first.
 
     Args:
+        on_row: called with each item and its row, in the thread that ran the item.
+        item_scope: a context manager for each item, around its attempts, its scoring and on_row,
+            in that thread (a tracker's per-item trace).
         max_error_rate: share of LM-error items that stops the evaluation once `min_items_for_rate`
             are done (None: never stop); also turns on the early stop below.
         first_calls_all_failed: stop as soon as this many requests to the model were made in this
@@ -318,13 +323,14 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         return first_calls_failed()
 
     def one(item: Item) -> Row:
-        row = _one(item)
-        if on_row is not None:
-            try:
-                on_row(item, row)  # same thread as the program call: its trace is the last active
-            except Exception as e:  # the row stands; the report counts what the hook lost
-                with lock:
-                    hook_failures.append(f"{item.id}: {type(e).__name__}: {str(e)[:200]}")
+        with item_scope(item) if item_scope is not None else nullcontext():
+            row = _one(item)
+            if on_row is not None:
+                try:
+                    on_row(item, row)  # same thread as the program call, inside the item's scope
+                except Exception as e:  # the row stands; the report counts what the hook lost
+                    with lock:
+                        hook_failures.append(f"{item.id}: {type(e).__name__}: {str(e)[:200]}")
         return row
 
     def _one(item: Item) -> Row:

@@ -352,23 +352,71 @@ class Tracker:
                 self.first_failure = redact_text(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
 
     def feedback_hook(self, run_id: str | None, split: str):
-        """A per-item hook, called in the thread that ran the program, that notes that call's
-        trace id; `attach_feedback(hook)` then attaches every verdict at once (one flush)."""
+        """A per-item hook, called in the thread that ran the program, that notes the item's trace
+        id (the one item_trace opened, else that thread's last trace); `attach_feedback(hook)` then
+        attaches every verdict at once (one flush)."""
         if not self.enabled:
             return None
         pending: list = []
+        traces: dict = {}  # item id -> (trace id, root span) of the trace item_trace opened
 
         def hook(item, row) -> None:
             import mlflow
 
             if not self._autolog:  # no call is traced: the thread's last trace is another run's
                 return
-            tid = mlflow.get_last_active_trace_id(thread_local=True)
+            tid, span = traces.pop(item.id, (None, None))
+            if span is not None:
+                try:
+                    span.set_outputs({"status": row.status, "score": row.score,
+                                      "output": None if row.output is None else str(row.output)[:4000]})
+                except Exception as e:
+                    self.note_failure(f"outputs of the trace of item {item.id}", e)
+            tid = tid or mlflow.get_last_active_trace_id(thread_local=True)
             if tid:
                 pending.append((tid, item.id, row))
 
-        hook.pending, hook.run_id, hook.split = pending, run_id, split  # type: ignore[attr-defined]
+        hook.pending, hook.run_id, hook.split, hook.traces = pending, run_id, split, traces  # type: ignore[attr-defined]
         return hook
+
+    def item_trace(self, hook, item) -> contextlib.AbstractContextManager:
+        """A context, in the thread that evaluates `item`, whose trace holds all of the item's calls:
+        one root span (the split and the item id, the item's inputs) under which every program
+        attempt (an LM error retried included) and every call the verifier makes nests; `hook`
+        gives that trace the verdict. Nothing without tracing; a tracing failure is counted.
+
+        Args:
+            hook: the evaluation's feedback_hook.
+            item: the item evaluated.
+        """
+        if hook is None or not self._autolog:
+            return contextlib.nullcontext()
+        return self._item_trace(hook, item)
+
+    @contextlib.contextmanager
+    def _item_trace(self, hook, item):
+        import mlflow
+        from mlflow.tracing.provider import detach_span_from_context, set_span_in_context
+
+        try:
+            span = mlflow.start_span_no_context(f"{hook.split}/{item.id}", span_type="CHAIN",
+                                                inputs=dict(item.inputs),
+                                                attributes={"verifirst.item_id": item.id,
+                                                            "verifirst.split": hook.split})
+            token = set_span_in_context(span)
+        except Exception as e:  # untraced, as before: the hook falls back to the last trace
+            self.note_failure(f"trace of item {item.id}", e)
+            yield
+            return
+        hook.traces[item.id] = (span.trace_id, span)
+        try:
+            yield
+        finally:
+            try:
+                detach_span_from_context(token)
+                span.end()
+            except Exception as e:
+                self.note_failure(f"end of the trace of item {item.id}", e)
 
     def attach_feedback(self, hook) -> int:
         """The verifier's score, pass and feedback as assessments on each item's trace."""

@@ -7,8 +7,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, Iteration, OptimizerEnd, OptimizerStart,
-                        ReportReady, ReportWritten, RowScored, RunCallback, RunEnd, RunStart)
+from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, EvaluationStart, ItemStart, Iteration, OptimizerEnd,
+                                     OptimizerStart, ReportReady, ReportWritten, RowScored, RunCallback, RunEnd,
+                                     RunStart)
 from verifirst.loop.budget_stop import test_claimed
 from verifirst.loop.evaluation import has_no_verdict, no_verdict_reason
 from verifirst.tracking import Tracker
@@ -141,6 +142,9 @@ class MLflowCallback(RunCallback):
         hook = t.feedback_hook(rid, event.split)
         scope.callback(t.attach_feedback, hook)  # the verdicts join the traces when the scope closes
         self._eval_run, self._hook = rid, hook
+
+    def item_scope(self, event: ItemStart) -> contextlib.AbstractContextManager:
+        return self.tracker.item_trace(self._hook, event.item)
 
     def on_row(self, event: RowScored) -> None:
         if self._hook is not None:
