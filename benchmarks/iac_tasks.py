@@ -12,8 +12,9 @@ Two layouts:
   other key refused.
 
 Everything is read and every policy compiled when the suite loads, so bad input (a folder without
-a prompt, Rego that does not compile, a tfvars file that does not parse) stops before any run,
-naming the file and line. An organisation's policy set is the verifier's `policy_dir` option.
+a prompt, Rego that does not compile, a tfvars file or a reference that does not parse) stops
+before any run, naming the file and line. An organisation's policy set is the verifier's
+`policy_dir` option.
 """
 from __future__ import annotations
 
@@ -57,6 +58,32 @@ def _check_tfvars(path: Path) -> str:
     return text
 
 
+def _check_reference(text: str, path: str, line: int | None = None, field: str | None = None) -> str:
+    """A reference configuration that parses as HCL (the deceptive-repair check reads what it
+    declares: one that does not parse would declare nothing, silently); else an InputError naming
+    the file and line (a JSONL task's: its line and the field).
+
+    Args:
+        text: the configuration.
+        path: the file it came from (reference.tf, or the tasks JSONL).
+        line: the JSONL line; None: the error's own line in reference.tf.
+        field: the JSONL field.
+    """
+    from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+
+    try:
+        parse_body(text, "reference.tf")
+    except HclSyntaxError as e:
+        at = f" (its line {e.line})" if line is not None and e.line else ""
+        if "\n" not in text.strip() and text.strip().endswith(".tf"):
+            at += " - the reference is the configuration's text, not a path (a path is never read)"
+        raise InputError(f"reference configuration does not parse: {e.summary}{at}", path=path,
+                         line=line if line is not None else e.line, field=field,
+                         expected="a Terraform configuration that meets the task (HCL that terraform validate "
+                                  "reads), or no reference") from None
+    return text
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -89,7 +116,7 @@ def load_task_folder(folder: Path, policy_mode: str | None = None) -> Item:
             if not f.name.endswith("_test.rego"):
                 policies.append(_compile(_task_text(f, "policy file"), str(f), policy_mode))
         elif rel == "reference.tf":
-            reference = _task_text(f, "reference configuration")
+            reference = _check_reference(_task_text(f, "reference configuration"), str(f))
         elif rel == "variables.tfvars":
             files["terraform.tfvars"] = _check_tfvars(f)  # the name terraform loads by itself
         else:
@@ -148,7 +175,7 @@ def _jsonl_item(rec: dict, base: Path, where: dict, policy_mode: str | None) -> 
                              expected="Rego v0 or v1 text") from None
     gold: dict = {"rego_policies": [policy], "rego_policy": policy["text"], "files": {}, **_mode(policy_mode)}
     if rec.get("reference"):
-        gold["reference"] = rec["reference"]
+        gold["reference"] = _check_reference(rec["reference"], where["path"], where["line"], "reference")
     return Item(id=rec["id"], inputs={"prompt": rec["prompt"].strip()}, gold=gold, group=rec["id"],
                 meta={"source": "iac-tasks", "path": where["path"]})
 

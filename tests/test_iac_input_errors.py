@@ -182,11 +182,32 @@ def test_jsonl_duplicate_id_names_both_lines(tmp_path):
     assert f"{tmp_path / 'tasks.jsonl'}:3 [id]: duplicate task id 'a' (first on line 1)" in out
 
 
-def test_jsonl_reference_path_is_kept_as_text(tmp_path):
+def test_jsonl_reference_path_is_refused_not_read(tmp_path):
     shutil.copy(TASKS / "job-queue" / "policy.rego", tmp_path / "q.rego")
     rec = {"id": "a", "prompt": "p", "policy": "q.rego", "reference": "../x/reference.tf"}
     (tmp_path / "tasks.jsonl").write_text(json.dumps(rec) + "\n")
-    assert load_tasks(tmp_path / "tasks.jsonl").items[0].gold["reference"] == "../x/reference.tf"
+    out = _refused(_dry_run(tmp_path, tmp_path / "tasks.jsonl")[0], tmp_path)
+    assert f"{tmp_path / 'tasks.jsonl'}:1 [reference]: reference configuration does not parse" in out
+    assert "not a path (a path is never read)" in out
+
+
+def test_a_reference_that_does_not_parse_is_named_at_its_line(tmp_path):
+    """It was kept as it was: the deceptive-repair check then read no resources from it, silently."""
+    tasks = _copy_tasks(tmp_path)
+    ref = tasks / "log-bucket" / "reference.tf"
+    lines = ref.read_text().splitlines()
+    lines.insert(2, "= oops")  # line 3: neither an argument nor a block
+    ref.write_text("\n".join(lines) + "\n")
+    out = _refused(_dry_run(tmp_path, tasks)[0], tmp_path)
+    assert f"{ref}:3: reference configuration does not parse" in out
+    assert f"read through suite.path at {tmp_path / 'exp.toml'}:{SUITE_PATH_LINE}" in out
+    good = {"id": "ok", "prompt": "a queue", "policy": str(tasks / "job-queue" / "policy.rego"),
+            "reference": (tasks / "job-queue" / "reference.tf").read_text()}
+    bad = dict(good, id="bad", reference=ref.read_text())
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    out = _refused(_dry_run(tmp_path, tmp_path / "tasks.jsonl")[0], tmp_path)
+    assert f"{tmp_path / 'tasks.jsonl'}:2 [reference]: reference configuration does not parse" in out
+    assert "(its line 3)" in out
 
 
 # -- 5. verifier option values checked when the verifier is built ---------------------------------
