@@ -152,7 +152,10 @@ class Engine(Protocol):
     budget and the run context, and returns an EngineResult. An engine may also have
     `estimate(builder) -> int`: it adds the LM calls it would make to a dry-run estimate
     (verifirst.loop.estimate.EstimateBuilder) and returns the tokens its result may add to the
-    program's prompt; an engine without it is reported as not modelled."""
+    program's prompt; an engine without it is reported as not modelled. And it may have
+    `check_budget(budget, n_train, n_val)`, called before any LM call, which raises InputError for
+    a budget it cannot honour (AutoRefine refuses max_metric_calls, which it does not count): a
+    budget field the engine ignores must be refused there, never dropped in silence."""
 
     name: str
 
