@@ -153,6 +153,16 @@ def test_a_metric_returning_a_non_score_gives_error_rows_not_verdicts(tmp_path, 
     assert all(why in r["error"] and "not a" in r["error"] for r in rows), rows[0]
 
 
+@pytest.mark.parametrize("value", [7, 1.5, -0.5])
+def test_a_metric_on_another_scale_gives_error_rows_naming_the_scale(tmp_path, value):
+    """Marks out of 10 were read as PASS wherever they reached 1 (the default threshold), in silence."""
+    with pytest.raises(RunFailed, match=r"none of its 3 items got a verdict.*outside \[0, 1\].*score / 10"):
+        _optimize(tmp_path, metric=lambda example, pred: value, eval_splits=("val",), run_dir=tmp_path / "run")
+    rows = [json.loads(line) for f in (tmp_path / "run" / "eval").glob("*.jsonl")
+            for line in f.read_text().splitlines() if line.strip()]
+    assert len(rows) == 3 and all(r["status"] == "ERROR" and "outside [0, 1]" in r["error"] for r in rows), rows[0]
+
+
 def test_calibrate_api_refuses_an_unknown_judge_and_empty_splits(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text((CORPUS / "outcomes.jsonl").read_text())

@@ -179,6 +179,10 @@ class Metric:
         if not math.isfinite(score):
             raise InputError(f"metric {self.name} returned {score}, not a finite score", field="metric",
                              expected="a finite number, or None when the item cannot be judged")
+        if not 0.0 <= score <= 1.0:  # on another scale every score >= 1 would read as PASS, in silence
+            raise InputError(f"metric {self.name} returned {score:g}, outside [0, 1]", field="metric",
+                             expected="a score in [0, 1], higher is better (PASS at >= threshold, default 1.0): "
+                                      "scale it, e.g. score / 10 for marks out of 10")
         passed = bool(out) if isinstance(out, bool) else score >= self.threshold
         return Verdict(score, passed, PASS if passed else FAIL, feedback=feedback)
 
