@@ -7,10 +7,10 @@ nothing hands a tracker to the loop. The events, in the order a run sends them:
     RunStart -> (EvaluationStart -> item* -> EvaluationEnd)* for every split before
     -> OptimizerStart -> (Iteration | ArtifactWritten)* -> OptimizerEnd
     -> (EvaluationStart -> item* -> EvaluationEnd)* after
+    -> ReportReady (observers may add sections) -> ReportWritten -> RunEnd
 
 where an item is `item_scope(ItemStart)` entered, the item's program attempts and scoring run,
 RowScored sent, the scope left, all in one thread.
-    -> ReportReady (observers may add sections) -> ReportWritten -> RunEnd
 
 A run that fails still sends RunEnd (status FAILED or KILLED), and an evaluation that raised
 still sends its EvaluationEnd (result None), so every scope an observer opened is closed.
@@ -57,7 +57,7 @@ class ItemStart:
 
 @dataclass(frozen=True)
 class RowScored:
-    """One evaluated item, sent in the thread that ran the program (its trace is the last active)."""
+    """One evaluated item, sent in the thread that ran the program, inside the item's item_scope."""
 
     phase: str
     split: str
