@@ -296,7 +296,7 @@ def test_an_overlay_runs_scratch_is_removed_whatever_it_wrote(tmp_path):
     snap = _sandbox_fs.snapshot(str(run / "up"), upper=True)
     (run / "up" / "proc").mkdir()  # skipped by the snapshot: not named in it
     (run / "up" / "proc" / "leftover").write_text("y")
-    _sandbox_fs.remove_upper(str(run), str(run / "up"), snap)
+    _sandbox_fs.remove_known(str(run), str(run / "up"), snap, overlay=True)
     assert not run.exists()
 
 

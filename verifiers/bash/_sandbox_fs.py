@@ -308,43 +308,28 @@ def diff(before: Snapshot, after: Snapshot) -> tuple[list[dict], list[dict], lis
     return added, deleted, modified, before.truncated or after.truncated
 
 
-def remove_known(run_dir: str, root: str, snap: Snapshot) -> None:
-    """Delete a scratch tree from its snapshot (children first); anything unexpected -> remove_tree."""
-    if snap.truncated:
-        remove_tree(run_dir)
-        return
-    try:
-        for path in sorted(snap.records, reverse=True):
-            if snap.records[path][0] == "dir":
-                os.rmdir(root + path)
-            else:
-                os.unlink(root + path)
-        for m in MOUNT_POINTS:
-            if "/" + m not in snap.records:  # sysadmin mode diffs /etc: removed with the rest
-                os.rmdir(os.path.join(root, m))
-        os.rmdir(root)
-        os.rmdir(run_dir)
-    except OSError:
-        remove_tree(run_dir)
-
-
-def remove_upper(run_dir: str, upper: str, snap: Snapshot) -> None:
-    """Delete an overlay run's scratch tree from its upper directory's snapshot (children first)
-    and overlayfs's work directory, empty after the unmount; anything unexpected (a mount point
-    written to, the work directory in use) -> remove_tree.
+def remove_known(run_dir: str, root: str, snap: Snapshot, overlay: bool = False) -> None:
+    """Delete a run's scratch tree from its snapshot (children first), then the directories the
+    snapshot does not name; anything unexpected (a mount point written to, say) -> remove_tree.
 
     Args:
-        run_dir: the run's scratch directory (upper and work directories inside).
-        upper: the upper directory.
-        snap: snapshot(upper, upper=True), taken with every process of the run gone.
+        run_dir: the run's scratch directory.
+        root: the directory `snap` was taken of: the fresh copy, or with `overlay` the upper one.
+        snap: its snapshot, taken with every process of the run gone.
+        overlay: the run's root was an overlay: left over are the upper directory and overlayfs's
+            work directory (empty after the unmount), not the copy's mount points.
     """
     if snap.truncated:
         remove_tree(run_dir)
         return
+    if overlay:
+        rest = [root, os.path.join(run_dir, "wk", "work"), os.path.join(run_dir, "wk")]
+    else:  # sysadmin mode diffs /etc: removed with the rest
+        rest = [os.path.join(root, m) for m in MOUNT_POINTS if "/" + m not in snap.records] + [root]
     try:
         for path in sorted(snap.records, reverse=True):
-            (os.rmdir if snap.records[path][0] == "dir" else os.unlink)(upper + path)
-        for d in (upper, os.path.join(run_dir, "wk", "work"), os.path.join(run_dir, "wk"), run_dir):
+            (os.rmdir if snap.records[path][0] == "dir" else os.unlink)(root + path)
+        for d in [*rest, run_dir]:
             os.rmdir(d)
     except OSError:
         remove_tree(run_dir)

@@ -367,10 +367,8 @@ class _Job:
             t_diffed = time.perf_counter()
             if after is None:
                 _sandbox_fs.remove_tree(self.run_dir)
-            elif self.overlay:
-                _sandbox_fs.remove_upper(self.run_dir, self.root, after)
             else:
-                _sandbox_fs.remove_known(self.run_dir, self.root, after)
+                _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
         sig = None
