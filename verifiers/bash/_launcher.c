@@ -269,17 +269,14 @@ static void write_file(const char *path, const char *text) {
   close(fd);
 }
 
-static void map_ids(const char *proc, unsigned inside_uid, unsigned outside_uid, unsigned inside_gid,
-                    unsigned outside_gid) {
-  char path[64], map[64];
-  snprintf(path, sizeof path, "%s/setgroups", proc);
-  write_file(path, "deny");
-  snprintf(path, sizeof path, "%s/uid_map", proc);
-  snprintf(map, sizeof map, "%u %u 1", inside_uid, outside_uid);
-  write_file(path, map);
-  snprintf(path, sizeof path, "%s/gid_map", proc);
-  snprintf(map, sizeof map, "%u %u 1", inside_gid, outside_gid);
-  write_file(path, map);
+/* Our new user namespace: id 0 inside is `uid`/`gid` of the one above (and nothing else). */
+static void map_root(unsigned uid, unsigned gid) {
+  char map[64];
+  write_file("/proc/self/setgroups", "deny");
+  snprintf(map, sizeof map, "0 %u 1", uid);
+  write_file("/proc/self/uid_map", map);
+  snprintf(map, sizeof map, "0 %u 1", gid);
+  write_file("/proc/self/gid_map", map);
 }
 
 /* The directory `path` (absolute, inside the new root: cwd) as an O_PATH fd, each missing
@@ -372,15 +369,21 @@ static void mount_root(const struct op *root) {
     die("enter the root %s", at);
 }
 
-static void mount_proc(const char *dest) {
+/* A new file system of `type` (`what`, in an error) at `dest` under the new root, as an O_PATH
+ * fd of its top. */
+static int mount_new(const char *dest, const char *type, const char *what, unsigned long flags, const char *data) {
   int d = dest_dir(dest);
   char at[64];
   snprintf(at, sizeof at, "/proc/self/fd/%d", d);
-  if (mount("proc", at, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
-    die("mount proc at %s", dest);
+  if (mount(type, at, type, flags, data) != 0)
+    die("mount %s at %s", what, dest);
   close(d);
+  return dest_dir(dest); /* the new mount now on top */
+}
+
+static void mount_proc(const char *dest) {
+  int proc = mount_new(dest, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   /* what bwrap covers read-only: the kernel's knobs that are not the namespace's */
-  int proc = dest_dir(dest);
   static const char *covered[] = {"sys", "sysrq-trigger", "irq", "bus"};
   for (int i = 0; i < 4; i++) {
     if (i == 0 && opt.unshare_net)
@@ -400,13 +403,7 @@ static void mount_proc(const char *dest) {
 }
 
 static void mount_dev(const char *dest) {
-  int d = dest_dir(dest);
-  char at[64];
-  snprintf(at, sizeof at, "/proc/self/fd/%d", d);
-  if (mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
-    die("mount a tmpfs at %s", dest);
-  close(d);
-  int dev = dest_dir(dest); /* the tmpfs now on top */
+  int dev = mount_new(dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
   static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
   for (int i = 0; i < 6; i++) {
     char src[32];
@@ -423,6 +420,7 @@ static void mount_dev(const char *dest) {
       die("create /dev/%s", links[i][1]);
   if (mkdirat(dev, "shm", 0755) != 0 || mkdirat(dev, "pts", 0755) != 0)
     die("create /dev/shm and /dev/pts");
+  char at[64];
   snprintf(at, sizeof at, "/proc/self/fd/%d/pts", dev);
   if (mount("devpts", at, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620") != 0)
     die("mount devpts");
@@ -465,7 +463,7 @@ static void nested_userns(void) {
   write_file("/proc/sys/user/max_user_namespaces", "1");
   if (unshare(CLONE_NEWUSER) != 0)
     die("create the nested user namespace");
-  map_ids("/proc/self", 0, 0, 0, 0);
+  map_root(0, 0);
 }
 
 static void loopback_up(void) {
@@ -558,7 +556,7 @@ static int pid1(unsigned uid, unsigned gid) {
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (opt.userns_fd < 0)
-    map_ids("/proc/self", 0, uid, 0, gid);
+    map_root(uid, gid);
   unshare_rest();
   if (opt.unshare_net)
     loopback_up();
