@@ -204,7 +204,7 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
     if not _trusted(parent):
         raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
     dest = parent / name
-    if _trusted(dest) and ready(dest):
+    if built_already(parent, name, ready):
         return dest
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
     try:
@@ -212,7 +212,7 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
         os.rename(tmp, dest)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (_trusted(dest) and ready(dest)):  # another process's build may have finished first
+        if not built_already(parent, name, ready):  # another process's build may have finished first
             raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -4,9 +4,10 @@ load it; and, with built(), the other C the sandbox runs (vf-sandbox, _launcher)
 Every sandbox run used to exec the launcher: a new image, dynamic linking and the C library's
 start-up, whose CPU feature probing traps to the hypervisor on a virtual machine (measured
 here: a no-libc binary starts in 0.07 ms, a static glibc one in 0.7 ms). The fork server
-pays that once per process: the launcher (vf-sandbox or bwrap), preloaded with this library,
-forks for each run and runs its own main with the run's argv (see the C file for what the
-child sees). _spawner starts it and talks to it; this module only compiles it.
+pays that once per process: the launcher (bwrap preloaded with this library, or vf-sandbox,
+which has it compiled in) forks for each run and runs its own main with the run's argv (see
+the C file for what the child sees). _spawner starts it and talks to it; this module only
+compiles it.
 
 The C is built with the compiler on PATH ($CC, cc, gcc) into the first directory of
 `parents` that is ours and writable by nobody else, named by the digest of the source, flags
