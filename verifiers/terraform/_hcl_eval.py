@@ -12,6 +12,7 @@ import os
 import re
 
 from verifirst.verifiers.terraform import _hcl_ast as A
+from verifirst.verifiers.terraform import limits
 
 
 class _Unknown:
@@ -92,6 +93,8 @@ def type_name(v) -> str:
 def to_number(v, line=0):
     if isinstance(v, bool):
         raise EvalError("Invalid value", "a number is required, got bool", line, "TYPE")
+    if isinstance(v, int) and v.bit_length() > 512:  # terraform's numbers have 512-bit precision
+        return float(v) if v.bit_length() < 1024 else math.copysign(math.inf, v)
     if isinstance(v, (int, float)):
         return v
     if isinstance(v, str):
@@ -130,7 +133,10 @@ def evaluate(node, scope: Scope):
             if has_unknown(v):
                 return UNKNOWN
             out.append(tf_str(v, p.line))
-        return "".join(out)
+        text = "".join(out)
+        if len(text) > limits.MAX_STRING:
+            limits.check_size(text, "a template")
+        return text
     if t is A.Var:
         if node.name in scope.bindings:
             return scope.bindings[node.name]
@@ -171,6 +177,7 @@ def evaluate(node, scope: Scope):
         if src is None:
             return []
         items = src if isinstance(src, list) else [src]
+        limits.spend(len(items), "splat expressions")
         return [evaluate(node.each, scope.child({"\0splat": x})) for x in items]
     if t is A.SplatItem:
         return scope.bindings["\0splat"]
@@ -284,6 +291,7 @@ def for_expr(node, scope):
         raise EvalError("Iteration over non-iterable value", "A value of type "
                         f"{type_name(coll)} cannot be used as the collection in a 'for' expression.",
                         node.line, "TYPE")
+    limits.spend(len(pairs), "for expressions")
     is_obj = node.key is not None
     out_list, out_obj = [], {}
     for k, v in pairs:
@@ -349,8 +357,12 @@ def call(node, scope):
             return UNKNOWN
     elif has_unknown(args):
         return UNKNOWN
+    limits.guard_call(name, args)  # refused before it is built when past a ceiling
     try:
-        return fn(*args)
+        out = fn(*args)
+        if isinstance(out, (list, dict, str)):
+            limits.check_size(out, f'function "{name}"')
+        return out
     except EvalError as e:
         e.line = e.line or node.line
         raise
@@ -597,7 +609,7 @@ def _slice(lst, a, b):
 FUNCTIONS = {
     "abs": abs, "ceil": lambda x: math.ceil(to_number(x)), "floor": lambda x: math.floor(to_number(x)),
     "max": lambda *a: max(to_number(x) for x in a), "min": lambda *a: min(to_number(x) for x in a),
-    "pow": lambda a, b: to_number(a) ** to_number(b), "signum": lambda x: (x > 0) - (x < 0),
+    "pow": lambda a, b: to_number(a) ** (float(to_number(b)) if abs(to_number(b)) > 512 else to_number(b)), "signum": lambda x: (x > 0) - (x < 0),
     "log": lambda x, b: math.log(x, b), "parseint": lambda s, b: int(s, int(b)),
     "sum": lambda lst: sum(to_number(x) for x in lst),
     "chomp": lambda s: s.rstrip("\r\n"), "format": _format,

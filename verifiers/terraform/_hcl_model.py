@@ -7,6 +7,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from verifirst.verifiers.terraform import _hcl_ast as A
+from verifirst.verifiers.terraform import limits
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, RefError, ResourceDecl, parse_ref,
                                                        raw_traversals)
 from verifirst.verifiers.terraform._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
@@ -73,6 +74,7 @@ class ModelEval:
         self._locals: dict[str, object] = {}
         self._var_values: dict[str, object] = {}
         self._seen_msgs: set = set()
+        self._n_instances = 0  # all resources' instances so far, against limits.MAX_INSTANCES
         self.provider_names = set(schema.provider_names()) if schema is not None else set()
 
     # -- findings ---------------------------------------------------------------------------
@@ -223,6 +225,8 @@ class ModelEval:
                              "value is unsuitable: a number is required.", addr, decl.file,
                              count_a.line)
                     n = 0
+                if not self._within_ceiling(decl, count_a, "count", n):
+                    n = 0
                 for i in range(max(n, 0)):
                     s = scope.child({"count": {"index": i}})
                     out.append(self._instance(decl, f"{addr}[{i}]", i, s))
@@ -236,6 +240,8 @@ class ModelEval:
             elif isinstance(fe, dict) or (isinstance(fe, list) and not isinstance(each_a.expr, A.TupleCons)
                                           and all(isinstance(x, str) for x in fe)):
                 items = fe.items() if isinstance(fe, dict) else [(k, k) for k in fe]
+                if not self._within_ceiling(decl, each_a, "for_each", len(items)):
+                    items = []
                 for k, v in sorted(items):
                     s = scope.child({"each": {"key": k, "value": v}})
                     out.append(self._instance(decl, f'{addr}["{k}"]', k, s))
@@ -254,6 +260,17 @@ class ModelEval:
         self._busy.discard(addr)
         self._instances[addr] = out
         return out
+
+    def _within_ceiling(self, decl, attr, what, n) -> bool:
+        """Whether n more instances stay within limits.MAX_INSTANCES; else a LIMIT finding."""
+        if n <= 0 or self._n_instances + n <= limits.MAX_INSTANCES:
+            self._n_instances += max(n, 0)
+            return True
+        total = f" ({self._n_instances:,} already)" if self._n_instances else ""
+        self.add(PLAN, limits.LIMIT, limits.SUMMARY + ": " + limits.message(f'the "{what}" of {decl.address}{total}', n,
+                                                    limits.MAX_INSTANCES, "instances"), decl.address,
+                 decl.file, attr.line)
+        return False
 
     def _unknown_count(self, decl, attr, what):
         detail = ('The "count" value depends on resource attributes that cannot be determined '

