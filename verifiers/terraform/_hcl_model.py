@@ -74,6 +74,7 @@ class ModelEval:
         self._locals: dict[str, object] = {}
         self._var_values: dict[str, object] = {}
         self._seen_msgs: set = set()
+        self.unchecked: list[tuple] = []  # (address, why): parts no schema or module let us check
         self._n_instances = 0  # all resources' instances so far, against limits.MAX_INSTANCES
         self.provider_names = set(schema.provider_names()) if schema is not None else set()
 

@@ -118,16 +118,24 @@ def _literal(expr) -> str | None:
 
 def _check_local_modules(ev: ModelEval, bodies: dict, base_dir: str | None) -> None:
     """A module call whose local source ("./x", "../x") is no directory fails validate, as
-    terraform does ("Module not installed"); registry and remote sources are not checked."""
+    terraform does ("Module not installed"); a module whose contents this backend does not read
+    (a registry or remote source, not vendored; a local module, not expanded here) leaves its
+    resources unchecked: no PASS for them (INCONCLUSIVE)."""
     for fname, body in bodies.items():
         for blk in body.blocks_of("module"):
             attr = blk.body.attributes.get("source")
             src = _literal(attr.expr) if attr else None
-            if not src or not src.startswith(("./", "../")):
+            name = blk.labels[0] if blk.labels else "?"
+            if not src:
+                continue
+            if not src.startswith(("./", "../")):
+                ev.unchecked.append((f"module.{name}", f'module "{name}": source "{src}" is a registry or '
+                                     "remote module, not vendored here; its resources were not checked"))
                 continue
             if base_dir is not None and os.path.isdir(os.path.join(base_dir, src)):
+                ev.unchecked.append((f"module.{name}", f'module "{name}": the local module "{src}" is not '
+                                     "expanded by the python backend; its resources were not checked"))
                 continue
-            name = blk.labels[0] if blk.labels else "?"
             ev.add(VALIDATE, T.OTHER, f'Module not installed: the local module source "{src}" of module '
                    f'"{name}" is not a directory here; terraform init cannot install it.',
                    f"module.{name}", fname, blk.line)
@@ -150,6 +158,8 @@ def check_analysis(a: Analysis):
         found = [f for f in ev.findings if f.stage == stage]
         if found:
             return stage, [VerifierError(f.cls, f.text(), f.address) for f in found], ev.warnings
+    if ev.unchecked:  # nothing failed, but not everything was observed: no verdict
+        return T.INCONCLUSIVE, [VerifierError(T.NOT_CHECKED, why, addr) for addr, why in ev.unchecked], ev.warnings
     return T.PASS, [], ev.warnings
 
 
@@ -171,6 +181,9 @@ def feedback(stage: str, errors: list, warnings: list) -> str:
     """Plain text for a repair loop."""
     if stage == T.PASS:
         lines = ["terraform validate and plan succeeded."]
+    elif stage == T.INCONCLUSIVE:
+        lines = ["INCONCLUSIVE: part of the configuration could not be checked, and nothing else failed"]
+        lines += [f"Not checked: {e.message}" for e in errors]
     else:
         lines = [f"{stage}: {len(errors)} error(s)"]
         lines += [f"Error [{e.cls}]{' at ' + e.address if e.address else ''}: {e.message}"
@@ -180,7 +193,7 @@ def feedback(stage: str, errors: list, warnings: list) -> str:
 
 
 def cli_check(path: str, schema: str | None = None, as_json: bool = False) -> int:
-    """CLI hook: prints the verdict; exit 0 on PASS, 1 on a failing stage."""
+    """CLI hook: prints the verdict; exit 0 on PASS, 1 on a failing stage, 3 INCONCLUSIVE."""
     t0 = time.perf_counter()
     stage, errors, warnings = check_dir(path, schema)
     ms = (time.perf_counter() - t0) * 1000
@@ -191,7 +204,7 @@ def cli_check(path: str, schema: str | None = None, as_json: bool = False) -> in
                           "timings": {"total_ms": round(ms, 2)}}, indent=2))
     else:
         print(feedback(stage, errors, warnings))
-    return 0 if stage == T.PASS else 1
+    return 0 if stage == T.PASS else 3 if stage == T.INCONCLUSIVE else 1
 
 
 # --- schema conformance ---------------------------------------------------------------------
@@ -199,14 +212,16 @@ def _check_schema(ev: ModelEval):
     schema = ev.schema
     if schema is None:
         ev.warn("no provider schema given: arguments and resource types not checked")
+        ev.unchecked += [(d.address, "no provider schema given; not checked") for d in ev.m.resources]
         return
     for decl in ev.m.resources:
         bs = ev.block_schema(decl)
         where = f'in {"resource" if decl.mode == "managed" else "data"} "{decl.type}" "{decl.name}"'
         if bs is None:
             if not ev.known_provider(decl.type):
-                ev.warn(f'{decl.address}: provider "{decl.type.split("_", 1)[0]}" is not in the '
-                        "schema; this resource was not checked")
+                ev.unchecked.append((decl.address, f'provider "{decl.type.split("_", 1)[0]}" has '
+                                     f"no schema here ({_have(ev)}); this {'resource' if decl.mode == 'managed' else 'data source'}"
+                                     " was not checked. " + NO_SCHEMA_FIX))
                 continue
             prov = schema.provider_address(decl.mode, decl.type).split("/", 1)[-1]
             options = schema.resource_types() if decl.mode == "managed" else schema.data_source_types()
@@ -226,13 +241,22 @@ def _check_schema(ev: ModelEval):
     for p in ev.m.providers:
         name = p.labels[0] if p.labels else ""
         if name not in ev.provider_names:
-            ev.warn(f'provider "{name}" is not in the schema; its configuration was not checked')
+            ev.unchecked.append((f"provider.{name}", f'provider "{name}" has no schema here ({_have(ev)}); its '
+                                 "configuration was not checked. " + NO_SCHEMA_FIX))
             continue
         bs = schema.provider_config(name) or {"attributes": {}}
         body = p.body
         extra = {"alias", "version"}
         _check_body(ev, body, bs, f"provider.{name}", None, f'in provider "{name}"', top=False,
                     skip=extra)
+
+
+NO_SCHEMA_FIX = ("Fix: give --schema (verifier option schema) a `terraform providers schema -json` output that "
+                 "includes this provider.")
+
+
+def _have(ev: ModelEval) -> str:
+    return "schemas: " + (", ".join(sorted(ev.provider_names)) or "none")
 
 
 def _obj_attrs_schema(ty):

@@ -90,6 +90,8 @@ def _base_env(extra: dict[str, str]) -> dict[str, str]:
 # ---------------------------------------------------------------- diagnostics -> taxonomy
 _RULES: list[tuple[str, str]] = [  # (regex on summary, class); first match wins
     (r"^" + L.SUMMARY, T.LIMIT),
+    # terraform could not load part of the configuration, so it checked nothing: no verdict
+    (r"^Missing required provider|^Module not installed", T.NOT_CHECKED),
     (r"^Cycle:|^Cycle in ", T.CYCLE),
     (r"^Unsupported (argument|block type|attribute)", T.SELF_DEFINED_PROPERTY),
     (r"^Value for unconfigurable attribute|^Extraneous JSON object property", T.SELF_DEFINED_PROPERTY),
@@ -398,6 +400,14 @@ _HINTS = {
 
 def feedback_text(stage: str, backend: str, errors: list[VerifierError],
                   warnings: list[str] | None = None, max_errors: int = 12) -> str:
+    if stage == T.INCONCLUSIVE:
+        return "\n".join([f"INCONCLUSIVE ({backend}): part of the configuration could not be checked, so there "
+                          "is no verdict (counted apart, never PASS)."]
+                         + [f"- not checked:{' ' + e.address + ':' if e.address else ''} {e.message}"
+                            for e in errors[:max_errors]]
+                         + ["How to fix: use providers the verifier has a schema for (`verifirst schema list`), or "
+                            "give --schema a `terraform providers schema -json` output that includes them; vendor "
+                            "registry modules or use local ones."])
     if stage == T.PASS:
         text = f"PASS ({backend}): terraform validate, plan and policy checks succeeded."
         if warnings:

@@ -345,7 +345,10 @@ class TerraformVerifier:
                    "deprecations": [_warn(d) for d in res.warnings if "deprecat" in d.summary.lower()]}
         errors = [d.as_error() for d in res.errors]
         warnings = [_warn(d) for d in res.warnings]
-        return res.stage, errors, warnings, res.plan, dict(res.timings), details
+        stage = res.stage
+        if errors and all(e.cls == T.NOT_CHECKED for e in errors):  # terraform checked nothing
+            stage = T.INCONCLUSIVE
+        return stage, errors, warnings, res.plan, dict(res.timings), details
 
     def _python(self, files, schema_path):
         try:
@@ -380,6 +383,9 @@ class TerraformVerifier:
         if hints:
             details["hints"] = hints
             feedback += "\nSchema hints:\n" + "\n".join(f"- {h}" for h in hints)
+        if stage == T.INCONCLUSIVE:
+            return Verdict.undecided("; ".join(e.message for e in errors), feedback=feedback, errors=errors,
+                                     backend=self.backend, details=details, timings=timings)
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
@@ -578,7 +584,8 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
                          schema: str | None = None, as_json: bool = False,
                          gates: Sequence[str] | None = None) -> int:
     """`verifirst verify terraform PATH [--policy F.rego] [--backend B] [--schema F] [--gates G] [--json]`.
-    Exit 0 on PASS, 1 on a failing gate; bad input raises InputError (exit 2 in the CLI)."""
+    Exit 0 on PASS, 1 on a failing gate, 3 INCONCLUSIVE (a provider with no schema, a module not
+    read: no verdict); bad input raises InputError (exit 2 in the CLI)."""
     if not os.path.exists(path):
         raise InputError("config path not found", path=path, expected="a .tf file or a directory of .tf files")
     from verifirst.core.textfile import read_text
@@ -605,4 +612,4 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
         # also bad input: say where, exit 2.
         raise InputError(f"does not parse as HCL: {syntax[0].message}", path=path,
                          expected="Terraform configuration syntax (HCL)")
-    return 0 if v.passed else 1
+    return 0 if v.passed else 3 if v.passed is None else 1
