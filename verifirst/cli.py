@@ -713,9 +713,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
                                                             "view it was calibrated with)"),
               tracking_uri: Optional[str] = _tracking_uri_option(
                   "MLflow tracking URI holding the prompt registry (default: MLFLOW_TRACKING_URI, else sqlite "
-                  "in --workdir)"),
-              limit: Optional[int] = typer.Option(None, "--limit", help="judge only the first N records (one "
-                                                                       "model call each)")):
+                  "in --workdir)")):
     """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
 
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
@@ -726,7 +724,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         from verifirst.calibration import cli_judge
 
         raise typer.Exit(cli_judge(prompt, input, kind, model, workdir, threshold, view=view,
-                                   tracking_uri=tracking_uri, limit=limit))
+                                   tracking_uri=tracking_uri))
     except VerifirstError as e:
         _fail(e)
 
@@ -766,8 +764,6 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
                 offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is "
                                                          "configured"),
                 no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
-                limit: Optional[int] = typer.Option(None, "--limit", help="judge only the N newest records (a "
-                                                    "judge and a teacher call each)"),
                 as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
 
@@ -775,23 +771,19 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
     A window drifts when its π interval lies below the champion's validation π or the informed
     teacher abstains on more than --max-abstention of it. Exit 0 ok, 1 drift (recommends
     "recalibrate" or "give the judge better inputs") or an LM failure (a window the judge or
-    teacher model left undecided; the first LM error is shown), 2 bad input, 3 no evidence (no
-    window had --min-n judged records: nothing was decided either way).
+    teacher model left undecided; the first LM error is shown), 2 bad input.
     """
     try:
         from verifirst.api import MLflow
-        from verifirst.config import check_number
         from verifirst.monitoring import DriftRule, cli_monitor
 
         rule = DriftRule(baseline_pi, max_abstention, min_n)._checked("--")
-        if limit is not None:
-            check_number(limit, 1, None, "--limit", integer=True)
         models = {"judge": model, "teacher": teacher or model}
         tracking = None if no_tracking else MLflow(uri=tracking_uri, experiment="verifirst-monitor", offline=offline)
         raise typer.Exit(cli_monitor(as_json=as_json, prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow,
                                      label=label, models=models, windows=windows, time_field=time_field, view=view,
                                      pass_at=pass_at, label_map=label_map, workdir=workdir, tracking=tracking,
-                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir, limit=limit))
+                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir))
     except VerifirstError as e:
         _fail(e)
 
