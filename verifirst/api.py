@@ -293,7 +293,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
              executor: Any = None, compile_kwargs: dict | None = None, no_val: bool = False,
              no_test: bool = False, callbacks: Sequence[RunCallback] = (), echo: Any = None,
              cache: str | Path | None = None, config: dict | None = None, dry_run: bool = False,
-             confirm: Callable[[Any], bool] | None = None) -> Any:
+             confirm: Callable[[Any], bool] | None = None, objective: Any = None, margin: float | None = None) -> Any:
     """Optimize `program` on `data` against `metric`, under the split guard, and report.
 
     Args:
@@ -350,10 +350,16 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         confirm: asked with the estimate, before anything is written, when the estimate's high end
             exceeds a max_usd limit of the budget (the run's or a role's); False refuses the run.
             None: no estimate is made (the budget's hard stop still holds).
+        objective: "quality" (default: the optimizer's best), or "cheapest-not-worse" /
+            "fastest-not-worse" (or a dict with kind, margin, models, reference, candidates): the
+            cheapest (fastest) candidate non-inferior on validation, confirmed on test
+            (`verifirst.loop.objective`, docs/spend.md).
+        margin: the non-inferiority margin in (0, 1) for a cost or latency objective.
 
     Returns:
         The Result, or with dry_run the SpendEstimate.
     """
+    call = dict(locals())  # this call's arguments: the runs a cost or latency objective makes repeat them
     import dspy
 
     from verifirst.loop import driver
@@ -365,7 +371,10 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     from verifirst.report.html import publish
     from verifirst.loop.rundir import new_run_dir
 
+    from verifirst.loop.objective import check_objective
+
     # Everything that can refuse the run comes before anything is written.
+    goal = check_objective(objective, margin)
     suite = to_suite(data, inputs=inputs, program=program)
     name = name or suite.name
     from verifirst.config import MAX_THREADS, RUN_DIR_EXPECTED, check_number, check_workdir
@@ -413,6 +422,12 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
                          expected="a dspy.Teleprompter or SIMBA, or no compile_kwargs")
     if hasattr(engine, "compile_arguments"):  # bad compile arguments, a missing package: refused before any LM call
         engine.compile_arguments(ctx)
+    if goal.selects:  # one run per candidate model, the rule on validation, test once (verifirst.loop.objective_run)
+        from verifirst.loop.objective_run import run_objective
+
+        return run_objective(goal, call, optimize, manifest=manifest, suite=suite, scorer=scorer, lms=lms,
+                             task_lm=task_lm, budget=budget, run_dir=run_dir, workdir=workdir, tracking=tracking,
+                             result=Result, publish=publish)
     config = redact(config) if config is not None else None  # the key never reaches run_state.json or MLflow
     # the spend limits are no part of the resume key: a stopped run resumes with a larger budget
     resume_config = {k: v for k, v in config.items() if k != "budget"} if config is not None else None
