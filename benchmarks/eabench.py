@@ -12,7 +12,9 @@ What a test directory carries reaches the sandbox, as the benchmark's containers
   `prerequisite.sh` runs there first, and the script is saved as /app/testN.sh and run as
   `bash testN.sh`. The test's own check is `test.py` (it runs the script and writes
   output/results_testN.json with "result": "Pass" or "Fail").
-- bash_2 / bash_3: the `home/` tree becomes /home; the script is saved as /home/test/bash.sh and
+- bash_2 / bash_3: the `home/` tree becomes /home (an absolute symlink in it, such as
+  `downloads/soft-link3.dat -> /home/test/uploads/file3.dat`, is kept: it resolves inside
+  /home; one that leaves the tree is refused, naming it); the script is saved as /home/test/bash.sh and
   the test's driver `test.sh` runs it (sourcing `pre_test.sh` before and `post_test.sh` after, and
   passing the arguments written there; a test without test.sh gets the benchmark's usual
   driver). The test's own check is `evaluate.sh`, run on the captured output in the benchmark's

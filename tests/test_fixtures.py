@@ -179,3 +179,31 @@ def test_from_dir_refuses_links_out_of_the_task(tmp_path):
         fixtures.read_task_dir(d)
     with pytest.raises(InputError, match="not found"):
         fixtures.read_task_dir(tmp_path / "nope")
+
+
+# ---- issue 37: absolute links inside a task tree ---------------------------------------------
+
+def test_absolute_link_inside_the_mounted_tree_is_kept(tmp_path):
+    d = _task_dir(tmp_path)
+    (d / "home/test/uploads/file3.dat").write_text("three\n")
+    (d / "home/test/downloads/soft-link3.dat").symlink_to("/home/test/uploads/file3.dat")
+    e = _files(fixtures.from_dir("t-abs-home", d / "home", "/home"))
+    link = e["/home/test/downloads/soft-link3.dat"]
+    assert link.kind == "symlink" and link.data == b"/home/test/uploads/file3.dat"  # as the layout has it
+    assert "/home/test/uploads/file3.dat" in e
+    assert "/home/test/downloads/soft-link3.dat" in _files(fixtures.from_dir("t-abs-root", d, "/"))
+    with pytest.raises(InputError, match="outside the task directory mounted at /app") as err:
+        fixtures.from_dir("t-abs-app", d / "home", "/app")  # /home/... is not under /app
+    assert "soft-link3.dat" in str(err.value)
+
+
+def test_absolute_link_out_of_the_mounted_tree_is_refused(tmp_path):
+    d = _task_dir(tmp_path)
+    for target in ("/etc/passwd", "/home/../etc/shadow", "/homework/x"):
+        (d / "home/test/abs").symlink_to(target)
+        with pytest.raises(InputError, match="outside the task directory mounted at /home"):
+            fixtures.from_dir("t-abs-out", d / "home", "/home")
+        (d / "home/test/abs").unlink()
+    (d / "home/test/rel").symlink_to("../../../etc")  # relative: above the mount point
+    with pytest.raises(InputError, match="outside the task directory"):
+        fixtures.from_dir("t-rel-out", d / "home", "/home")

@@ -627,15 +627,32 @@ def _add(t: _Tree, path: str, content: str | bytes | dict, where: str) -> None:
                          expected='{"content": ..., "mode": 0o755}, {"symlink": "target"} or {"dir": true}')
 
 
-def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = ()) -> dict[str, dict]:
+def _leaves_tree(rel: str, target: str, mount: str | None) -> bool:
+    """Whether a link at `rel` in a tree mounted at `mount` points out of the tree. A relative
+    target is resolved from the link's directory; an absolute one against the mount point
+    (`downloads/l -> /home/test/f` in a tree mounted at /home stays inside). Without a mount
+    point every absolute target leaves the tree."""
+    if not os.path.isabs(target):
+        return _escapes(rel, target)
+    if mount is None:
+        return True
+    at = "/" + mount.strip("/")
+    t = posixpath.normpath("/" + target.lstrip("/"))
+    return at != "/" and t != at and not t.startswith(at + "/")
+
+
+def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = (),
+                  mount: str | None = None) -> dict[str, dict]:
     """A task directory as custom() entries: files with their modes, directories, and symlinks.
 
-    Symlinks are kept as links (never followed); one that is absolute or points above `src`
-    is refused, as is anything that is not a file, directory or symlink.
+    Symlinks are kept as links (never followed, targets as written); one that leaves the tree
+    is refused (see _leaves_tree), as is anything that is not a file, directory or symlink.
 
     Args:
         src: the directory to read.
         exclude: relative paths (as "a/b") left out, with everything under them.
+        mount: where the tree is mounted in the fixture ("/home"); absolute link targets are
+            resolved against it. None: absolute links are refused.
 
     Returns:
         {"rel/path": {"content": bytes, "mode": int} | {"symlink": target} | {"dir": True, "mode": int}}.
@@ -661,9 +678,10 @@ def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = ()) -> dict
             mode = stat.S_IMODE(st.st_mode)
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(ent.path)
-                if os.path.isabs(target) or _escapes(r, target):
-                    raise InputError(f"symlink points outside the task directory ({target!r})", path=ent.path,
-                                     expected="a relative link to something inside the task directory")
+                if _leaves_tree(r, target, mount):
+                    where = f" mounted at {mount}" if mount and os.path.isabs(target) else ""
+                    raise InputError(f"symlink points outside the task directory{where} ({target!r})",
+                                     path=ent.path, expected="a link to something inside the task directory")
                 out[r] = {"symlink": target}
             elif stat.S_ISDIR(st.st_mode):
                 out[r] = {"dir": True, "mode": mode}
@@ -698,7 +716,7 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
     files: dict[str, str | bytes | dict] = {}
     if prefix != "/":
         files[prefix + "/"] = {"dir": True, "mode": 0o755}
-    for rel, spec in read_task_dir(src, exclude).items():
+    for rel, spec in read_task_dir(src, exclude, mount=prefix).items():
         files[(prefix.rstrip("/") + "/" + rel)] = spec
     files.update(extra or {})
     return custom(name, files, env=env, base=base)
