@@ -189,7 +189,7 @@ class Boom(dspy.LM):
 
 
 def test_llm_confirm_and_arbiter_and_lm_errors():
-    g, c = run("alpha beta gamma"), run("alpha beta delta")
+    g, c = run("alpha beta gamma"), run("alpha beta gamma delta")  # no fact of either contradicts the other
     base = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed)
     assert cmp(g, c, v=base).passed
     no = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm",
@@ -215,7 +215,7 @@ def test_llm_confirm_and_arbiter_and_lm_errors():
 
 
 def test_lm_failures_are_counted_and_said():
-    g, c = run("alpha beta gamma"), run("alpha beta delta")
+    g, c = run("alpha beta gamma"), run("alpha beta gamma delta")  # no fact of either contradicts the other
     broken = FehVerifier(FehParams(out_threshold=0.5), embed=bag_embed, llm="confirm", lm=Boom())
     assert broken.lm_failures == 0
     v = cmp(g, c, v=broken)
@@ -271,7 +271,10 @@ def test_harness_wraps_gold_and_candidate_and_exact_match():
 
     harness = "{\n{command}\n} >/dev/null 2>&1\nmax 3 9\nmax 12 -4"
     item = Item("fn", {"task": "max"}, {"command": "max() { echo $2; }", "fixture": "empty", "harness": harness})
-    loose = FehVerifier(run_pair=fake_pair, embed=const_embed)
+    # 9 and 3 are different facts: by default no similarity rule passes them (issue 37)
+    assert FehVerifier(run_pair=fake_pair, embed=const_embed).verify(item, "max() { echo $1; }").passed is False
+    calls.clear()
+    loose = FehVerifier(FehParams(fact_chars=0), run_pair=fake_pair, embed=const_embed)
     assert loose.verify(item, "max() { echo $1; }").passed  # outputs 'alike' to the embedder
     assert calls[0] == (harness.replace("{command}", "max() { echo $2; }"),
                         harness.replace("{command}", "max() { echo $1; }"))

@@ -60,7 +60,8 @@ def test_exactly_equal_runs_never_load_the_embedder():
 def test_similarity_rules_still_get_cosines():
     calls: list = []
     v = FehVerifier(embed=recording_embed(calls))
-    verdict = v.compare("t", "echo alpha", "echo beta", {"stdout": "alpha"}, {"stdout": "beta"})
+    verdict = v.compare("t", "echo alpha beta", "echo alpha beta gamma delta", {"stdout": "alpha beta"},
+                        {"stdout": "alpha beta gamma delta"})  # no fact of either contradicts the other
     assert calls and verdict.details["rule"] in ("output_cosine", "output_overlap")
     assert verdict.details["features"]["cos_out"] is not None
 

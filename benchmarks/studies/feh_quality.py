@@ -87,7 +87,7 @@ def decision_matrix(feats: Sequence[PairFeatures], candidates: list[FehParams]):
     branch_cache: dict[tuple, tuple] = {}
     M = np.zeros((len(candidates), len(feats)), dtype=bool)
     for j, p in enumerate(candidates):
-        sw = tuple(getattr(p, k) for k in _BOOLS)
+        sw = tuple(getattr(p, k) for k in (*_BOOLS, "fact_chars"))  # which branch decides
         if sw not in branch_cache:
             probe = replace(p, out_threshold=_NEVER, cmd_threshold=_NEVER, overlap_threshold=_NEVER)
             ds = [decide(f, probe) for f in feats]
@@ -239,7 +239,8 @@ def cv_mode(feats, labels, groups, pairs, folds: int, seeds: int, inconclusive: 
     reasons: dict[str, int] = {}
     for f, u in zip(feats, und):
         if u:
-            key = "gold_quiet" if f.gold_quiet else "both_fail_differently"
+            key = ("gold_quiet" if f.gold_quiet else "same_failure"
+                   if f.same_failure or (f.stdout_equal and f.stderr_equal and f.exit_equal) else "both_fail_differently")
             reasons[key] = reasons.get(key, 0) + 1
     section = {"inconclusive_enabled": inconclusive, "folds": folds, "grid_size": len(cands),
                "seed0": runs[0], "inconclusive_reasons": reasons,

@@ -112,6 +112,16 @@ class PairFeatures:
     gold_no_result: bool = False  # the reference showed only a failure or a usage line (no_result())
     cand_no_result: bool = False
     expect_failure: bool = False  # the task says failing is the expected outcome
+    same_failure: bool = False  # both runs failed (failed()) and show exactly the same thing
+    out_chars: int = 0  # the longer observed output, in characters (facts() reads short ones)
+    facts_gold_only: tuple = ()  # facts the reference states and the candidate does not (facts())
+    facts_cand_only: tuple = ()
+
+    @property
+    def facts_differ(self) -> bool:
+        """Each output states a fact the other does not (a subset, e.g. `id -u` in `id`, is no
+        conflict)."""
+        return bool(self.facts_gold_only) and bool(self.facts_cand_only)
 
     @property
     def status_match(self) -> bool:
@@ -152,6 +162,22 @@ def no_result(r: RunView) -> bool:
     return any(_USAGE.match(line) for line in norm_out(r.stderr).split("\n"))
 
 
+# Error text a run leaves on stderr even when a driver script masks its exit status.
+_ERROR = re.compile(r"command not found|no such file|permission denied|does not exist|not permitted|"
+                    r"read-only file system|unknown (?:user|group|option)|invalid (?:option|user|group)|"
+                    r"unrecognized option|illegal option|cannot|can't|\berror\b|\bfailed\b", re.IGNORECASE)
+
+
+def failed(r: RunView) -> bool:
+    """The run failed: a non-zero exit, a timeout or signal, or error text on stderr (a task's
+    driver, e.g. EAbench's test.sh, may exit 0 after the script under it failed).
+
+    Args:
+        r: the run.
+    """
+    return not r.ok or bool(r.signal) or bool(_ERROR.search(r.stderr))
+
+
 def observed(r: RunView) -> str:
     """What a user sees: stdout, then stderr (docker exec_run in the peers merges them)."""
     return norm_out(r.stdout) + ("\n" + norm_out(r.stderr) if norm_out(r.stderr) else "")
@@ -189,8 +215,118 @@ def features(g: RunView, c: RunView, gold_cmd: str | None = None, cand_cmd: str 
         out_gold_empty=not observed(g), out_cand_empty=not observed(c),
         line_jaccard=_jacc(lg, lc), stdout_both_empty=not so_g and not so_c,
         gold_no_result=no_result(g), cand_no_result=no_result(c),
-        token_overlap=_overlap(tg := _tokens(observed(g)), tc := _tokens(observed(c))),
-        min_tokens=min(len(tg), len(tc)))
+        same_failure=(failed(g) and equal and norm_out(g.stderr) == norm_out(c.stderr)
+                      and (g.exit_code, g.timed_out, g.signal) == (c.exit_code, c.timed_out, c.signal)
+                      and g.fs == c.fs),
+        token_overlap=_overlap(tg := _tokens(og := observed(g)), tc := _tokens(oc := observed(c))),
+        min_tokens=min(len(tg), len(tc)), out_chars=max(len(og), len(oc)),
+        **_fact_difference(og, oc))
+
+
+# ---- facts: what a short output states ------------------------------------------------------
+
+_CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?(?![\d:])")
+_SEP = re.compile(r"[\s,;:=()\[\]{}<>\"'`|]+")
+_PERM = re.compile(r"^[-dlcbps]?([-r][-w][-xsS])([-r][-w][-xsS])([-r][-w][-xtT])[.+@]?$")
+_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
+_INNER = re.compile(r"\w[._@/-]\w")  # file names, versions, hosts, user@host, zones (Europe/Paris)
+_ISO_DATE = re.compile(r"(?<!\d)((?:19|20)\d\d)-(\d\d)-(\d\d)(?!\d)")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+# `Tue Nov 14 ... 2023`, `14 Nov 2023`: month day or day month, the year later on the line
+_NAMED_DATE = re.compile(r"\b(?:" + _MONTH + r"\s+(\d{1,2})|(\d{1,2})\s+" + _MONTH + r")\b(.*?)\b((?:19|20)\d\d)\b",
+                         re.IGNORECASE)
+_EPOCH = re.compile(r"^1\d{9}$")  # Unix time in seconds (2001..2286)
+CLOCK_SLACK_S = 120  # two runs of `date` a few seconds apart state the same time
+
+
+def facts(text: str) -> set[str]:
+    """The facts an output states, normalised: numbers (leading zeros and trailing decimal zeros
+    dropped), dates (as `d:YYYY-MM-DD`), clock times (as `t:SECONDS`), Unix times (`e:`), versions, paths, zone names, permission strings (as
+    octal), all-capital words (UTC, EST), and names: every word of a line that is data rather
+    than prose (at most three words, or fields split by `:`/`=`, as in /etc/group or `key: value`).
+    Words of a prose line are not facts (the same result is worded many ways).
+
+    Args:
+        text: the observed output.
+    """
+    out: set[str] = set()
+    for line in norm_out(text).split("\n"):
+        line = _NAMED_DATE.sub(lambda m: _named_date(m, out), _ISO_DATE.sub(lambda m: _date(out, *m.groups()), line))
+        for m in _CLOCK.finditer(line):
+            h, mi, se = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+            if h < 24 and mi < 60 and se < 61:
+                out.add(f"t:{h * 3600 + mi * 60 + se}")
+        rest = _CLOCK.sub(" ", line)
+        toks = [t.rstrip(".!?") for t in _SEP.split(rest)]
+        toks = [t for t in toks if t]
+        data = len(toks) <= 3 or bool(re.search(r"[:=]|\t", rest))
+        for t in toks:
+            perm = _PERM.match(t)
+            if perm:  # -rw-r--r-- and 644 state the same mode
+                out.add(_number(_octal("".join(perm.groups()))))
+            elif _EPOCH.match(t):
+                out.add(f"e:{t}")
+            elif _NUMBER.match(t):
+                out.add(_number(t))
+            elif data or any(ch.isdigit() for ch in t) or _INNER.search(t) or (t.isupper() and len(t) > 1):
+                out.add(t.lower())
+    return out
+
+
+def _date(out: set, y: str, m: str, d: str) -> str:
+    """Record a date as `d:YYYY-MM-DD` (2023-11-14 and `Nov 14 2023` state the same day)."""
+    out.add(f"d:{y}-{int(m):02d}-{int(d):02d}")
+    return " "
+
+
+def _named_date(m: re.Match, out: set) -> str:
+    mon = (m.group(1) or m.group(4)).lower()[:3]
+    day = m.group(2) or m.group(3)
+    _date(out, m.group(6), str(_MONTHS.index(mon) + 1), day)
+    return " " + m.group(5) + " "  # what lay between (a clock time, a zone) stays
+
+
+def _octal(perm: str) -> str:
+    """rwxr-xr-x -> 755 (set-id and sticky bits aside: `ls` and `stat -c %a` say them differently)."""
+    return "".join(str(sum(b for ch, b in zip(perm[i:i + 3], (4, 2, 1)) if ch not in "-ST")) for i in (0, 3, 6))
+
+
+def _number(t: str) -> str:
+    if "." in t:
+        t = t.rstrip("0").rstrip(".")
+    sign = "-" if t.startswith("-") else ""
+    t = t.lstrip("+-").lstrip("0") or "0"
+    return sign + ("0" + t if t.startswith(".") else t)
+
+
+def _fact_difference(a: str, b: str) -> dict:
+    """facts_gold_only / facts_cand_only for two observed outputs (clock times match within
+    CLOCK_SLACK_S)."""
+    fa, fb = facts(a), facts(b)
+    return {"facts_gold_only": tuple(sorted(_unmatched(fa, fb))), "facts_cand_only": tuple(sorted(_unmatched(fb, fa)))}
+
+
+def _unmatched(a: set[str], b: set[str]) -> set[str]:
+    """The facts of `a` that `b` does not state (clock and Unix times within CLOCK_SLACK_S, and
+    paths that name the same file relative to another directory, count as stated)."""
+    clocks = [int(x[2:]) for x in b if x.startswith("t:")]
+    epochs = [int(x[2:]) for x in b if x.startswith("e:")]
+    paths = [y.removeprefix("./") for y in b if "/" in y or "." in y]
+    out = set()
+    for x in a - b:
+        if "/" in x or "." in x:
+            # one file named from two places: /testbed/dir1/a.txt, ./dir1/a.txt, a.txt
+            p = x.removeprefix("./")
+            if any(p == y or p.endswith("/" + y) or y.endswith("/" + p) for y in paths):
+                continue
+        s = int(x[2:]) if x[:2] in ("t:", "e:") else None
+        if x.startswith("t:") and any(min(abs(s - c), 86400 - abs(s - c)) <= CLOCK_SLACK_S for c in clocks):
+            continue
+        if x.startswith("e:") and any(abs(s - c) <= CLOCK_SLACK_S for c in epochs):
+            continue
+        out.add(x)
+    return out
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9_./:@%+-]+")
@@ -248,6 +384,8 @@ class FehParams:
     output_over_status: bool = False  # equal non-empty output and fs outweigh differing exit codes
     inconclusive: bool = True        # say INCONCLUSIVE when the runs cannot decide (see undecidable());
                                      # off: such pairs fall through to the similarity rules
+    fact_chars: int = 400            # outputs up to this long (the longer one) that state different
+                                     # facts (facts()) pass no similarity rule; 0: off
 
     @classmethod
     def from_dict(cls, d: dict) -> "FehParams":
@@ -282,8 +420,8 @@ def undecidable(f: PairFeatures) -> str | None:
 
     A quiet reference against a candidate that did something (printed, changed files, failed) is
     decided: that difference was observed. The same command text is decided too (one program,
-    one fixture). Two runs that show only a failure or a usage line (no_result()) are not, the
-    same failure included, unless the task expects failure.
+    one fixture). Two runs that show only a failure or a usage line (no_result()) are not, nor
+    are two that fail (failed()) and show exactly the same thing, unless the task expects failure.
 
     Args:
         f: the pair's features.
@@ -292,7 +430,11 @@ def undecidable(f: PairFeatures) -> str | None:
         return None
     if f.gold_quiet and f.cand_quiet:
         return QUIET_REASON
-    if f.gold_no_result and f.cand_no_result and not f.expect_failure:
+    if f.expect_failure:
+        return None
+    if f.same_failure:
+        return SAME_FAILURE_REASON
+    if f.gold_no_result and f.cand_no_result:
         same = f.stdout_equal and f.stderr_equal and f.exit_equal
         return SAME_FAILURE_REASON if same else FAILED_REASON
     return None
@@ -336,6 +478,10 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
     if f.gold_no_result or f.cand_no_result:
         # usage and error lines share words across unrelated scripts: no similarity rule decides on them
         return Decision(False, 0.0, "usage_error", "OUTPUT", diffs)
+    if p.fact_chars and f.out_chars <= p.fact_chars and f.facts_differ:
+        # short outputs that state different facts (a date and a kernel version, two time zones)
+        # share words and shape: no similarity of the texts makes them the same result
+        return Decision(False, 0.0, "facts", "OUTPUT", diffs)
     s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
     if s >= p.out_threshold:
         return Decision(True, s, "output_cosine", "PASS", diffs)
@@ -350,6 +496,8 @@ def differences(f: PairFeatures) -> list[str]:
         d.append("exit_status")
     if not f.stdout_equal:
         d.append("stdout_order" if f.stdout_sorted_equal else "stdout")
+    if f.facts_differ:
+        d.append("facts")
     if not f.stderr_equal:
         d.append("stderr")
     if not f.fs_equal:
@@ -380,6 +528,9 @@ def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunV
         else:
             lines.append("stdout differs (--- reference, +++ candidate):")
             lines += _diff(g.stdout, c.stdout, max_lines)
+    if d.rule == "facts":
+        lines.append(f"the outputs state different facts: reference {_facts_text(f.facts_gold_only)}; "
+                     f"candidate {_facts_text(f.facts_cand_only)}")
     if not f.stderr_equal and (c.stderr.strip() or g.stderr.strip()):
         lines.append("stderr: candidate " + (repr(_clip(c.stderr)) if c.stderr.strip() else "empty")
                      + "; reference " + (repr(_clip(g.stderr)) if g.stderr.strip() else "empty"))
@@ -393,6 +544,12 @@ def feedback(task: str | None, gold_cmd: str, cand_cmd: str, g: RunView, c: RunV
     if c.truncated or g.truncated:
         lines.append("output was truncated at the sandbox cap")
     return "\n".join(lines)
+
+
+def _facts_text(fs: tuple, n: int = 8) -> str:
+    shown = [f"{int(x[2:]) // 3600:02d}:{int(x[2:]) // 60 % 60:02d}:{int(x[2:]) % 60:02d}" if x.startswith("t:")
+             else x[2:] if x[:2] in ("d:", "e:") else x for x in fs[:n]]
+    return ", ".join(shown) + (f" and {len(fs) - n} more" if len(fs) > n else "")
 
 
 def _clip(s: str, n: int = 200) -> str:

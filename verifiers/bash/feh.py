@@ -352,7 +352,10 @@ class FehVerifier:
         llm_info = self._llm_stage(task, gold_cmd, cand_cmd, g, c, d, params)
         text = feedback(task, gold_cmd, cand_cmd, g, c, f, d)
         if llm_info.get("said") is not None:
-            text += f"\nLLM check ({self.llm}): {'true' if llm_info['said'] else 'false'}"
+            saw = llm_info["saw"]
+            text += (f"\nLLM check ({self.llm}): {'true' if llm_info['said'] else 'false'}; asked because "
+                     f"{llm_info['asked_on']}; it saw the task, both commands and both outputs "
+                     f"({saw['gold_output_chars']} and {saw['candidate_output_chars']} chars)")
         if llm_info.get("error"):
             text += f"\nLLM check failed ({llm_info['error']}); the offline verdict stands"
         details = {"equivalent": d.equivalent, "rule": d.rule, "differences": d.differences,
@@ -370,8 +373,10 @@ class FehVerifier:
 
     def _llm_stage(self, task, gold_cmd, cand_cmd, g: RunView, c: RunView, d: Decision, params: FehParams) -> dict:
         """confirm: S1 (an offline 'equivalent' also needs the LLM's true); arbiter: the LLM
-        decides the cases the rules are least sure of. Mutates d; LM failures leave it as is."""
-        if self.llm == "off" or d.rule == "identical" or d.inconclusive:
+        decides the cases the rules are least sure of. Either way only a verdict of a similarity
+        rule: what execution decided (same or different output, status, files, facts) or could
+        not decide (INCONCLUSIVE) never reaches the LLM. Mutates d; LM failures leave it as is."""
+        if self.llm == "off" or d.inconclusive or d.rule not in SIMILARITY_RULES:
             return {"mode": self.llm}
         if self.llm == "confirm" and not d.equivalent:
             return {"mode": self.llm}
@@ -386,7 +391,9 @@ class FehVerifier:
             with self._lock:
                 self.lm_failures += 1
             return {"mode": self.llm, "error": f"{type(e).__name__}: {e}"[:300]}
-        info = {"mode": self.llm, "said": said, "s": time.perf_counter() - t0}
+        info = {"mode": self.llm, "said": said, "s": time.perf_counter() - t0,
+                "asked_on": f"rule {d.rule} (score {d.score:.2f}) left the pair open",
+                "saw": {"gold_output_chars": len(observed(g)), "candidate_output_chars": len(observed(c))}}
         before = d.equivalent
         d.equivalent = said if self.llm == "arbiter" else (d.equivalent and said)
         if d.equivalent != before:
