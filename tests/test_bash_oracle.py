@@ -11,7 +11,8 @@ from verifirst.benchmarks.eabench import load_eabench
 from verifirst.core.errors import InputError
 from verifirst.core.task import Item
 from verifirst.verifiers.bash import fixtures
-from verifirst.verifiers.bash.oracle import CAND_MARK, CHECK_MARK, BashTestsVerifier, check_script, judge
+from verifirst.verifiers.bash.oracle import (CAND_MARK, CHECK_MARK, BashTestsVerifier, candidate_script, check_payload,
+                                             check_script, judge)
 
 EATINY = Path(__file__).resolve().parent / "data" / "eabench_tiny"
 
@@ -46,12 +47,23 @@ def test_exit_status_of_the_check_is_the_verdict():
 def test_check_script_stages_the_candidate_and_refuses_escaping_check_files():
     gold = {"check": "grep -q 42 \"$VERIFIRST_STDOUT\"", "workdir": "/app", "prerequisite": "#!/bin/bash\n",
             "script_path": "/app/t.sh", "run": "bash t.sh 7", "check_files": {"bin/h.sh": "echo h"}}
-    s = check_script("echo 'it''s' 42", gold)
+    s = candidate_script("echo 'it''s' 42", gold)
     assert "\ncd /app || exit 1\n" in s and "bash t.sh 7" in s and "(\n#!/bin/bash" not in s
     assert "echo 'it''s' 42" not in s  # the candidate travels base64-encoded, byte for byte
+    # the candidate's run holds nothing of the check: not its text, not its files
+    assert "grep -q 42" not in s and "echo h" not in s and "bin/h.sh" not in s and CHECK_MARK not in s
+    c = check_script(gold)
+    assert "grep -q 42" in c and "\ncd /app || exit 1\n" in c and "bash t.sh" not in c
+    import io
+    import tarfile
+    first = {"stdout": "42\n", "stderr": f"setup noise\n{CAND_MARK}\nwarn\n", "exit_code": 3}
+    with tarfile.open(fileobj=io.BytesIO(check_payload(gold, first))) as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        assert tar.getmember("check/bin/h.sh").mode == 0o755
+    assert got == {"check/bin/h.sh": b"echo h", "stdout": b"42\n", "stderr": b"warn\n", "exit": b"3\n"}
     with pytest.raises(InputError, match="relative path"):
-        check_script("true", {**gold, "check_files": {"../../etc/x": "y"}})
-    v = BashTestsVerifier(run=lambda script, fx: pytest.fail("no check: nothing runs"))
+        candidate_script("true", {**gold, "check_files": {"../../etc/x": "y"}})
+    v = BashTestsVerifier(run=lambda script, fx, then: pytest.fail("no check: nothing runs"))
     assert v.verify(Item("n", {}, {"command": "x"}), "echo 1").passed is None
 
 

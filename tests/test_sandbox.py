@@ -364,6 +364,8 @@ def test_limits_are_set_without_trace(sb):
 def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
     from verifirst.verifiers.bash import sandbox as sandbox_mod
     monkeypatch.setattr(_bwrap, "limits_script", lambda limits, fd: b"unset BASH_ENV\n")
+    monkeypatch.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # neither bash nor pid 1 sets them
+    monkeypatch.setattr(_bwrap, "bwrap_wrapper", lambda args, ids, limits, fds: _bwrap.as_user(args, ids))
     monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
                                                  if not (isinstance(k, tuple) and k[0] == "probe")})
     with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):

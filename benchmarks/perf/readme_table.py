@@ -94,14 +94,6 @@ def sandbox(f: Field) -> tuple[str, str]:
                 f"{_n(lc['bwrap']['ratio_per_task'], 2)}× plain), trivial pair "
                 f"{_n(lc['vf-sandbox']['trivial_pair_ms'], 2)} vs {_n(lc['bwrap']['trivial_pair_ms'], 2)} ms "
                 f"({_n(lc['vf-sandbox']['ratio_trivial'], 2)}× vs {_n(lc['bwrap']['ratio_trivial'], 2)}×)")
-    pool = f("pool", None)
-    if pool:
-        res += (f"; warm sandboxes (VERIFIRST_SANDBOX_POOL=1) vs off: back to back "
-                f"{_n(pool['on']['back_to_back_ms_per_task'], 1)} vs {_n(pool['off']['back_to_back_ms_per_task'], 1)} "
-                f"ms/task, paced every {_n(pool['pace_ms'], 0)} ms {_n(pool['on']['paced_ms_per_task'], 1)} vs "
-                f"{_n(pool['off']['paced_ms_per_task'], 1)} ms/task ({_n(pool['on']['paced_ratio_per_task'], 2)}× vs "
-                f"{_n(pool['off']['paced_ratio_per_task'], 2)}× plain), trivial pair "
-                f"{_n(pool['on']['paced_ratio_trivial'], 2)}× vs {_n(pool['off']['paced_ratio_trivial'], 2)}×")
     if f("cpu_ratio_trivial_vs_plain_subprocess", None) is not None:
         b = f("breakdown")
         res += (f"; trivial pair vs two plain `bash -c`: wall {_n(f('ratio_trivial_vs_plain_subprocess'), 1)}×, "
@@ -118,7 +110,7 @@ def sandbox(f: Field) -> tuple[str, str]:
                 + ("; one exec's start, ms: " + ", ".join(f"{k[:-3].replace('_', ' ')} {_n(v, 2)}"
                                                           for k, v in b["exec_start"].items())
                    if b.get("exec_start") else "")
-                + (f"; trivial pair forked by the launcher's fork server vs started by the helper: "
+                + (f"; trivial pair started by the launcher's fork server vs the launcher exec'd: "
                    f"{_n(b['fork_server']['on_pair_ms'], 2)} vs {_n(b['fork_server']['off_pair_ms'], 2)} ms, CPU "
                    f"{_n(b['fork_server']['on_pair_cpu_ms'], 1)} vs {_n(b['fork_server']['off_pair_cpu_ms'], 1)} ms"
                    if b.get("fork_server") else "")

@@ -145,18 +145,13 @@ def breakdown(sb, n: int = 60) -> dict:
         chain[name] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
     w, c = _timed(_succeeded(lambda: sb.run("true", "nl2sh-fs1")), n)
     chain["whole sandbox run"] = {"wall_ms": _med(w), "cpu_ms": round(c, 2)}
-    from verifirst.verifiers.bash import _launcher, _spawner
+    from verifirst.verifiers.bash import _spawner
 
     mode = "overlay on a prepared fixture copy" if sb.overlay else "fresh fixture copy per run"
     if isinstance(_spawner._SPAWNERS.get((ids, sb._bwrap.path)), _spawner.ForkServer):
-        if _launcher.serves_itself(sb._bwrap.path):
-            mode += (f", each run's pid 1 cloned by a {sb._bwrap.kind} fork server already at the sandbox uid "
-                     f"(no exec of {sb._bwrap.kind}, no monitor process)")
-        else:
-            mode += (f", each run a fork of a {sb._bwrap.kind} fork server already at the sandbox uid "
-                     f"(no exec of {sb._bwrap.kind})")
-    elif _spawner.spawner(ids) is not None:
-        mode += f", {sb._bwrap.kind} started by a spawner already at the sandbox uid"
+        mode += (f", each run's pid 1 cloned by a {sb._bwrap.kind} fork server already at the sandbox uid "
+                 f"(no exec of {sb._bwrap.kind}, no monitor process)")
+    mode += "; limits in force: " + limits_in_force(sb)
     return {"phases_ms": phases_of(sb), "phases_ms_fresh_copy": phases_of(copy), "chain": chain, "mode": mode,
             "exec_start": exec_start_cost(), "fork_server": fork_server_gain(sb), "floor": namespace_floor(sb)}
 
@@ -195,9 +190,9 @@ def launchers(tasks: list[dict], timeout_s: float, rounds: int = 5, n: int = 60)
 
 
 def fork_server_gain(sb, n: int = 100) -> dict | None:
-    """The trivial pair with runs forked by bwrap's fork server against bwrap started by the Python
-    helper, interleaved (medians, wall and CPU ms); None where there is no fork server (not root,
-    no compiler)."""
+    """The trivial pair with runs started by vf-sandbox's fork server against vf-sandbox exec'd for
+    each run (VERIFIRST_SANDBOX_FORKSERVER=0), interleaved (medians, wall and CPU ms); None where
+    there is no fork server (bubblewrap, no compiler)."""
     from verifirst.verifiers.bash import _spawner
     from verifirst.verifiers.bash.sandbox import _ids
 
@@ -341,42 +336,16 @@ def realtime_ratio(sb, n: int = 150, tasks: list[dict] | None = None) -> dict | 
     return out
 
 
-PACE_MS = 20.0
+def limits_in_force(sb) -> str:
+    """What bounds each measured run (the threat model's limits), as a phrase for the results."""
+    from verifirst.verifiers.bash import _cgroup, _seccomp
 
-
-def pool_cost(sb, tasks: list[dict], pace_ms: float = PACE_MS, n: int = 100) -> dict:
-    """Warm sandboxes (VERIFIRST_SANDBOX_POOL=1) against the normal start on the same tasks: back
-    to back, and paced (a pause of `pace_ms` before each task, as when a model call comes between
-    runs; the pool starts its sandboxes after a task's runs). Medians in ms per task, and the
-    trivial pair and the plain pair paced the same way."""
-    from verifirst.verifiers.bash import _pool
-
-    def paced(fn) -> float:
-        out = []
-        for _ in range(n):
-            time.sleep(pace_ms / 1000)
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1000)
-        return _med(out)
-
-    modes = {}
-    try:
-        for name, flag in (("off", "0"), ("on", "1")):
-            with _env_set("VERIFIRST_SANDBOX_POOL", flag):
-                _pool.clear()
-                for _ in range(2):
-                    sb.run_pair("true", "true", "nl2sh-fs1")
-                modes[name] = {"back_to_back_ms_per_task": _med(_task_ms(sb, tasks)),
-                               "paced_ms_per_task": _med(_task_ms(sb, tasks, pace_ms)),
-                               "paced_trivial_pair_ms": paced(lambda: sb.run_pair("true", "true", "nl2sh-fs1"))}
-    finally:
-        _pool.clear()
-    plain = paced(_plain_pair)
-    for m in modes.values():
-        m["paced_ratio_per_task"] = round(m["paced_ms_per_task"] / plain, 2)
-        m["paced_ratio_trivial"] = round(m["paced_trivial_pair_ms"] / plain, 2)
-    return {"pace_ms": pace_ms, "paced_plain_pair_ms": plain, **modes}
+    parts = [f"rlimits on pid 1 (memory {sb.limits['as_bytes'] >> 20} MiB, {sb.limits['nproc']} processes)",
+             "seccomp filter" if _seccomp.program() is not None else "no seccomp (libseccomp missing)",
+             "a memory and pids cgroup per run" if _cgroup.available() else
+             f"no cgroup per run ({_cgroup.unavailable_reason()})",
+             "a tmpfs per run" if os.geteuid() == 0 else "a shared scratch tmpfs", "/dev/shm 64 MiB"]
+    return ", ".join(parts)
 
 
 def sysadmin_cost(sb, n: int = 20) -> dict:
@@ -457,7 +426,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": ours["median_ms_per_task"] <= 30,
         "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
-        "pool": pool_cost(sb, tasks), "launchers": lc,
+        "launchers": lc, "limits_in_force": limits_in_force(sb),
         "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
     }
 

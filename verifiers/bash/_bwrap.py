@@ -64,7 +64,7 @@ class Bwrap:
 
     @property
     def name(self) -> str:
-        """Kind and version, as `backend` reports them ("bwrap 0.11.0", "vf-sandbox 1.0.0")."""
+        """Kind and version, as `backend` reports them ("bwrap 0.11.0", "vf-sandbox 1.1.0")."""
         return f"{self.kind} {'.'.join(map(str, self.version))}"
 
 
@@ -332,9 +332,13 @@ def admin_userns(ids: tuple[int, int], nproc: int) -> int:
             s.close()
 
 
+SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a size it is half the RAM
+
+
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
          limits_fd: int, lower: str | None = None, work: str | None = None,
-         userns_fd: int | None = None, launcher: bool = False) -> list[str]:
+         userns_fd: int | None = None, launcher: bool = False, seccomp_fd: int | None = None,
+         rlimits: dict[str, int] | None = None, cgroup_fds: tuple[int, ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
@@ -349,6 +353,10 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
         launcher: `command` is a warm sandbox's launcher (_pool), which passes BASH_ENV on to
             the command's bash itself: bwrap does not set it.
+        seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
+        rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself (nproc, as_bytes,
+            cpu_s, fsize_bytes, nofile) and open cgroup.procs files pid 1 joins first (_cgroup);
+            bubblewrap gets both from the wrapper that starts it (bwrap_wrapper).
     """
     if userns_fd is not None:
         a = [bw.path, "--userns", str(userns_fd)] + (["--assert-userns-disabled"] if bw.has_disable_userns else [])
@@ -360,9 +368,44 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += ["--ro-bind", "/usr", "/usr", *host_binds()]
     if etc:
         a += ["--ro-bind", etc, "/etc"]
-    a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--chdir", "/", "--cap-drop", "ALL"]
+    a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
+    if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
+        a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    a += ["--chdir", "/", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
+    if bw.kind == _launcher.KIND:
+        for name, value in _pid1_limits(rlimits or {}):
+            a += ["--rlimit", name, str(value)]
+        for fd in cgroup_fds:
+            a += ["--join-cgroup", str(fd)]
     for cap in CAPS:
         a += ["--cap-add", cap]
     for k, v in (env if launcher else {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}).items():
         a += ["--setenv", k, v]
     return a + ["--", "/bin/bash", "-c", command]
+
+
+def _pid1_limits(limits: dict[str, int]) -> list[tuple[str, int]]:
+    names = {"nproc": "nproc", "as_bytes": "as", "cpu_s": "cpu", "fsize_bytes": "fsize", "nofile": "nofile"}
+    return [(names[k], v) for k, v in sorted(limits.items()) if k in names] + ([("core", 0)] if limits else [])
+
+
+def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
+                  cgroup_fds: tuple[int, ...]) -> tuple[list[str], dict]:
+    """(argv, Popen keywords) that start bubblewrap with the run's limits already on it, so its
+    pid 1 holds them too (not only the command's bash), inside the run's cgroups, as `ids`.
+
+    Args:
+        args: bubblewrap's argv (argv()).
+        ids: the sandbox's host ids (None: as we are).
+        limits: as Sandbox.limits.
+        cgroup_fds: open cgroup.procs files (_cgroup.RunCgroup.fds), joined by the wrapper's
+            shell before it drops privileges and execs bubblewrap; closed there.
+    """
+    flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
+    args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *args], ids)
+    if cgroup_fds:
+        joins = " && ".join(f"echo $$ >&{fd} && exec {fd}>&-" for fd in cgroup_fds)
+        args = ["/bin/bash", "-c", f'{joins} && exec "$@"', "bash", *args]  # dash takes fds 0-9 only
+    return args, kw

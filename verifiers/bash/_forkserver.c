@@ -1,31 +1,22 @@
-/* The sandbox's launcher (vf-sandbox, or bwrap) as a fork server: its start-up paid once per
- * process, not once per sandbox run. "bwrap" below stands for either: both take the same argv.
+/* vf-sandbox's fork server: its start-up paid once per process, not once per sandbox run.
  *
- * Two builds of this file. Preloaded into bwrap (LD_PRELOAD, the shared library) with
- * VERIFIRST_FORKSERVER_FD set, it replaces the main bwrap is started with (through
- * __libc_start_main) by a loop that serves requests on that socket. Compiled into vf-sandbox
- * (VF_BUILTIN, with _launcher.c), vf-sandbox's main calls forkserver_main and nothing is
- * preloaded, so vf-sandbox can be linked statically. Each request forks the server, and the
- * child runs the launcher's own main with the request's argv and environment, exactly as an exec
- * of it with them would, minus the exec: no new image, no dynamic linking, no C library start-up
- * (on a virtual machine its CPU feature probing alone is most of an exec). Without the variable,
- * or in a process whose executable is not VERIFIRST_FORKSERVER_EXE (a shell running a script,
- * say), it changes nothing.
+ * Compiled into vf-sandbox (with _launcher.c): vf-sandbox's main calls forkserver_main, which,
+ * with VERIFIRST_FORKSERVER_FD set and /proc/self/exe the VERIFIRST_FORKSERVER_EXE named,
+ * serves requests on that socket; otherwise it runs the launcher's main once. Each request is
+ * started by the launcher (launcher_spawn): a run that makes its own user namespace is cloned
+ * straight into its new namespaces, so the server's child is the sandbox's pid 1 and the server
+ * is its monitor; a run given a user namespace (sysadmin mode) is a fork whose main is the
+ * monitor. The child runs the launcher's main with the request's argv and environment, exactly as
+ * an exec of it with them would, minus the exec. A cloned pid 1 starts in the server's session
+ * and process group (it makes a session of its own later); the reply says so ("leader": 0), and
+ * the owner kills it by its pid, which ends its namespaces.
  *
- * Built into vf-sandbox, a request may be started by the launcher instead of a fork
- * (launcher_spawn): a run that makes its own user namespace is cloned straight into its new
- * namespaces, so the server's child is the sandbox's pid 1 and the server is its monitor (bwrap,
- * and vf-sandbox otherwise, fork a monitor that clones pid 1: a process more per run). Such a
- * child starts in the server's session and process group (pid 1 makes a session of its own
- * later); the reply says so ("leader": 0), and the owner kills it by its pid, which ends its
- * namespaces.
- *
- * The child sees what a bwrap started by subprocess.Popen sees: the request's descriptors at
- * the numbers asked for and no other (stdin: the server's /dev/null), a new session, default
- * signal dispositions and an empty signal mask, dumpable again (bwrap writes its own
- * /proc/self maps), cwd /. The server runs as the sandbox uid (as root; else as we are), not
- * dumpable, adopts and reaps what its runs orphan (a child subreaper), and ends at end of file
- * on its socket; bwrap's --die-with-parent then ends every run still going.
+ * The child sees what a vf-sandbox started by subprocess.Popen sees: the request's descriptors
+ * at the numbers asked for and no other (stdin: the server's /dev/null), default signal
+ * dispositions and an empty signal mask, cwd /. The server runs as the sandbox uid (as root;
+ * else as we are), not dumpable, clears each request from its memory once served (the next
+ * run's pid 1 is a copy of it), adopts and reaps what its runs orphan (a child subreaper), and
+ * ends at end of file on its socket; --die-with-parent then ends every run still going.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
  *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
@@ -35,9 +26,6 @@
  *            {"exit": pid, "status", "cpu", "self_cpu"}
  */
 #define _GNU_SOURCE
-#ifndef VF_BUILTIN
-#include <dlfcn.h>
-#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -60,19 +48,9 @@
 #define MAX_REQUEST (8 << 20)
 
 typedef int (*main_fn)(int, char **, char **);
-static main_fn bwrap_main;
+static main_fn bwrap_main; /* the launcher's main (the name from when bwrap was served too) */
 
-#ifdef VF_BUILTIN
 pid_t launcher_spawn(int argc, char **argv, int *new_session); /* _launcher.c */
-#else
-/* bwrap's runs: a fork, which runs bwrap's main in a session of its own. */
-static pid_t launcher_spawn(int argc, char **argv, int *new_session) {
-  (void)argc;
-  (void)argv;
-  *new_session = 1;
-  return fork();
-}
-#endif
 
 static void reply(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reply(int sock, const char *fmt, ...) {
@@ -276,6 +254,9 @@ static void serve_one(int sock) {
   }
   for (int i = 0; i < nrecv; i++)
     close(fds[i]);
+  /* Cleared, not only freed: the next run's pid 1 is a copy of this process, and a request holds
+   * a run's command (a gold command, say) and environment. */
+  explicit_bzero(buf, (size_t)size + 1);
   free(argv);
   free(buf);
 }
@@ -302,7 +283,6 @@ static int serve(int argc, char **argv, char **envp) {
   close(atoi(fd_text));
   unsetenv("VERIFIRST_FORKSERVER_FD");
   unsetenv("VERIFIRST_FORKSERVER_EXE");
-  unsetenv("LD_PRELOAD"); /* runs get the request's environment; this only keeps ours clean */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* processes at our uid (the runs) cannot ptrace us */
   /* A run's sandbox init outlives bwrap's monitor for a moment; orphaned, it would wait for the
    * host's init to reap it, and such zombies count against the sandbox uid's process limit. */
@@ -335,17 +315,8 @@ static int serve(int argc, char **argv, char **envp) {
   }
 }
 
-#ifdef VF_BUILTIN
 /* vf-sandbox's main: serve when started as the fork server, else run `launcher` once. */
 int forkserver_main(main_fn launcher, int argc, char **argv, char **envp) {
   bwrap_main = launcher;
   return serve(argc, argv, envp);
 }
-#else
-int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), void (*fini)(void),
-                      void (*rtld_fini)(void), void *stack_end) {
-  typeof(&__libc_start_main) next = (typeof(&__libc_start_main))dlsym(RTLD_NEXT, "__libc_start_main");
-  bwrap_main = main;
-  return next(serve, argc, argv, init, fini, rtld_fini, stack_end);
-}
-#endif

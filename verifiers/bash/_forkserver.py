@@ -1,18 +1,16 @@
-"""Build the launcher's fork server (_forkserver.c) once per machine, where the sandbox uid can
-load it; and, with built(), the other C the sandbox runs (vf-sandbox, _launcher).
+"""Build the C the sandbox runs (vf-sandbox: _launcher.c with its fork server, _forkserver.c, built
+in) once per machine, where the sandbox uid can run it.
 
 Every sandbox run used to exec the launcher: a new image, dynamic linking and the C library's
 start-up, whose CPU feature probing traps to the hypervisor on a virtual machine (measured
-here: a no-libc binary starts in 0.07 ms, a static glibc one in 0.7 ms). The fork server
-pays that once per process: the launcher (bwrap preloaded with this library, or vf-sandbox,
-which has it compiled in) forks for each run and runs its own main with the run's argv (see
-the C file for what the child sees). _spawner starts it and talks to it; this module only
-compiles it.
+here: a no-libc binary starts in 0.07 ms, a static glibc one in 0.7 ms). The fork server pays
+that once per process (see the C file for what the child sees). _spawner starts it and talks
+to it; this module only compiles it.
 
-The C is built with the compiler on PATH ($CC, cc, gcc) into the first directory of
-`parents` that is ours and writable by nobody else, named by the digest of the source, flags
-and compiler, so a rebuild happens only when they change. No compiler, a failed build or a
-server that does not start: runs go through the Python spawner as before.
+The C is built with the compiler on PATH ($CC, cc, gcc) into the first directory of `parents`
+that is ours and writable by nobody else, named by the digest of the source, flags and
+compiler, so a rebuild happens only when they change. No compiler or a failed build: the
+sandbox uses bubblewrap, started with Popen.
 """
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ from pathlib import Path
 from verifirst.verifiers.bash import _bwrap_access
 
 SOURCE = Path(__file__).with_name("_forkserver.c")
-NAME = "libverifirst-forkserver.so"
 BUILD_TIMEOUT_S = 60
 
 
@@ -38,19 +35,6 @@ def enabled() -> bool:
 
 def _compiler() -> str | None:
     return next((c for c in (os.environ.get("CC"), shutil.which("cc"), shutil.which("gcc")) if c), None)
-
-
-@functools.cache
-def library(parents: tuple[Path, ...]) -> str | None:
-    """The fork-server library's path, built on first use; None when it cannot be built.
-
-    Args:
-        parents: directories the sandbox uid can traverse, in order of preference (the sandbox's
-            scratch base, then a directory of ours in the temp dir). Each is created 0711 when
-            missing and used only when it is ours and writable by nobody else, like the library's
-            own directory: whoever could replace the library would run code in every sandbox run.
-    """
-    return built([SOURCE], NAME, ["-shared", "-fPIC"], ["-ldl"], parents)
 
 
 def built(sources: list[Path], name: str, flags: list[str], libs: list[str], parents: tuple[Path, ...],

@@ -26,6 +26,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -64,7 +67,7 @@ struct mount_attr {
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-#define VERSION "vf-sandbox 1.0.0"
+#define VERSION "vf-sandbox 1.1.0"
 #define MAX_OPS 64
 #define MAX_ENV 256
 
@@ -90,11 +93,16 @@ static void usage(const char *fmt, const char *arg) {
 
 /* ---- the command line --------------------------------------------------------------------- */
 
-enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV };
+enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS };
 struct op {
   enum op_kind kind;
   const char *src, *dest, *upper, *work;
+  unsigned long long size; /* a tmpfs's size in bytes (--size), 0: the kernel's default */
+  unsigned perms;          /* a tmpfs's mode (--perms) */
 };
+
+#define MAX_LIMITS 8
+#define MAX_CGROUPS 4
 
 static struct {
   int userns_fd, assert_userns_disabled, disable_userns, die_with_parent, new_session;
@@ -107,7 +115,14 @@ static struct {
   char *env[MAX_ENV + 1];
   int n_env;
   char **command;
-} opt = {.userns_fd = -1};
+  int seccomp_fd;                   /* --seccomp: a BPF program the command runs under */
+  unsigned long long next_size;     /* --size, for the next --tmpfs */
+  int next_perms;                   /* --perms, for the next --tmpfs; -1: 0755 */
+  struct { int resource; rlim_t value; } limits[MAX_LIMITS]; /* --rlimit: pid 1's, inherited */
+  int n_limits;
+  int cgroup_fds[MAX_CGROUPS];      /* --join-cgroup: cgroup.procs files pid 1 moves itself into */
+  int n_cgroups;
+} opt = {.userns_fd = -1, .seccomp_fd = -1, .next_perms = -1};
 
 static int cap_number(const char *name) {
   static const char *names[] = {
@@ -145,7 +160,33 @@ static void add_op(enum op_kind kind, const char *src, const char *dest) {
     die("more than %d mounts", MAX_OPS);
   if (dest[0] != '/')
     usage("the destination %s is not an absolute path", dest);
-  opt.ops[opt.n_ops++] = (struct op){kind, src, dest, NULL, NULL};
+  opt.ops[opt.n_ops++] = (struct op){kind, src, dest, NULL, NULL, 0, 0755};
+}
+
+static long long number(const char *text, const char *what) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(text, &end, 10);
+  if (errno || *end || end == text || n < 0)
+    usage("%s takes a non-negative number", what);
+  return n;
+}
+
+static int rlimit_number(const char *name) {
+  static const struct { const char *name; int resource; } names[] = {
+      {"as", RLIMIT_AS}, {"nproc", RLIMIT_NPROC}, {"cpu", RLIMIT_CPU}, {"fsize", RLIMIT_FSIZE},
+      {"nofile", RLIMIT_NOFILE}, {"core", RLIMIT_CORE}, {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE}};
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    if (strcmp(names[i].name, name) == 0)
+      return names[i].resource;
+  usage("unknown resource limit %s", name);
+}
+
+static int descriptor(const char *text, const char *what) {
+  long long fd = number(text, what);
+  if (fd > 1 << 20)
+    usage("%s takes a descriptor number", what);
+  return (int)fd;
 }
 
 static void parse(int argc, char **argv) {
@@ -238,6 +279,38 @@ static void parse(int argc, char **argv) {
         usage("unknown capability %s", name);
       unsigned long long bits = all ? ~0ULL : 1ULL << cap;
       opt.caps = a[6] == 'a' ? opt.caps | bits : opt.caps & ~bits;
+    } else if (strcmp(a, "--seccomp") == 0) {
+      NEED(1);
+      opt.seccomp_fd = descriptor(argv[++i], a);
+    } else if (strcmp(a, "--size") == 0) {
+      NEED(1);
+      opt.next_size = (unsigned long long)number(argv[++i], a);
+    } else if (strcmp(a, "--perms") == 0) {
+      NEED(1);
+      char *end;
+      long mode = strtol(argv[++i], &end, 8);
+      if (*end || mode < 0 || mode > 07777)
+        usage("--perms takes an octal mode, not %s", argv[i]);
+      opt.next_perms = (int)mode;
+    } else if (strcmp(a, "--tmpfs") == 0) {
+      NEED(1);
+      add_op(OP_TMPFS, NULL, argv[++i]);
+      opt.ops[opt.n_ops - 1].size = opt.next_size;
+      opt.ops[opt.n_ops - 1].perms = opt.next_perms < 0 ? 0755 : (unsigned)opt.next_perms;
+      opt.next_size = 0;
+      opt.next_perms = -1;
+    } else if (strcmp(a, "--rlimit") == 0) { /* vf-sandbox's own: NAME VALUE, set on pid 1 */
+      NEED(2);
+      if (opt.n_limits == MAX_LIMITS)
+        usage("more than %s --rlimit", "8");
+      opt.limits[opt.n_limits].resource = rlimit_number(argv[i + 1]);
+      opt.limits[opt.n_limits++].value = (rlim_t)number(argv[i + 2], a);
+      i += 2;
+    } else if (strcmp(a, "--join-cgroup") == 0) { /* vf-sandbox's own: an open cgroup.procs */
+      NEED(1);
+      if (opt.n_cgroups == MAX_CGROUPS)
+        usage("more than %s --join-cgroup", "4");
+      opt.cgroup_fds[opt.n_cgroups++] = descriptor(argv[++i], a);
     } else {
       usage("unsupported option %s (vf-sandbox takes the options the verifirst sandbox uses)", a);
     }
@@ -403,7 +476,8 @@ static void mount_proc(const char *dest) {
 }
 
 static void mount_dev(const char *dest) {
-  int dev = mount_new(dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+  /* sized: /dev holds mount points and links only, and a run must not fill memory through it */
+  int dev = mount_new(dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=256");
   static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
   for (int i = 0; i < 6; i++) {
     char src[32];
@@ -427,6 +501,15 @@ static void mount_dev(const char *dest) {
   close(dev);
 }
 
+static void mount_tmpfs(const struct op *o) {
+  char data[96];
+  if (o->size)
+    snprintf(data, sizeof data, "mode=%o,size=%llu", o->perms, o->size);
+  else
+    snprintf(data, sizeof data, "mode=%o", o->perms);
+  close(mount_new(o->dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, data));
+}
+
 static void build_root(void) {
   if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
     die("make the mount namespace a slave");
@@ -445,6 +528,9 @@ static void build_root(void) {
       break;
     case OP_DEV:
       mount_dev(o->dest);
+      break;
+    case OP_TMPFS:
+      mount_tmpfs(o);
       break;
     case OP_OVERLAY:
       die("an overlay is supported as the root only");
@@ -524,6 +610,56 @@ static int wait_for(pid_t pid) {
   }
 }
 
+/* The command's seccomp filter (--seccomp: a struct sock_filter array, bwrap's format), read
+ * by pid 1 before it forks the command, installed by the command last before its exec. */
+static struct sock_fprog seccomp_prog;
+
+static void read_seccomp(void) {
+  if (opt.seccomp_fd < 0)
+    return;
+  static struct sock_filter code[4096];
+  size_t got = 0;
+  for (;;) {
+    ssize_t n = read(opt.seccomp_fd, (char *)code + got, sizeof code - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      die("read the seccomp program");
+    if (n == 0)
+      break;
+    got += (size_t)n;
+    if (got == sizeof code)
+      die("the seccomp program is too long");
+  }
+  close(opt.seccomp_fd);
+  if (got == 0 || got % sizeof *code) {
+    errno = 0;
+    die("the seccomp program is not a whole number of instructions");
+  }
+  seccomp_prog.len = (unsigned short)(got / sizeof *code);
+  seccomp_prog.filter = code;
+}
+
+/* Limits on pid 1 itself, before anything else runs in the sandbox: every process of the run
+ * inherits them, and pid 1 (which the command cannot make fork) holds them too. */
+static void set_limits(void) {
+  for (int i = 0; i < opt.n_limits; i++) {
+    struct rlimit r = {opt.limits[i].value, opt.limits[i].value};
+    if (setrlimit(opt.limits[i].resource, &r) != 0)
+      die("set resource limit %d", opt.limits[i].resource);
+  }
+}
+
+/* Into the run's own cgroups (memory, pids), before the cgroup namespace is made: the files
+ * were opened by the owner, who made the cgroups; the command never sees the descriptors. */
+static void join_cgroups(void) {
+  for (int i = 0; i < opt.n_cgroups; i++) {
+    if (write(opt.cgroup_fds[i], "0\n", 2) != 2)
+      die("join the run's cgroup");
+    close(opt.cgroup_fds[i]);
+  }
+}
+
 static void exec_command(void) {
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -533,6 +669,8 @@ static void exec_command(void) {
   set_env("PWD", cwd); /* as bwrap: the initial environment names the directory it starts in */
   opt.env[opt.n_env] = NULL;
   environ = opt.env;
+  if (seccomp_prog.len && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &seccomp_prog, 0, 0) != 0)
+    die("install the seccomp filter");
   execvp(opt.command[0], opt.command);
   die("execvp %s", opt.command[0]);
 }
@@ -555,6 +693,9 @@ static void unshare_rest(void) {
 static int pid1(unsigned uid, unsigned gid) {
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+  join_cgroups();
+  set_limits();
+  read_seccomp();
   if (opt.userns_fd < 0)
     map_root(uid, gid);
   unshare_rest();
@@ -572,6 +713,10 @@ static int pid1(unsigned uid, unsigned gid) {
   bound_caps(opt.caps);
   if (opt.new_session && setsid() < 0) /* as bwrap: pid 1 leads the session, the command is in it */
     die("setsid");
+  /* Not dumpable from here on: its memory (the fork server's, which served other runs) cannot be
+   * read or ptraced by the command, whose exec makes it dumpable again. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    die("make pid 1 not dumpable");
   pid_t command = fork();
   if (command < 0)
     die("fork the command");

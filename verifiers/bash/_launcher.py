@@ -6,9 +6,8 @@ It takes the bwrap options _bwrap.argv writes and builds the same sandbox (names
 command sees under both), with the kernel's work only, in less time per run than bwrap
 (benchmarks/perf/sandbox.py, "launchers"). Its fork server is built in (_forkserver.c compiled
 with it: nothing is preloaded), so it is linked statically where the C library's archive is
-there; its server clones each run's pid 1 itself, with no monitor process between them. Like the
-fork-server library it is compiled with the C compiler on PATH into a directory that is ours and
-writable by nobody else.
+there; its server clones each run's pid 1 itself, with no monitor process between them. It is
+compiled with the C compiler on PATH into a directory that is ours and writable by nobody else.
 
 Off with VERIFIRST_SANDBOX_LAUNCHER=bwrap (then bubblewrap, as before), and not used when a
 bwrap is named (Sandbox(bwrap=...), VERIFIRST_BWRAP); no compiler, a failed build, or a
@@ -27,7 +26,7 @@ SOURCES = [Path(__file__).with_name("_launcher.c"), _forkserver.SOURCE]  # its f
 NAME = "vf-sandbox"
 # Linked statically where the C library's archive is there: a fork, exit and exec of a static
 # image cost less (fewer mappings), and each run is two forks of the fork server's image.
-BUILDS = (["-static", "-DVF_BUILTIN"], ["-DVF_BUILTIN"])
+BUILDS = (["-static"], [])
 KIND = "vf-sandbox"
 _refused = False  # the sandbox's probe failed with vf-sandbox in this process
 
@@ -43,7 +42,8 @@ def built(parents: tuple[Path, ...]) -> Iterator[str]:
     are never built; nothing without a compiler.
 
     Args:
-        parents: as for _forkserver.library.
+        parents: directories the sandbox uid can traverse, in order of preference (the sandbox's
+            scratch base, then a directory of ours in the temp dir); see _forkserver.built.
     """
     for parent in parents:
         path = _built_in(parent)

@@ -1,24 +1,14 @@
-"""Long-lived spawners for sandbox runs: bwrap's start-up and (as root) the uid drop paid once
-per process, not once per run.
+"""vf-sandbox's fork server: the launcher's start-up (and, as root, the uid drop) paid once per
+process, not once per run.
 
-A spawner is a process started once per process (and sandbox uid) that starts bwrap for each
-run and reports its pid and exit status. Two kinds, the first that starts:
+The server is vf-sandbox itself, started once per process (and sandbox uid) with its end of a
+socket; for each run it clones the run's pid 1 straight into its new namespaces (see
+_forkserver.c) and reports its pid and exit status. It is the one way a run starts; where it
+cannot (no vf-sandbox built here, or VERIFIRST_SANDBOX_FORKSERVER=0), a run execs the launcher
+(vf-sandbox or bubblewrap) with Popen, through setpriv as root.
 
-- the fork server (ForkServer), root or not: the launcher itself (bwrap preloaded with
-  _forkserver's library; vf-sandbox has it built in) forks for each run and runs its own main
-  with the run's argv, so no run execs the launcher (built with the C compiler on PATH;
-  VERIFIRST_SANDBOX_FORKSERVER=0 turns it off); vf-sandbox's server clones a run's pid 1
-  straight into its namespaces, with no monitor process between them;
-- as root, the helper (Spawner, _spawn_helper): a small Python loop that starts any program
-  with Popen, already at the sandbox uid, so no run execs setpriv for the uid drop.
-
-What bwrap then builds (namespaces, mounts, limits, capabilities) is unchanged; so is every
-descriptor the run sees (tests compare the whole process view of the ways, root and not).
-
-    sp = spawner(ids, binary=bwrap, build_dirs=dirs)  # None: setpriv + Popen as root, Popen otherwise
+    sp = spawner(ids, binary=vf_sandbox)  # None: Popen
     proc = sp.popen(argv, env, pass_fds)  # .pid, .stdout, .stderr, .wait(timeout), .returncode
-
-Set VERIFIRST_SANDBOX_SPAWNER=0 to start each run as before spawners (setpriv as root).
 """
 from __future__ import annotations
 
@@ -32,24 +22,21 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Callable
 
-from verifirst.verifiers.bash import _forkserver, _launcher, _spawn_helper
+from verifirst.verifiers.bash import _forkserver, _launcher
 
-_HELPER_SOURCE = Path(_spawn_helper.__file__).read_text()
 START_TIMEOUT_S = 10.0
 _SNDBUF = 8 << 20
 
 
 class SpawnedProcess:
     """A run sent to the spawner, with the parts of Popen the sandbox uses. The request is not
-    waited for: `pid` (and so wait and kill) waits for the helper's reply, and raises the
+    waited for: `pid` (and so wait and kill) waits for the server's reply, and raises the
     OSError Popen would have raised when the run could not start."""
 
-    def __init__(self, owner: "Spawner", rid: int, stdout, stderr):
+    def __init__(self, owner: "ForkServer", rid: int, stdout, stderr):
         self._owner, self._rid, self.stdout, self.stderr = owner, rid, stdout, stderr
         self._pid: int | None = None
         self._leader = True
@@ -81,7 +68,7 @@ class SpawnedProcess:
 
     @property
     def reaped(self) -> bool:
-        """Whether the helper reaped it: its pid may belong to another process by now."""
+        """Whether the server reaped it: its pid may belong to another process by now."""
         with self._owner._cond:
             return self.returncode is not None or self._pid in self._owner._statuses
 
@@ -99,15 +86,18 @@ class SpawnedProcess:
         return self.returncode
 
 
-class Spawner:
-    """One helper process and the thread that reads its replies."""
+class ForkServer:
+    """vf-sandbox as a fork server (its server built in: _forkserver.c), and the thread that reads
+    its replies. It starts only `binary`."""
 
-    def __init__(self, ids: tuple[int, int] | None):
-        """Start the helper as `ids` (we must be root); RuntimeError when it does not come up.
+    def __init__(self, ids: tuple[int, int] | None, binary: str):
+        """Start `binary` as `ids`; RuntimeError when it does not come up.
 
         Args:
-            ids: (uid, gid) the helper, and so every run it starts, runs as.
+            ids: (uid, gid) it, and every run it starts, runs as (we are root); None: as we are.
+            binary: the vf-sandbox every run's argv names.
         """
+        self.binary = binary
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             ours.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), _SNDBUF)
@@ -115,7 +105,7 @@ class Spawner:
             pass
         self.pid_owner = os.getpid()
         self.cpu_s = 0.0  # CPU seconds of the runs it reaped (their own reaped children included)
-        self.self_cpu_s = 0.0  # the helper's own CPU seconds, as it last reported them
+        self.self_cpu_s = 0.0  # the server's own CPU seconds, as it last reported them
         self._sock = ours
         self._cond = threading.Condition()
         self._replies: dict[int, dict] = {}
@@ -139,22 +129,30 @@ class Spawner:
             self._proc.kill()
             err = self._proc.communicate()[1].decode(errors="replace").strip()
             ours.close()
-            raise RuntimeError(f"the sandbox spawner did not start: {err[-400:] or 'no reply'}")
+            raise RuntimeError(f"the sandbox's fork server did not start: {err[-400:] or 'no reply'}")
         self._proc.stderr.close()
         ours.settimeout(None)
-        self._reader = threading.Thread(target=self._read, name="sandbox-spawner", daemon=True)
+        self._reader = threading.Thread(target=self._read, name="sandbox-forkserver", daemon=True)
         self._reader.start()
 
     def _start(self, ids: tuple[int, int] | None, fd: int) -> subprocess.Popen:
-        """The helper process, given its end of the socket as descriptor `fd`."""
-        return subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _HELPER_SOURCE, str(ids[0]), str(ids[1]), str(fd)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            pass_fds=[fd], close_fds=True, cwd="/")
+        exe = os.path.realpath(self.binary)
+        env = {"VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
+        drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
+        return subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, pass_fds=[fd], close_fds=True, cwd="/", **drop)
 
     def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
-        """One request as the helper reads it."""
-        return json.dumps({"id": rid, "argv": argv, "env": env, "fds": targets}).encode()
+        if argv[0] != self.binary:
+            raise ValueError(f"the fork server runs {self.binary} only, not {argv[0]}")
+        words = [os.fsencode(w) + b"\0" for w in (*argv, *(f"{k}={v}" for k, v in env.items()))]
+        # what an exec would refuse (Popen raises it), though none happens here: one string over
+        # MAX_ARG_STRLEN (32 pages), or all of them past ARG_MAX
+        if max(map(len, words)) > 32 * os.sysconf("SC_PAGE_SIZE") or \
+                sum(len(w) + 8 for w in words) > os.sysconf("SC_ARG_MAX"):
+            raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), argv[0])
+        head = struct.pack(f"=II{len(targets)}iII", rid, len(targets), *targets, len(argv), len(env))
+        return head + b"".join(words)
 
     def _read(self) -> None:
         while True:
@@ -177,7 +175,7 @@ class Spawner:
                 self._cond.notify_all()
 
     def popen(self, argv: list[str], env: dict[str, str], pass_fds: list[int]) -> SpawnedProcess:
-        """Start `argv` as the helper's uid: stdin /dev/null, stdout and stderr pipes to us,
+        """Start `argv` as the server's uid: stdin /dev/null, stdout and stderr pipes to us,
         `pass_fds` at their own numbers, a new session, cwd /.
 
         Args:
@@ -185,7 +183,7 @@ class Spawner:
             env: its whole environment.
             pass_fds: our descriptors it inherits, at the same numbers.
 
-        The helper's reply is not waited for: a run that cannot start (a binary that cannot
+        The server's reply is not waited for: a run that cannot start (a binary that cannot
         run, an argument list too long) raises the OSError Popen would from `pid` and `wait`.
         """
         out_r, out_w = os.pipe()
@@ -206,23 +204,23 @@ class Spawner:
         return SpawnedProcess(self, rid, open(out_r, "rb", buffering=0), open(err_r, "rb", buffering=0))
 
     def reply(self, rid: int) -> dict | None:
-        """The helper's answer to request `rid` ({"pid"} or {"errno", "error"}); None if it died."""
+        """The server's answer to request `rid` ({"pid"} or {"errno", "error"}); None if it died."""
         with self._cond:
             self._cond.wait_for(lambda: rid in self._replies or self._dead)
             return self._replies.pop(rid, None)
 
     def status(self, pid: int, timeout: float | None) -> int | None:
-        """The wait status of run `pid` once the helper reaped it; None past `timeout` seconds."""
+        """The wait status of run `pid` once the server reaped it; None past `timeout` seconds."""
         with self._cond:
             self._cond.wait_for(lambda: pid in self._statuses or self._dead, timeout)
             if pid in self._statuses:
                 return self._statuses.pop(pid)
-            if self._dead:  # the helper died: its runs died with it (--die-with-parent)
+            if self._dead:  # the server died: its runs died with it (--die-with-parent)
                 return signal.SIGKILL
             return None
 
     def close(self) -> None:
-        """End the helper (runs still going die with it) and wait for it."""
+        """End the server (runs still going die with it) and wait for it."""
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -236,97 +234,32 @@ class Spawner:
         self._sock.close()
 
 
-class ForkServer(Spawner):
-    """bwrap itself as the helper: preloaded with the fork-server library (_forkserver), or
-    vf-sandbox with it built in, it forks for each run and runs its own main with the run's argv,
-    so no run execs bwrap. It starts only `binary`; replies, pids, statuses and the end with its
-    owner are the helper's."""
-
-    def __init__(self, ids: tuple[int, int] | None, binary: str, library: str | None):
-        """Start `binary` as `ids` with `library` preloaded; RuntimeError when it does not come up.
-
-        Args:
-            ids: (uid, gid) it, and every run it starts, runs as (we are root); None: as we are.
-            binary: the bwrap every run's argv names.
-            library: the built fork-server library (_forkserver.library); None for a vf-sandbox
-                built here (_launcher.serves_itself).
-        """
-        self.binary, self._library = binary, library
-        super().__init__(ids)
-
-    def _start(self, ids: tuple[int, int] | None, fd: int) -> subprocess.Popen:
-        exe = os.path.realpath(self.binary)
-        with open(exe, "rb") as fh:
-            if fh.read(4) != b"\x7fELF":
-                raise RuntimeError(f"{self.binary} is not an ELF executable: it cannot serve forks")
-        env = {"VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
-        if self._library is not None:
-            env["LD_PRELOAD"] = self._library
-        drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
-        return subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, pass_fds=[fd], close_fds=True, cwd="/", **drop)
-
-    def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
-        if argv[0] != self.binary:
-            raise ValueError(f"the fork server runs {self.binary} only, not {argv[0]}")
-        words = [os.fsencode(w) + b"\0" for w in (*argv, *(f"{k}={v}" for k, v in env.items()))]
-        # what an exec of bwrap would refuse (Popen raises it), though none happens here: one
-        # string over MAX_ARG_STRLEN (32 pages), or all of them past ARG_MAX
-        if max(map(len, words)) > 32 * os.sysconf("SC_PAGE_SIZE") or \
-                sum(len(w) + 8 for w in words) > os.sysconf("SC_ARG_MAX"):
-            raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), argv[0])
-        head = struct.pack(f"=II{len(targets)}iII", rid, len(targets), *targets, len(argv), len(env))
-        return head + b"".join(words)
-
-
 _LOCK = threading.Lock()
-_SPAWNERS: dict[tuple, Spawner | None] = {}
+_SPAWNERS: dict[tuple, ForkServer | None] = {}
 
 
-def spawner(ids: tuple[int, int] | None, binary: str | None = None,
-            build_dirs: Callable[[], list[Path]] | None = None) -> Spawner | None:
-    """This process's spawner, started on first use; None when there is none to use (runs then
-    start through setpriv as root, with Popen otherwise).
-
-    Given the bwrap `binary` every run will start: bwrap's fork server, where its library can be
-    built (in one of `build_dirs()`) and it starts, as root at `ids` and otherwise as we are. Else,
-    as root only, the Python helper at `ids`. VERIFIRST_SANDBOX_SPAWNER=0: none.
+def spawner(ids: tuple[int, int] | None, binary: str) -> ForkServer | None:
+    """This process's fork server for vf-sandbox `binary`, started on first use; None when there
+    is none (a bubblewrap, a vf-sandbox not built here, VERIFIRST_SANDBOX_FORKSERVER=0, or a
+    server that did not start): the run then execs the launcher.
 
     Args:
         ids: (uid, gid) the sandbox runs as; None when it runs as we are (not root).
-        binary: the bwrap path of every run this spawner will start; None: any program (the helper).
-        build_dirs: where the fork-server library may be built (directories ids can traverse).
+        binary: the launcher every run names.
     """
-    root = os.geteuid() == 0
-    if os.environ.get("VERIFIRST_SANDBOX_SPAWNER", "1") == "0" or bool(ids) != root:
+    if not _forkserver.enabled() or not _launcher.serves_itself(binary) or bool(ids) != (os.geteuid() == 0):
         return None
-    if binary is not None and build_dirs is not None and _forkserver.enabled():
-        served = _registered((ids, binary), lambda: _fork_server(ids, binary, build_dirs))
-        if served is not None:
-            return served
-    return _registered(ids, lambda: Spawner(ids)) if ids else None
+    return _registered((ids, binary), lambda: ForkServer(ids, binary))
 
 
-def _fork_server(ids: tuple[int, int] | None, binary: str, build_dirs: Callable[[], list[Path]]) -> ForkServer:
-    if _launcher.serves_itself(binary):
-        return ForkServer(ids, binary, None)
-    try:
-        library = _forkserver.library(tuple(build_dirs()))
-    except OSError as exc:
-        raise RuntimeError(f"no place for the fork-server library: {exc}") from exc
-    if library is None:
-        raise RuntimeError("the fork-server library could not be built (no C compiler?)")
-    return ForkServer(ids, binary, library)
-
-
-def _registered(key: tuple, start: Callable[[], Spawner]) -> Spawner | None:
+def _registered(key: tuple, start: Callable[[], ForkServer]) -> ForkServer | None:
     """The live spawner under `key`, started on first use (None, and kept None, when it fails)."""
     with _LOCK:
         sp = _SPAWNERS.get(key)
         if sp is not None and sp.pid_owner == os.getpid() and sp._dead:
             sp.close()  # it died (killed, say): reap it, then start another
         if sp is not None and (sp.pid_owner != os.getpid() or sp._dead):
-            sp = None  # or a forked child: the helper and its reader belong to the parent
+            sp = None  # or a forked child: the server and its reader belong to the parent
             _SPAWNERS.pop(key, None)
         if key not in _SPAWNERS:
             try:
@@ -338,7 +271,7 @@ def _registered(key: tuple, start: Callable[[], Spawner]) -> Spawner | None:
 
 
 def task_ids() -> list[int]:
-    """The helpers' process ids and their reader threads' ids: what a benchmark that sets a
+    """The servers' process ids and their reader threads' ids: what a benchmark that sets a
     scheduling policy for the sandbox sets it for, besides its own thread."""
     live = [sp for sp in list(_SPAWNERS.values()) if sp is not None and not sp._dead]
     return [sp._proc.pid for sp in live] + [sp._reader.native_id for sp in live if sp._reader.native_id]
@@ -350,8 +283,8 @@ def cpu_s() -> float:
 
 
 def _forget_in_child() -> None:
-    """In a forked child: drop the parent's helpers (closing our copy of each socket; shutting
-    it down would end the parent's helper too)."""
+    """In a forked child: drop the parent's servers (closing our copy of each socket; shutting
+    it down would end the parent's server too)."""
     global _LOCK
     _LOCK = threading.Lock()
     for sp in _SPAWNERS.values():
@@ -368,7 +301,7 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 @atexit.register
 def close_all() -> None:
-    """End every spawner of this process (at exit: no helper outlives us)."""
+    """End every spawner of this process (at exit: no server outlives us)."""
     with _LOCK:
         for sp in _SPAWNERS.values():
             if sp is not None and sp.pid_owner == os.getpid():

@@ -1,29 +1,35 @@
 """`bash-tests`: the task's own check decides (a test oracle), not a reference command.
 
-When a task carries a check (a script run after the candidate in the same sandbox: EAbench's
-test.py or evaluate.sh, a user's tests), the verdict is the check's exit status and its output
-is the feedback a repair loop or GEPA reads. FEH (bash-exec) stays the choice for tasks with only
-a reference command.
+When a task carries a check (a script run after the candidate: EAbench's evaluate.sh, a user's
+tests), the verdict is the check's exit status and its output is the feedback a repair loop or
+GEPA reads. FEH (bash-exec) stays the choice for tasks with only a reference command.
 
-In one sandbox run, from the item's gold fields:
-  1. cd `workdir`; run `prerequisite` quietly;
-  2. write the candidate to `script_path` (its exact bytes) and run it with `run` (default
-     `bash SCRIPT`), its stdout, stderr and exit status kept in files; skipped when
-     `check_runs_candidate` (the check runs it itself, as EAbench's test.py does);
-  3. write `check_files` ({relative name: text}, executable) into $VERIFIRST_CHECK_DIR and run
-     `check` with VERIFIRST_CANDIDATE, VERIFIRST_STDOUT, VERIFIRST_STDERR, VERIFIRST_EXIT and
-     VERIFIRST_CHECK_DIR set.
+Two sandbox runs (Sandbox.run_then), so that the candidate cannot argue with its verdict:
+  1. the candidate's run: cd `workdir`; run `prerequisite` quietly; write the candidate to
+     `script_path` (its exact bytes) and run it with `run` (default `bash SCRIPT`); its stdout,
+     stderr and exit status are what the sandbox observed, not files it could rewrite. With
+     `check_runs_candidate` (the check runs it itself, as EAbench's test.py does) it is only
+     written, and runs in step 2 beside the check (such a check shares its run with the
+     candidate: see docs/sandbox-threat-model.md);
+  2. the check's run, in a new sandbox on the root the first left, started after every process
+     of the first is gone (its pid namespace died with its pid 1): the check's files and the
+     candidate's outputs arrive on a descriptor (never in the candidate's sight: the first run's
+     command line holds no part of the check) into a fresh directory on the run's own /dev/shm,
+     `check` runs with VERIFIRST_CANDIDATE, VERIFIRST_STDOUT, VERIFIRST_STDERR, VERIFIRST_EXIT and
+     VERIFIRST_CHECK_DIR set, and its exit status travels as the run's own.
 
 The check's exit status: 0 PASS; 125 the check could not judge (INCONCLUSIVE, as `git bisect run`
 reads 125); 126/127, a signal or the check past the time limit: ERROR (no verdict); any other
-status FAIL. A candidate that runs past the time limit before the check starts is a FAIL.
+status FAIL. A candidate that runs past the time limit is a FAIL (the check never runs).
 """
 from __future__ import annotations
 
 import base64
+import io
 import json
 import posixpath
 import shlex
+import tarfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,7 +40,8 @@ from ..base import Verdict, VerifierError
 from .fixtures import ensure
 from .feh import EXIT_INCONCLUSIVE, candidate_command, has_commands, in_workdir, with_prerequisite
 
-RunFn = Callable[[str, Any], Any]  # (script, fixture) -> RunResult-like
+# (script, fixture, then) -> (first RunResult-like, second or None), as Sandbox.run_then
+RunFn = Callable[[str, Any, Callable[[Any], Any]], tuple[Any, Any]]
 # Under the sandbox's / (found before `workdir` is entered, so an unsafe-local run stays in its root).
 STATE = '"$__vf_state"'
 DEFAULT_SCRIPT = f"{STATE}/candidate.sh"
@@ -52,56 +59,117 @@ def _b64_write(text: str, path: str) -> str:
     return f"printf %s {base64.b64encode(text.encode()).decode()} | base64 -d > {q} && chmod +x {q}"
 
 
-def check_script(command: str, gold: dict) -> str:
-    """The one script the sandbox runs: setup, the candidate, then the task's check.
+def _check_files(gold: dict) -> dict[str, str]:
+    out = {}
+    for name, text in sorted((gold.get("check_files") or {}).items()):
+        rel = posixpath.normpath(str(name))
+        if rel.startswith(("/", "..")) or rel == ".":
+            raise InputError(f"check file {name!r} must be a relative path inside the check dir",
+                             field="gold.check_files", expected="a name such as evaluate.sh or bin/helper.sh")
+        out[rel] = str(text)
+    return out
+
+
+def candidate_script(command: str, gold: dict) -> str:
+    """The first run: setup, then the candidate (its output and exit status are the run's own).
 
     Args:
         command: the candidate script.
-        gold: the item's gold fields (check, check_files, check_runs_candidate, script_path,
-            run, workdir, prerequisite).
+        gold: the item's gold fields (check_runs_candidate, script_path, run, workdir, prerequisite).
     """
+    _check_files(gold)  # a bad check file is refused before anything runs
     path = str(gold.get("script_path") or DEFAULT_SCRIPT)
-    st, chk = STATE, f"{STATE}/check"
-    lines = [f"mkdir -p {chk} && chmod 700 {st}", _b64_write(command, path)]
-    if gold.get("check_runs_candidate"):
-        lines.append(f": > {st}/stdout; : > {st}/stderr; echo 0 > {st}/exit")
-    else:
+    lines = [f"mkdir -p {STATE} && chmod 700 {STATE}", _b64_write(command, path)]
+    lines.append(f"echo {CAND_MARK} >&2")  # the setup is done: what follows is the candidate's
+    if not gold.get("check_runs_candidate"):
         run = gold.get("run") or f"bash {_q(path)}"
-        lines.append(f"( {run}\n) > {st}/stdout 2> {st}/stderr < /dev/null; echo $? > {st}/exit")
-    for name, text in sorted((gold.get("check_files") or {}).items()):
-        rel = posixpath.normpath(str(name))
-        if rel.startswith(("/", "..")):
-            raise InputError(f"check file {name!r} must be a relative path inside the check dir",
-                             field="gold.check_files", expected="a name such as evaluate.sh or bin/helper.sh")
-        lines.append(f"mkdir -p {_q(posixpath.dirname(f'{chk}/{rel}'))} && "
-                     + _b64_write(str(text), f"{chk}/{rel}"))
-    lines += [f"export VERIFIRST_CANDIDATE={_q(path)} VERIFIRST_STDOUT={st}/stdout "
-              f"VERIFIRST_STDERR={st}/stderr VERIFIRST_EXIT={st}/exit VERIFIRST_CHECK_DIR={chk}",
-              f"echo {CHECK_MARK}", f"(\n{gold['check']}\n) 2>&1", "__vf_rc=$?",
-              f"echo; echo {CAND_MARK}; echo \"exit $(cat {st}/exit)\"; head -c 4000 {st}/stdout; "
-              f"echo; echo '--- stderr'; head -c 2000 {st}/stderr", "exit $__vf_rc"]
+        lines.append(f"( {run}\n) < /dev/null")
     return ('__vf_state="${PWD%/}/tmp/.verifirst-check"\n'
             + in_workdir(with_prerequisite("\n".join(lines), gold.get("prerequisite")), gold.get("workdir")))
+
+
+def check_script(gold: dict) -> str:
+    """The second run: unpack the check and the candidate's outputs, then run the check.
+
+    Args:
+        gold: the item's gold fields (check, script_path, workdir).
+    """
+    path = str(gold.get("script_path") or DEFAULT_SCRIPT)
+    c = '"$__vf_c"'
+    lines = ['__vf_c=$(mktemp -d -p /dev/shm verifirst-check.XXXXXX 2>/dev/null || mktemp -d) || exit 1',
+             f'tar -x -C {c} <&"$VERIFIRST_PAYLOAD_FD" && eval "exec $VERIFIRST_PAYLOAD_FD<&-" || exit 1',
+             "unset VERIFIRST_PAYLOAD_FD",
+             f"export VERIFIRST_CANDIDATE={_q(path)} VERIFIRST_STDOUT={c}/stdout "
+             f"VERIFIRST_STDERR={c}/stderr VERIFIRST_EXIT={c}/exit VERIFIRST_CHECK_DIR={c}/check",
+             f"echo {CHECK_MARK}", f"(\n{gold['check']}\n) 2>&1"]
+    return ('__vf_state="${PWD%/}/tmp/.verifirst-check"\n'
+            + in_workdir("\n".join(lines), gold.get("workdir")))
+
+
+def setup_done(r: Any) -> bool:
+    """Whether the first run got past the setup to the candidate."""
+    return f"{CAND_MARK}\n" in str(_get(r, "stderr", "") or "")
+
+
+def candidate_stderr(r: Any) -> str:
+    """The first run's stderr after the setup: the candidate's own."""
+    return str(_get(r, "stderr", "") or "").partition(f"{CAND_MARK}\n")[2]
+
+
+def check_payload(gold: dict, r: Any) -> bytes:
+    """A tar of the check's files (check/NAME, executable) and the candidate's stdout, stderr and
+    exit status as the first run left them.
+
+    Args:
+        gold: the item's gold fields (check_files, check_runs_candidate).
+        r: the first run's result.
+    """
+    ran = not gold.get("check_runs_candidate")
+    files = {f"check/{k}": (v.encode(), 0o755) for k, v in _check_files(gold).items()}
+    files.update({"stdout": ((_get(r, "stdout", "") or "").encode() if ran else b"", 0o644),
+                  "stderr": (candidate_stderr(r).encode() if ran else b"", 0o644),
+                  "exit": (f"{_get(r, 'exit_code', 0) if ran else 0}\n".encode(), 0o644)})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        dirs = sorted({posixpath.dirname(n) for n in files if posixpath.dirname(n)}, key=len)
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _get(r: Any, k: str, default=None):
     return r.get(k, default) if isinstance(r, dict) else getattr(r, k, default)
 
 
-def judge(r: Any, backend: str = "bash-tests") -> Verdict:
-    """The verdict from the sandbox run of check_script() (see the module docstring).
+def judge(r: Any, backend: str = "bash-tests", first: Any = None) -> Verdict:
+    """The verdict from the check's run (see the module docstring).
 
     Args:
-        r: the RunResult (or a dict with stdout, stderr, exit_code, timed_out, signal).
+        r: the check run's RunResult (or a dict with stdout, stderr, exit_code, timed_out,
+            signal); None when the check never ran (the candidate timed out, or its setup failed).
         backend: the verifier name put on the verdict.
+        first: the candidate's run, for the feedback; without it the check run's output may
+            carry it after CAND_MARK (a single-run record).
     """
+    if r is None:  # no check ran: the first run's status says why
+        r = {"stdout": "", "exit_code": _get(first, "exit_code"), "timed_out": bool(_get(first, "timed_out"))}
     out = str(_get(r, "stdout", "") or "")
     started = CHECK_MARK in out
     check_out, _, cand = out.partition(CHECK_MARK)[2].partition(CAND_MARK) if started else ("", "", "")
+    if first is not None:
+        cand = (f"exit {_get(first, 'exit_code')}\n{str(_get(first, 'stdout', '') or '')[:4000]}\n"
+                f"--- stderr\n{candidate_stderr(first)[:2000]}")
     check_out, cand = check_out.strip(), cand.strip()
     rc, timed_out, sig = _get(r, "exit_code"), bool(_get(r, "timed_out")), _get(r, "signal")
+    setup_err = str(_get(first if first is not None and not started else r, "stderr", "") or "")
     details = {"check_exit": rc, "check_output": check_out[:4000], "candidate": cand[:6000],
-               "setup_stderr": str(_get(r, "stderr", "") or "")[:2000], "check_started": started}
+               "setup_stderr": setup_err.partition(CAND_MARK)[0][:2000], "check_started": started}
     fb = f"the task's check said (exit {rc}):\n{check_out[:3000] or '(nothing)'}\ncandidate run: {cand[:3000]}"
     if timed_out and not started:
         return Verdict(0.0, False, "TIMEOUT", [VerifierError("TIMEOUT", "the candidate ran past the time limit")],
@@ -130,8 +198,9 @@ class BashTestsVerifier:
     name = "bash-tests"
 
     def __init__(self, *, timeout_s: float = 10.0, unsafe_local: bool = False, run: RunFn | None = None):
-        """timeout_s covers setup, candidate and check; unsafe_local runs without isolation
-        (hosts without user namespaces); `run` replaces the sandbox (tests)."""
+        """timeout_s covers each of the two runs (setup and candidate; the check); unsafe_local
+        runs without isolation (hosts without user namespaces); `run` replaces the sandbox's
+        run_then (tests)."""
         self._run = run
         self._sandbox_kw = {"timeout_s": float(timeout_s), "unsafe_local": bool(unsafe_local)}
 
@@ -150,7 +219,7 @@ class BashTestsVerifier:
             self.sandbox  # noqa: B018 - constructing it is the probe
 
     def verify(self, item: Item, candidate: Any) -> Verdict:
-        """Run the candidate and then the task's check in one fresh copy of the fixture.
+        """Run the candidate, then the task's check on what it left (two sandbox runs).
 
         Args:
             item: gold has `check` and optional `fixture`, `check_files`, `check_runs_candidate`,
@@ -167,10 +236,17 @@ class BashTestsVerifier:
         if not cmd.strip():
             return Verdict(0.0, False, "EMPTY", [VerifierError("EMPTY", "the candidate is empty")],
                            feedback="FAIL: the candidate is empty; write the script.", backend=self.name)
-        script = check_script(cmd, item.gold)
-        fixture = ensure(item.gold.get("fixture", "empty"), item.gold.get("fixture_spec"))
-        r = self._run(script, fixture) if self._run else self.sandbox.run(script, fixture)
-        v = judge(r, self.name)
+        gold = item.gold
+        script = candidate_script(cmd, gold)
+        fixture = ensure(gold.get("fixture", "empty"), gold.get("fixture_spec"))
+
+        def then(first: Any) -> tuple[str, bytes] | None:
+            if _get(first, "timed_out") or not setup_done(first):
+                return None  # a FAIL (TIMEOUT) or no verdict (the setup failed): no check to run
+            return check_script(gold), check_payload(gold, first)
+
+        first, r = (self._run or self.sandbox.run_then)(script, fixture, then)
+        v = judge(r, self.name, first)
         v.details["fixture"] = getattr(fixture, "name", fixture)
         return v
 

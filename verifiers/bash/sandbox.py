@@ -34,16 +34,16 @@ import logging
 import os
 import selectors
 import signal as _signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import _bwrap, _launcher, _pool, _sandbox_fs, _spawner, fixtures
+from verifirst.verifiers.bash import _bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, fixtures
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
@@ -55,7 +55,6 @@ OUTPUT_LIMIT = 1 << 20
 # Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
 OUTPUT_KILL_FACTOR = 8
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
-READY_TIMEOUT_S = 2.0  # a warm sandbox not ready by then is dropped and the run starts normally
 
 
 @dataclass
@@ -189,11 +188,21 @@ def _copy_parents() -> list[Path]:
 
 
 class _Job:
-    """One sandboxed command in flight; with command None, a warm sandbox (_pool) waiting for it."""
+    """One sandboxed command in flight.
 
-    def __init__(self, sb: "Sandbox", command: str | None, fx: fixtures.Fixture):
-        self.sb, self.command, self.fx = sb, command, fx
-        self.ctl: socket.socket | None = None
+    Args:
+        sb: the sandbox and its settings.
+        command: the command (one `bash -c` argument).
+        fx: the fixture its root starts from.
+        after: a finished run kept with keep=True: this run starts from the root it left
+            (its processes are gone: pid 1 died, and with it its pid namespace).
+        keep: keep the root after finish() for a run `after` this one (release() removes it).
+        payload: bytes the command may read on descriptor $VERIFIRST_PAYLOAD_FD (a memfd).
+    """
+
+    def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture, *, after: "_Job | None" = None,
+                 keep: bool = False, payload: bytes | None = None):
+        self.sb, self.command, self.fx, self.keep, self.reused = sb, command, fx, keep, after is not None
         self.t0 = time.perf_counter()
         self.admin = bool(getattr(fx, "sysadmin", False))
         if self.admin and sb.unsafe_local:
@@ -206,17 +215,30 @@ class _Job:
         base, _ = _scratch_base()
         ids = _ids() if not sb.unsafe_local else None
         lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
-        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
-        self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
+        fds: list[int] = []  # what the launcher inherits: a user namespace, the limits script, seccomp, payload
+        userns = limits = seccomp = None
+        self.cgroup: _cgroup.RunCgroup | None = None
+        if after is not None:
+            self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
+        else:
+            self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+            self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
+            # As root, the run writes into a tmpfs of its own: it cannot fill a concurrent run's scratch.
+            self.private = not sb.unsafe_local and _cgroup.private_scratch(self.run_dir, sb.limits["as_bytes"])
         work = os.path.join(self.run_dir, "wk")
-        fds: list[int] = []  # what bwrap inherits: a user namespace, the limits script, a launcher socket
-        userns = limits = None
+        env_extra: dict[str, str] = {}
         try:
-            os.mkdir(self.root, 0o755)
-            if self.overlay:
-                os.mkdir(work, 0o700)
-            else:
-                fixtures.write_tree(self.tree, self.root, owner=ids)
+            if not sb.unsafe_local and _cgroup.available():
+                self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
+            if after is None:
+                os.mkdir(self.root, 0o755)
+                if self.overlay:
+                    os.mkdir(work, 0o700)
+                else:
+                    fixtures.write_tree(self.tree, self.root, owner=ids)
+            if payload is not None:
+                fds.append(_memfd(payload))
+                env_extra["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
             if ids:
                 for d in (self.root, self.run_dir) + ((work,) if self.overlay else ()):
                     os.chown(d, *ids)
@@ -228,20 +250,18 @@ class _Job:
             if not sb.unsafe_local:
                 limits = _bwrap.limits_fd(sb.limits, ids)
                 fds.append(limits)
-            if command is None:  # warm: the launcher's end of the socket the command comes on
-                self.ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                fds.append(theirs.detach())
-                command = _pool.LAUNCHER.format(fd=fds[-1], limits=limits)
+                seccomp = _seccomp.program_fd(ids)
+                if seccomp is not None:
+                    fds.append(seccomp)
         except BaseException:
-            if self.ctl is not None:
-                self.ctl.close()
             _close(fds)
-            _sandbox_fs.remove_tree(self.run_dir)
+            self._release()
             raise
         self.t_copied = time.perf_counter()
         env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME}
         env.update(fx.env)
         env.update(sb.env)
+        env.update(env_extra)
         if sb.unsafe_local:
             env["HOME"] = os.path.join(self.root, "root")
             args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
@@ -249,24 +269,33 @@ class _Job:
         else:
             args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
                                env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
-                               work=work if self.overlay else None, userns_fd=userns, launcher=self.ctl is not None)
+                               work=work if self.overlay else None, userns_fd=userns,
+                               seccomp_fd=seccomp, rlimits=sb.limits,
+                               cgroup_fds=tuple(self.cgroup.fds) if self.cgroup else ())
             env, cwd = {"PATH": _bwrap.PATH}, "/"
+        cg_fds = list(self.cgroup.fds) if self.cgroup else []
         try:
-            spawner = None if sb.unsafe_local else _spawner.spawner(ids, binary=args[0], build_dirs=_copy_parents)
-            if spawner is not None:  # bwrap's fork server (at ids as root), or as root a helper at ids (cwd /)
-                self.proc = spawner.popen(args, env, fds)
+            own = not sb.unsafe_local and sb._bwrap.kind == _launcher.KIND
+            spawner = _spawner.spawner(ids, binary=args[0]) if own else None
+            if spawner is not None:  # vf-sandbox's fork server (at ids as root)
+                self.proc = spawner.popen(args, env, fds + cg_fds)
             else:
-                args, kw = _bwrap.as_user(args, ids)
+                if sb.unsafe_local:
+                    args, kw = _bwrap.as_user(args, ids)
+                elif own:
+                    args, kw = _bwrap.as_user(args, ids)
+                    fds = fds + cg_fds
+                else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
+                    args, kw = _bwrap.bwrap_wrapper(args, ids, sb.limits, tuple(cg_fds))
+                    fds = fds + cg_fds
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
                                              pass_fds=fds, start_new_session=True, **kw)
         except BaseException:
-            if self.ctl is not None:
-                self.ctl.close()
-            _sandbox_fs.remove_tree(self.run_dir)
+            self._release()
             raise
         finally:
-            _close(fds)
+            _close([f for f in fds if f not in cg_fds])
         self.deadline = time.monotonic() + sb.timeout_s
         self.out, self.err = bytearray(), bytearray()
         self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
@@ -274,54 +303,28 @@ class _Job:
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
 
-    def send(self, command: str, sb: "Sandbox | None" = None, fx: fixtures.Fixture | None = None) -> bool:
-        """A warm sandbox: run `command` now (its clock starts here); False when it is not
-        ready within READY_TIMEOUT_S (it failed to start, or died): discard it then.
+    def _release(self, after: "_sandbox_fs.Snapshot | None" = None, files: bool = True) -> None:
+        """Remove the run's cgroups and, with `files`, its files (its processes are gone).
 
         Args:
-            command: the command, as for Sandbox.run.
-            sb, fx: the sandbox and fixture asking (the same key; their time and output limits apply).
+            after: the snapshot of what it wrote, which tells a shared scratch what to remove.
+            files: False for a run kept for the next (keep=True): release() removes them later.
         """
-        t0 = time.perf_counter()
-        try:
-            self.proc.pid  # noqa: B018 - raises when the spawner could not start it
-            self.ctl.settimeout(READY_TIMEOUT_S)
-            if self.ctl.recv(1) != b"r":
-                return False
-            self.ctl.sendall(os.fsencode(command) + b"\0")
-        except OSError:
-            return False
-        self.ctl.close()
-        self.ctl = None
-        self.command, self.sb, self.fx = command, sb or self.sb, fx or self.fx
-        self.t0, self.t_copied = t0, time.perf_counter()
-        self.deadline = time.monotonic() + self.sb.timeout_s
-        return True
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
+        if not files:
+            return
+        if self.private:
+            _cgroup.release_scratch(self.run_dir)
+        elif after is None:
+            _sandbox_fs.remove_tree(self.run_dir)
+        else:
+            _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
 
-    def discard(self) -> None:
-        """End a warm sandbox that will not run a command (closing the socket ends its launcher)."""
-        if self.ctl is not None:
-            self.ctl.close()
-            self.ctl = None
-        for s in (self.proc.stdout, self.proc.stderr):
-            s.close()
-        try:
-            self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            try:
-                self.proc.wait(timeout=2.0)
-            except (subprocess.TimeoutExpired, OSError):
-                pass
-        except OSError:
-            pass
-        _sandbox_fs.remove_tree(self.run_dir)
-
-    def forget(self) -> None:
-        """In a forked child: close our copies of a parent's warm sandbox's descriptors."""
-        for s in (self.ctl, self.proc.stdout, self.proc.stderr):
-            if s is not None:
-                s.close()  # a close, not a shutdown: the parent's end stays open
+    def release(self) -> None:
+        """Remove the files of a run kept with keep=True."""
+        self._release()
 
     def kill(self) -> None:
         try:
@@ -351,7 +354,7 @@ class _Job:
         try:
             rc = self.proc.wait()
         except OSError:  # the spawner could not start it (Popen raises this at the start)
-            _sandbox_fs.remove_tree(self.run_dir)
+            self._release()
             raise
         t_ran = time.perf_counter()
         after = None
@@ -365,10 +368,7 @@ class _Job:
                 fs = FsDiff(*_sandbox_fs.diff(before, view))
         finally:
             t_diffed = time.perf_counter()
-            if after is None:
-                _sandbox_fs.remove_tree(self.run_dir)
-            else:
-                _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
+            self._release(None if self.reused else after, files=not self.keep)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
         sig = None
@@ -387,6 +387,21 @@ class _Job:
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
+
+
+def _memfd(data: bytes) -> int:
+    """A descriptor to read `data` from, at offset 0 (no file anywhere: the run reads the
+    descriptor it inherits, never a path)."""
+    fd = os.memfd_create("verifirst-payload", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _close(fds: list[int]) -> None:
@@ -556,37 +571,39 @@ class Sandbox:
 
     def run(self, command: str, fixture: str | fixtures.Fixture = "empty") -> RunResult:
         self._check(command)
-        fx = fixtures.resolve(fixture)
-        job = self._job(command, fx)
+        job = _Job(self, command, fixtures.resolve(fixture))
         _drive([job])
+        return job.finish()
+
+    def run_then(self, command: str, fixture: str | fixtures.Fixture,
+                 then: "Callable[[RunResult], tuple[str, bytes] | None]") -> tuple[RunResult, RunResult | None]:
+        """`command`, then (unless `then` says None) a second command on the root it left, in a
+        new sandbox: the first run's processes are all gone (its pid namespace died with its pid 1)
+        before the second starts, so nothing of the first can touch the second (a task's check).
+
+        Args:
+            command: the first command (a candidate).
+            fixture: what its root starts from.
+            then: given the first run's result, (second command, payload) or None; the second
+                command reads the payload on descriptor $VERIFIRST_PAYLOAD_FD.
+
+        Returns:
+            (first result, second result or None).
+        """
+        self._check(command)
+        first = _Job(self, command, fixtures.resolve(fixture), keep=True)
         try:
-            return job.finish()
+            _drive([first])
+            r1 = first.finish()
+            nxt = then(r1)
+            if nxt is None:
+                return r1, None
+            self._check(nxt[0])
+            second = _Job(self, nxt[0], first.fx, after=first, keep=True, payload=nxt[1])
+            _drive([second])
+            return r1, second.finish()
         finally:
-            self._top_up([fx])
-
-    def _key(self, fx: fixtures.Fixture) -> tuple | None:
-        """What a warm sandbox for `fx` must match (None: this run never uses one): every setting
-        that shapes bwrap's start; time and output limits apply at send."""
-        if self.unsafe_local or not self.overlay or getattr(fx, "sysadmin", False) or not _pool.enabled():
-            return None
-        return (self._bwrap.path, tuple(sorted(self.limits.items())), tuple(sorted(self.env.items())),
-                fx.content_hash, tuple(sorted(fx.env.items())), _ids(), os.getpid())
-
-    def _job(self, command: str, fx: fixtures.Fixture) -> _Job:
-        """A warm sandbox of this fixture now running `command` (_pool), else a normal run."""
-        key = self._key(fx)
-        warm = key and _pool.take(key, command, lambda w: w.send(command, self, fx))
-        return warm or _Job(self, command, fx)
-
-    def _top_up(self, fxs: list[fixtures.Fixture]) -> None:
-        """Start warm sandboxes for the next runs of these fixtures, once their runs are done
-        (started earlier, they would take CPU from those runs)."""
-        keys = {}
-        for fx in fxs:
-            keys.setdefault(self._key(fx), fx)
-        for key, fx in keys.items():
-            if key:
-                _pool.top_up(key, lambda fx=fx: _Job(self, None, fx))
+            first.release()
 
     def run_pair(self, gold: str, candidate: str,
                  fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
@@ -594,19 +611,16 @@ class Sandbox:
         self._check(gold)
         self._check(candidate)
         fx = fixtures.resolve(fixture)
-        jobs = [self._job(gold, fx)]
+        jobs = [_Job(self, gold, fx)]
         try:
-            jobs.append(self._job(candidate, fx))
+            jobs.append(_Job(self, candidate, fx))
         except BaseException:
             jobs[0].kill()
             _drive(jobs)
             jobs[0].finish()
             raise
         _drive(jobs)
-        try:
-            return jobs[0].finish(), jobs[1].finish()
-        finally:
-            self._top_up([fx])
+        return jobs[0].finish(), jobs[1].finish()
 
     def run_many(self, commands: list[tuple[str, str]], parallel: int = 2) -> list[RunResult]:
         """(command, fixture) pairs, `parallel` at a time; results in input order."""
@@ -615,13 +629,9 @@ class Sandbox:
             chunk = commands[i:i + max(1, parallel)]
             for c, _ in chunk:
                 self._check(c)
-            fxs = [fixtures.resolve(f) for _, f in chunk]
-            jobs = [self._job(c, fx) for (c, _), fx in zip(chunk, fxs)]
+            jobs = [_Job(self, c, fixtures.resolve(f)) for c, f in chunk]
             _drive(jobs)
-            try:
-                out.extend(j.finish() for j in jobs)
-            finally:
-                self._top_up(fxs)
+            out.extend(j.finish() for j in jobs)
         return out
 
 
