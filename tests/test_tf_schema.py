@@ -129,8 +129,9 @@ def test_schema_list_cli():
     res = CliRunner().invoke(app, ["schema", "list", "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
-    assert [(r["provider"], r["version"], r["licence"]) for r in rows] == [("aws", "6.47.0", "MIT"),
-                                                                           ("aws", "5.100.0", "MIT")]
+    assert [(r["provider"], r["version"], r["licence"]) for r in rows] == [
+        ("aws", "6.47.0", "MIT"), ("aws", "5.100.0", "MIT"), ("azurerm", "4.79.0", "MIT"), ("google", "6.50.0", "MIT"),
+        ("kubernetes", "2.38.0", "MIT")]
     assert rows[0]["resources"] > 1600 and rows[0]["data_sources"] > 600
     assert rows[1]["resources"] > 1500
     helped = CliRunner().invoke(app, ["schema", "list", "--help"], env={"COLUMNS": "200"})

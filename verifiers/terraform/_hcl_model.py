@@ -438,7 +438,8 @@ def check_references(ev: ModelEval):
     for decl in m.resources:
         counted = "count" in decl.body.attributes
         each = "for_each" in decl.body.attributes
-        for expr, line, in_dynamic in _body_exprs(decl.body):
+        # `provider = google.west` names a provider configuration, not a value
+        for expr, line, in_dynamic in _body_exprs(decl.body, skip=("provider",)):
             _check_expr_refs(ev, expr, decl.address, decl.file, counted, each, in_dynamic)
     for name, attr in m.locals.items():
         _check_expr_refs(ev, attr.expr, f"local.{name}", None, False, False, ())
@@ -452,13 +453,14 @@ def check_references(ev: ModelEval):
     for name, blk in m.module_calls.items():
         counted = "count" in blk.body.attributes
         each = "for_each" in blk.body.attributes
-        for expr, line, dyn in _body_exprs(blk.body):
+        for expr, line, dyn in _body_exprs(blk.body, skip=("providers",)):
             _check_expr_refs(ev, expr, f"module.{name}", None, counted, each, dyn)
 
 
-def _body_exprs(body: A.Body, dyn=()):
+def _body_exprs(body: A.Body, dyn=(), skip=()):
     for a in body.attributes.values():
-        yield a.expr, a.line, dyn
+        if a.name not in skip:
+            yield a.expr, a.line, dyn
     for b in body.blocks:
         inner = dyn + (b.labels[0],) if b.type == "dynamic" and b.labels else dyn
         if b.type == "dynamic" and "iterator" in b.body.attributes:

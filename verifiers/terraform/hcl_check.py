@@ -19,6 +19,7 @@ from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_
                                                        RefError)
 from verifirst.verifiers.terraform._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
 from verifirst.verifiers.base import VerifierError
+from verifirst.verifiers.terraform import tf_schema
 from verifirst.verifiers.terraform.tf_schema import ProviderSchema, default_schema_path, load_schema
 
 
@@ -214,15 +215,17 @@ def _check_schema(ev: ModelEval):
         ev.warn("no provider schema given: arguments and resource types not checked")
         ev.unchecked += [(d.address, "no provider schema given; not checked") for d in ev.m.resources]
         return
+    required = _required(ev.m)
     for decl in ev.m.resources:
         bs = ev.block_schema(decl)
         where = f'in {"resource" if decl.mode == "managed" else "data"} "{decl.type}" "{decl.name}"'
+        ptype = _provider_of(decl, required)
+        if ptype not in ev.provider_names:  # no schema of its provider here: not checked, never passed
+            ev.unchecked.append((decl.address, f'provider "{ptype}" has no schema here ({_have(ev)}); this '
+                                 f"{'resource' if decl.mode == 'managed' else 'data source'} was not checked. "
+                                 + NO_SCHEMA_FIX))
+            continue
         if bs is None:
-            if not ev.known_provider(decl.type):
-                ev.unchecked.append((decl.address, f'provider "{decl.type.split("_", 1)[0]}" has '
-                                     f"no schema here ({_have(ev)}); this {'resource' if decl.mode == 'managed' else 'data source'}"
-                                     " was not checked. " + NO_SCHEMA_FIX))
-                continue
             prov = schema.provider_address(decl.mode, decl.type).split("/", 1)[-1]
             options = schema.resource_types() if decl.mode == "managed" else schema.data_source_types()
             if decl.mode == "managed":
@@ -239,7 +242,7 @@ def _check_schema(ev: ModelEval):
                     "documentation for its replacement.")
         _check_body(ev, decl.body, bs, decl.address, decl.file, where, top=True)
     for p in ev.m.providers:
-        name = p.labels[0] if p.labels else ""
+        name = tf_schema.provider_type(p.labels[0], required) if p.labels else ""
         if name not in ev.provider_names:
             ev.unchecked.append((f"provider.{name}", f'provider "{name}" has no schema here ({_have(ev)}); its '
                                  "configuration was not checked. " + NO_SCHEMA_FIX))
@@ -251,8 +254,35 @@ def _check_schema(ev: ModelEval):
                     skip=extra)
 
 
-NO_SCHEMA_FIX = ("Fix: give --schema (verifier option schema) a `terraform providers schema -json` output that "
-                 "includes this provider.")
+NO_SCHEMA_FIX = ("Fix: use a provider the verifier ships a schema for (`verifirst schema list`), or give --schema "
+                 "(verifier option schema) a `terraform providers schema -json` output that includes this one.")
+
+
+def _required(m: Module) -> dict:
+    """{local name: {"source", "version"}} of the module's required_providers (literal values)."""
+    out: dict = {}
+    for t in m.terraform:
+        for rp in t.body.blocks_of("required_providers"):
+            for local, attr in rp.body.attributes.items():
+                entry = out.setdefault(local, {})
+                for k, v in getattr(attr.expr, "items", None) or []:
+                    key, value = _literal(k) or getattr(k, "name", None), _literal(v)
+                    if key in ("source", "version") and value is not None:
+                        entry[key] = value
+    return out
+
+
+def _provider_of(decl, required: dict) -> str:
+    """The provider type a resource or data source belongs to: its `provider =` local name (or
+    its type's prefix) through required_providers' source."""
+    local = decl.type.split("_", 1)[0]
+    arg = decl.body.attributes.get("provider")
+    if arg is not None:
+        node = arg.expr
+        while hasattr(node, "obj"):  # google.west -> google
+            node = node.obj
+        local = getattr(node, "name", None) or local
+    return tf_schema.provider_type(local, required)
 
 
 def _have(ev: ModelEval) -> str:

@@ -125,9 +125,12 @@ def from_dict(raw: dict, path: str = "<dict>") -> ProviderSchema:
 
 
 def load_schema(path) -> ProviderSchema:
-    """Parse (or return the cached parse of) a provider schema file."""
+    """Parse (or return the cached parse of) a provider schema file; a list or tuple of files is
+    one schema holding all their providers (the first file's wins a provider in two)."""
     if isinstance(path, ProviderSchema):
         return path
+    if isinstance(path, (list, tuple)):
+        return _merged(tuple(str(x) for x in path))
     p = Path(path)
     try:
         st = p.stat()
@@ -153,6 +156,32 @@ def load_schema(path) -> ProviderSchema:
     with _LOCK:
         _CACHE[key] = schema
     return schema
+
+
+def _merged(paths: tuple) -> ProviderSchema:
+    if len(paths) == 1:
+        return load_schema(paths[0])
+    parts = [load_schema(x) for x in paths]
+    key = ("merged",) + paths
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    raw = {"format_version": "1.0", "provider_schemas": {}}
+    for part in parts:
+        for address, prov in part.raw.get("provider_schemas", {}).items():
+            raw["provider_schemas"].setdefault(address, prov)
+    schema = ProviderSchema(raw=raw, path=" + ".join(paths))
+    with _LOCK:
+        _CACHE[key] = schema
+    return schema
+
+
+def schema_label(schema) -> str:
+    """File name(s) of a schema option (a path, or several) for labels and reports."""
+    if isinstance(schema, (list, tuple)):
+        return " + ".join(Path(x).name for x in schema)
+    return Path(str(schema)).name
 
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data"
@@ -274,6 +303,76 @@ def schema_for_config(files: dict, provider: str = "aws") -> str | None:
     """Path of the shipped schema a configuration asks for through `required_providers`."""
     chosen = choose_shipped(provider_constraint(files, provider), provider)
     return str(chosen.path) if chosen else None
+
+
+_TYPE_RE = re.compile(r'^\s*(?:resource|data|ephemeral)\s+"([A-Za-z0-9-]+)_', re.M)
+_PROVIDER_BLOCK_RE = re.compile(r'^\s*provider\s+"([^"]+)"', re.M)
+_PROVIDER_ARG_RE = re.compile(r'^\s*provider\s*=\s*([A-Za-z0-9_-]+)', re.M)
+_ENTRY_RE = re.compile(r'([A-Za-z0-9_-]+)\s*=\s*\{([^{}]*)\}', re.S)
+
+
+def required_providers(files: dict) -> dict[str, dict]:
+    """{local name: {"source": ..., "version": ...}} from a configuration's `required_providers`.
+
+    Args:
+        files: {file name: HCL text}.
+    """
+    out: dict[str, dict] = {}
+    for text in files.values():
+        if not isinstance(text, str):
+            continue
+        for m in _REQUIRED_RE.finditer(text):
+            block = _balanced(text, m.end() - 1)
+            for e in _ENTRY_RE.finditer(block[1:]):
+                entry = out.setdefault(e.group(1), {})
+                for key in ("source", "version"):
+                    v = re.search(key + r'\s*=\s*"([^"]*)"', e.group(2))
+                    if v:
+                        entry.setdefault(key, v.group(1))
+    return out
+
+
+def provider_type(local: str, required: dict) -> str:
+    """The provider type (google) of a local name, through required_providers' source
+    ("hashicorp/google"); a local name without a source is its own type."""
+    source = (required.get(local) or {}).get("source", "")
+    return source.rstrip("/").rsplit("/", 1)[-1].lower() if source else local
+
+
+def providers_used(files: dict) -> dict[str, str | None]:
+    """{provider type: version constraint or None} for every provider a configuration uses:
+    resource and data type prefixes, provider blocks, `provider =` arguments, required_providers.
+
+    Args:
+        files: {file name: HCL text}.
+    """
+    required = required_providers(files)
+    locals_ = set(required)
+    for text in files.values():
+        if isinstance(text, str):
+            for rx in (_TYPE_RE, _PROVIDER_BLOCK_RE, _PROVIDER_ARG_RE):
+                locals_.update(rx.findall(text))
+    out: dict[str, str | None] = {}
+    for local in sorted(locals_):
+        ptype = provider_type(local, required)
+        out.setdefault(ptype, (required.get(local) or {}).get("version"))
+    return out
+
+
+def schemas_for_config(files: dict) -> list[str]:
+    """The shipped schema files of every shipped provider a configuration uses, each the newest
+    version its `required_providers` constraint allows; the newest AWS one when it uses none."""
+    shipped = {s.provider for s in shipped_schemas()}
+    out = []
+    for ptype, constraint in providers_used(files).items():
+        if ptype in shipped:
+            chosen = choose_shipped(constraint, ptype)
+            if chosen:
+                out.append(str(chosen.path))
+    if not out:
+        default = choose_shipped()
+        return [str(default.path)] if default else []
+    return out
 
 
 def default_schema_path() -> str | None:

@@ -332,9 +332,12 @@ class TerraformVerifier:
         """
         if self.schema_given or self.backend == "real" or os.environ.get("VERIFIRST_TF_SCHEMA"):
             return self.schema
-        from verifirst.verifiers.terraform.tf_schema import schema_for_config
+        from verifirst.verifiers.terraform.tf_schema import schemas_for_config
 
-        return schema_for_config(files) or self.schema
+        paths = schemas_for_config(files)  # one per shipped provider it uses (aws, google, azurerm, kubernetes)
+        if self.backend != "python":
+            paths = [p for p in paths if Path(p).parent.name == "aws"]  # the schema provider serves one file
+        return (paths[0] if len(paths) == 1 else tuple(paths)) if paths else self.schema
 
     # ------------------------------------------------------------------ backends
     def _terraform(self, files, schema):
@@ -368,7 +371,8 @@ class TerraformVerifier:
             plan = plan_synth.synthesize_plan(files, schema, variables, analysis=analysis)
             timings["synth_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         warns = [w if isinstance(w, str) else getattr(w, "message", str(w)) for w in (warnings or [])]
-        details = {"backend_label": f"python-hcl2 + schema ({Path(schema_path).name})",
+        from verifirst.verifiers.terraform.tf_schema import schema_label
+        details = {"backend_label": f"python-hcl2 + schema ({schema_label(schema_path)})",
                    "deprecations": [w for w in warns if "deprecat" in w.lower()]}
         return stage, list(errors), warns, plan, timings, details
 
