@@ -166,11 +166,11 @@ def test_pip_install_in_a_fresh_venv_without_a_compiler():
         r = _cli(py, ["serve", "--port", str(_free_port())], env, work, timeout=120)  # the engine itself refuses, before binding a port
         assert r.returncode == 2 and HINT in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
-        # the bash sandbox without a compiler: the installed package ships the fork server's source,
-        # and runs start through the Python helper (root) or Popen instead
-        r = subprocess.run([str(py), "-c", "from verifirst.verifiers.bash import _forkserver as f; "
-                            "print(f.SOURCE.is_file(), f._compiler())"], env=env, cwd=work, capture_output=True,
-                           text=True, timeout=120)
+        # the bash sandbox without a compiler: the installed package ships vf-sandbox's sources,
+        # and runs start bubblewrap with Popen instead
+        r = subprocess.run([str(py), "-c", "from verifirst.verifiers.bash import _launcher as f; "
+                            "print(all(s.is_file() for s in f.SOURCES), f._compiler())"], env=env, cwd=work,
+                           capture_output=True, text=True, timeout=120)
         assert r.stdout.split() == ["True", "None"], r.stdout + r.stderr[-2000:]
         r = _cli(py, ["verify", "bash", "--gold", "echo hi", "--pred", "echo hi", "--fixture", "empty"], env, work)
         assert r.returncode == 0 and r.stdout.startswith("EQUIVALENT"), r.stdout + r.stderr[-2000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.verifiers.bash import _forkserver, _launcher, _spawner
+from verifirst.verifiers.bash import _launcher, _spawner
 from verifirst.verifiers.bash.sandbox import Sandbox, _copy_parents, _ids, _scratch_base
 from conftest import procs_of_uid
 

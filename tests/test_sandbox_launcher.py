@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verifirst.verifiers.bash import _bwrap, _forkserver, _launcher
+from verifirst.verifiers.bash import _bwrap, _launcher
 from verifirst.verifiers.bash.sandbox import Sandbox, SandboxUnavailable, _copy_parents, _scratch_base
 
 pytestmark = pytest.mark.skipif(next(_launcher.built(tuple(_copy_parents())), None) is None,
@@ -157,7 +157,7 @@ def test_bubblewrap_when_asked_for_or_when_nothing_compiles(monkeypatch):
     monkeypatch.setenv("VERIFIRST_BWRAP", named)
     assert Sandbox()._bwrap.kind == "bwrap"
     monkeypatch.delenv("VERIFIRST_BWRAP")
-    monkeypatch.setattr(_forkserver, "_compiler", lambda: None)
+    monkeypatch.setattr(_launcher, "_compiler", lambda: None)
     _launcher._built_in.cache_clear()
     try:
         monkeypatch.setattr(_bwrap, "_FOUND", {})
@@ -291,20 +291,20 @@ def _has_interpreter(path: str) -> bool:
 
 
 def test_it_is_linked_statically_where_it_can_be_and_a_failed_static_build_is_not_retried(monkeypatch, tmp_path):
-    cc = _forkserver._compiler()
+    cc = _launcher._compiler()
     libc = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
     _launcher._built_in.cache_clear()
     try:
         if os.path.isabs(libc):
             assert not _has_interpreter(_launcher._built_in(tmp_path / "with-libc-a"))
-        monkeypatch.setattr(_launcher, "BUILDS", (["-static", "-DVF_BUILTIN", "-Wl,--no-such-option"],
-                                                  ["-DVF_BUILTIN"]))
+        monkeypatch.setattr(_launcher, "BUILDS", (["-static", "-Wl,--no-such-option"],
+                                                  []))
         dynamic = _launcher._built_in(tmp_path / "without")
         assert dynamic and _has_interpreter(dynamic) and _launcher.serves_itself(dynamic)
         assert subprocess.run([dynamic, "--version"], capture_output=True, text=True).stdout == "vf-sandbox 1.1.0\n"
         _launcher._built_in.cache_clear()  # another process: the dynamic build is found, nothing compiled
         compiled = []
-        monkeypatch.setattr(_forkserver.subprocess, "run", lambda *a, **k: compiled.append(a) or 1 / 0)
+        monkeypatch.setattr(_launcher.subprocess, "run", lambda *a, **k: compiled.append(a) or 1 / 0)
         assert _launcher._built_in(tmp_path / "without") == dynamic and compiled == []
     finally:
         _launcher._built_in.cache_clear()

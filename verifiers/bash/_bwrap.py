@@ -337,7 +337,7 @@ SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a siz
 
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
          limits_fd: int, lower: str | None = None, work: str | None = None,
-         userns_fd: int | None = None, launcher: bool = False, seccomp_fd: int | None = None,
+         userns_fd: int | None = None, seccomp_fd: int | None = None,
          rlimits: dict[str, int] | None = None, cgroup_fds: tuple[int, ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
@@ -351,8 +351,6 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         limits_fd: the fd of limits_script(), inherited by bwrap.
         lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
-        launcher: `command` is a warm sandbox's launcher (_pool), which passes BASH_ENV on to
-            the command's bash itself: bwrap does not set it.
         seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
         rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself (nproc, as_bytes,
             cpu_s, fsize_bytes, nofile) and open cgroup.procs files pid 1 joins first (_cgroup);
@@ -381,7 +379,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
             a += ["--join-cgroup", str(fd)]
     for cap in CAPS:
         a += ["--cap-add", cap]
-    for k, v in (env if launcher else {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}).items():
+    for k, v in {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}.items():
         a += ["--setenv", k, v]
     return a + ["--", "/bin/bash", "-c", command]
 

@@ -132,16 +132,6 @@ class RunCgroup:
             self.close()
             raise
 
-    def peak_memory(self) -> int | None:
-        """The most memory the run used, in bytes (None where the kernel does not say)."""
-        for d in self.dirs:
-            for name in ("memory.max_usage_in_bytes", "memory.peak"):
-                try:
-                    return int((d / name).read_text())
-                except (OSError, ValueError):
-                    continue
-        return None
-
     def close(self) -> None:
         """Close the descriptors; the cgroups, empty now (the run's pid 1 is reaped, and its
         namespace's processes died before it), are kept for the next run or removed."""

@@ -16,13 +16,18 @@ launcher that cannot build the sandbox on this kernel (the sandbox's probe): bub
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import shutil
+import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from verifirst.verifiers.bash import _forkserver
+from verifirst.verifiers.bash import _bwrap_access
 
-SOURCES = [Path(__file__).with_name("_launcher.c"), _forkserver.SOURCE]  # its fork server built in
+SOURCES = [Path(__file__).with_name("_launcher.c"), Path(__file__).with_name("_forkserver.c")]  # server built in
+BUILD_TIMEOUT_S = 60
 NAME = "vf-sandbox"
 # Linked statically where the C library's archive is there: a fork, exit and exec of a static
 # image cost less (fewer mappings), and each run is two forks of the fork server's image.
@@ -43,7 +48,7 @@ def built(parents: tuple[Path, ...]) -> Iterator[str]:
 
     Args:
         parents: directories the sandbox uid can traverse, in order of preference (the sandbox's
-            scratch base, then a directory of ours in the temp dir); see _forkserver.built.
+            scratch base, then a directory of ours in the temp dir); see built_c.
     """
     for parent in parents:
         path = _built_in(parent)
@@ -58,7 +63,7 @@ def _built_in(parent: Path) -> str | None:
     static C library pays for the failed static build once, not once per process."""
     for build in (False, True):
         for flags in BUILDS:
-            path = _forkserver.built(SOURCES, NAME, flags, [], (parent,), build=build)
+            path = built_c(SOURCES, NAME, flags, (parent,), build=build)
             if path is not None:
                 _SERVES_ITSELF.add(path)
                 return path
@@ -92,3 +97,66 @@ def refuse(refused: bool = True) -> None:
 def refused() -> bool:
     """Whether the sandbox's probe failed with vf-sandbox in this process."""
     return _refused
+
+
+def forkserver_enabled() -> bool:
+    """Whether runs may use vf-sandbox's fork server (VERIFIRST_SANDBOX_FORKSERVER=0 turns it off)."""
+    return os.environ.get("VERIFIRST_SANDBOX_FORKSERVER", "1") != "0"
+
+
+def _compiler() -> str | None:
+    return next((c for c in (os.environ.get("CC"), shutil.which("cc"), shutil.which("gcc")) if c), None)
+
+
+def built_c(sources: list[Path], name: str, flags: list[str], parents: tuple[Path, ...],
+            build: bool = True) -> str | None:
+    """`sources` compiled together (-O2 + `flags`) as the executable `name`, in the first of
+    `parents` where that succeeds, in a directory named by the digest of the sources, flags and
+    compiler, so it is rebuilt only when they change; None without a compiler or a source, or
+    when no build succeeded. Whoever could replace it would run code in every sandbox run: a
+    directory that is not ours, or that others can write, is passed over (_bwrap_access).
+
+    Args:
+        sources: the C files; the first names the build's directory.
+        name: the file built.
+        flags: compiler flags before the sources.
+        parents: directories the sandbox uid can traverse, in order of preference.
+        build: False: only an existing build is returned (None where there is none).
+    """
+    try:
+        text = b"".join(s.read_bytes() for s in sources)
+    except OSError:
+        return None
+    cc = _compiler()
+    if cc is None:
+        return None
+    digest = hashlib.sha256(text + cc.encode() + " ".join(flags).encode()).hexdigest()[:16]
+    for parent in map(Path, parents):
+        home = parent / f"{sources[0].stem.strip('_')}-{digest}"
+        ready = lambda d: _ours(d, name)  # noqa: E731
+        if not build:
+            found = _bwrap_access.built_already(parent, home.name, ready)
+            if found is not None:
+                return str(found / name)
+            continue
+
+        def fill(tmp: Path) -> None:
+            subprocess.run([cc, "-O2", "-o", str(tmp / name), *flags, *map(str, sources)], check=True,
+                           capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            os.chmod(tmp / name, 0o755)
+            os.chmod(tmp, 0o755)  # the sandbox uid runs it
+
+        try:
+            return str(_bwrap_access.built_once(parent, home.name, fill, ready) / name)
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+def _ours(d: Path, name: str) -> bool:
+    """Whether `d/name` is a regular file of ours that nobody else can write."""
+    try:
+        st = os.lstat(d / name)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022

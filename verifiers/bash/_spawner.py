@@ -25,7 +25,7 @@ import subprocess
 import threading
 from typing import Callable
 
-from verifirst.verifiers.bash import _forkserver, _launcher
+from verifirst.verifiers.bash import _launcher
 
 START_TIMEOUT_S = 10.0
 _SNDBUF = 8 << 20
@@ -247,7 +247,7 @@ def spawner(ids: tuple[int, int] | None, binary: str) -> ForkServer | None:
         ids: (uid, gid) the sandbox runs as; None when it runs as we are (not root).
         binary: the launcher every run names.
     """
-    if not _forkserver.enabled() or not _launcher.serves_itself(binary) or bool(ids) != (os.geteuid() == 0):
+    if not _launcher.forkserver_enabled() or not _launcher.serves_itself(binary) or bool(ids) != (os.geteuid() == 0):
         return None
     return _registered((ids, binary), lambda: ForkServer(ids, binary))
 

@@ -622,18 +622,6 @@ class Sandbox:
         _drive(jobs)
         return jobs[0].finish(), jobs[1].finish()
 
-    def run_many(self, commands: list[tuple[str, str]], parallel: int = 2) -> list[RunResult]:
-        """(command, fixture) pairs, `parallel` at a time; results in input order."""
-        out: list[RunResult] = []
-        for i in range(0, len(commands), max(1, parallel)):
-            chunk = commands[i:i + max(1, parallel)]
-            for c, _ in chunk:
-                self._check(c)
-            jobs = [_Job(self, c, fixtures.resolve(f)) for c, f in chunk]
-            _drive(jobs)
-            out.extend(j.finish() for j in jobs)
-        return out
-
 
 def check_command(command: str, field: str = "command") -> None:
     """What no sandbox can run: raises InputError naming `field` (a CLI passes its flag)."""
