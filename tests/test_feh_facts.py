@@ -44,6 +44,18 @@ def test_a_date_is_not_a_kernel_version():
         assert "facts" in v.details["differences"]
 
 
+def test_a_shared_preamble_hides_no_difference():
+    # EAbench's pre_test.sh announces the expected value first; the answers differ after it
+    v = cmp("#++HOST=verifirst\nverifirst\n", "#++HOST=verifirst\n6.18.44-fc-v1272\n", gold="hostname",
+            cand="uname -r")
+    assert v.passed is False and v.details["rule"] == "facts"
+    assert cmp("#++HOST=verifirst\nverifirst\n", "#++HOST=verifirst\nverifirst.\n").passed
+    # past the preamble one answered and the other printed nothing of its own
+    assert cmp("#++MEM=24683784\n24683784\n", "#++MEM=24683784\n").details["rule"] == "facts"
+    # a version is one fact, not its parts: `1` is not stated by 5.2.15(1)-release
+    assert cmp("#++V=5.2.15(1)-release\n5.2.15(1)-release\n", "#++V=5.2.15(1)-release\n1\n").passed is False
+
+
 def test_two_time_zones_differ():
     assert cmp("Etc/UTC\n", "America/New_York\n").details["rule"] == "facts"
     v = cmp("Time zone: Etc/UTC (UTC, +0000)\n", "Time zone: America/New_York (EST, -0500)\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Sequence
 
@@ -117,11 +118,16 @@ class PairFeatures:
     facts_gold_only: tuple = ()  # facts the reference states and the candidate does not (facts())
     facts_cand_only: tuple = ()
 
+    lines_gold_only: int = 0  # lines only the reference printed (as a multiset; blanks aside)
+    lines_cand_only: int = 0
+
     @property
     def facts_differ(self) -> bool:
         """Each output states a fact the other does not (a subset, e.g. `id -u` in `id`, is no
-        conflict)."""
-        return bool(self.facts_gold_only) and bool(self.facts_cand_only)
+        conflict), or one printed lines with facts where the other printed nothing of its own
+        (past a shared preamble, the other gave no answer)."""
+        g, c = bool(self.facts_gold_only), bool(self.facts_cand_only)
+        return (g and c) or (g and not self.lines_cand_only) or (c and not self.lines_gold_only)
 
     @property
     def status_match(self) -> bool:
@@ -236,6 +242,8 @@ _MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 # `Tue Nov 14 ... 2023`, `14 Nov 2023`: month day or day month, the year later on the line
 _NAMED_DATE = re.compile(r"\b(?:" + _MONTH + r"\s+(\d{1,2})|(\d{1,2})\s+" + _MONTH + r")\b(.*?)\b((?:19|20)\d\d)\b",
                          re.IGNORECASE)
+# a version with a suffix or of three parts or more, kept whole: 5.2.15(1)-release, 6.1.0-18-amd64
+_VERSION = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?:\(\d+\))?[-+~][\w.~+-]*\w|(?<![\w.])\d+(?:\.\d+){2,}(?:\(\d+\))?")
 _EPOCH = re.compile(r"^1\d{9}$")  # Unix time in seconds (2001..2286)
 CLOCK_SLACK_S = 120  # two runs of `date` a few seconds apart state the same time
 
@@ -258,6 +266,8 @@ def facts(text: str) -> set[str]:
             if h < 24 and mi < 60 and se < 61:
                 out.add(f"t:{h * 3600 + mi * 60 + se}")
         rest = _CLOCK.sub(" ", line)
+        out.update(m.group(0).lower() for m in _VERSION.finditer(rest))
+        rest = _VERSION.sub(" ", rest)
         toks = [t.rstrip(".!?") for t in _SEP.split(rest)]
         toks = [t for t in toks if t]
         data = len(toks) <= 3 or bool(re.search(r"[:=]|\t", rest))
@@ -301,10 +311,14 @@ def _number(t: str) -> str:
 
 
 def _fact_difference(a: str, b: str) -> dict:
-    """facts_gold_only / facts_cand_only for two observed outputs (clock times match within
-    CLOCK_SLACK_S)."""
-    fa, fb = facts(a), facts(b)
-    return {"facts_gold_only": tuple(sorted(_unmatched(fa, fb))), "facts_cand_only": tuple(sorted(_unmatched(fb, fa)))}
+    """facts_gold_only / facts_cand_only for two observed outputs, read from the lines that
+    differ: lines both print (a driver's preamble, a header, the expected value announced
+    first) state nothing that tells the two apart."""
+    la, lb = Counter(norm_out(a).split("\n")), Counter(norm_out(b).split("\n"))
+    la[""] = lb[""] = 0
+    fa, fb = facts("\n".join((la - lb).elements())), facts("\n".join((lb - la).elements()))
+    return {"facts_gold_only": tuple(sorted(_unmatched(fa, fb))), "facts_cand_only": tuple(sorted(_unmatched(fb, fa))),
+            "lines_gold_only": sum((la - lb).values()), "lines_cand_only": sum((lb - la).values())}
 
 
 def _unmatched(a: set[str], b: set[str]) -> set[str]:
