@@ -213,6 +213,38 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     return out
 
 
+def _objective_flags(objective: Optional[str], margin: Optional[float]) -> Optional[dict]:
+    """--objective and --margin as the [objective] keys they replace (None: neither given); a bad
+    kind or a margin outside (0, 1) is refused naming the flag.
+
+    Args:
+        objective: --objective.
+        margin: --margin.
+    """
+    from verifirst.loop.objective import OBJECTIVES
+
+    if objective is None and margin is None:
+        return None
+    if objective is not None and objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}", field="--objective", expected=", ".join(OBJECTIVES))
+    if margin is not None and not 0 < margin < 1:
+        raise InputError(f"margin {margin:g} is outside (0, 1)", field="--margin",
+                         expected="a number in (0, 1), e.g. 0.02 of pass rate")
+    return {k: v for k, v in (("kind", objective), ("margin", margin)) if v is not None}
+
+
+def _merge_objective(exp, flags: dict) -> None:
+    """The file's [objective] with the flags' keys replaced, checked again as a whole."""
+    from verifirst.config import check_objective_section
+
+    merged = {**exp.objective, **flags}
+    if merged.get("kind") == "quality":  # --objective quality: the file's cost settings do not apply
+        merged = {"kind": "quality"}
+    check_objective_section(merged, "--objective/--margin", "")
+    exp.sections["objective"] = {**exp.objective, **merged} if merged.get("kind") != "quality" else \
+        {k: ([] if isinstance(v, list) else None) for k, v in exp.objective.items()} | {"kind": "quality"}
+
+
 def _ci_mode() -> bool:
     """CI mode: the environment variable CI is set (to anything but empty, 0 or false)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
@@ -276,7 +308,11 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the spend estimate (calls, tokens, USD per "
                                                                "role and phase) and exit: no model is called, "
                                                                "nothing is written"),
-        yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds --max-usd")):
+        yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds --max-usd"),
+        objective: Optional[str] = typer.Option(None, "--objective", help="quality | cheapest-not-worse | "
+                                                "fastest-not-worse (instead of the file's [objective] kind)"),
+        margin: Optional[float] = typer.Option(None, "--margin", help="non-inferiority margin in (0, 1) for "
+                                               "--objective (instead of the file's)")):
     """Run an experiment file: split, score before, optimize, score after, report.
 
     Example: verifirst run examples/bash_gepa.toml --run-dir runs/bash1 --max-usd 5
@@ -292,7 +328,10 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         for key, value in limits.items():  # refused before the file is read: 0 is never "unlimited"
             if value is not None:
                 check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
+        goal = _objective_flags(objective, margin)  # refused before the file is read
         exp = config.load(experiment)
+        if goal is not None:
+            _merge_objective(exp, goal)
         _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits, dry_run=dry_run, yes=yes)
     except VerifirstError as e:
         _fail(e)
@@ -702,6 +741,23 @@ def serve(port: int = typer.Option(8000, help="port on 127.0.0.1")):
     raise typer.Exit(cli_serve(port))
 
 
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="print the findings as JSON")):
+    """Which of the bash sandbox's isolation properties hold on this machine, checked by attacks.
+
+    Looks at what the host offers (the launcher, seccomp, cgroups per run, the overlay) and runs a
+    dozen attacks a candidate could try (read pid 1's memory, ptrace pid 1, add a kernel key, hold
+    more memory than its run may, starve a concurrent run, rewrite a task's check) in a few seconds.
+    Exit 0: all hold; 1: some do not (each says what to do); 2: no sandbox can be built here.
+    See docs/sandbox-threat-model.md.
+
+    Example: verifirst doctor
+    """
+    from verifirst.verifiers.bash.doctor import cli_doctor
+
+    raise typer.Exit(cli_doctor(as_json))
+
+
 @app.command("judge")
 def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/VERSION or prompts:/NAME@champion"),
               input: Path = typer.Option(..., "--input", help="records to judge (.jsonl/.csv; label optional)"),
@@ -713,7 +769,9 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
                                                             "view it was calibrated with)"),
               tracking_uri: Optional[str] = _tracking_uri_option(
                   "MLflow tracking URI holding the prompt registry (default: MLFLOW_TRACKING_URI, else sqlite "
-                  "in --workdir)")):
+                  "in --workdir)"),
+              limit: Optional[int] = typer.Option(None, "--limit", help="judge only the first N records (one "
+                                                                       "model call each)")):
     """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
 
     Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
@@ -724,7 +782,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         from verifirst.calibration import cli_judge
 
         raise typer.Exit(cli_judge(prompt, input, kind, model, workdir, threshold, view=view,
-                                   tracking_uri=tracking_uri))
+                                   tracking_uri=tracking_uri, limit=limit))
     except VerifirstError as e:
         _fail(e)
 
@@ -764,6 +822,8 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
                 offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is "
                                                          "configured"),
                 no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
+                limit: Optional[int] = typer.Option(None, "--limit", help="judge only the N newest records (a "
+                                                    "judge and a teacher call each)"),
                 as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
 
@@ -771,19 +831,23 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
     A window drifts when its π interval lies below the champion's validation π or the informed
     teacher abstains on more than --max-abstention of it. Exit 0 ok, 1 drift (recommends
     "recalibrate" or "give the judge better inputs") or an LM failure (a window the judge or
-    teacher model left undecided; the first LM error is shown), 2 bad input.
+    teacher model left undecided; the first LM error is shown), 2 bad input, 3 no evidence (no
+    window had --min-n judged records: nothing was decided either way).
     """
     try:
         from verifirst.api import MLflow
+        from verifirst.config import check_number
         from verifirst.monitoring import DriftRule, cli_monitor
 
         rule = DriftRule(baseline_pi, max_abstention, min_n)._checked("--")
+        if limit is not None:
+            check_number(limit, 1, None, "--limit", integer=True)
         models = {"judge": model, "teacher": teacher or model}
         tracking = None if no_tracking else MLflow(uri=tracking_uri, experiment="verifirst-monitor", offline=offline)
         raise typer.Exit(cli_monitor(as_json=as_json, prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow,
                                      label=label, models=models, windows=windows, time_field=time_field, view=view,
                                      pass_at=pass_at, label_map=label_map, workdir=workdir, tracking=tracking,
-                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir))
+                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir, limit=limit))
     except VerifirstError as e:
         _fail(e)
 

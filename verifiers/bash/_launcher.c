@@ -544,6 +544,22 @@ static void build_root(void) {
 
 /* ---- ids, capabilities, the command ------------------------------------------------------- */
 
+/* Per-uid kernel objects are counted per user namespace and again for the uid above it, which
+ * every run shares: a run holding them all (inotify instances, say) would starve a concurrent
+ * run. Its own namespace's share is capped here, below the host's per-uid default (128). */
+static void cap_ucounts(void) {
+  static const char *caps[][2] = {{"/proc/sys/user/max_inotify_instances", "16"},
+                                   {"/proc/sys/user/max_inotify_watches", "8192"}};
+  for (int i = 0; i < 2; i++) {
+    int fd = open(caps[i][0], O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+      continue; /* a kernel without that count */
+    if (fd < 0 || write(fd, caps[i][1], strlen(caps[i][1])) < 0)
+      die("cap %s", caps[i][0]);
+    close(fd);
+  }
+}
+
 static void nested_userns(void) {
   /* this namespace may hold one more user namespace: the one the command runs in */
   write_file("/proc/sys/user/max_user_namespaces", "1");
@@ -704,6 +720,7 @@ static int pid1(unsigned uid, unsigned gid) {
   build_root();
   if (opt.hostname && sethostname(opt.hostname, strlen(opt.hostname)) != 0)
     die("set the host name");
+  cap_ucounts();
   if (opt.disable_userns)
     nested_userns();
   if (opt.assert_userns_disabled)
