@@ -44,24 +44,29 @@ def test_schemas_picked_by_the_providers_a_config_uses():
     assert tf_schema.providers_used({"main.tf": aliased}) == {"google": None}
 
 
+BACKENDS = ["python", pytest.param("terraform", marks=needs_tf)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("config", [VM, RG, NS, S3 + GCS], ids=["google", "azurerm", "kubernetes", "aws+google"])
-def test_valid_configs_of_each_provider_pass(config):
-    v = TerraformVerifier(backend="python").verify_config(config)
+def test_valid_configs_of_each_provider_pass(config, backend):
+    v = TerraformVerifier(backend=backend).verify_config(config)
     assert v.passed is True, v.feedback
 
 
-@pytest.mark.parametrize("config,cls,text", [
-    (VM.replace("google_compute_instance", "google_compute_instnce"), T.INVALID_RESOURCE_TYPE,
-     'does not support resource type "google_compute_instnce". Did you mean "google_compute_instance"?'),
-    (GCS.replace('location = "US"', 'location = "US"\n  nonsense = 1'), T.SELF_DEFINED_PROPERTY,
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("config,stage,cls,text", [
+    (VM.replace("google_compute_instance", "google_compute_instnce"), T.VALIDATE_FAIL, T.INVALID_RESOURCE_TYPE,
+     'does not support resource type "google_compute_instnce"'),
+    (GCS.replace('location = "US"', 'location = "US"\n  nonsense = 1'), T.VALIDATE_FAIL, T.SELF_DEFINED_PROPERTY,
      'An argument named "nonsense" is not expected here'),
-    (GCS.replace('  location = "US"\n', ""), T.MISSING_REQUIRED, '"location" is required'),
-    (RG.replace("  features {}\n", ""), T.BLOCK_COUNT, 'At least 1 "features" block is required'),
-    (NS.replace("metadata", "metadatta"), T.SELF_DEFINED_PROPERTY, '"metadatta" are not expected here'),
+    (GCS.replace('  location = "US"\n', ""), T.VALIDATE_FAIL, T.MISSING_REQUIRED, '"location" is required'),
+    (RG.replace("  features {}\n", ""), T.PLAN_FAIL, T.BLOCK_COUNT, 'At least 1 "features" block'),
+    (NS.replace("metadata", "metadatta"), T.VALIDATE_FAIL, T.SELF_DEFINED_PROPERTY, '"metadatta" are not expected here'),
 ], ids=["google-type", "google-attr", "google-required", "azurerm-provider-block", "kubernetes-block"])
-def test_faults_in_each_provider_fail_with_their_class(config, cls, text):
-    v = TerraformVerifier(backend="python").verify_config(config)
-    assert v.passed is False and v.stage == T.VALIDATE_FAIL
+def test_faults_in_each_provider_fail_with_their_class(config, stage, cls, text, backend):
+    v = TerraformVerifier(backend=backend).verify_config(config)
+    assert v.passed is False and v.stage == stage, v.feedback
     assert cls in [e.cls for e in v.errors] and text in v.feedback
 
 

@@ -13,6 +13,7 @@ import re
 
 from verifirst.verifiers.terraform import _hcl_ast as A
 from verifirst.verifiers.terraform import limits
+from verifirst.verifiers.terraform._hcl_errors import EvalError
 
 
 class _Unknown:
@@ -23,12 +24,6 @@ class _Unknown:
 
 
 UNKNOWN = _Unknown()
-
-
-class EvalError(Exception):
-    def __init__(self, summary: str, detail: str = "", line: int = 0, cls: str = "OTHER"):
-        self.summary, self.detail, self.line, self.cls = summary, detail, line, cls
-        super().__init__(f"{summary}: {detail}" if detail else summary)
 
 
 def has_unknown(v) -> bool:

@@ -250,8 +250,12 @@ def _check_schema(ev: ModelEval):
         bs = schema.provider_config(name) or {"attributes": {}}
         body = p.body
         extra = {"alias", "version"}
+        before = len(ev.findings)
         _check_body(ev, body, bs, f"provider.{name}", None, f'in provider "{name}"', top=False,
                     skip=extra)
+        for f in ev.findings[before:]:  # terraform finds a provider block's missing parts at plan
+            if f.cls in (T.BLOCK_COUNT, T.MISSING_REQUIRED):
+                f.stage = PLAN
 
 
 NO_SCHEMA_FIX = ("Fix: use a provider the verifier ships a schema for (`verifirst schema list`), or give --schema "

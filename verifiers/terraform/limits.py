@@ -30,6 +30,8 @@ import signal
 import subprocess
 import threading
 
+from verifirst.verifiers.terraform._hcl_errors import EvalError
+
 MAX_CONFIG_BYTES = 2_000_000
 MAX_NESTING = 100
 MAX_BLOCKS = 2_000
@@ -91,25 +93,8 @@ def spend(n: int, what: str = "evaluation") -> None:
     left -= n
     _budget.left = left
     if left < 0:
-        from verifirst.verifiers.terraform._hcl_eval import EvalError
         raise EvalError(SUMMARY, message(f"the {what}", "more than the budget",
                                                              MAX_STEPS, "steps"), 0, LIMIT)
-
-
-def precheck(files: dict, variables: dict | None = None) -> tuple[str, list]:
-    """(stage, [LIMIT errors]) of a configuration against these ceilings, by the python evaluator
-    with no schema: the terraform backend's check before terraform runs. (PASS, []) within them,
-    or when python-hcl2 is missing (terraform's own memory, CPU and wall ceilings still hold).
-
-    Args:
-        files: {file name: text}.
-        variables: input variable values (terraform.tfvars).
-    """
-    try:
-        from verifirst.verifiers.terraform.hcl_check import ceiling_errors
-    except ImportError:
-        return "PASS", []
-    return ceiling_errors(files, variables)
 
 
 def check_size(value, what: str) -> None:
@@ -119,8 +104,6 @@ def check_size(value, what: str) -> None:
         value: the value just built.
         what: named in the message (`function "range"`).
     """
-    from verifirst.verifiers.terraform._hcl_eval import EvalError
-
     if isinstance(value, (list, dict)) and len(value) > MAX_ELEMENTS:
         raise EvalError(SUMMARY, message(f"the result of {what}", len(value),
                                                              MAX_ELEMENTS, "elements"), 0, LIMIT)
@@ -139,8 +122,6 @@ def weigh(args, what: str) -> None:
         args: the evaluated arguments.
         what: named in the message.
     """
-    from verifirst.verifiers.terraform._hcl_eval import EvalError
-
     total, stack = 0, list(args)
     while stack:
         v = stack.pop()
@@ -166,14 +147,12 @@ def guard_call(name: str, args: list) -> None:
         name: the function's name.
         args: its evaluated arguments (known values).
     """
-    from verifirst.verifiers.terraform._hcl_eval import EvalError, to_number
-
     what = f'function "{name}"'
     weigh(args, what)  # a call may copy its arguments many times over
     n, unit, ceiling = 0, "elements", MAX_ELEMENTS
     try:
         if name == "range" and args:
-            a = [to_number(x) for x in args]
+            a = [float(x) for x in args]
             start, stop, step = (0, a[0], 1) if len(a) == 1 else (a[0], a[1], 1) if len(a) == 2 else a[:3]
             if step == 0:  # terraform refuses it; python would loop for ever
                 raise EvalError("Invalid function argument", 'Call to function "range" failed: step '

@@ -177,6 +177,37 @@ def _merged(paths: tuple) -> ProviderSchema:
     return schema
 
 
+_MERGED_DIR: list = []  # this process's private directory of merged schema files
+
+
+def merged_file(paths) -> str:
+    """One schema file holding every provider of several (for the terraform backend's schema
+    provider, which serves each provider of one file); written once per set, in a private
+    directory of this process.
+
+    Args:
+        paths: schema files; a single one is returned as it is.
+    """
+    paths = tuple(str(x) for x in paths)
+    if len(paths) == 1:
+        return paths[0]
+    import hashlib
+    import shutil
+    import tempfile
+
+    with _LOCK:
+        if not _MERGED_DIR:
+            _MERGED_DIR.append(tempfile.mkdtemp(prefix="vf-schemas-"))
+            import atexit
+            atexit.register(shutil.rmtree, _MERGED_DIR[0], True)
+    out = Path(_MERGED_DIR[0]) / (hashlib.sha256("\0".join(paths).encode()).hexdigest()[:16] + ".json")
+    if not out.is_file():
+        tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(_merged(paths).raw), encoding="utf-8")
+        os.replace(tmp, out)
+    return str(out)
+
+
 def schema_label(schema) -> str:
     """File name(s) of a schema option (a path, or several) for labels and reports."""
     if isinstance(schema, (list, tuple)):

@@ -26,7 +26,7 @@ from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import Verdict, VerifierError
 from verifirst.verifiers.terraform.confine import check_references
 from verifirst.verifiers.terraform.confine_eval import check_evaluated_paths
-from verifirst.verifiers.terraform.limits import precheck
+from verifirst.verifiers.terraform.schema_hints import schema_hints  # noqa: F401 (public here too)
 from verifirst.verifiers.terraform.opa import MODES
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
@@ -280,7 +280,7 @@ class TerraformVerifier:
         if self.backend == "python":
             stage, errors, warnings, plan, timings, details = self._python(files, schema)
         else:
-            stage, errors = precheck(files, tfvars_values(files))  # a count bomb never reaches terraform
+            stage, errors = _precheck(files)  # a count bomb never reaches terraform
             if errors:
                 return self._verdict(stage, errors, [], {}, t0, {"backend_label": "verifier ceilings (limits.py)"})
             stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
@@ -335,8 +335,9 @@ class TerraformVerifier:
         from verifirst.verifiers.terraform.tf_schema import schemas_for_config
 
         paths = schemas_for_config(files)  # one per shipped provider it uses (aws, google, azurerm, kubernetes)
-        if self.backend != "python":
-            paths = [p for p in paths if Path(p).parent.name == "aws"]  # the schema provider serves one file
+        if len(paths) > 1 and self.backend != "python":  # the schema provider serves each provider of one file
+            from verifirst.verifiers.terraform.tf_schema import merged_file
+            return merged_file(paths)
         return (paths[0] if len(paths) == 1 else tuple(paths)) if paths else self.schema
 
     # ------------------------------------------------------------------ backends
@@ -393,6 +394,16 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def _precheck(files: dict) -> tuple[str, list]:
+    """The python evaluator's ceiling check (limits.py) before terraform runs; (PASS, []) without
+    python-hcl2 (terraform's own memory, CPU and wall ceilings still hold)."""
+    try:
+        from verifirst.verifiers.terraform.hcl_check import ceiling_errors
+    except ImportError:
+        return T.PASS, []
+    return ceiling_errors(files, tfvars_values(files))
 
 
 def _is_policy_path(policy) -> bool:
@@ -496,57 +507,6 @@ def tfvars_values(files: dict) -> dict:
                 except EvalError:
                     pass
     return values
-
-
-_UNSUPPORTED_RE = re.compile(r'(?:argument|block type) named "([^"]+)" is not expected')
-
-
-def _names(block: dict, prefix: str = "") -> dict[str, str]:
-    """name -> where ("argument" / "block" / "argument of block x") over a resource's tree."""
-    out = {}
-    for n in block.get("attributes", {}):
-        out.setdefault(n, f"argument{' of block ' + prefix if prefix else ''}")
-    for n, bt in block.get("block_types", {}).items():
-        out.setdefault(n, f"block{' inside ' + prefix if prefix else ''}")
-        for k, v in _names(bt.get("block", {}), n).items():
-            out.setdefault(k, v)
-    return out
-
-
-def schema_hints(errors: list[VerifierError], schema_path: str | None) -> list[str]:
-    """For invented arguments: close names in the resource's schema, and sibling resource types
-    (aws_s3_bucket + versioning_enabled -> aws_s3_bucket_versioning), S3's dominant failure."""
-    if not schema_path:
-        return []
-    import difflib
-    try:
-        from verifirst.verifiers.terraform.tf_schema import load_schema
-        schema = load_schema(schema_path)
-    except Exception:
-        return []
-    hints = []
-    for e in errors:
-        m = _UNSUPPORTED_RE.search(e.message)
-        if e.cls != T.SELF_DEFINED_PROPERTY or not m or not e.address:
-            continue
-        parts = e.address.split(".")
-        mode, rtype = ("data", parts[1]) if parts[0] == "data" and len(parts) > 2 else ("managed", parts[0])
-        block = schema.block(mode, rtype)
-        if block is None:
-            continue
-        bad, names = m.group(1), _names(block)
-        close = difflib.get_close_matches(bad, list(names), n=3, cutoff=0.6)
-        text = []
-        if close:
-            text.append("close names in the schema: " + ", ".join(f"{c} ({names[c]})" for c in close))
-        stems = dict.fromkeys([bad, bad.rsplit("_", 1)[0]])
-        siblings = [t for t in schema.resource_types()
-                    if any(t == f"{rtype}_{st}" or t.startswith(f"{rtype}_{st}_") for st in stems)][:3]
-        if siblings:
-            text.append("configure it with the separate resource " + " or ".join(siblings))
-        if text:
-            hints.append(f"{e.address}.{bad}: " + "; ".join(text))
-    return hints
 
 
 def _warn(d: Diagnostic) -> str:
