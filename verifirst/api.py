@@ -66,6 +66,14 @@ class MLflow:
         return MLflowCallback(workdir, uri=self.uri, experiment=self.experiment or name, traces=self.traces,
                               offline=self.offline, register_prompt=self.register_prompt)
 
+    def log_objective(self, report: dict, run_dir: Path, workdir: str | Path) -> str | None:
+        """Log a cost or latency objective: its choice, and a nested run per candidate (verifirst.tracking)."""
+        from verifirst.tracking import Tracker, log_objective
+
+        tracker = Tracker(workdir, uri=self.uri, experiment=self.experiment or report.get("experiment") or "verifirst",
+                          offline=self.offline, autolog=False)
+        return log_objective(tracker, report, run_dir)
+
 
 @dataclass
 class Result:
@@ -542,13 +550,24 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
         raise ConfigError(e.message, path=src, line=config._line_of(experiment.experiment_text(exp), "optimizer", key),
                           field=f"optimizer.{key}",
                           expected=(e.expected or "").replace("budget.max_iters", "optimizer.max_iters")) from None
+    goal = config.check_objective_section(exp.objective, src or "<experiment>", experiment.experiment_text(exp))
+    if goal.selects:  # a model without a price when cost is the objective: refused at the [objective] table
+        from verifirst.loop.objective import check_prices
+        from verifirst.lm.spend import Prices
+
+        try:
+            check_prices(goal, getattr(lms.task, "model", None), Prices(budget.prices))
+        except InputError as e:
+            raise ConfigError(e.message, path=src, line=config._line_of(experiment.experiment_text(exp), "objective",
+                                                                        "models"), field="objective.models",
+                              expected=e.expected) from None
     return {"program": program, "data": suite, "metric": verifier, "optimizer": o["name"],
             "optimizer_options": o.get("options") or {}, "splits": manifest,
             "models": lms, "output_field": out_field, "seed": ex["seed"], "threads": ex["threads"],
             "budget": budget,
             "workdir": ex["workdir"], "name": ex["name"], "max_error_rate": ex["max_error_rate"],
             "executor": executor, "tracking": tracking, "cache": Path(ex["workdir"]) / "cache",
-            "config": exp.as_dict()}
+            "config": exp.as_dict(), **({"objective": goal} if goal.selects else {})}
 
 
 def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: str | None = None,

@@ -85,6 +85,13 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
         "prices": ((dict,), {}, "USD per 1M tokens for models LiteLLM does not price: "
                                 "\"hosted_vllm/m\" = {input = 0.2, output = 0.6}"),
     },
+    "objective": {
+        "kind": ((str,), "quality", "quality | cheapest-not-worse | fastest-not-worse (docs/spend.md)"),
+        "margin": ((float, int), None, "non-inferiority margin on the validation pass rate, in (0, 1)"),
+        "models": ((list,), [], "task models to choose from, each priced: [\"openai/gpt-4o-mini\", \"openai/gpt-4o\"]"),
+        "reference": ((dict,), None, "the configuration deployed now: {model = \"...\", prompt = \"...\"}"),
+        "candidates": ((list,), [], "your own (model, prompt) pairs, scored as given: [{model = ..., prompt = ...}]"),
+    },
     "tracking": {
         "uri": ((str,), None, "MLflow tracking URI (default: sqlite in the workdir)"),
         "experiment": ((str,), None, "MLflow experiment name (default: experiment.name)"),
@@ -344,7 +351,27 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
                        line=_line_of(text, "splits", "by") or _line_of(text, "splits", "windows"), error=ConfigError)
     _validate_models(sections["models"], src, text)
     _validate_budget(sections["budget"], src, text)
+    check_objective_section(sections["objective"], src, text)
     return Experiment(path, data, sections)
+
+
+def check_objective_section(objective: dict, src: str, text: str) -> Any:
+    """The [objective] table as a checked Objective, or ConfigError at the key's line.
+
+    Args:
+        objective: the section's values (defaults filled in).
+        src: the file, for the error.
+        text: the file's text, to find the line.
+    """
+    from verifirst.loop.objective import check_objective
+
+    body = {k: v for k, v in objective.items() if v not in (None, [], {})}
+    try:
+        return check_objective(body, field="objective")
+    except InputError as e:
+        key = (e.field or "objective").split(".")[1].split("[")[0] if "." in (e.field or "") else None
+        raise ConfigError(e.message, path=src, line=_line_of(text, "objective", key), field=e.field,
+                          expected=e.expected) from None
 
 
 def _validate_budget(budget: dict, src: str, text: str) -> None:

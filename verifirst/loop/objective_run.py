@@ -285,9 +285,9 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
         report["objective"]["spend"] = {**spent, "usd": round(spent.get("usd", 0.0), 8)}
     run_dir.mkdir(parents=True, exist_ok=True)
     chosen.program.save(str(run_dir / "optimized_program.json"))
+    publish(report, run_dir)  # report.json, report.md, report.html with the Pareto plot
     if tracking is not None and hasattr(tracking, "log_objective"):
-        tracking.log_objective(report, run_dir)
-    publish(report, run_dir)
+        report["objective"]["mlflow_run_id"] = tracking.log_objective(report, run_dir, workdir)
     return result(chosen.program, report, manifest, run_dir, {}, dict(chosen.evals))
 
 

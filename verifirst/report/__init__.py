@@ -470,3 +470,16 @@ def print_report(report: dict, console=None) -> None:
         console.print(f"{report['engine']} kept the seed instructions: no candidate beat them on validation.")
     for line in footer_lines(report):
         console.print(line, markup=False)
+    if report.get("objective"):  # the candidates of a cost or latency objective, the Pareto front first
+        from rich.text import Text
+
+        from verifirst.report.pareto import HEADERS as FRONT_HEADERS, front_table, table_rows
+
+        ft = Table(title=front_table(report).splitlines()[0])
+        for h in FRONT_HEADERS:
+            ft.add_column(h)
+        for r in table_rows(report["objective"]):
+            ft.add_row(*[Text(c) for c in r])
+        console.print(ft)
+        for line in front_table(report).splitlines()[len(table_rows(report["objective"])) + 2:]:
+            console.print(line, markup=False, soft_wrap=True)

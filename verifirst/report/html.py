@@ -36,7 +36,8 @@ pre{background:#f7fafc;padding:.6rem;white-space:pre-wrap;font-size:.85rem}
 
 PLOT_TITLES = {"pass_rate": "Pass rate before / after", "stage_funnel": "Stage funnel",
                "optimization_curve": "Optimization curve", "judge_confusion": "Judge confusion matrices",
-               "teacher_abstention": "Teacher abstention by label", "lm_usage": "LM usage"}
+               "teacher_abstention": "Teacher abstention by label", "lm_usage": "LM usage",
+               "pareto": "Quality against cost and latency per item (Pareto front)"}
 
 
 def _pct(x: Any) -> str:
@@ -325,7 +326,9 @@ def _instructions_section(rep: dict) -> str:
 def render(report: dict, images: dict[str, Path], run_dir: Path | None = None) -> str:
     report = redact(report)  # credentials never reach the page
     title = escape(f"{report.get('experiment', 'verifirst')} report")
-    body = "".join([_header(report), _splits_section(report), _before_after_section(report),
+    from verifirst.report.pareto import html_section
+
+    body = "".join([_header(report), html_section(report), _splits_section(report), _before_after_section(report),
                     _plots_section(images), _judge_section(report), _teacher_section(report),
                     _usage_section(report), _totals_section(report), inspect_view.section(report, run_dir),
                     _instructions_section(report)])

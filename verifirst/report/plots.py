@@ -319,6 +319,14 @@ def lm_usage(report: dict, out_dir: str | Path) -> Path | None:
     return _save(fig, Path(out_dir) / "lm_usage.png")
 
 
+def pareto(report: dict, out_dir: str | Path) -> Path | None:
+    """Validation quality against USD and latency per item for a cost or latency objective
+    (verifirst.report.pareto)."""
+    from verifirst.report.pareto import pareto_plot
+
+    return pareto_plot(report, out_dir) if report.get("objective") else None
+
+
 PLOTS = {"pass_rate": pass_rate, "stage_funnel": stage_funnel, "optimization_curve": optimization_curve,
          "judge_confusion": judge_confusion, "teacher_abstention": teacher_abstention, "lm_usage": lm_usage}
 
@@ -330,6 +338,9 @@ def make_all(report: dict, out_dir: str | Path) -> dict[str, Path]:
         p = fn(report, out_dir)
         if p is not None:
             out[name] = p
+    p = pareto(report, out_dir)  # only a cost or latency objective's report has one
+    if p is not None:
+        out["pareto"] = p
     return out
 
 

@@ -480,3 +480,53 @@ class Tracker:
         if latest.template != template or any(old.get(k) != v for k, v in tags.items() if k != "run_id"):
             return None
         return int(latest.version)
+
+
+def log_objective(tracker: Tracker, report: dict, run_dir: str | Path) -> str | None:
+    """A cost or latency objective in MLflow: one run with the rule, the choice, the test split's
+    deltas and the Pareto plot and table as artifacts; a nested run per candidate with its quality,
+    USD and tokens per item and latency p50/p90 per split (the UI's chart view compares them).
+
+    Args:
+        tracker: a Tracker not yet started (its experiment and store).
+        report: the run report with its "objective" section.
+        run_dir: the run directory (plots/pareto.png, report.json).
+
+    Returns:
+        The MLflow run id (None when the tracker is disabled).
+    """
+    sec = report["objective"]
+    rid = tracker.start(f"{report.get('experiment', 'run')} {sec['kind']}",
+                        params={"objective": sec["kind"], "margin": sec["margin"], "axis": sec["axis"],
+                                "chosen": sec["chosen"], "reference": sec["reference"]},
+                        tags={"verifirst.objective": sec["kind"], "verifirst.run_dir": str(run_dir)})
+    status = "FAILED"
+    try:
+        test = sec.get("test") or {}
+        dq = test.get("delta_quality") or {}
+        tracker.log_metrics({"test_delta_pass_rate": dq.get("delta"), "test_delta_ci_lo": (dq.get("ci95") or [None])[0],
+                             "test_mcnemar_p": dq.get("mcnemar_p"), "test_delta_usd_per_item": test.get("delta_usd_per_item"),
+                             "test_delta_latency_p50_s": test.get("delta_latency_p50_s"),
+                             "candidates": len(sec["candidates"])})
+        for c in sec["candidates"]:
+            tags = {"verifirst.model": c["model"], "verifirst.source": c["source"],
+                    "verifirst.chosen": str(c["label"] == sec["chosen"]).lower(),
+                    "verifirst.reference": str(c["label"] == sec["reference"]).lower(),
+                    "verifirst.pareto_front": str(bool(c.get("front"))).lower()}
+            with tracker.child(c["label"], params={"model": c["model"], "source": c["source"]}, tags=tags) as child:
+                metrics = {f"{split}_{k}": v for split, body in c["splits"].items()
+                           for k, v in body.items() if k in ("pass_rate", "usd_per_item", "tokens_per_item",
+                                                               "latency_p50_s", "latency_p90_s")}
+                delta = c.get("val_vs_reference") or {}
+                metrics.update({"val_delta_vs_reference": delta.get("delta"),
+                                "val_delta_ci_lo": (delta.get("ci95") or [None])[0],
+                                "non_inferior": float(bool(c.get("non_inferior")))})
+                tracker.log_metrics({k: v for k, v in metrics.items() if v is not None}, run_id=child)
+        plot = Path(run_dir) / "plots" / "pareto.png"
+        if plot.exists():
+            tracker.log_artifact(plot, "objective")
+        tracker.log_json(sec, "objective.json", "objective")
+        status = "FINISHED"
+    finally:
+        tracker.finish(status)
+    return rid
