@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from verifirst.core.textfile import read_text
+from verifirst.core.textfile import read_jsonl, read_text
 from verifirst.core.errors import InputError
 from verifirst.core.task import Item, Suite
 from verifirst.core.verdicts import LABELS  # noqa: F401 - re-exported
@@ -156,19 +156,9 @@ def _suite(name: str, items_lines: list[tuple[Item, int]], path: str) -> Suite:
 def load_jsonl(path: str | os.PathLike, view_fields: Sequence[str] | None = None, raw_label: bool = False,
                require_label: bool = True) -> Suite:
     p = str(path)
-    text = read_text(path, "outcomes file")  # missing, a directory, a loop, binary, not UTF-8: InputError
     out: list[tuple[Item, int]] = []
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise InputError(f"malformed JSON: {e.msg} at column {e.colno}", path=p, line=n,
-                             expected="one JSON object per line") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"line holds a JSON {type(rec).__name__}, not an object", path=p, line=n,
-                             expected="one JSON object per line")
+    # missing, a directory, a loop, binary, not UTF-8, a line not a JSON object: InputError
+    for n, rec in read_jsonl(path, "outcomes file"):
         out.append((_record_to_item(rec, view_fields, path=p, line=n, raw_label=raw_label,
                                     require_label=require_label), n))
     return _suite(Path(path).stem, out, p)
@@ -213,7 +203,7 @@ def load_csv(path: str | os.PathLike, view_fields: Sequence[str] | None = None, 
         require_label: False: the label column and cells are optional (see load_outcomes).
     """
     p = str(path)
-    text = read_text(path, "outcomes file").removeprefix("\ufeff")
+    text = read_text(path, "outcomes file")
     rows = iter(_csv_rows(text, p))
     header = [h.strip() for h in next(rows, (1, []))[1]]
     if not header:
@@ -384,11 +374,11 @@ def load_ice_score(path: str | os.PathLike | None = None, *, problems: int | Non
     """
     p = Path(path) if path else shared_data_dir() / ICE_SCORE_RELPATH
     lang = ice_score_language(p)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not p.exists() and not p.is_symlink():
         raise InputError("ICE-Score file not found", path=str(p),
-                         expected="../shared/data/ice-score/humaneval_python_grade.json") from None
+                         expected="../shared/data/ice-score/humaneval_python_grade.json")
+    try:
+        data = json.loads(read_text(p, "ICE-Score file"))
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg}", path=str(p), line=e.lineno) from None
     if not isinstance(data, list):

@@ -15,6 +15,7 @@ else:  # pragma: no cover
 
 from verifirst.core.errors import ConfigError, InputError
 from verifirst.loop.splits import DEFAULT_RATIOS
+from verifirst.core.textfile import lines as text_lines
 from verifirst.core.textfile import read_text  # noqa: F401  (config.read_text: the reader experiment files use)
 
 DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Python API
@@ -245,7 +246,7 @@ def check_workdir(workdir: str | Path, field: str = "experiment.workdir", *, pat
 
 
 def _line_of(text: str, section: str, key: str | None) -> int | None:
-    lines = text.splitlines()
+    lines = text_lines(text)  # an editor's line numbers: a BOM dropped, no break at U+2028
     in_sec = section == ""
     for i, line in enumerate(lines, 1):
         s = line.strip()

@@ -100,7 +100,7 @@ def check_inputs_cover_program(keys: Sequence[str], required: Sequence[str] | No
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    from verifirst.core.textfile import read_text
+    from verifirst.core.textfile import iter_jsonl, read_text
 
     text = read_text(path, "data file")
     if path.suffix == ".json":
@@ -109,23 +109,12 @@ def _read_jsonl(path: Path) -> list[dict]:
         except json.JSONDecodeError as e:
             raise InputError(f"not JSON: {e.msg}", path=str(path), line=e.lineno,
                              expected="a JSON list of objects") from None
+        except RecursionError:  # thousands of nested brackets
+            raise InputError("JSON nested too deeply", path=str(path), expected="a JSON list of objects") from None
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise InputError("not a list of objects", path=str(path), expected="a JSON list of objects")
         return data
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"not JSON: {e.msg}", path=str(path), line=n,
-                             expected="one JSON object per line") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"a {type(rec).__name__}, not an object", path=str(path), line=n,
-                             expected="one JSON object per line")
-        out.append(rec)
-    return out
+    return [rec for _, rec in iter_jsonl(text, str(path))]
 
 
 def _read_csv(path: Path) -> list[dict]:

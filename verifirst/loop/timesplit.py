@@ -2,8 +2,9 @@
 
 A record's time comes from one field (`time_field`) of the item: its meta, gold or inputs (a
 dict item: the key). Accepted values: ISO 8601 strings with or without a timezone (a naive time
-is UTC), dates (midnight UTC), datetimes, and epoch seconds (an int, a float, or a string of
-digits, as CSV cells are). A missing or unreadable time is bad input naming the record.
+is UTC), dates (midnight UTC; also ISO's compact 20240110, as an int or a string), datetimes, and
+epoch seconds (an int, a float, or a string of digits, as CSV cells are). A missing or unreadable
+time is bad input naming the record.
 
 A group goes where its NEWEST record falls, so a group never straddles a boundary and no record
 of a training group is newer than the first validation group's time: `max(train group time) <=
@@ -23,14 +24,17 @@ from verifirst.core.errors import InputError
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 EXPECTED_TIME = "an ISO 8601 time (2024-05-01T12:00:00Z; naive is UTC), a date, or epoch seconds"
 EXPECTED_WINDOWS = "a duration like 7d, 12h, 2w, 30m, 90s, or a count of equal windows like 4"
+# The most windows one split or monitor run may cut: each is a table row, a metric step and a list
+# the size of its records, and 1s windows over ten years would be 315M of them.
+MAX_WINDOWS = 1000
 
 
 def parse_time(value: Any) -> datetime:
     """One time value as an aware UTC datetime.
 
     Args:
-        value: an ISO 8601 string (naive: UTC), a date, a datetime (naive: UTC), or epoch seconds
-            (int, float or a string of digits).
+        value: an ISO 8601 string (naive: UTC), a date (also YYYYMMDD, int or string), a datetime
+            (naive: UTC), or epoch seconds (int, float or a string of digits).
 
     Raises:
         ValueError: the value is none of these (the message says what it was).
@@ -42,16 +46,27 @@ def parse_time(value: Any) -> datetime:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
     if isinstance(value, (int, float)):
-        return _epoch(float(value), value)
+        return _compact_date(str(value)) or _epoch(float(value), value)
     if isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"[+-]?\d+(\.\d+)?", text):
-            return _epoch(float(text), value)
+            return _compact_date(text) or _epoch(float(text), value)
         try:
             return parse_time(datetime.fromisoformat(text))
         except ValueError:
             raise ValueError(f"{value!r} is not an ISO 8601 time") from None
     raise ValueError(f"a {type(value).__name__} is not a time")
+
+
+def _compact_date(text: str) -> datetime | None:
+    """YYYYMMDD (ISO 8601's basic date, 1900-2999) as a date, else None: as epoch seconds these eight
+    digits would fall in 1970-1973, which no record of a monitored run does."""
+    if re.fullmatch(r"(19|2\d)\d\d(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])", text):
+        try:
+            return parse_time(date(int(text[:4]), int(text[4:6]), int(text[6:])))
+        except ValueError:  # 20230230
+            return None
+    return None
 
 
 def _epoch(seconds: float, raw: Any) -> datetime:
@@ -139,18 +154,31 @@ def parse_windows(spec: Any, field: str = "--windows", *, path: str | None = Non
         n = int(spec)
         if n < 1:
             raise bad("asks for fewer than one window")
+        if n > MAX_WINDOWS:
+            raise bad(f"asks for more than {MAX_WINDOWS} windows")
         return "count", n
     if isinstance(spec, str):
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", spec.strip().lower())
-        if m and float(m.group(1)) > 0:
-            return "duration", float(m.group(1)) * UNITS[m.group(2)]
-        if m:
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z])", spec.strip())
+        if m and m.group(2) == "M":  # a month to some, a minute to others: never guess
+            raise bad("is ambiguous: M could mean months or minutes (units are case-insensitive otherwise); "
+                      "write 30m for minutes, 30d or 4w for about a month")
+        if m and m.group(2).lower() in UNITS and float(m.group(1)) > 0:
+            return "duration", float(m.group(1)) * UNITS[m.group(2).lower()]
+        if m and m.group(2).lower() in UNITS:
             raise bad("is not a positive duration")
     raise bad("is not a duration or a count")
 
 
+def _duration(seconds: float) -> str:
+    """The smallest whole duration in the largest unit that covers `seconds` (e.g. 3d)."""
+    for unit in ("w", "d", "h", "m", "s"):
+        if seconds >= UNITS[unit]:
+            return f"{math.ceil(seconds / UNITS[unit])}{unit}"
+    return "1s"
+
+
 def time_windows(items: Sequence[Any], time_field: str, spec: Any, *, key: Callable[[Any], str] | None = None,
-                 source: str | None = None) -> list[Window]:
+                 source: str | None = None, field: str = "--windows") -> list[Window]:
     """The items in consecutive time windows, oldest first, empty windows included.
 
     A duration ("7d") makes windows of that length from the oldest item's time; a count (4) cuts
@@ -163,11 +191,12 @@ def time_windows(items: Sequence[Any], time_field: str, spec: Any, *, key: Calla
         spec: "7d", "12h", "2w", "30m", "90s", or a window count (int or digits).
         key: item -> id for error messages (default: the `id` attribute or key).
         source: the file the items came from (named in errors).
+        field: the option that gave `spec`, named when the span needs more than MAX_WINDOWS.
 
     Returns:
         [Window(label, start, end, items)], ordered by start.
     """
-    kind, size = parse_windows(spec)
+    kind, size = parse_windows(spec, field)
     if not items:
         return []
     kf = key or (lambda it: str(it["id"] if isinstance(it, dict) else getattr(it, "id")))
@@ -179,6 +208,12 @@ def time_windows(items: Sequence[Any], time_field: str, spec: Any, *, key: Calla
     else:
         width = size
         n = int(span // width) + 1
+        if n > MAX_WINDOWS:  # refused before a list of n windows is built
+            least = _duration(span / (MAX_WINDOWS - 1))
+            raise InputError(f"windows {spec!r} cut the records' span ({iso(t0)} to {iso(t1)}) into {n} windows, "
+                             f"more than {MAX_WINDOWS}", path=source, field=field,
+                             expected=f"a longer duration (at least {least}), a count of windows up to "
+                                      f"{MAX_WINDOWS}, or records without far-off times")
     bounds = [t0 + timedelta(seconds=width * k) for k in range(n)] + \
              [t1 if kind == "count" else t0 + timedelta(seconds=width * n)]
     buckets: list[list] = [[] for _ in range(n)]
