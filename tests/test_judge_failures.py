@@ -110,13 +110,13 @@ def test_monitor_teacher_failure_alone_leaves_abstention_undecided_and_fails(tmp
     assert res.windows[0]["judged"] == 10 and res.windows[0]["pi"] == 1.0
 
 
-def test_monitor_small_window_without_errors_keeps_too_few_and_exit_0(tmp_path, prompt):
+def test_monitor_small_window_without_errors_keeps_too_few_and_is_no_evidence(tmp_path, prompt):
     import verifirst as vf
 
     res = vf.monitor(str(prompt), _write(tmp_path / "o.jsonl", _records(3)), windows=1, baseline_pi=0.5,
                      models={"judge": scripted_lm(_answer, role="judge", name="ok")},
                      workdir=tmp_path / "wd", n_boot=100)
-    assert res.exit_code == 0 and res.lm_failure is None
+    assert res.exit_code == 3 and res.lm_failure is None  # no window could decide: not "ok" (issue 38)
     assert res.windows[0]["status"].startswith("too few judged records")
 
 

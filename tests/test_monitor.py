@@ -223,3 +223,93 @@ def test_bad_input_exits_2_naming_the_file_or_field(tmp_path, scripted):
 
     r = _cli(tmp_path, "--outcomes", str(tmp_path / "ok.jsonl"), "--windows", "soon")
     assert r.exit_code == 2 and "--windows" in r.output, r.output
+
+
+# -- ceilings and no evidence (issue 38) --------------------------------------------------------
+@pytest.fixture
+def counted(monkeypatch):
+    """Like `scripted`, counting the model calls."""
+    import verifirst.monitoring as mon
+
+    calls = []
+
+    def make(spec, role="task", **kw):
+        return scripted_lm(lambda m: calls.append(role) or _answer(m), role=role, name=f"counted-{role}")
+
+    monkeypatch.setattr(mon, "make_lm", make)
+    return calls
+
+
+def test_no_window_with_enough_records_is_no_evidence_not_ok(tmp_path, counted):
+    path = _write(tmp_path / "o.jsonl", _records(weeks=1))
+    for args in (["--min-n", "1000000"], ["--windows", "1d"]):  # 20 records: too few for the rule, or 3 a day
+        r = _cli(tmp_path, "--outcomes", str(path), *args)
+        assert r.exit_code == 3, r.output
+        assert "NO EVIDENCE" in r.output and "no window drifted" not in r.output and "ok (exit" not in r.output
+    r = _cli(tmp_path, "--outcomes", str(path), "--json", "--min-n", "1000000")
+    assert r.exit_code == 3 and "error: no evidence" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["no_evidence"] is True and rep["exit_code"] == 3 and rep["undecided_windows"] == 1
+
+
+def test_some_windows_deciding_is_ok_and_says_how_many_could_not(tmp_path, counted):
+    rows = _records(weeks=2)[:23]  # week 0 has 20 records, week 1 three
+    r = _cli(tmp_path, "--outcomes", str(_write(tmp_path / "o.jsonl", rows)), "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["no_evidence"] is False and "1 of 2 window(s) had too few records" in rep["reason"]
+
+
+@pytest.mark.parametrize("windows,needle", [
+    ("1000001", "more than 1000 windows"),  # a count: refused before the records are read
+    ("1s", "more than 1000"),  # a duration over four weeks of records: 2.4M windows
+    ("1M", "ambiguous"),  # a month or a minute: never guessed
+])
+def test_windows_past_the_ceiling_are_refused_naming_the_flag_before_any_call(tmp_path, counted, windows, needle):
+    r = _cli(tmp_path, "--outcomes", str(_write(tmp_path / "o.jsonl", _records())), "--windows", windows)
+    assert r.exit_code == 2, r.output
+    assert "--windows" in r.output and needle in r.output and counted == []
+    assert not (tmp_path / "wd" / "runs").exists()
+
+
+def test_windows_units_other_than_m_read_in_either_case():
+    from verifirst.loop.timesplit import parse_windows
+
+    assert parse_windows("7D") == parse_windows("7d") == ("duration", 7 * 86400)
+    assert parse_windows("30m") == ("duration", 1800)
+
+
+def test_limit_judges_only_the_newest_records(tmp_path, counted):
+    path = _write(tmp_path / "o.jsonl", _records(weeks=3))  # 60 records over three weeks
+    r = _cli(tmp_path, "--outcomes", str(path), "--json", "--limit", "20")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["n_records"] == 20 and rep["limit"] == {"limit": 20, "records": 60, "left_out": 40}
+    assert [w["n"] for w in rep["windows"]] == [20]  # the last week's, one window
+    assert rep["windows"][0]["start"].startswith((T0 + timedelta(days=14)).date().isoformat())
+    assert 20 <= len(counted) <= 40  # a judge call (and at most a teacher call) per kept record, not 120
+
+
+@pytest.mark.parametrize("bad", ["0", "-1"])
+def test_a_limit_below_one_is_refused(tmp_path, counted, bad):
+    r = _cli(tmp_path, "--outcomes", str(_write(tmp_path / "o.jsonl", _records(weeks=1))), "--limit", bad)
+    assert r.exit_code == 2 and "--limit" in r.output and counted == [], r.output
+
+
+def test_judge_limit_judges_the_first_records(tmp_path, monkeypatch):
+    import verifirst.calibration as cal
+
+    calls = []
+    monkeypatch.setattr(cal, "make_lm", lambda spec, role="task", **kw: scripted_lm(
+        lambda m: calls.append(1) or _answer(m), role=role, name="judge-limit"))
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(PROMPT)
+    path = _write(tmp_path / "o.jsonl", _records(weeks=1))
+    r = runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(path), "--workdir",
+                            str(tmp_path / "wd"), "--limit", "3"])
+    assert r.exit_code == 0, r.output
+    ids = [json.loads(line)["id"] for line in r.stdout.splitlines() if line.startswith("{")]
+    assert ids == ["w0-0", "w0-1", "w0-2"] and len(calls) == 3
+    r = runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(path), "--workdir",
+                            str(tmp_path / "wd"), "--limit", "0"])
+    assert r.exit_code == 2 and "--limit" in r.output and len(calls) == 3

@@ -1250,7 +1250,7 @@ def judge_threshold(kind: str, given: float | None, tags: dict, field: str = "--
 
 def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: str = "local",
                 workdir: Path = Path(".verifirst"), threshold: float | None = None, view: str | None = None,
-                tracking_uri: str | None = None) -> list[dict[str, Any]]:
+                tracking_uri: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """`verifirst judge`: a (registered) prompt applied to records, one verdict row per record
     (verdict None with the LM error when the judge could not judge it). Raises NothingJudged
     (exit 1, the rows attached) when no record could be judged.
@@ -1265,8 +1265,12 @@ def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: 
         threshold: rubric threshold (default: the registered one).
         view: the --view spec (default: the view the prompt was calibrated with, if registered).
         tracking_uri: the MLflow tracking URI holding the registry.
+        limit: judge only the first `limit` records of the file (each costs a model call).
     """
     from verifirst.config import check_number, check_workdir
+
+    if limit is not None:
+        check_number(limit, 1, None, "--limit", integer=True)
 
     check_workdir(workdir, "workdir")  # as calibrate: a file there is refused before the cache is written
     if judge is not None:
@@ -1280,6 +1284,7 @@ def apply_judge(prompt: str, input_path: Path, judge: str | None = None, model: 
     th = judge_threshold(judge, threshold, tags)  # before any record is read or judged
     suite = load_outcomes(input_path, require_label=False) if _accepts_unlabelled(load_outcomes) \
         else load_outcomes(input_path)
+    suite.items = suite.items[:limit] if limit is not None else suite.items
     j = make_judge_program(judge, suite, text, view or tags.get("view") or None)
     lm = make_lm(model, role="judge")
     configure_cache(Path(workdir) / "cache")

@@ -16,7 +16,10 @@ The drift rule (`DriftRule`), per window (each part needs at least `min_n` recor
 - **abstention drift**: the teacher abstains on more than `max_abstention` (default 0.3) of the
   window's records it reviewed.
 
-Any drifting window makes the run drift: exit code 1 (0 when none drifts; 2 for bad input). The
+Any drifting window makes the run drift: exit code 1 (0 when none drifts; 2 for bad input). When
+no window had enough records to decide either part (every window empty or under `min_n`), the
+run has no evidence either way: exit code 3, verdict NO EVIDENCE, never "ok" (a cron gate must not
+pass on nothing). The
 action it recommends: "give the judge better inputs" when abstention rose (the outcomes depend on
 something the judge cannot see; a better prompt cannot help), else "recalibrate" when π dropped
 with abstention normal.
@@ -42,12 +45,13 @@ from verifirst.core import atomic
 from verifirst.core.errors import InputError, RunFailed
 from verifirst.core.stats import FAIL, PASS, judge_metrics
 from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
+from verifirst.report.monitor_view import html_page, markdown, print_monitor, verdict  # noqa: F401  (vf.monitor's names)
 
 RECALIBRATE = "recalibrate"
 BETTER_INPUTS = "give the judge better inputs"
 DEFAULT_MAX_ABSTENTION = 0.3
 DEFAULT_MIN_N = 5
-EXIT_OK, EXIT_DRIFT = 0, 1
+EXIT_OK, EXIT_DRIFT, EXIT_NO_EVIDENCE = 0, 1, 3
 EXIT_LM_FAILURE = RunFailed.exit_code  # as a calibration whose model gave no usable answers
 # A window is no result when more than this share of its records are LM errors (calibration's limit).
 MAX_LM_ERROR_RATE = 0.5
@@ -111,7 +115,7 @@ class MonitorResult:
     report: dict
     run_dir: Path
     drift: bool
-    exit_code: int  # 0 ok, 1 drift or LM failure (bad input raises InputError: exit 2 on the command line)
+    exit_code: int  # 0 ok, 1 drift or LM failure, 3 no evidence (bad input raises InputError: exit 2)
     recommendation: str | None
     windows: list = field(default_factory=list)
     lm_failure: dict | None = None  # {"windows", "first_error", ...} when a model left windows undecided
@@ -231,6 +235,7 @@ def _window_row(index: int, w, labels: dict, verdicts: dict, teacher: dict, rule
     ab = row["teacher"]["abstention_rate"]
     abstain_drift = bool(len(decided) >= rule.min_n and ab is not None and ab > rule.max_abstention)
     row["drift"] = {"pi": pi_drift, "abstention": abstain_drift}
+    row["decided"] = enough or len(decided) >= rule.min_n  # enough records for either part of the rule
     row["recommendation"] = BETTER_INPUTS if abstain_drift else RECALIBRATE if pi_drift else None
     row["lm_failure"] = _window_lm_failure(ids, len(judged), judge_errors or {}, teacher, len(decided), rule) \
         if ids else None
@@ -271,17 +276,6 @@ def _failure_reason(failure: dict) -> str:
             f"PASS or FAIL); fix the endpoint and run again. First LM error: {failure['first_error']}")
 
 
-def verdict(report: dict) -> str:
-    """The run's verdict word: DRIFT, LM FAILURE (a model left windows undecided) or ok.
-
-    Args:
-        report: the monitor report.
-    """
-    if report["drift"]:
-        return "DRIFT"
-    return "LM FAILURE" if report.get("lm_failure") else "ok"
-
-
 def _baseline(rule: DriftRule, tags: dict, source: str) -> tuple[float, str]:
     if rule.baseline_pi is not None:
         return float(rule.baseline_pi), "given (--baseline-pi)"
@@ -302,7 +296,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
             view: str | None = None, pass_at: float | None = None, label_map: Any = None,
             workdir: str | Path | None = None, tracking: MLflow | None = None, drift: Any = None,
             baseline_pi: float | None = None, kind: str | None = None, threshold: float | None = None,
-            threads: int = 1, n_boot: int = 2000, run_dir: str | Path | None = None,
+            threads: int = 1, n_boot: int = 2000, run_dir: str | Path | None = None, limit: int | None = None,
             echo: Callable[[str], None] | None = None) -> MonitorResult:
     """Score the deployed judge on labelled outcomes per time window and say whether it drifted.
 
@@ -340,6 +334,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         threads: judge and teacher threads.
         n_boot: bootstrap resamples for π's interval.
         run_dir: where report.json/md go (default: a new WORKDIR/runs/monitor-TIME).
+        limit: judge only the newest `limit` records (each record costs a judge and a teacher call;
+            the report's `limit` says how many were left out). None: all.
         echo: a callable for progress lines (default: none).
 
     Returns:
@@ -365,6 +361,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         rule = DriftRule(baseline_pi, rule.max_abstention, rule.min_n)._checked("")
     parse_windows(windows)
     check_number(threads, 1, None, "threads", integer=True)
+    if limit is not None:
+        check_number(limit, 1, None, "limit", integer=True)
     labels_rule = LabelRule.of(pass_at, label_map)
     spec = str(prompt)
     if not spec.strip().startswith("prompts:/") and not Path(spec).exists():
@@ -377,7 +375,13 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     threshold = judge_threshold(kind, threshold, tags, "threshold")
     baseline, baseline_source = _baseline(rule, tags, spec)
     suite, source, lines = _load_records(outcomes, from_mlflow, label, labels_rule, workdir, uri, time_field)
-    item_times(suite.items, time_field, lambda it: it.id, source=source if not from_mlflow else None, lines=lines)
+    times = item_times(suite.items, time_field, lambda it: it.id, source=source if not from_mlflow else None,
+                       lines=lines)
+    limited = None
+    if limit is not None and len(suite.items) > limit:  # the newest: drift is about recent records
+        keep = {it.id for it in sorted(suite.items, key=lambda it: (times[it.id], it.id))[-limit:]}
+        limited = {"limit": limit, "records": len(suite.items), "left_out": len(suite.items) - limit}
+        suite.items = [it for it in suite.items if it.id in keep]
     view = view or tags.get("view") or None
     if view is None and not template_variables(start.text) and suite.meta.get("default_view"):
         view = ",".join(suite.meta["default_view"])  # traces: each field once, as calibration reads them
@@ -387,7 +391,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
 
     configure_cache(workdir / "cache")
     echo(f"{source}: {len(suite.items)} records in {len(wins)} window(s) of {windows} on {time_field}; "
-         f"judge {spec}")
+         f"judge {spec}" + (f"; the {limit} newest of {limited['records']} (--limit)" if limited else ""))
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
         run = _part("run-judge")(program, suite.items, judge_lm, threads)
     verdicts = _part("verdicts-at")(run, threshold)
@@ -405,9 +409,16 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         recommendation = BETTER_INPUTS
     elif drifting:
         recommendation = RECALIBRATE
-    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else EXIT_OK
-    if not drifting:
-        reason = "no window drifted"
+    no_evidence = not drifting and not lm_failure and not any(r["decided"] for r in rows)
+    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else \
+        EXIT_NO_EVIDENCE if no_evidence else EXIT_OK
+    undecided = sum(not r["decided"] for r in rows)
+    if no_evidence:
+        reason = (f"no evidence: none of the {len(rows)} window(s) had {rule.min_n} judged records (--min-n), so "
+                  f"none could show drift or its absence; use longer windows or fewer of them, or more records")
+    elif not drifting:
+        reason = "no window drifted" + (f" ({undecided} of {len(rows)} window(s) had too few records to decide)"
+                                        if undecided else "")
     elif recommendation == BETTER_INPUTS:
         reason = ("the informed teacher abstained on too many outcomes: they depend on something the judge "
                   "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
@@ -429,6 +440,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         "first_drift_window": drifting[0]["index"] if drifting else None,
         "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
         "judge_errors": sum(r["judge_errors"] for r in rows), "lm_failure": lm_failure,
+        "no_evidence": no_evidence, "undecided_windows": undecided, "limit": limited,
     }
     out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
     report["run_dir"] = str(out_dir)
@@ -468,6 +480,7 @@ def _track(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> None
                 step=r["index"])
         tr.set_tags({"drift": str(report["drift"]).lower(), "recommendation": report["recommendation"] or "none",
                      "lm_failure": str(bool(report["lm_failure"])).lower(),
+                     "no_evidence": str(bool(report.get("no_evidence"))).lower(),
                      "prompt": p["source"], "prompt_version": str(p["version"] or ""),
                      "first_drift_window": str(report["first_drift_window"] if report["drift"] else ""),
                      "run_dir": str(run_dir)})
@@ -483,49 +496,6 @@ def _log_files(report: dict, workdir: Path, tracking: MLflow, run_dir: Path) -> 
             tr.log_artifact(run_dir / f, "report", run_id=report["run_id"])
 
 
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "n/a" if x is None else format(float(x), spec)
-
-
-def window_table_rows(report: dict, short: bool = False) -> list[list[str]]:
-    """One row per window: window, n, judged, π [95%], FAIL recall, FAIL precision, unjudged, abstention, status.
-
-    Args:
-        report: the monitor report.
-        short: name a window by its start (the console table) instead of its ISO interval.
-    """
-    rows = []
-    for r in report["windows"]:
-        ci = r["pi_ci95"]
-        pi = "n/a" if r["pi"] is None else f"{r['pi']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
-        start = r["start"].replace("T", " ").replace(":00Z", "").replace("Z", "")
-        rows.append([f"{r['index']}: {start}" if short else f"{r['index']}: {r['window']}", str(r["n"]), str(r["judged"]), pi, _fmt(r["fail_recall"]),
-                     _fmt(r["fail_precision"]), _fmt(r["unjudged_rate"], ".0%"),
-                     _fmt(r["teacher"]["abstention_rate"], ".0%"), r["status"]])
-    return rows
-
-
-HEADERS = ["window", "n", "judged", "π [95%]", "FAIL recall", "FAIL precision", "unjudged", "teacher abstains",
-           "status"]
-
-
-def markdown(report: dict) -> str:
-    """report.md: the verdict, the rule and the window table."""
-    p = report["prompt"]
-    lines = [f"# Monitor: {p['source']}", "",
-             f"- records: {report['n_records']} from {report['source']}, windows {report['windows_spec']} on "
-             f"{report['time_field']}",
-             f"- drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
-             f"- verdict: {verdict(report)} (exit {report['exit_code']})"
-             + (f"; recommendation: **{report['recommendation']}**" if report["recommendation"] else ""),
-             f"- {report['reason']}", "",
-             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in window_table_rows(report)]
-    if report.get("run_id"):
-        lines += ["", f"MLflow run {report['run_id']} in {report.get('tracking_uri')}"]
-    return "\n".join(lines) + "\n"
-
-
 def _write(report: dict, run_dir: Path) -> None:
     from verifirst.report import report_json
 
@@ -535,59 +505,9 @@ def _write(report: dict, run_dir: Path) -> None:
     atomic.write_text(run_dir / "report.html", html_page(report, run_dir))
 
 
-def html_page(report: dict, run_dir: Path) -> str:
-    """report.html: the verdict, the window table and the plot (π per window against the baseline,
-    teacher abstention), one self-contained page.
-
-    Args:
-        report: the monitor report.
-        run_dir: where plots/monitor.png goes.
-    """
-    import base64
-    from html import escape
-
-    from verifirst.report import plots
-
-    png = plots.monitor_windows(report, run_dir / "plots")
-    img = (f"<img alt='pi per window' src='data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}'>"
-           if png else "")
-    head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in window_table_rows(report))
-    rec = f"; recommendation: <b>{escape(report['recommendation'])}</b>" if report["recommendation"] else ""
-    return (f"<!doctype html><meta charset='utf-8'><title>Monitor: {escape(report['prompt']['source'])}</title>"
-            f"<body style='font-family:system-ui,sans-serif;max-width:1000px;margin:2rem auto'>"
-            f"<h1>Monitor: {escape(report['prompt']['source'])}</h1>"
-            f"<p>{verdict(report)} (exit {report['exit_code']}){rec}. {escape(report['reason'])}</p>"
-            f"<p>Drift rule: {escape(report['drift_rule']['text'])}</p>{img}"
-            f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
-            f"</body>\n")
-
-
-def print_monitor(report: dict, console=None) -> None:
-    """The window table and the verdict, on the console (rich)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    con = console or Console(width=None if sys.stdout.isatty() else 160)
-    t = Table(title=f"monitor: {report['prompt']['source']} on {report['source']} "
-                    f"({report['n_records']} records, windows {report['windows_spec']})")
-    for h in ["window (start, UTC)", *HEADERS[1:]]:
-        t.add_column(h)
-    for row in window_table_rows(report, short=True):
-        t.add_row(*row)
-    con.print(t)
-    con.print(f"drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
-              markup=False, soft_wrap=True)
-    con.print(f"{verdict(report)} (exit {report['exit_code']})"
-              + (f": {report['recommendation']}" if report["recommendation"] else "") + f" -- {report['reason']}",
-              markup=False, soft_wrap=True)
-    con.print(f"report: {report['run_dir']}/report.md", markup=False, soft_wrap=True)
-    if report.get("run_id"):
-        con.print(f"MLflow run {report['run_id']} in {report.get('tracking_uri')}", markup=False, soft_wrap=True)
-
-
 def cli_monitor(as_json: bool = False, **kw) -> int:
-    """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift or LM failure).
+    """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift or LM failure,
+    3 no evidence).
     An LM failure's first error also goes to stderr, as `error: ...`, with --json too."""
     res = monitor(**kw)
     if as_json:
@@ -600,4 +520,6 @@ def cli_monitor(as_json: bool = False, **kw) -> int:
         from verifirst.core.redaction import redact_text
 
         print(f"error: {redact_text(_failure_reason(res.lm_failure))}", file=sys.stderr)
+    elif res.report.get("no_evidence"):  # with --json too: stdout may go to a file, the reason must not
+        print(f"error: {res.report['reason']}", file=sys.stderr)
     return res.exit_code
