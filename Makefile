@@ -81,6 +81,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/iac_verify.py --out $(RESULTS)/iac_verify.json
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
 	$(BIN)/python $(PERF)/estimate.py --out $(RESULTS)/estimate.json
+	$(BIN)/python $(PERF)/cost_objective.py --out $(RESULTS)/cost_objective.json
 	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/studies/feh_quality.py --json
 	$(BIN)/python $(PERF)/demo.py --out $(RESULTS)/demo.json
 	$(BIN)/pip install -q -e ".[iac,retrieval,scale]" && $(BIN)/python $(PERF)/scale.py --out $(RESULTS)/scale.json
