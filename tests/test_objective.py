@@ -160,3 +160,63 @@ def test_a_model_without_a_price_is_refused_before_anything_is_written(tmp_path)
 def test_pareto_front():
     pts = [(1.0, 0.9), (0.5, 0.9), (0.2, 0.5), (0.6, 0.4), (0.2, None)]
     assert pareto_front(pts) == [False, True, True, False, False]
+
+
+def test_your_own_pair_is_scored_as_given_and_can_be_chosen(tmp_path):
+    """The reflection cannot fix the cheap model, but the user's own prompt for it can: the rule chooses
+    the user's pair (cheaper than the dear model, non-inferior) over the dear reference."""
+    cheap, dear, refl = world("Answer briefly.")
+    goal = {"kind": "cheapest-not-worse", "margin": 0.05, "models": [dear],
+            "candidates": [{"model": cheap, "prompt": "Use printf for every greeting."}],
+            "reference": {"model": dear, "prompt": None}}
+    res = vf.optimize(BashGenerator(), data(), _Metric(), "gepa", models={"task": dear, "reflection": refl},
+                      budget=vf.Budget(max_metric_calls=30, prices=PRICES), run_dir=tmp_path / "run",
+                      workdir=tmp_path / "wd", objective=goal)
+    sec = res.report["objective"]
+    mine = _by_label(sec)["local/cheap · yours 1"]
+    assert mine["source"] == "yours" and set(mine["splits"]) == {"train", "val", "test"}
+    assert sec["chosen"] == "local/cheap · yours 1" and mine["non_inferior"]
+    assert res.program.predictors()[0].signature.instructions == "Use printf for every greeting."
+    assert not (tmp_path / "run" / "candidates" / "local-cheap").exists()  # scored as given: no optimizer run
+
+
+def test_cached_calls_are_priced_as_if_sent_and_said_so(tmp_path):
+    from verifirst.lm import configure_cache
+    from verifirst.lm.call_costs import ItemCosts
+    from verifirst.lm.spend import Prices
+
+    old = dspy.cache
+    try:
+        configure_cache(tmp_path / "cache")
+        lm = scripted_lm(dear_fn, name="dear", cache=True, latency_s=0.02)
+        prog = BashGenerator()
+        seen = ItemCosts(Prices(PRICES))
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            with seen.scope("sent"):
+                prog(task="easy greeting #1")
+            with seen.scope("again"):
+                prog(task="easy greeting #1")
+        sent, again = seen.item("sent"), seen.item("again")
+        assert lm.engine.calls == 1  # the second came from the cache
+        assert sent["cached"] == 0 and again["cached"] == 1 and again["estimated"] == 0
+        assert again["usd"] == sent["usd"] > 0 and again["tokens"] == sent["tokens"]
+        assert again["latency_s"] == sent["latency_s"] >= 0.02  # the latency it took when sent
+        fresh = ItemCosts(Prices(PRICES))  # a cache hit this process never saw sent: estimated, no latency
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), fresh.scope("hit"):
+            prog(task="easy greeting #1")
+        hit = fresh.item("hit")
+        assert hit["cached"] == 1 and hit["estimated"] == 1 and hit["latency_s"] == 0.0
+        assert abs(hit["tokens"] - sent["tokens"]) <= 0.5 * sent["tokens"]  # characters / 4
+        summary = fresh.summary(["hit"])
+        assert summary["note"] == "cached calls priced as if sent" and summary["estimated_calls"] == 1
+    finally:
+        dspy.cache = old
+
+
+def test_one_spend_cap_for_every_model():
+    from verifirst.loop.objective_run import remaining
+
+    b = vf.Budget(max_usd=1.0, max_lm_calls=100, prices=PRICES)
+    left = remaining(b, {"usd": 0.25, "lm_calls": 40, "tokens": 9, "wall_s": 3.0})
+    assert (left.max_usd, left.max_lm_calls, left.max_tokens) == (0.75, 60, None)
+    assert remaining(vf.Budget(max_metric_calls=30), {"usd": 5}).max_usd is None

@@ -182,9 +182,8 @@ def remaining(budget: Any, spent: dict) -> Any:
                        ("max_wall_s", "wall_s")):
         cap = getattr(budget, limit)
         if cap is not None:
-            left[limit] = max(cap - spent.get(key, 0), 0) if limit != "max_usd" else max(cap - spent.get(key, 0), 0.0)
-            if limit in ("max_tokens", "max_lm_calls"):
-                left[limit] = int(left[limit])
+            rest = max(cap - spent.get(key, 0), 0)
+            left[limit] = int(rest) if limit in ("max_tokens", "max_lm_calls") else float(rest)
     return dataclasses.replace(budget, **left)
 
 
