@@ -16,6 +16,7 @@ import pytest
 
 import verifirst as vf
 from verifirst.core.errors import InputError
+from verifirst.lm.spend import BudgetExceeded
 from verifirst.core.task import Item
 from verifirst.lm.testing import json_answer, scripted_lm
 from verifirst.loop.objective import check_objective, pareto_front
@@ -220,3 +221,5 @@ def test_one_spend_cap_for_every_model():
     left = remaining(b, {"usd": 0.25, "lm_calls": 40, "tokens": 9, "wall_s": 3.0})
     assert (left.max_usd, left.max_lm_calls, left.max_tokens) == (0.75, 60, None)
     assert remaining(vf.Budget(max_metric_calls=30), {"usd": 5}).max_usd is None
+    with pytest.raises(BudgetExceeded, match="spent by the earlier models' runs"):
+        remaining(b, {"usd": 1.0})

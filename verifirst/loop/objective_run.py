@@ -182,7 +182,13 @@ def remaining(budget: Any, spent: dict) -> Any:
                        ("max_wall_s", "wall_s")):
         cap = getattr(budget, limit)
         if cap is not None:
-            rest = max(cap - spent.get(key, 0), 0)
+            rest = cap - spent.get(key, 0)
+            if rest <= 0:  # nothing left for the next model's run: a budget stop, not a bad limit
+                from verifirst.lm.spend import BudgetExceeded
+
+                raise BudgetExceeded(limit, None, spent.get(key, 0), cap, message=(
+                    f"stopped by budget: {limit} {cap:g} for the run was spent by the earlier models' runs of the "
+                    "objective; rerun with a larger limit (calls already made come from the cache)"))
             left[limit] = int(rest) if limit in ("max_tokens", "max_lm_calls") else float(rest)
     return dataclasses.replace(budget, **left)
 
