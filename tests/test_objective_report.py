@@ -139,6 +139,9 @@ task = "local"
     ('kind = "quality"', ["--objective", "cheapest"], ["[--objective]", "unknown objective 'cheapest'"]),
     ('kind = "quality"', ["--objective", "cheapest-not-worse", "--margin", "0"], ["[--margin]", "outside (0, 1)"]),
     ('kind = "quality"', ["--objective", "cheapest-not-worse"], ["objective cheapest-not-worse needs a margin"]),
+    ('kind = "quality"', ["--objective", "quality", "--margin", "0.02"], ["[--margin]", "for objective quality"]),
+    ('kind = "cheapest-not-worse"\nmargin = 0.02\nmodels = ["local", "openai/no-such-model-x"]', ["--margin", "0.1"],
+     ["e.toml:20", "no price known for model 'openai/no-such-model-x'"]),
 ])
 def test_bad_objectives_from_the_command_line(here, objective, flags, expect):  # noqa: F811
     (here / "e.toml").write_text(EXP.format(objective=objective))

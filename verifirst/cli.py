@@ -213,38 +213,6 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     return out
 
 
-def _objective_flags(objective: Optional[str], margin: Optional[float]) -> Optional[dict]:
-    """--objective and --margin as the [objective] keys they replace (None: neither given); a bad
-    kind or a margin outside (0, 1) is refused naming the flag.
-
-    Args:
-        objective: --objective.
-        margin: --margin.
-    """
-    from verifirst.loop.objective import OBJECTIVES
-
-    if objective is None and margin is None:
-        return None
-    if objective is not None and objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}", field="--objective", expected=", ".join(OBJECTIVES))
-    if margin is not None and not 0 < margin < 1:
-        raise InputError(f"margin {margin:g} is outside (0, 1)", field="--margin",
-                         expected="a number in (0, 1), e.g. 0.02 of pass rate")
-    return {k: v for k, v in (("kind", objective), ("margin", margin)) if v is not None}
-
-
-def _merge_objective(exp, flags: dict) -> None:
-    """The file's [objective] with the flags' keys replaced, checked again as a whole."""
-    from verifirst.config import check_objective_section
-
-    merged = {**exp.objective, **flags}
-    if merged.get("kind") == "quality":  # --objective quality: the file's cost settings do not apply
-        merged = {"kind": "quality"}
-    check_objective_section(merged, "--objective/--margin", "")
-    exp.sections["objective"] = {**exp.objective, **merged} if merged.get("kind") != "quality" else \
-        {k: ([] if isinstance(v, list) else None) for k, v in exp.objective.items()} | {"kind": "quality"}
-
-
 def _ci_mode() -> bool:
     """CI mode: the environment variable CI is set (to anything but empty, 0 or false)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
@@ -328,10 +296,8 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
         for key, value in limits.items():  # refused before the file is read: 0 is never "unlimited"
             if value is not None:
                 check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
-        goal = _objective_flags(objective, margin)  # refused before the file is read
         exp = config.load(experiment)
-        if goal is not None:
-            _merge_objective(exp, goal)
+        config.objective_flags(exp, objective, margin)
         _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits, dry_run=dry_run, yes=yes)
     except VerifirstError as e:
         _fail(e)

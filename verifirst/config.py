@@ -356,6 +356,33 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
     return Experiment(path, data, sections)
 
 
+def objective_flags(exp: Experiment, kind: str | None, margin: float | None) -> None:
+    """`verifirst run --objective/--margin`: the file's [objective] with these keys replaced, checked
+    as a whole; InputError naming the flag. `--objective quality` drops the file's cost settings.
+
+    Args:
+        exp: the loaded experiment (its objective section is replaced).
+        kind: --objective, or None.
+        margin: --margin, or None.
+    """
+    from verifirst.loop.objective import OBJECTIVES, check_objective
+
+    if kind is None and margin is None:
+        return
+    if kind is not None and kind not in OBJECTIVES:
+        raise InputError(f"unknown objective {kind!r}", field="--objective", expected=", ".join(OBJECTIVES))
+    section = dict(exp.objective)
+    if kind == "quality":
+        section = {k: ([] if isinstance(v, list) else None) for k, v in section.items()}
+    section.update({k: v for k, v in (("kind", kind), ("margin", margin)) if v is not None})
+    try:
+        check_objective({k: v for k, v in section.items() if v not in (None, [], {})}, field="objective")
+    except InputError as e:
+        flag = "--margin" if margin is not None and (e.field or "").endswith("margin") else "--objective"
+        raise InputError(e.message, field=flag, expected=e.expected) from None
+    exp.sections["objective"] = section
+
+
 def check_objective_section(objective: dict, src: str, text: str) -> Any:
     """The [objective] table as a checked Objective, or ConfigError at the key's line.
 
