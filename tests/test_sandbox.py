@@ -427,3 +427,20 @@ def subprocess_dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="/usr is copy-on-write where root lends an idmapped /usr")
+def test_a_setup_can_stub_a_binary_and_the_host_never_changes(sb):
+    """The benchmark containers' root is writable: a task's setup puts a stub in place (issue 37). The
+    run writes over its own copy of /usr (the diff says so); the host's /usr is untouched."""
+    if sb.backend.endswith("overlay") is False:
+        pytest.skip("the launcher here has no overlay")
+    before = {p: os.stat(p).st_ino for p in ("/usr/bin/hostname", "/usr/bin/yes")}
+    r = sb.run("printf '#!/bin/sh\\necho stubbed\\n' > /usr/bin/hostname && chmod +x /bin/hostname && "
+               "cp /bin/true /sbin/vf-stub-tool && rm /usr/bin/yes && hostname && vf-stub-tool && "
+               "! test -e /usr/bin/yes && ls -ld /usr/bin | cut -d' ' -f3")
+    assert r.exit_code == 0 and r.stdout == "stubbed\nroot\n", r.stderr
+    changes = {e["path"]: kind for kind in ("added", "deleted", "modified") for e in getattr(r.fs_diff, kind)}
+    assert changes == {"/usr/bin/hostname": "modified", "/usr/sbin/vf-stub-tool": "added", "/usr/bin/yes": "deleted"}
+    assert {p: os.stat(p).st_ino for p in before} == before and not os.path.exists("/usr/sbin/vf-stub-tool")
+    assert sb.run("hostname").stdout == "verifirst\n"  # the next run starts from the host's /usr again

@@ -419,20 +419,23 @@ static void bind_tree(const char *src, const char *dest, int read_only) {
 
 /* ---- the root and what is mounted in it --------------------------------------------------- */
 
+/* An overlay of op `o` (lower o->src, o->upper, o->work: host paths) mounted at `at`. */
+static void mount_overlay(const struct op *o, const char *at) {
+  char opts[8192];
+  if (strchr(o->src, ',') || strchr(o->upper, ',') || strchr(o->work, ',') || strchr(o->src, ':'))
+    die("overlay paths may not hold ',' or ':'");
+  if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", o->src, o->upper,
+               o->work) >= (int)sizeof opts)
+    die("overlay paths too long");
+  if (mount("overlay", at, "overlay", MS_NOSUID | MS_NODEV, opts) != 0)
+    die("mount the overlay at %s", o->dest);
+}
+
 /* Mount the root (op 0) on its own directory and make it the working directory. */
 static void mount_root(const struct op *root) {
   const char *at = root->kind == OP_OVERLAY ? root->upper : root->src;
   if (root->kind == OP_OVERLAY) {
-    char opts[8192];
-    if (strchr(root->src, ',') || strchr(root->upper, ',') || strchr(root->work, ',') ||
-        strchr(root->src, ':'))
-      die("overlay paths may not hold ',' or ':'");
-    if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", root->src, root->upper,
-                 root->work) >= (int)sizeof opts)
-      die("overlay paths too long");
-    /* mounted over its own upper directory: a path that exists, seen by nobody else */
-    if (mount("overlay", at, "overlay", MS_NOSUID | MS_NODEV, opts) != 0)
-      die("mount the overlay root");
+    mount_overlay(root, at); /* over its own upper directory: a path that exists, seen by nobody else */
   } else {
     if (mount(at, at, NULL, MS_BIND | MS_REC, NULL) != 0 ||
         mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0)
@@ -532,8 +535,14 @@ static void build_root(void) {
     case OP_TMPFS:
       mount_tmpfs(o);
       break;
-    case OP_OVERLAY:
-      die("an overlay is supported as the root only");
+    case OP_OVERLAY: { /* copy-on-write over a host tree (/usr): the run may change it, the host never */
+      int d = dest_dir(o->dest);
+      char at[64];
+      snprintf(at, sizeof at, "/proc/self/fd/%d", d);
+      mount_overlay(o, at);
+      close(d);
+      break;
+    }
     }
   }
   if (syscall(SYS_pivot_root, ".", ".") != 0 || umount2(".", MNT_DETACH) != 0)

@@ -198,6 +198,42 @@ def merged(lower: Snapshot, upper: Snapshot) -> Snapshot:
     return Snapshot(recs, lower.truncated or upper.truncated)
 
 
+def host_records(upper: Snapshot, host_dir: str) -> Snapshot:
+    """What the host's `host_dir` (a read-only lower layer shared with the host: /usr) holds at the
+    paths an overlay `upper` names, and below its opaque directories: the `lower` for merged() and
+    diff() of a layer far too large to snapshot whole on every run.
+
+    Args:
+        upper: snapshot(upper_dir, upper=True) of that layer's upper directory.
+        host_dir: the host directory the layer's lower is.
+    """
+    out = Snapshot(truncated=upper.truncated)
+    for path in upper.records:
+        parent, name = os.path.split(path)
+        try:
+            fd = os.open(host_dir + parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            kind = kind_of(st.st_mode)
+            digest = None
+            if kind == "file":
+                digest = _hash_file(name, fd, [MAX_HASH_BYTES])
+            elif kind == "symlink":
+                digest = hashlib.sha256(os.fsencode(os.readlink(name, dir_fd=fd))).hexdigest()
+            out.records[path] = (kind, stat.S_IMODE(st.st_mode), digest)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    for path in upper.opaque:  # it hides what the host has below it: walk that (budgeted)
+        below = snapshot(host_dir + path, skip=())
+        out.truncated = out.truncated or below.truncated
+        out.records.update({path + p: rec for p, rec in below.records.items()})
+    return out
+
+
 _LOWERS: dict[tuple, str] = {}
 _LOWERS_PID: dict[str, int] = {}  # lower root -> the process that made it (a forked child must not remove it)
 _LOWERS_LOCK = threading.Lock()
@@ -322,8 +358,10 @@ def remove_known(run_dir: str, root: str, snap: Snapshot, overlay: bool = False)
     if snap.truncated:
         remove_tree(run_dir)
         return
-    if overlay:
+    if overlay:  # and the /usr overlay's, where there is one (empty unless the run wrote to /usr)
         rest = [root, os.path.join(run_dir, "wk", "work"), os.path.join(run_dir, "wk")]
+        rest += [p for p in (os.path.join(run_dir, "usr-up"), os.path.join(run_dir, "usr-wk", "work"),
+                             os.path.join(run_dir, "usr-wk")) if os.path.lexists(p)]
     else:  # sysadmin mode diffs /etc: removed with the rest
         rest = [os.path.join(root, m) for m in MOUNT_POINTS if "/" + m not in snap.records] + [root]
     try:
@@ -337,9 +375,10 @@ def remove_known(run_dir: str, root: str, snap: Snapshot, overlay: bool = False)
 
 def remove_tree(path: str) -> None:
     """Delete a scratch tree whatever the sandbox did to it (chmod 000, deep nesting)."""
-    work = os.path.join(path, "wk", "work")  # overlayfs leaves its work dir mode 000
-    if os.path.isdir(work) and not os.path.islink(work):
-        os.chmod(work, 0o700)
+    for wk in ("wk", "usr-wk"):  # overlayfs leaves its work dir mode 000
+        work = os.path.join(path, wk, "work")
+        if os.path.isdir(work) and not os.path.islink(work):
+            os.chmod(work, 0o700)
     try:
         shutil.rmtree(path)
         return

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Callable
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import _bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, fixtures
+from verifirst.verifiers.bash import (_bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, _usr_layer,
+                                     fixtures)
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
@@ -226,6 +227,10 @@ class _Job:
             # As root, the run writes into a tmpfs of its own: it cannot fill a concurrent run's scratch.
             self.private = not sb.unsafe_local and _cgroup.private_scratch(self.run_dir, sb.limits["as_bytes"])
         work = os.path.join(self.run_dir, "wk")
+        # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
+        usr_lower = _usr_layer.lower(str(base), ids) if self.overlay else None
+        self.usr = (usr_lower, os.path.join(self.run_dir, "usr-up"), os.path.join(self.run_dir, "usr-wk")) \
+            if usr_lower else None
         env_extra: dict[str, str] = {}
         try:
             if not sb.unsafe_local and _cgroup.available():
@@ -234,6 +239,10 @@ class _Job:
                 os.mkdir(self.root, 0o755)
                 if self.overlay:
                     os.mkdir(work, 0o700)
+                    for d in (self.usr or ())[1:]:
+                        os.mkdir(d, 0o755)
+                        if ids:
+                            os.chown(d, *ids)
                 else:
                     fixtures.write_tree(self.tree, self.root, owner=ids)
             if payload is not None:
@@ -270,7 +279,7 @@ class _Job:
             args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
                                env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns,
-                               seccomp_fd=seccomp, rlimits=sb.limits,
+                               seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
                                cgroup_fds=tuple(self.cgroup.fds) if self.cgroup else ())
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         cg_fds = list(self.cgroup.fds) if self.cgroup else []
@@ -366,6 +375,8 @@ class _Job:
             else:
                 view = _sandbox_fs.merged(before, after) if self.overlay else after
                 fs = FsDiff(*_sandbox_fs.diff(before, view))
+            if self.usr:
+                _add_usr_changes(fs, self.usr[1])
         finally:
             t_diffed = time.perf_counter()
             self._release(None if self.reused else after, files=not self.keep)
@@ -387,6 +398,18 @@ class _Job:
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
+
+
+def _add_usr_changes(fs: FsDiff, upper: str) -> None:
+    """What the run changed in its copy-on-write /usr, added to `fs` (paths under /usr)."""
+    up = _sandbox_fs.snapshot(upper, skip=(), upper=True)
+    if not up.records:
+        return
+    host = _sandbox_fs.host_records(up, "/usr")
+    added, deleted, modified, truncated = _sandbox_fs.diff(host, _sandbox_fs.merged(host, up))
+    for mine, theirs in ((fs.added, added), (fs.deleted, deleted), (fs.modified, modified)):
+        mine.extend({**e, "path": "/usr" + e["path"]} for e in theirs)
+    fs.truncated = fs.truncated or truncated
 
 
 def _memfd(data: bytes) -> int:

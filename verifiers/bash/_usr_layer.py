@@ -1,0 +1,117 @@
+"""The host's /usr as a lower layer a run can write over (copy-on-write), as root.
+
+A task's setup may replace a binary (`cp stub /usr/bin/hostname`), as the benchmark containers
+allow. An overlay over /usr keeps the host's files unchanged, but inside a run's user namespace the
+host's root-owned files belong to nobody, so the kernel refuses to copy them up. As root we make,
+once per process, a read-only idmapped clone of /usr in which the host's uid and gid 0 appear as
+the sandbox's uid and gid (root inside a run): the run's overlay uses it as its lower layer. It is
+never writable (MOUNT_ATTR_RDONLY) and is attached under the scratch base, which only root can
+enter. Where this cannot be made (not root, a kernel or file system without idmapped mounts),
+`lower()` is None and /usr stays a read-only bind.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import os
+import subprocess
+import time
+
+__all__ = ["lower", "unavailable_reason"]
+
+_OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442  # x86_64 and aarch64 share these numbers
+OPEN_TREE_CLONE, AT_RECURSIVE, AT_EMPTY_PATH = 1, 0x8000, 0x1000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_IDMAP = 0x1, 0x2, 0x4, 0x100000
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64),
+                ("userns_fd", ctypes.c_uint64)]
+
+
+_STATE: dict[str, object] = {}
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _userns_fd(ids: tuple[int, int]) -> int:
+    """A user namespace whose id 0 is `ids` on the host (the idmap: host 0 shows as `ids`)."""
+    p = subprocess.Popen(["unshare", "--user", "--", "sleep", "60"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        mine = os.stat("/proc/self/ns/user").st_ino
+        deadline = time.monotonic() + 5
+        while os.stat(f"/proc/{p.pid}/ns/user").st_ino == mine:
+            if time.monotonic() > deadline or p.poll() is not None:
+                raise OSError("unshare --user did not start")
+            time.sleep(0.002)
+        for name, outer in (("uid_map", ids[0]), ("gid_map", ids[1])):
+            with open(f"/proc/{p.pid}/{name}", "w") as fh:
+                fh.write(f"0 {outer} 1\n")
+        return os.open(f"/proc/{p.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _make(at: str, ids: tuple[int, int]) -> str:
+    libc = _libc()
+    tree = libc.syscall(_OPEN_TREE, -100, b"/usr", OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+    if tree < 0:
+        raise OSError(ctypes.get_errno(), f"open_tree /usr: {os.strerror(ctypes.get_errno())}")
+    ns = None
+    try:
+        ns = _userns_fd(ids)
+        attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, ns)
+        if libc.syscall(_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr),
+                        ctypes.sizeof(attr)) != 0:
+            raise OSError(ctypes.get_errno(), f"idmap /usr: {os.strerror(ctypes.get_errno())}")
+        os.makedirs(at, mode=0o755, exist_ok=True)
+        if libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(at), MOVE_MOUNT_F_EMPTY_PATH) != 0:
+            raise OSError(ctypes.get_errno(), f"attach /usr at {at}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(tree)
+        if ns is not None:
+            os.close(ns)
+    atexit.register(_detach, at, os.getpid())
+    return at
+
+
+def _detach(at: str, owner: int) -> None:
+    if os.getpid() != owner:
+        return
+    _libc().umount2(os.fsencode(at), 2)  # MNT_DETACH
+    try:
+        os.rmdir(at)
+    except OSError:
+        pass
+
+
+def lower(base: str, ids: tuple[int, int] | None) -> str | None:
+    """The idmapped read-only clone of /usr under `base` (made on first use), or None.
+
+    Args:
+        base: the scratch base (0711, root's).
+        ids: the sandbox's host ids; None (not root): no clone.
+    """
+    if ids is None or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_WRITABLE_USR", "1") == "0":
+        _STATE.setdefault("why", "not root: /usr is read-only in runs" if ids is None else "turned off")
+        return None
+    key = f"{base}:{ids}:{os.getpid()}"
+    if key not in _STATE:
+        try:
+            _STATE[key] = _make(os.path.join(base, f"usr-{os.getpid()}"), ids)
+        except OSError as exc:
+            _STATE[key], _STATE["why"] = None, f"no idmapped /usr here ({exc}): /usr is read-only in runs"
+    return _STATE[key]  # type: ignore[return-value]
+
+
+def unavailable_reason() -> str | None:
+    """Why runs cannot write over /usr here (None: they can, or it was not tried yet)."""
+    return _STATE.get("why")  # type: ignore[return-value]
