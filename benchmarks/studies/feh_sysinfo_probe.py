@@ -169,7 +169,8 @@ def summarise(rows: list[dict], key: str) -> dict:
     return out
 
 
-def run_probe(tasks: list[dict], cache, embed, baseline=None, workers: int = 2, run_pair=None) -> dict:
+def run_probe(tasks: list[dict], cache, embed, baseline=None, workers: int = 2, run_pair=None,
+              fact_chars: int | None = None) -> dict:
     """Every pair through FehVerifier.verify (and the baseline rules on the same runs).
 
     Args:
@@ -179,10 +180,15 @@ def run_probe(tasks: list[dict], cache, embed, baseline=None, workers: int = 2, 
         baseline: an older _feh_compare module, or None.
         workers: pairs run at once.
         run_pair: the sandbox's run_pair (default: the default sandbox).
+        fact_chars: FehParams.fact_chars for this run (default: the fitted parameters' own).
     """
+    from dataclasses import replace
+
     from verifirst.verifiers.bash.feh import FehVerifier
 
     v = FehVerifier("nl2sh", run_pair=cached_run_pair(cache, run_pair), embed=embed)
+    if fact_chars is not None:
+        v.params = replace(v.params, fact_chars=fact_chars)
     t0 = time.perf_counter()
     golds = [v.verify(item_of(t), t["gold"]) for t in tasks]  # the gold against itself, in its task
     broken = [{"id": t["id"], "exit": g.details["gold"]["exit_code"], "stderr": g.details["gold"]["stderr"][:300]}
@@ -226,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--cache", type=Path, default=None, help="dir for cached sandbox runs")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--fact-chars", type=int, default=None, help="FehParams.fact_chars (default: the fitted one)")
     a = ap.parse_args(argv)
     try:
         tasks = load_tasks(a.tasks)
@@ -234,9 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache_dir = a.cache or default_cache_dir()
     report = run_probe(tasks, RunCache(cache_dir / "sysinfo_probe.jsonl"), EmbedCache(cache_dir / "minilm_vectors.npz"),
-                       baseline_rules(a.baseline_rev) if a.baseline_rev else None, a.workers)
+                       baseline_rules(a.baseline_rev) if a.baseline_rev else None, a.workers,
+                       fact_chars=a.fact_chars)
     if a.baseline_rev:
         report["baseline_rev"] = a.baseline_rev
+    report["fact_chars"] = a.fact_chars
     write_json(a.out, report)
     for mode in ("before", "after"):
         if mode in report:
