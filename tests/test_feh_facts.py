@@ -84,6 +84,14 @@ def test_the_same_facts_told_differently_still_pass():
     assert cmp("/testbed/dir1/a.txt\n/testbed/dir2/c.txt\n", "./dir1/a.txt\n./dir2/c.txt\n").passed
     assert cmp("a.txt\nb.txt\n", "/srv/a.txt\n/srv/b.txt\n").passed
     assert cmp("/srv/a.txt\n", "/srv/b.txt\n").passed is False
+    # sizes with and without units, a trailing slash, a zero offset and UTC, a process tree
+    assert cmp("80K\t/workspace\n44K\t/workspace/dir1\n", "80\t/workspace\n44\t/workspace/dir1\n").passed
+    assert cmp("/usr/local/bin\n", "/usr/local/bin/\n").passed
+    assert cmp("Sun Dec  6 04:55:55 UTC 2026\n", "Sun, 06 Dec 2026 04:55:55 +0000\n").passed
+    assert cmp("vf-sandbox---pstree\n", "vf-sandbox(1)---pstree(2)\n").passed
+    # one detail among many shared lines (env and printenv name themselves in $_)
+    shared = "HOSTNAME=verifirst\nPWD=/\nHOME=/root\nSHLVL=0\nPATH=/usr/bin:/bin\n"
+    assert cmp(shared + "_=/usr/bin/env\n", shared + "_=/usr/bin/printenv\n").details["rule"] != "facts"
     # prose words are not facts: the same count worded twice
     assert cmp("There are 5 files in notes\n", "5 files found in the directory notes\n").passed
 
