@@ -4,7 +4,8 @@ A task's setup may replace a binary (`cp stub /usr/bin/hostname`), as the benchm
 allow. An overlay over /usr keeps the host's files unchanged, but inside a run's user namespace the
 host's root-owned files belong to nobody, so the kernel refuses to copy them up. As root we make,
 once per process, a read-only idmapped clone of /usr in which the host's uid and gid 0 appear as
-the sandbox's uid and gid (root inside a run): the run's overlay uses it as its lower layer. It is
+the sandbox's uid and gid (root inside a run; in sysadmin mode every host id below 65536
+shows as itself): the run's overlay uses it as its lower layer. It is
 never writable (MOUNT_ATTR_RDONLY) and is attached under the scratch base, which only root can
 enter. Where this cannot be made (not root, a kernel or file system without idmapped mounts),
 `lower()` is None and /usr stays a read-only bind.
@@ -15,8 +16,8 @@ import atexit
 import ctypes
 import ctypes.util
 import os
-import subprocess
-import time
+
+from verifirst.verifiers.bash import _bwrap
 
 __all__ = ["lower", "unavailable_reason"]
 
@@ -32,32 +33,13 @@ class _MountAttr(ctypes.Structure):
 
 
 _STATE: dict[str, object] = {}
+ADMIN_NPROC = 16  # the mapping's own namespace runs nothing
 
 
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
-
-
-def _userns_fd(ids: tuple[int, int]) -> int:
-    """A user namespace whose id 0 is `ids` on the host (the idmap: host 0 shows as `ids`)."""
-    p = subprocess.Popen(["unshare", "--user", "--", "sleep", "60"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        mine = os.stat("/proc/self/ns/user").st_ino
-        deadline = time.monotonic() + 5
-        while os.stat(f"/proc/{p.pid}/ns/user").st_ino == mine:
-            if time.monotonic() > deadline or p.poll() is not None:
-                raise OSError("unshare --user did not start")
-            time.sleep(0.002)
-        for name, outer in (("uid_map", ids[0]), ("gid_map", ids[1])):
-            with open(f"/proc/{p.pid}/{name}", "w") as fh:
-                fh.write(f"0 {outer} 1\n")
-        return os.open(f"/proc/{p.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        p.kill()
-        p.wait()
 
 
 def _make(at: str, ids: tuple[int, int]) -> str:
@@ -67,7 +49,7 @@ def _make(at: str, ids: tuple[int, int]) -> str:
         raise OSError(ctypes.get_errno(), f"open_tree /usr: {os.strerror(ctypes.get_errno())}")
     ns = None
     try:
-        ns = _userns_fd(ids)
+        ns = _bwrap.admin_userns(ids, ADMIN_NPROC)  # ids 0.. on disk show as ids[0].. (root as the run's root)
         attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, ns)
         if libc.syscall(_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr),
                         ctypes.sizeof(attr)) != 0:
@@ -107,7 +89,7 @@ def lower(base: str, ids: tuple[int, int] | None) -> str | None:
     if key not in _STATE:
         try:
             _STATE[key] = _make(os.path.join(base, f"usr-{os.getpid()}"), ids)
-        except OSError as exc:
+        except (OSError, _bwrap.SandboxUnavailable) as exc:
             _STATE[key], _STATE["why"] = None, f"no idmapped /usr here ({exc}): /usr is read-only in runs"
     return _STATE[key]  # type: ignore[return-value]
 
