@@ -125,8 +125,10 @@ def test_latency_axis_chooses_the_fastest_non_inferior(tmp_path):
     assert sec["axis"] == "latency_p50_s"
     assert cands["local/cheap · optimized"]["non_inferior"]
     assert cands["local/cheap · optimized"]["splits"]["val"]["latency_p50_s"] >= 0.03
-    assert sec["chosen"] == "local/dear · as given"
-    assert sec["test"]["delta_latency_p50_s"] == 0.0  # chosen is the reference: scored once
+    # both perfect on validation: the reference is the slower of the two, the rule takes the faster
+    assert sec["reference"] == "local/cheap · optimized" and sec["chosen"] == "local/dear · as given"
+    assert sec["test"]["delta_latency_p50_s"] < -0.02 and sec["test"]["delta_usd_per_item"] > 0
+    assert sec["test"]["delta_quality"]["delta"] == 0.0
 
 
 @pytest.mark.parametrize("value, margin, field", [
@@ -223,3 +225,13 @@ def test_one_spend_cap_for_every_model():
     assert remaining(vf.Budget(max_metric_calls=30), {"usd": 5}).max_usd is None
     with pytest.raises(BudgetExceeded, match="spent by the earlier models' runs"):
         remaining(b, {"usd": 1.0})
+
+
+def test_without_a_given_reference_the_best_on_validation_is_it(tmp_path):
+    """Both the dear model and the cheap one with the optimized prompt are perfect on validation: the
+    reference is the dearer of them, and the rule replaces it by the cheaper."""
+    res, _, _ = _run(tmp_path, "cheapest-not-worse")
+    sec = res.report["objective"]
+    assert not sec["reference_given"]
+    assert sec["reference"] == "local/dear · as given" and sec["chosen"] == "local/cheap · optimized"
+    assert sec["test"]["delta_usd_per_item"] < 0 and sec["test"]["delta_quality"]["paired_n"] == len(res.manifest.test)

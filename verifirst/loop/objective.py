@@ -10,7 +10,7 @@ objective = "quality" is today's rule (the optimizer's best). "cheapest-not-wors
 the candidates whose validation quality is non-inferior to the reference, the one with the lowest
 mean USD per item (ties: lower latency p50); "fastest-not-worse" the one with the lowest latency
 p50 per item (ties: lower USD). The reference is the best candidate on validation (highest pass
-rate; ties: cheaper), or the configuration deployed now when the user gives it (a model and a
+rate; ties: the dearer on the rule's axis), or the configuration deployed now when the user gives it (a model and a
 prompt). Non-inferior: the paired bootstrap 95% interval of Δ = pass rate(candidate) − pass
 rate(reference), on the validation items both scored, has its lower bound above −margin (a
 one-sided test at 2.5%; `verifirst.core.stats.paired_bootstrap`). The margin is in (0, 1): at
@@ -301,8 +301,9 @@ def select(cands: Sequence[Candidate], obj: Objective, reference: Candidate | No
         {"chosen": Candidate, "reference": Candidate, "rows": [...], "verdict": str}.
     """
     axis, tie = AXIS[obj.kind], TIE[obj.kind]
-    if reference is None:  # the best on validation; ties: the cheaper (on the rule's axis)
-        reference = max(cands, key=lambda c: ((c.quality("val")["pass_rate"] or 0.0), -c.axis(axis)))
+    if reference is None:  # the best on validation; ties: the dearer on the rule's axis (what a choice on
+        # quality alone may have kept: the test split then shows what the rule saves against it)
+        reference = max(cands, key=lambda c: ((c.quality("val")["pass_rate"] or 0.0), _finite(c.axis(axis))))
     rows = []
     for c in cands:
         cmp = {"paired_n": len(reference.evals["val"].scored), "delta": 0.0, "ci95": [0.0, 0.0],
@@ -328,6 +329,10 @@ def select(cands: Sequence[Candidate], obj: Objective, reference: Candidate | No
     for r, f in zip(rows, front):
         r["front"] = f
     return {"chosen": chosen, "reference": reference, "rows": rows, "verdict": verdict}
+
+
+def _finite(x: float) -> float:
+    return -1.0 if math.isinf(x) else x  # an unknown cost never wins a tie as the dearer
 
 
 def _fmt(x: float) -> str:
