@@ -11,6 +11,7 @@ A fixture is a list of entries; `build(name)` returns it (cached per process) an
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import gzip
 import hashlib
 import importlib.util
@@ -50,6 +51,7 @@ class Entry:
     mode: int = 0o644
     data: bytes = b""            # file content, or symlink target
     mtime: int | Ago = Ago(0)    # absolute epoch seconds (UTC) or relative to build time
+    uid: int = 0                 # owner inside a sysadmin run (0: root; a declared user's uid)
 
     @property
     def sha256(self) -> str | None:
@@ -65,6 +67,7 @@ class Fixture:
     env: dict[str, str] = field(default_factory=dict)
     description: str = ""
     sysadmin: bool = False  # the sandbox's sysadmin mode: writable /etc, shadow, sudo/su (sandbox.py)
+    users: tuple = ()  # declared accounts (_accounts.User); any implies sysadmin mode
 
     @property
     def content_hash(self) -> str:
@@ -77,11 +80,13 @@ class Fixture:
         h = hashlib.sha256()
         for e in self.entries:
             mt = f"ago{e.mtime.seconds}" if isinstance(e.mtime, Ago) else str(e.mtime)
-            h.update(f"{e.path}\0{e.kind}\0{e.mode:o}\0{mt}\0".encode())
+            h.update(f"{e.path}\0{e.kind}\0{e.mode:o}\0{mt}\0".encode() + (f"uid{e.uid}\0".encode() if e.uid else b""))
             h.update(hashlib.sha256(e.data).digest())
         h.update(json.dumps(self.env, sort_keys=True).encode())
         if self.sysadmin:
             h.update(b"\0sysadmin")
+        if self.users:
+            h.update(repr(self.users).encode())
         return h.hexdigest()
 
 
@@ -500,7 +505,7 @@ def build(name: str) -> Fixture:
 
 
 def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] | None = None,
-           base: str = "empty") -> Fixture:
+           base: str = "empty", users: list[dict] | None = None) -> Fixture:
     """Register a fixture: `base` plus `files`.
 
     Args:
@@ -511,7 +516,13 @@ def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] 
             and no path may lie under a symlink (writing it would follow the link).
         env: environment variables added to the base fixture's.
         base: the fixture to start from.
+        users: accounts the image carries ([{"name", "uid", "home", "shell", "sudo", "groups"}],
+            _accounts.parse_users): their /etc lines, sudo rights and home directories; a fixture
+            with users runs in sysadmin mode.
     """
+    from verifirst.verifiers.bash._accounts import parse_users
+
+    declared = parse_users(users)
     if not name or name in _BUILDERS:
         raise InputError(f"fixture name {name!r} is empty or built in", field="fixture", expected="a new name")
     t = _Tree()
@@ -521,8 +532,17 @@ def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] 
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise InputError(f"fixture path {path!r} must be absolute without '..'", field="files")
         _add(t, path, content, where=f"files[{path!r}]")
+    for u in declared:  # a home of its own, unless the files give one
+        home = u.home.lstrip("/")
+        parts = home.split("/")
+        for i in range(1, len(parts)):
+            t.items.setdefault("/".join(parts[:i]), Entry("/".join(parts[:i]), "dir", 0o755))
+        t.items.setdefault(home, Entry(home, "dir", 0o755))
+        for path, e in list(t.items.items()):
+            if path == home or path.startswith(home + "/"):
+                t.items[path] = dataclasses.replace(e, uid=u.uid)
     fx = Fixture(name, t.entries(), dict(build(base).env, **(env or {})), f"{base} + {len(files)} files",
-                 sysadmin=build(base).sysadmin)
+                 sysadmin=build(base).sysadmin or bool(declared), users=declared)
     _CACHE[name] = fx
     return fx
 
@@ -552,7 +572,7 @@ def write_tree(fx: Fixture, root: str | os.PathLike, owner: tuple[int, int] | No
                 if e.data:
                     os.write(fd, e.data)
                 if owner:
-                    os.fchown(fd, *owner)
+                    os.fchown(fd, owner[0] + e.uid, owner[1] + e.uid)
                 os.fchmod(fd, e.mode)
             finally:
                 os.close(fd)
@@ -561,8 +581,8 @@ def write_tree(fx: Fixture, root: str | os.PathLike, owner: tuple[int, int] | No
             continue
         else:
             os.symlink(e.data.decode(), p)
-        if owner:
-            os.lchown(p, *owner)
+        if owner:  # a declared user's uid is its own inside the sysadmin namespace (owner + uid here)
+            os.lchown(p, owner[0] + e.uid, owner[1] + e.uid)
     for p, e in reversed(dirs):  # children first, so creating them does not bump parents
         os.chmod(p, e.mode)
         t = resolve_mtime(e.mtime)
@@ -699,7 +719,7 @@ def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = (),
 
 def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = "empty",
              env: dict[str, str] | None = None, exclude: tuple[str, ...] = (),
-             extra: dict[str, str | bytes | dict] | None = None) -> Fixture:
+             extra: dict[str, str | bytes | dict] | None = None, users: list[dict] | None = None) -> Fixture:
     """Register a fixture: `base` plus the task directory `src` placed at `dest` (modes,
     executables and symlinks kept; see read_task_dir) plus `extra` entries as in custom().
 
@@ -711,6 +731,7 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
         env: environment variables added to the base's.
         exclude: relative paths of `src` left out (the task's prompt, its gold script).
         extra: more entries, {"/abs/path": content} as custom() takes them.
+        users: accounts the image carries, as custom() takes them.
     """
     prefix = "/" + dest.strip("/")
     files: dict[str, str | bytes | dict] = {}
@@ -719,12 +740,12 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
     for rel, spec in read_task_dir(src, exclude, mount=prefix).items():
         files[(prefix.rstrip("/") + "/" + rel)] = spec
     files.update(extra or {})
-    return custom(name, files, env=env, base=base)
+    return custom(name, files, env=env, base=base, users=users)
 
 
 def from_spec(name: str, spec: dict) -> Fixture:
-    """Register a fixture from a JSON-able spec: {"src", "dest", "base", "exclude", "extra"}
-    (from_dir) or {"files", "base"} (custom).
+    """Register a fixture from a JSON-able spec: {"src", "dest", "base", "exclude", "extra", "users"}
+    (from_dir) or {"files", "base", "users"} (custom).
 
     Args:
         name: the fixture name.
@@ -732,8 +753,8 @@ def from_spec(name: str, spec: dict) -> Fixture:
     """
     if "src" in spec:
         return from_dir(name, spec["src"], spec.get("dest", "/"), base=spec.get("base", "empty"),
-                        exclude=tuple(spec.get("exclude", ())), extra=spec.get("extra"))
-    return custom(name, spec.get("files", {}), base=spec.get("base", "empty"))
+                        exclude=tuple(spec.get("exclude", ())), extra=spec.get("extra"), users=spec.get("users"))
+    return custom(name, spec.get("files", {}), base=spec.get("base", "empty"), users=spec.get("users"))
 
 
 def ensure(fixture: str | Fixture, spec: dict | None = None) -> str | Fixture:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.bash import (_bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, _usr_layer,
+from verifirst.verifiers.bash import (_accounts, _bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, _usr_layer,
                                      fixtures)
 from verifirst.verifiers.bash._bwrap import SandboxUnavailable
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
@@ -170,13 +170,26 @@ def run_tree(fx: fixtures.Fixture) -> fixtures.Fixture:
     with _LOCK:
         tree = _ADMIN_TREES.get(fx.content_hash)
         if tree is None:
-            added = sysadmin_entries() + dpkg_entries()
+            added = _with_accounts(sysadmin_entries(), fx.users) + dpkg_entries()
             paths = {e.path for e in added}
             keep = [e for e in fx.entries if not e.path.startswith("etc/") and e.path not in paths]
             tree = fixtures.Fixture(fx.name, sorted(keep + added, key=lambda e: e.path), dict(fx.env),
                                     fx.description)
             _ADMIN_TREES[fx.content_hash] = tree
         return tree
+
+
+def _with_accounts(etc: list[fixtures.Entry], users: tuple) -> list[fixtures.Entry]:
+    """The sysadmin /etc entries with the fixture's declared users added (_accounts)."""
+    if not users:
+        return etc
+    files = {e.path[4:]: e for e in etc if e.path in ("etc/passwd", "etc/group", "etc/shadow", "etc/gshadow")}
+    new = _accounts.with_users({k: e.data for k, e in files.items()}, users)
+    out = [e for e in etc if e.path[4:] not in new]
+    for name, data in new.items():
+        mode = files[name].mode if name in files else 0o440
+        out.append(fixtures.Entry(f"etc/{name}", "file", mode, data))
+    return out
 
 
 atexit.register(_sandbox_fs.remove_lowers)
