@@ -215,7 +215,7 @@ def test_a_reference_that_does_not_parse_is_named_at_its_line(tmp_path):
 @pytest.mark.parametrize("option,expected", [
     ('check_deception = "false"', "true | false"),
     ('check_deception = "yes"', "true | false"),
-    ('policy_mode = "bogus"', "auto | iac-eval | defaults"),
+    ('policy_mode = "bogus"', "auto | conftest | iac-eval | defaults"),
     ("checkov_timeout_s = -1", "a number > 0"),
     ('checkov_timeout_s = "5"', "a number > 0"),
     ("validate_first = 1", "true | false"),

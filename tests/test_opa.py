@@ -33,7 +33,8 @@ helper := false
 
 
 def test_v0_policy_iac_eval_rule_pass_and_fail():
-    p = Policy(V0)
+    assert Policy(V0).mode == "conftest"  # its deny rule: conftest's reading by default
+    p = Policy(V0, mode="iac-eval")
     assert p.mode == "iac-eval" and not p.is_v1 and p.package == "terraform.validation"
     ok = p.evaluate(PLAN)
     assert ok.passed and ok.decided and ok.errors == []

@@ -2,10 +2,18 @@
 
 Engine: an `opa` binary when one is on PATH, else regopy (rego-cpp, in-process, 2-11 ms).
 Decision rules:
-- "iac-eval" (IaC-Eval v1's eval.py): query `data`, walk every leaf (lists expanded); the
-  policy fails if any leaf is `false`. An empty document passes, as there.
+- "conftest" (conftest's conventions, what an organisation's own policy means): `deny`,
+  `violation` (and `deny_<name>`, `violation_<name>`) are sets of messages (strings or objects
+  with `msg`); a non-empty one fails, its messages in the feedback; `warn*` messages are
+  warnings. `package main` or any named package; Rego v0 `deny[msg] {...}` or v1
+  `deny contains msg if {...}`.
+- "iac-eval" (IaC-Eval v1's eval.py, for IaC-Eval intents only): query `data`, walk every leaf
+  (lists expanded); the policy fails if any leaf is `false`. An empty document passes, as there.
 - "defaults" (IaC-Eval v2): every rule declared with `default` must evaluate to true.
-- "auto": "defaults" for Rego v1 policies that declare defaults, else "iac-eval".
+- "auto": "conftest" for a module with conftest rules, "defaults" for Rego v1 policies that
+  declare defaults, else "iac-eval" (a task's IaC-Eval intent); a user's own policy
+  (`--policy`, the verifier's `policy` option: `strict=True`) is "conftest" or "defaults" (v0
+  too), and one with neither kind of rule is refused, naming what was looked for.
 regopy treats calls to builtins it lacks (net.cidr_*) as undefined instead of erroring; a failing
 verdict that may stem from such a call is reported as POLICY_ENGINE_GAP, not as a model failure.
 """
@@ -28,7 +36,14 @@ from verifirst.core.textfile import read_text
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.base import VerifierError
 
-MODES = ("auto", "iac-eval", "defaults")
+MODES = ("auto", "conftest", "iac-eval", "defaults")
+# a conftest rule's head: deny / violation / warn, with an optional _<name>, then its body or value
+_CONFTEST_RE = re.compile(r"^\s*((?:deny|violation|warn)(?:_\w+)?)\s*(?:\[|contains\b|if\b|\{|:=|=)", re.M)
+FAIL_RULE = re.compile(r"^(deny|violation)(_\w+)?$")
+WARN_RULE = re.compile(r"^warn(_\w+)?$")
+LOOKED_FOR = ("conftest rules `deny`, `violation` or `warn` (optionally `deny_<name>` ...: sets of messages), or "
+              "rules declared with `default` that must all be true (Rego v1); an IaC-Eval intent needs "
+              "policy_mode = \"iac-eval\"")
 _PACKAGE_RE = re.compile(r"^\s*package\s+([\w.\[\]\"]+)", re.M)
 _DEFAULT_RE = re.compile(r"^\s*default\s+([A-Za-z_]\w*)\s*(?::=|=)\s*(.+?)\s*$", re.M)
 _CALL_RE = re.compile(r"(?<![\w.])([a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+)\s*\(")
@@ -62,6 +77,7 @@ class PolicyResult:
     document: Any = None
     false_rules: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # conftest `warn` messages
 
 
 def opa_binary() -> str | None:
@@ -71,7 +87,17 @@ def opa_binary() -> str | None:
 class Policy:
     """A compiled Rego policy. Bad Rego raises InputError naming the file and line."""
 
-    def __init__(self, text: str, path: str = "policy.rego", mode: str = "auto", engine: str = "auto"):
+    def __init__(self, text: str, path: str = "policy.rego", mode: str = "auto", engine: str = "auto",
+                 strict: bool = False):
+        """Args:
+            text: the Rego module.
+            path: its file name (in messages).
+            mode: see MODES.
+            engine: "auto", "opa" or "regopy".
+            strict: a user's own policy: in "auto" mode its `default` rules decide (Rego v0 too),
+                and one with neither conftest nor `default` rules is refused (InputError naming
+                what was looked for), never read as IaC-Eval's.
+        """
         if mode not in MODES:
             raise InputError(f"unknown policy mode {mode!r}", field="mode", expected=" | ".join(MODES))
         if not isinstance(text, str) or not text.strip():
@@ -84,7 +110,15 @@ class Policy:
         self.package = m.group(1)
         self.is_v1 = bool(_V1_RE.search(code))
         self.defaults = list(dict.fromkeys(n for n, _ in _DEFAULT_RE.findall(code)))
-        self.mode = mode if mode != "auto" else ("defaults" if self.is_v1 and self.defaults else "iac-eval")
+        self.conftest_rules = list(dict.fromkeys(_CONFTEST_RE.findall(code)))
+        if mode == "auto":
+            mode = ("conftest" if self.conftest_rules else "defaults" if (self.is_v1 or strict) and self.defaults
+                    else "iac-eval")
+            if strict and mode == "iac-eval":
+                raise InputError("policy defines no rule the verifier reads", path=path, expected=LOOKED_FOR)
+        if mode == "conftest" and not self.conftest_rules:
+            raise InputError("policy defines no conftest rule", path=path, expected=LOOKED_FOR)
+        self.mode = mode
         self.opa = opa_binary() if engine in ("auto", "opa") else None
         if engine == "opa" and not self.opa:
             raise FileNotFoundError("engine='opa' but no opa binary on PATH")
@@ -177,6 +211,8 @@ class Policy:
     def evaluate(self, plan: dict) -> PolicyResult:
         t0 = time.perf_counter()
         res = PolicyResult(passed=True, engine=self.engine, mode=self.mode)
+        if self.mode == "conftest":
+            return self._conftest(plan, res, t0)
         if self.mode == "iac-eval":
             doc = self.query(plan, "data")
             res.document = doc
@@ -204,6 +240,44 @@ class Policy:
                                                     if self.mode == "defaults" else rule))
         res.timings["opa_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         return res
+
+
+    def _conftest(self, plan: dict, res: PolicyResult, t0: float) -> PolicyResult:
+        """conftest's decision: non-empty deny/violation sets fail with their messages."""
+        doc = self.query(plan, "data." + self.package)
+        res.document = doc
+        doc = doc if isinstance(doc, dict) else {}
+        for rule in sorted(k for k in doc if FAIL_RULE.match(k) or WARN_RULE.match(k)):
+            msgs = messages(doc[rule])
+            if WARN_RULE.match(rule):
+                res.warnings += [f"policy {self.package}.{rule}: {m}" for m in msgs]
+            elif msgs:
+                res.false_rules.append(rule)
+                res.errors += [VerifierError(T.POLICY, f"policy {self.package}.{rule}: {m}",
+                                             f"data.{self.package}.{rule}") for m in msgs]
+        res.passed = not res.errors
+        if self.missing_builtins:  # an undefined builtin call may have hidden a deny: no verdict
+            res.decided = False
+            res.errors.append(VerifierError(
+                T.POLICY_ENGINE_GAP, f"policy calls {', '.join(self.missing_builtins)}, which {self.engine} does "
+                "not implement (evaluated as undefined): its deny rules may not have fired", self.package))
+            res.passed = False
+        res.timings["opa_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return res
+
+
+def messages(value) -> list[str]:
+    """A conftest rule's messages: a set comes back as a list (v1) or an object (regopy, v0);
+    an object message's `msg` is the text."""
+    if isinstance(value, dict):
+        if "msg" in value:
+            return [str(value["msg"])]
+        return [str(k) for k, v in value.items() if v]
+    if isinstance(value, (list, tuple)):
+        return [str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value]
+    if value is True:
+        return ["(rule is true)"]
+    return []
 
 
 def false_leaves(doc: Any, prefix: str = "data") -> list[str]:

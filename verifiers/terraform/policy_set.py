@@ -9,7 +9,6 @@ failing rule is named, with its file and messages, in the verdict's errors.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,29 +16,17 @@ from pathlib import Path
 from verifirst.core.errors import InputError
 from verifirst.verifiers.base import VerifierError
 from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform.opa import FAIL_RULE as _FAIL_RULE
+from verifirst.verifiers.terraform.opa import WARN_RULE as _WARN_RULE
 from verifirst.verifiers.terraform.opa import Policy
+from verifirst.verifiers.terraform.opa import messages as _messages
 
-_FAIL_RULE = re.compile(r"^(deny|violation)(_\w+)?$")
-_WARN_RULE = re.compile(r"^warn(_\w+)?$")
 
 
 def rego_files(directory: str | os.PathLike) -> list[Path]:
     """The policy modules of a directory: every *.rego below it except *_test.rego, sorted."""
     d = Path(directory)
     return sorted(p for p in d.rglob("*.rego") if p.is_file() and not p.name.endswith("_test.rego"))
-
-
-def _messages(value) -> list[str]:
-    """A conftest rule's messages: a set comes back as a list (v1) or an object (regopy, v0)."""
-    if isinstance(value, dict):
-        if "msg" in value:
-            return [str(value["msg"])]
-        return [str(k) for k, v in value.items() if v]
-    if isinstance(value, (list, tuple)):
-        return [str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value]
-    if value is True:
-        return ["(rule is true)"]
-    return []
 
 
 @dataclass

@@ -151,22 +151,24 @@ class TerraformVerifier:
         self.validate_first = validate_first
         self.reattach = reattach  # False: terraform starts the provider per use (slow, for comparison)
         self._policies: dict[tuple, Any] = {}
-        self.policy = self._load_policy(policy) if policy else None
+        self.policy = self._load_policy(policy, strict=True) if policy else None
         self.policy_set = None
         if policy_dir:  # an organisation's Rego modules, applied to every item; compiled now
             from verifirst.verifiers.terraform.policy_set import PolicySet
             self.policy_set = PolicySet(policy_dir)
 
     # ------------------------------------------------------------------ policy
-    def _load_policy(self, policy, name: str = "policy.rego", mode: str | None = None):
+    def _load_policy(self, policy, name: str = "policy.rego", mode: str | None = None, strict: bool = False):
+        """A compiled policy; strict: a user's own (`policy` option, --policy), which must have
+        conftest or `default` rules (IaC-Eval's reading only for items' intents)."""
         from verifirst.verifiers.terraform.opa import Policy
         if isinstance(policy, Policy):
             return policy
         if _is_policy_path(policy):
-            return Policy.from_file(policy, mode=mode or self.policy_mode)
-        key = (str(policy), mode)
+            return Policy.from_file(policy, mode=mode or self.policy_mode, strict=strict)
+        key = (str(policy), mode, strict)
         if key not in self._policies:  # compiled once per distinct policy text
-            self._policies[key] = Policy(str(policy), path=name, mode=mode or self.policy_mode)
+            self._policies[key] = Policy(str(policy), path=name, mode=mode or self.policy_mode, strict=strict)
         return self._policies[key]
 
     # ------------------------------------------------------------------ preflight
@@ -291,6 +293,7 @@ class TerraformVerifier:
             for pol in pols:
                 res = pol.evaluate(plan or {})
                 timings.update(res.timings)
+                warnings = list(warnings) + res.warnings
                 details["policy"] = {"engine": res.engine, "mode": res.mode, "decided": res.decided,
                                      "false_rules": res.false_rules, "package": pol.package}
                 policy_errors += res.errors
@@ -559,6 +562,9 @@ def cli_verify_terraform(path: str, policy: str | None = None, backend: str = "a
             read_text(f, "Terraform file")  # binary or not UTF-8: exit 2 naming the file
     if gates is not None:
         gates = [g.strip() for g in gates if g.strip()]
+    if policy:  # a user's own policy: conftest or default rules, never IaC-Eval's reading by surprise
+        from verifirst.verifiers.terraform.opa import Policy
+        policy = Policy.from_file(policy, strict=True)
     try:
         v = verify_config(path, policy=policy, backend=backend, schema=schema, gates=gates)
     except FileNotFoundError as exc:  # no terraform binary / no real provider for this backend
