@@ -151,3 +151,19 @@ def test_bad_objectives_from_the_command_line(here, objective, flags, expect):  
     for text in expect:
         assert text in out, out
     assert files(here) == before and not (here / "wd").exists()
+
+
+def test_dry_run_from_the_command_line_estimates_each_model(here):  # noqa: F811
+    import json
+
+    (here / "e.toml").write_text(EXP.format(objective='kind = "cheapest-not-worse"\nmargin = 0.02\n'
+                                                     'models = ["local", "openai/gpt-4o-mini"]')
+                                 .replace('name = "bash-builtin"', 'name = "bash-builtin"\nlimit = 12'))
+    code, out = cli(["run", "e.toml", "--dry-run", "--json"])
+    assert code == 0, out
+    est = json.loads(out)
+    assert list(est["per_model"]) == ["local", "openai/gpt-4o-mini"]
+    calls = [m["total"]["calls"] for m in est["per_model"].values()]
+    assert est["total"]["calls"] == sum(calls) and all(c > 0 for c in calls)
+    assert est["per_model"]["local"]["total"]["usd_high"] == 0 < est["per_model"]["openai/gpt-4o-mini"]["total"]["usd_high"]
+    assert files(here) == {"e.toml"}  # nothing written

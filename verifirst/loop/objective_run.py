@@ -351,7 +351,7 @@ class ObjectiveEstimate:
                else "USD unknown (a model has no price)")
         parts.append(f"all models: {t['calls']} calls, {usd}; plus {self.evaluations} (model, prompt) pair(s) "
                      "scored as given, and the test split for the chosen candidate and the reference")
-        return "\n\n".join(parts)
+        return "\n\n".join(parts) + "\n"
 
 
 __all__ = ["gather", "choose", "front_rows", "slug", "splits_to_score", "OPTIMIZE_SPLITS", "SPLITS"]
