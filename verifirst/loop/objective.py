@@ -231,6 +231,12 @@ class Candidate:
         return {"pass_rate": k / n if n else None, "n_scored": n, "ci95": list(stats.wilson(k, n))}
 
     def axis(self, name: str, split: str = "val") -> float:
+        """A cost summary's value (e.g. "usd_per_item") on `split`; inf when unknown (never the cheapest).
+
+        Args:
+            name: the summary key.
+            split: the split.
+        """
         v = (self.costs.get(split) or {}).get(name)
         return math.inf if v is None else float(v)
 
@@ -250,6 +256,12 @@ class CostCallback(RunCallback):
         return self.costs.scope((self.prefix, event.phase, event.split, event.item.id))
 
     def keys(self, phase: str, res: EvalResult) -> list:
+        """The keys of an evaluation's items.
+
+        Args:
+            phase: "before" or "after".
+            res: the evaluation.
+        """
         return [(self.prefix, phase, res.split, r.id) for r in res.rows]
 
 
