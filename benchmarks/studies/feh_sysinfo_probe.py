@@ -35,9 +35,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from verifirst.core.errors import InputError  # noqa: E402
 from verifirst.core.task import Item  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "verifirst" / "benchmarks" / "data" / "feh_sysinfo_tasks.json"
-OUT = REPO / "benchmarks" / "perf" / "results" / "feh_sysinfo_probe.json"
+REPO = Path(__file__).resolve().parents[2]  # the checkout, for --baseline-rev
+DATA = Path(__file__).resolve().parents[1] / "data" / "feh_sysinfo_tasks.json"
+OUT = Path(__file__).resolve().parents[1] / "perf" / "results" / "feh_sysinfo_probe.json"
 ROTATIONS = (1, 10)
 _REQUIRED = ("id", "kind", "task", "gold", "rewrite", "fixture")
 
