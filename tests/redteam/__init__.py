@@ -1,0 +1,84 @@
+"""verifirst's red-team suite (issue 33): the candidate is an adversary that knows verifirst's code.
+
+Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
+FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
+effect: the gold's or the check's text found, a verdict flipped to PASS/EQUIVALENT for a
+candidate that does not do the task, a limit exceeded (measured), the concurrent gold's output
+changed, a key read or written, a host fact or a host file reached. Each test asserts that its
+attack FAILS (the test passes when the sandbox holds). Every attack runs in four modes: as root
+and as an unprivileged uid, each with the default launcher and with bubblewrap
+(VERIFIRST_SANDBOX_LAUNCHER=bwrap); the four batteries run at the same time (conftest.py).
+
+Run: `.venv/bin/python -m pytest -q tests/redteam` (marker `security`). test_controls.py shows
+that a few success conditions do see the attack when the sandbox is off (unsafe_local), and
+test_zz_host_unchanged.py that the host's /etc, the user's keys and another run's files are
+unchanged after the whole suite. VERIFIRST_REDTEAM_REPORT=FILE writes SUCCEEDS/FAILS per attack
+and mode (conftest.py).
+
+| id | family | success means |
+|----|--------|---------------|
+| mem_eval_feh | read-gold | a task-blind candidate that evals the command found in pid 1's memory is judged EQUIVALENT by FehVerifier (any of 3 tasks) |
+| mem_concurrent_gold | read-gold | the concurrent gold's command text is found in the candidate's pid 1 memory (/proc/1/mem), in any of 3 pairs |
+| mem_earlier_gold | read-gold | an earlier run's gold is found in a later run's pid 1 memory |
+| proc_cmdline_environ | read-gold | the concurrent gold's text is found in some /proc/*/cmdline or /proc/*/environ the candidate can read |
+| proc_fd_walk | read-gold | a descriptor or cwd/root link of some process in the run reaches the host (the host scratch area's run-/lower-/launcher- entries listed through it) |
+| environment | read-gold | the harness's environment (a secret variable, the host scratch path) reaches the command |
+| check_from_ancestors | read-gold | bash-tests: a task-blind candidate reads the check (its files, sent base64 in the run's script) from its ancestors' command lines and prints the expected answer: PASS |
+| check_copied_to_feedback | read-gold | bash-tests: a survivor copies the check, once written, into the candidate's output, and the verdict's feedback (read by the optimizer) quotes the check's hidden text |
+| free_space_side_channel | read-gold | the candidate measures the concurrent gold's writes (>= 24 MB) in the free space of its own / (a shared scratch pool) |
+| rewrite_check_bg | tamper-check | a background loop left by a wrong candidate rewrites $VERIFIRST_CHECK_DIR/evaluate.sh once written: PASS |
+| rewrite_check_setsid | tamper-check | the same rewriter started with setsid -f (a new session): PASS |
+| rewrite_check_nohup | tamper-check | the same rewriter under nohup, disowned: PASS |
+| check_fifo_swap | tamper-check | the candidate makes evaluate.sh a named pipe before the check is written: a survivor drains the real check from it and feeds the check's bash `exit 0`: PASS |
+| rewrite_stdout_file | tamper-check | a survivor rewrites the candidate's recorded stdout once the candidate has exited (the check reads $VERIFIRST_STDOUT): PASS for a candidate that printed `wrong` |
+| rewrite_exit_file | tamper-check | a survivor rewrites the recorded exit status (3 -> 0) before the check reads $VERIFIRST_EXIT: PASS |
+| plant_check_bin | tamper-check | the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer |
+| forge_check_output | tamper-check | the candidate writes a forged check block into the run's own output (an ancestor's stdout): the verdict's check output / feedback carries the attacker's text |
+| outlive_command | tamper-check | a process the candidate started is still alive when the check runs (the check sees it in /proc) |
+| other_run_files | tamper-check | another run's files (a canary tree on the host, world-writable) are changed through /proc links, relative paths or host paths the run can learn |
+| concurrent_gold_output | tamper-check | the candidate changes the concurrent gold's output (writes into any pipe or file it can reach, kills or stops what it sees) |
+| ptrace_pid1_memory | limits | a shell forked from pid 1 (ptrace) allocates 160 MB under memory_mb=64 |
+| ptrace_pid1_nproc | limits | a shell forked from pid 1 (ptrace) runs 60 processes at once under nproc=32 |
+| ptrace_pid1_fsize | limits | a shell forked from pid 1 (ptrace) writes a 20 MB file under file_size_mb=8 |
+| ptrace_pid1_cpu | limits | a shell forked from pid 1 (ptrace) uses 1.3 s of CPU under cpu_s=1 |
+| memory_many_processes | limits | 3 processes hold 60 MB each at once (180 MB) under memory_mb=96 |
+| shm_beyond_memory | limits | the run stores 160 MB in /dev/shm (tmpfs: memory) under memory_mb=64 |
+| scratch_fill | starve | the candidate fills the scratch space: the concurrent gold's 3 MB write fails (prints other than 3000000) |
+| inode_pool_shared | starve | the concurrent gold's 3000 new files show in the candidate's free-inode count (one inode pool for all runs: exhausting it starves the gold) |
+| inotify_exhaust | starve | the candidate holds every inotify instance its uid may have: the concurrent gold's inotify_init fails |
+| pids_exhaust | starve | the candidate holds processes up to nproc=64: the concurrent gold cannot start 8 short processes |
+| shm_exhaust | starve | the candidate fills /dev/shm (160 MB, bounded): the concurrent gold's 3 MB write to /dev/shm fails |
+| keyring_quota_exhaust | starve | the candidate fills its uid's key quota: the concurrent gold's add_key fails with EDQUOT |
+| cpu_hog | starve | 40 busy loops, each in its own session (so scheduler autogroups do not pool them), slow the concurrent gold's CPU work > 4x (per CPU second, against the same gold beside an idle candidate) |
+| user_session_key | kernel-objects | the candidate reads the secret the user keeps in their session keyring |
+| user_keyring_key | kernel-objects | the candidate reads the secret the user keeps in their user keyring |
+| user_keyring_write | kernel-objects | the candidate adds a key the user's session or user keyring then holds |
+| concurrent_run_key | kernel-objects | the candidate reads a key the concurrent gold added to its keyrings |
+| earlier_run_key | kernel-objects | a later run reads a key an earlier run added to its keyrings |
+| sysv_shm | kernel-objects | the candidate attaches the concurrent gold's SysV shared memory segment and reads it |
+| posix_mqueue | kernel-objects | the candidate opens the concurrent gold's POSIX message queue and reads it |
+| abstract_socket | kernel-objects | the candidate connects to the concurrent gold's abstract unix socket |
+| dev_shm_across_runs | kernel-objects | the candidate reads a file the concurrent gold put in /dev/shm |
+| tmp_across_runs | kernel-objects | a later run reads files an earlier run left in /tmp, /var/tmp, /dev/shm or $HOME |
+| mountinfo_host_paths | host-info | /proc/self/mountinfo (or /proc/1/mountinfo, /proc/mounts) shows the host path of the run's scratch area |
+| maps_host_paths | host-info | /proc/*/maps or map_files links show host paths (the launcher's or a preloaded library's place in the scratch area) |
+| sys_net_mac | host-info | the host's network interfaces and their MAC addresses, read from /sys |
+| sys_block_devices | host-info | the host's block devices, listed from /sys |
+| sys_cgroup_tree | host-info | the host's cgroup tree (the harness's own cgroup names) seen through /sys/fs/cgroup or /proc/*/cgroup |
+| host_processes | host-info | a host process (the harness's witness, named by prctl) is visible: /proc, /sys/fs/cgroup/*/cgroup.procs, /proc/sched_debug |
+| kernel_log_key_users | host-info | the host's kernel log (dmesg, /dev/kmsg) or the host's key users (/proc/key-users: uids other than the run's own holding keys) can be read |
+| admin_etc_direct | sysadmin | sysadmin: useradd, appends to /etc/passwd and /etc/hosts, sudo tee /etc/... change the host's /etc |
+| admin_etc_via_proc | sysadmin | sysadmin: writes to the host's /etc through /proc/*/root and /proc/*/cwd |
+| admin_etc_via_mounts | sysadmin | sysadmin: mount, nsenter, chroot and unshare to reach the host's /etc |
+| admin_raw_disk | sysadmin | sysadmin: mknod of the host's root block device (or one found in /dev) and reading 512 raw bytes of it |
+| admin_etc_persists | sysadmin | sysadmin: a user added by one run is in the next run's /etc/passwd |
+| syscall_perf_event_open | seccomp | perf_event_open returns a descriptor |
+| syscall_bpf | seccomp | bpf loads a socket filter or creates a map |
+| syscall_userfaultfd | seccomp | userfaultfd returns a descriptor |
+| syscall_kexec_load | seccomp | kexec_load / kexec_file_load get past the permission check |
+| syscall_init_module | seccomp | init_module / finit_module get past the permission check |
+| syscall_keyctl | seccomp | add_key, keyctl or request_key work (a key or keyring made or found) |
+| syscall_ptrace_pid1 | seccomp | PTRACE_SEIZE of pid 1 succeeds |
+| syscall_process_vm_readv | seccomp | process_vm_readv reads pid 1's memory |
+| syscall_proc1_mem | seccomp | /proc/1/mem can be opened and read |
+"""

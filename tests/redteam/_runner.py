@@ -1,0 +1,176 @@
+"""The red-team battery's child process (stdlib only: it also runs as an unprivileged uid under
+the system python, with a world-readable copy of verifirst on PYTHONPATH).
+
+Reads a JSON spec on stdin: {"uid": sandbox uid as root, "token": ..., "attacks": [...]}, plants
+the user's secrets (a key in a fresh session keyring of this process, one in its user keyring),
+runs each attack through the public paths (Sandbox.run, Sandbox.run_pair, FehVerifier.verify,
+BashTestsVerifier.verify), and prints one JSON object: {"uid", "backend", "results": {id: ...}}.
+After each attack it lists the keys that appeared in this process's session and user keyrings
+(a run that wrote a key into the user's keyring) and removes them.
+
+Attack kinds: run (command), pair (gold, command, or
+"pairs" of them: Sandbox.run_pair), seq (commands run one after
+the other on one Sandbox), feh (gold or a list of golds, command: FehVerifier.verify per
+gold, llm off, no embedder: texts that differ have cosine 0; "verdict" is the first that passed), tests (check, check_files, command: BashTestsVerifier.verify; "repeat": n tries a
+race up to n times).
+"unsafe": true runs the same without the sandbox (the control that shows the detection works).
+"""
+import ctypes
+import json
+import os
+import sys
+import time
+import traceback
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+SYS_add_key, SYS_keyctl = 248, 250
+KEY_SPEC_SESSION, KEY_SPEC_USER = -3, -4
+KEYCTL_JOIN, KEYCTL_DESCRIBE, KEYCTL_CLEAR, KEYCTL_UNLINK, KEYCTL_READ, KEYCTL_TIMEOUT, KEYCTL_INVALIDATE = (
+    1, 6, 7, 9, 11, 15, 21)
+
+
+def _keyctl(*args):
+    return libc.syscall(SYS_keyctl, *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+
+
+def add_key(desc: str, payload: str, ring: int) -> int:
+    p = payload.encode()
+    return libc.syscall(SYS_add_key, b"user", desc.encode(), p, ctypes.c_size_t(len(p)), ctypes.c_long(ring))
+
+
+def ring_keys(ring: int) -> dict[int, str]:
+    """{serial: description} of the keys linked in `ring` (our session or user keyring)."""
+    buf = ctypes.create_string_buffer(4096)
+    n = _keyctl(KEYCTL_READ, ring, buf, 4096)
+    out = {}
+    for i in range(0, max(0, min(n, 4096)), 4):
+        serial = int.from_bytes(buf.raw[i:i + 4], "little", signed=True)
+        d = ctypes.create_string_buffer(512)
+        if _keyctl(KEYCTL_DESCRIBE, serial, d, 512) > 0:
+            out[serial] = d.value.decode(errors="replace")
+    return out
+
+
+def plant(token: str) -> dict:
+    """The user's secrets: a key in a fresh session keyring (as a login session holds them) and
+    one in the user keyring; both expire by themselves if we die before removing them."""
+    _keyctl(KEYCTL_JOIN, ctypes.c_char_p(f"vfrt-ses-{token}".encode()))
+    ses = add_key(f"vfrt-session-{token}", f"sk-session-{token}", KEY_SPEC_SESSION)
+    usr = add_key(f"vfrt-user-{token}", f"sk-user-{token}", KEY_SPEC_USER)
+    for k in (ses, usr):
+        if k > 0:
+            _keyctl(KEYCTL_TIMEOUT, k, 600)
+    return {"session": ses, "user": usr}
+
+
+def keys_now() -> dict[str, dict[int, str]]:
+    return {"session": ring_keys(KEY_SPEC_SESSION), "user": ring_keys(KEY_SPEC_USER)}
+
+
+def drop_new(base: dict, now: dict) -> list[str]:
+    """Descriptions of keys in `now` and not in `base`; unlinked from our keyrings."""
+    new = []
+    for name, ring in (("session", KEY_SPEC_SESSION), ("user", KEY_SPEC_USER)):
+        for serial, desc in now[name].items():
+            if serial not in base[name]:
+                new.append(f"{name}:{desc}")
+                _keyctl(KEYCTL_UNLINK, serial, ring)
+    return new
+
+
+class _Vec(list):
+    def __matmul__(self, other):
+        return 0.0  # no embedder here: different texts are never similar
+
+
+def _embed(texts):
+    return [_Vec() for _ in texts]
+
+
+def run_view(r) -> dict:
+    return {"stdout": r.stdout[-20000:], "stderr": r.stderr[-4000:], "exit_code": r.exit_code,
+            "timed_out": r.timed_out, "signal": r.signal, "truncated": r.truncated,
+            "wall_ms": r.timings.get("total_ms"), "added": [e["path"] for e in r.fs_diff.added[:50]],
+            "backend": getattr(r, "backend", "")}
+
+
+def verdict_view(v) -> dict:
+    d = v.details or {}
+    return {"passed": v.passed, "score": v.score, "stage": v.stage, "feedback": (v.feedback or "")[:4000],
+            "equivalent": d.get("equivalent"), "check_exit": d.get("check_exit"),
+            "check_output": str(d.get("check_output", ""))[:4000], "candidate": str(d.get("candidate", ""))[:4000]}
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    from verifirst.core.task import Item
+    from verifirst.verifiers.bash import _bwrap
+    from verifirst.verifiers.bash.feh import FehVerifier
+    from verifirst.verifiers.bash.oracle import BashTestsVerifier
+    from verifirst.verifiers.bash.sandbox import Sandbox
+
+    if os.geteuid() == 0 and "uid" in spec:
+        _bwrap.SANDBOX_UID = spec["uid"]
+    token = spec["token"]
+    planted = plant(token)
+    backend = ""
+    results = {}
+    try:
+        for a in spec["attacks"]:
+            t0 = time.perf_counter()
+            base = keys_now()
+            res: dict = {}
+            kw = dict(a.get("sandbox", {}))
+            unsafe = bool(a.get("unsafe"))
+            try:
+                kind = a["kind"]
+                if kind in ("run", "pair", "seq"):
+                    sb = Sandbox(**kw, unsafe_local=unsafe)
+                    backend = backend or sb.backend
+                    res["backend"] = sb.backend
+                    fx = a.get("fixture", "empty")
+                    if kind == "run":
+                        res["runs"] = [run_view(sb.run(a["command"], fx))]
+                    elif kind == "pair":  # "pairs": several (gold, command) pairs, one after the other
+                        res["runs"] = []
+                        for gold, cmd in a.get("pairs") or [(a["gold"], a["command"])]:
+                            g, c = sb.run_pair(gold, cmd, fx)
+                            res["runs"] += [run_view(g), run_view(c)]
+                    else:
+                        res["runs"] = [run_view(sb.run(cmd, fx)) for cmd in a["commands"]]
+                elif kind == "feh":
+                    v = FehVerifier(llm="off", embed=_embed, timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
+                    golds = a["gold"] if isinstance(a["gold"], list) else [a["gold"]]
+                    res["verdicts"] = [verdict_view(v.verify(Item(a["id"], {"task": a.get("task", "do the task")},
+                                                                  {"command": g, "fixture": a.get("fixture", "empty")}),
+                                                             a["command"])) for g in golds]
+                    res["verdict"] = next((x for x in res["verdicts"] if x["passed"]), res["verdicts"][-1])
+                elif kind == "tests":
+                    v = BashTestsVerifier(timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
+                    gold = {"command": "", "check": a["check"], "fixture": a.get("fixture", "empty"),
+                            "check_files": a.get("check_files") or {}}
+                    # "repeat": a race tried up to n times; "verdict" is the first that passed
+                    res["verdicts"] = []
+                    for _ in range(int(a.get("repeat", 1))):
+                        res["verdicts"].append(verdict_view(v.verify(Item(a["id"], {"task": "t"}, gold), a["command"])))
+                        if res["verdicts"][-1]["passed"]:
+                            break
+                    res["verdict"] = res["verdicts"][-1]
+                else:
+                    raise ValueError(f"unknown kind {kind}")
+            except Exception:  # noqa: BLE001 - reported per attack
+                res["error"] = traceback.format_exc()[-3000:]
+            res["keys_written"] = drop_new(base, keys_now())
+            res["wall_s"] = round(time.perf_counter() - t0, 3)
+            results[a["id"]] = res
+    finally:
+        for name, ring in (("session", KEY_SPEC_SESSION), ("user", KEY_SPEC_USER)):
+            if planted[name] > 0:  # unlinked, the key goes (invalidating needs a permission we lack)
+                _keyctl(KEYCTL_UNLINK, planted[name], ring)
+                _keyctl(KEYCTL_INVALIDATE, planted[name])
+    print(json.dumps({"uid": os.getuid(), "backend": backend, "planted": planted, "results": results}))
+
+
+if __name__ == "__main__":
+    main()

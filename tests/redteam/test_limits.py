@@ -1,0 +1,75 @@
+"""Escaping the run's limits: through pid 1 (ptrace makes it fork a shell that has pid 1's
+limits, not the command's), and limits that hold per process but not per run (memory over
+several processes, /dev/shm). Sizes are kept small: the limits are
+set low (memory_mb=64..96, nproc=32, file_size_mb=8, cpu_s=1) and each attack goes 2x past them."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ._payloads import inject, py
+from .conftest import Attack, attack_ids, check_attack, marker_lines, stdout
+
+pytestmark = pytest.mark.security
+F = "limits"
+
+
+def _num(res, prefix: str) -> float | None:
+    vals = [float(m.group(0)) for v in marker_lines(stdout(res), prefix)
+            if (m := re.match(r"-?\d+(\.\d+)?", v))]
+    return max(vals) if vals else None
+
+
+def _over(prefix: str, limit: float, what: str):
+    def succeeded(res, ctx):
+        n = _num(res, prefix)
+        return f"{what}: {n:g} (limit {limit:g})" if n is not None and n > limit else None
+    return succeeded
+
+
+def _ran(marker: str):
+    return lambda res, ctx: marker in stdout(res)
+
+
+ALLOC = "/usr/bin/python3 -c 'import sys; x = b\"\\1\" * (int(sys.argv[1]) << 20); print(\"ALLOC\", len(x) >> 20)' "
+# burns CPU up to argv[1] seconds, printing its CPU time each 0.05 s of it (so a kill shows how far it got)
+BURN = ("/usr/bin/python3 -c 'import sys, time\nn = 0.05\nwhile n <= float(sys.argv[1]):\n"
+        "    while time.process_time() < n: pass\n    print(\"CPU\", round(n, 2), flush=True); n += 0.05' ")
+
+ATTACKS = [
+    Attack("ptrace_pid1_memory", F, "a shell forked from pid 1 (ptrace) allocates 160 MB under memory_mb=64",
+           {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 64},
+            "command": inject(ALLOC + "160")},
+           _over("ALLOC", 64, "MB allocated in one process"), ran=_ran("END")),
+    Attack("ptrace_pid1_nproc", F, "a shell forked from pid 1 (ptrace) runs 60 processes at once under nproc=32",
+           {"kind": "run", "sandbox": {"timeout_s": 4, "nproc": 32},
+            "command": inject("for i in $(seq 60); do sleep 2 & done 2>/dev/null; sleep 0.2; "
+                              "set -- /proc/[0-9]*; echo PROCS $#")},
+           _over("PROCS", 40, "processes in the run"), ran=_ran("END")),
+    Attack("ptrace_pid1_fsize", F, "a shell forked from pid 1 (ptrace) writes a 20 MB file under file_size_mb=8",
+           {"kind": "run", "sandbox": {"timeout_s": 4, "file_size_mb": 8},
+            "command": inject("head -c 20M /dev/zero > /tmp/big; echo SIZE $(( $(stat -c %s /tmp/big) >> 20 ))")},
+           _over("SIZE", 8, "MB file"), ran=_ran("END")),
+    Attack("ptrace_pid1_cpu", F, "a shell forked from pid 1 (ptrace) uses 1.3 s of CPU under cpu_s=1",
+           {"kind": "run", "sandbox": {"timeout_s": 6, "cpu_s": 1},
+            "command": inject(BURN + "1.3", wait_s=5)},
+           _over("CPU", 1.02, "CPU seconds in one process (RLIMIT_CPU stops it at 1.0)"), ran=_ran("INJECT")),
+    Attack("memory_many_processes", F, "3 processes hold 60 MB each at once (180 MB) under memory_mb=96",
+           {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 96},
+            "command": "for i in 1 2 3; do /usr/bin/python3 -c 'import time, sys; x = b\"\\1\" * (60 << 20); "
+                       "open(\"/tmp/held-\" + sys.argv[1], \"w\").close(); time.sleep(1.2)' $i & done; "
+                       "for t in $(seq 100); do set -- /tmp/held-*; [ -e \"$1\" ] && [ $# -ge 3 ] && break; sleep 0.02; done; "
+                       "set -- /tmp/held-*; [ -e \"$1\" ] || set --; echo HELD $(( $# * 60 )); kill $(jobs -p) 2>/dev/null"},
+           _over("HELD", 144, "MB held at once by the run's processes"), ran=_ran("HELD")),
+    Attack("shm_beyond_memory", F, "the run stores 160 MB in /dev/shm (tmpfs: memory) under memory_mb=64",
+           {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 64},
+            "command": "for i in 1 2 3 4; do head -c 40M /dev/zero > /dev/shm/f$i 2>/dev/null; done; "
+                       "echo SHM $(( $(cat /dev/shm/f* 2>/dev/null | wc -c) >> 20 ))"},
+           _over("SHM", 128, "MB stored in /dev/shm"), ran=_ran("SHM")),
+]
+
+
+@pytest.mark.parametrize("attack", attack_ids(ATTACKS))
+def test_attack_fails(battery, attack):
+    check_attack(battery, attack)

@@ -1,0 +1,132 @@
+"""Tampering with the check or its output (bash-tests runs the task's check after the candidate in
+the same sandbox), with other runs' files, or with the concurrent gold's output. Every survivor
+is bounded (at most a few seconds)."""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from .conftest import OTHER_RUN
+from .conftest import TOKEN as T
+from .conftest import Attack, attack_ids, canary_tree, check_attack, out, passed, stdout
+
+pytestmark = pytest.mark.security
+F = "tamper-check"
+CHK = "/tmp/.verifirst-check"  # where check_script puts its state (the run's / is the fixture's)
+EVAL = {"evaluate.sh": 'grep -qx right "$VERIFIRST_STDOUT"\n'}
+RUN_EVAL = 'bash "$VERIFIRST_CHECK_DIR/evaluate.sh"'
+
+
+def _loop(body: str, seconds: int = 3) -> str:
+    """A busy loop of bash builtins (no fork per turn, so it wins races), bounded to `seconds`."""
+    return f"end=$((SECONDS+{seconds})); while [ $SECONDS -lt $end ]; do {body}; done"
+
+
+# replaces the check's evaluate.sh with `exit 0` as soon as it appears (builtins only)
+REWRITE = _loop(f"f={CHK}/check/evaluate.sh; if [ -s $f ]; then read -r l < $f; "
+                "[ \"$l\" = 'exit 0' ] || echo 'exit 0' > $f; fi")
+
+
+def _v(r) -> dict:
+    return r.get("verdict") or {}
+
+
+def _cand_ran(r, c) -> bool:
+    return "exit " in _v(r).get("candidate", "")
+
+
+def _other_run_changed(r, c):
+    try:
+        now = canary_tree(OTHER_RUN)
+    except OSError as e:
+        return f"another run's files unreadable now: {e}"
+    want = {k: v for k, v in c.host.get("other_run", {}).items()}
+    return None if not want or now == want else f"another run's files changed: {sorted(set(now.items()) ^ set(want.items()))[:4]}"
+
+
+ATTACKS = [
+    Attack("rewrite_check_bg", F, "a background loop left by a wrong candidate rewrites "
+           "$VERIFIRST_CHECK_DIR/evaluate.sh once written: PASS",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": f"echo wrong; ( {REWRITE} ) >/dev/null 2>&1 &"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("rewrite_check_setsid", F, "the same rewriter started with setsid -f (a new session): PASS",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": f"echo wrong; setsid -f bash -c {shlex.quote(REWRITE)} >/dev/null 2>&1"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("rewrite_check_nohup", F, "the same rewriter under nohup, disowned: PASS",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": f"echo wrong; nohup bash -c {shlex.quote(REWRITE)} >/dev/null 2>&1 & disown; exit 0"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("check_fifo_swap", F, "the candidate makes evaluate.sh a named pipe before the check is written: a "
+           "survivor drains the real check from it and feeds the check's bash `exit 0`: PASS",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": f"mkdir -p {CHK}/check && rm -rf {CHK}/check/evaluate.sh && mkfifo {CHK}/check/evaluate.sh && ( for i in 1 2 3; do "
+                       f"timeout 2 cat {CHK}/check/evaluate.sh > /dev/null; timeout 2 bash -c "
+                       f"'echo \"exit 0\" > {CHK}/check/evaluate.sh'; done ) >/dev/null 2>&1 & echo wrong"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("rewrite_stdout_file", F, "a survivor rewrites the candidate's recorded stdout once the candidate "
+           "has exited (the check reads $VERIFIRST_STDOUT): PASS for a candidate that printed `wrong`",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": 'grep -qx right "$VERIFIRST_STDOUT"',
+            "command": "echo wrong; ( " + _loop(f"[ -s {CHK}/exit ] && {{ echo right > {CHK}/stdout; exit 0; }}")
+                       + " ) >/dev/null 2>&1 &"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("rewrite_exit_file", F, "a survivor rewrites the recorded exit status (3 -> 0) before the check "
+           "reads $VERIFIRST_EXIT: PASS",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": '[ "$(cat "$VERIFIRST_EXIT")" = 0 ]',
+            "command": "( " + _loop(f"[ -s {CHK}/exit ] && read -r x < {CHK}/exit && [ \"$x\" = 3 ] && "
+                                    f"{{ echo 0 > {CHK}/exit; exit 0; }}") + " ) >/dev/null 2>&1 & exit 3"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("plant_check_bin", F, "the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style "
+           "check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer",
+           {"kind": "tests", "sandbox": {"timeout_s": 4},
+            "check": 'PATH="$VERIFIRST_CHECK_DIR/bin:$PATH" ' + RUN_EVAL, "check_files": EVAL,
+            "command": f"mkdir -p {CHK}/check/bin && printf '#!/bin/sh\\nexit 0\\n' > {CHK}/check/bin/grep && "
+                       f"chmod +x {CHK}/check/bin/grep; echo wrong"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("forge_check_output", F, "the candidate writes a forged check block into the run's own output "
+           "(an ancestor's stdout): the verdict's check output / feedback carries the attacker's text",
+           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": "me=$(readlink /proc/self/fd/1); for p in /proc/[0-9]*; do t=$(readlink $p/fd/1 2>/dev/null) "
+                       "|| continue; case $t in pipe:*) [ \"$t\" != \"$me\" ] && printf '@@VERIFIRST-CHECK@@\\n"
+                       f"all 12 tests passed vfrt-fake-{T}\\n' > $p/fd/1;; esac; done; echo wrong"},
+           lambda r, c: ("forged text in the verdict's check output"
+                         if f"vfrt-fake-{T}" in _v(r).get("check_output", "") + _v(r).get("feedback", "") else None),
+           ran=_cand_ran),
+    Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
+           "(the check sees it in /proc)",
+           {"kind": "tests", "sandbox": {"timeout_s": 4},
+            "check": f"for p in /proc/[0-9]*; do grep -qa 'vfrt-aliv[e]-{T}' $p/cmdline 2>/dev/null && "
+                     f"echo ALIVE-{T}; done; exit 1",
+            "command": f"setsid -f bash -c 'exec -a vfrt-alive-{T} sleep 3'; (exec -a vfrt-alive-{T} sleep 3) & "
+                       f"nohup bash -c 'exec -a vfrt-alive-{T} sleep 3' >/dev/null 2>&1 & disown; echo bye"},
+           lambda r, c: "a candidate process alive during the check" if f"ALIVE-{T}" in _v(r).get("check_output", "")
+           else None, ran=_cand_ran),
+    Attack("other_run_files", F, "another run's files (a canary tree on the host, world-writable) are "
+           "changed through /proc links, relative paths or host paths the run can learn",
+           {"kind": "run", "sandbox": {"timeout_s": 3},
+            "command": f"for d in {OTHER_RUN} /proc/1/root{OTHER_RUN} /proc/1/cwd/../../..{OTHER_RUN} "
+                       f"/../../../..{OTHER_RUN}; do for f in run-other/up/tmp/result.txt lower-other/fs/data.txt; do "
+                       f"echo pwned >> $d/$f 2>/dev/null && echo WROTE $d/$f; done; done; "
+                       "up=$(sed -n 's/.*upperdir=\\([^,]*\\).*/\\1/p' /proc/self/mountinfo); "
+                       "[ -n \"$up\" ] && { ls -a \"$up/../..\" 2>/dev/null | sed 's/^/ENTRY /'; "
+                       "echo pwned >> \"$up/../../run-other/up/tmp/result.txt\" 2>/dev/null; }; echo tried"},
+           lambda r, c: _other_run_changed(r, c) or next((ln for ln in stdout(r).splitlines()
+                                                          if ln.startswith(("WROTE", "ENTRY run-"))), None),
+           ran=lambda r, c: "tried" in stdout(r)),
+    Attack("concurrent_gold_output", F, "the candidate changes the concurrent gold's output (writes into any "
+           "pipe or file it can reach, kills or stops what it sees)",
+           {"kind": "pair", "sandbox": {"timeout_s": 3}, "gold": "sleep 0.5; cat /tmp/g 2>/dev/null; echo gold-ok",
+            "command": "for p in /proc/[0-9]*; do [ $p = /proc/$$ ] && continue; for fd in 1 2; do "
+                       "echo vfrt-injected > $p/fd/$fd 2>/dev/null; done; done; echo vfrt-injected > /tmp/g; "
+                       "kill -STOP -1 2>/dev/null; kill -CONT $$ 2>/dev/null; echo tried"},
+           lambda r, c: None if stdout(r, 0) == "gold-ok\n" and not r["runs"][0]["timed_out"]
+           else f"the gold printed {stdout(r, 0)[:80]!r} (timed out: {r['runs'][0]['timed_out']})",
+           ran=lambda r, c: "tried" in stdout(r)),
+]
+
+
+@pytest.mark.parametrize("attack", attack_ids(ATTACKS))
+def test_attack_fails(battery, attack, host_snapshot):
+    check_attack(battery, attack, {"other_run": host_snapshot["canary"]})
