@@ -118,7 +118,6 @@ class PairFeatures:
     out_chars: int = 0  # the longer observed output, in characters (facts() reads short ones)
     facts_gold_only: tuple = ()  # facts the reference states and the candidate does not (facts())
     facts_cand_only: tuple = ()
-
     lines_gold_only: int = 0  # lines only the reference printed (as a multiset; blanks aside)
     lines_cand_only: int = 0
     lines_shared: int = 0  # lines both printed
