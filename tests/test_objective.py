@@ -235,3 +235,14 @@ def test_without_a_given_reference_the_best_on_validation_is_it(tmp_path):
     assert not sec["reference_given"]
     assert sec["reference"] == "local/dear · as given" and sec["chosen"] == "local/cheap · optimized"
     assert sec["test"]["delta_usd_per_item"] < 0 and sec["test"]["delta_quality"]["paired_n"] == len(res.manifest.test)
+
+
+def test_a_price_is_needed_only_when_cost_is_the_objective():
+    from verifirst.loop.objective import check_prices
+    from verifirst.lm.spend import Prices
+
+    unpriced = {"models": ["openai/no-such-model-x", "local/cheap"], "margin": 0.1}
+    check_prices(check_objective({"kind": "fastest-not-worse", **unpriced}), None, Prices(PRICES))
+    with pytest.raises(InputError, match="no price known for model 'openai/no-such-model-x'") as e:
+        check_prices(check_objective({"kind": "cheapest-not-worse", **unpriced}), None, Prices(PRICES))
+    assert e.value.field == "budget.prices"
