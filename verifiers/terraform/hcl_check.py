@@ -15,6 +15,7 @@ from pathlib import Path
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform import limits
 from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+from verifirst.verifiers.terraform._hcl_json import parse_json_body
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
                                                        RefError)
 from verifirst.verifiers.terraform._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
@@ -82,12 +83,13 @@ def _bounded(files, schema, variables, base_dir) -> Analysis:
 
 
 def _analyze(files, schema, variables, base_dir) -> Analysis:
-    tf = {n: t for n, t in files.items() if n.endswith(".tf") or "." not in os.path.basename(n)}
+    tf = {n: t for n, t in files.items() if n.endswith((".tf", ".tf.json")) or "." not in os.path.basename(n)}
     limits.check_text(tf)
     bodies, syntax = {}, []
     for name, text in tf.items():
-        try:
-            bodies[name] = parse_body(text, name)
+        try:  # terraform reads *.tf.json too; a UTF-8 BOM is allowed
+            text = text[1:] if text.startswith("\ufeff") else text
+            bodies[name] = parse_json_body(text, name, schema) if name.endswith(".tf.json") else parse_body(text, name)
         except HclSyntaxError as e:
             syntax.append(e)
     if syntax:
@@ -100,6 +102,7 @@ def _analyze(files, schema, variables, base_dir) -> Analysis:
     for cls, msg, addr, fname, line in module.problems:
         ev.add(VALIDATE, cls, msg, addr, fname, line)
     _check_local_modules(ev, bodies, base_dir)
+    _check_names(ev)
     _check_schema(ev)
     check_references(ev)
     _check_cycles(ev)
@@ -173,7 +176,7 @@ def check_dir(path, schema=None, variables=None):
         files = {p.name: read_inside(p, p.absolute().parent)}
         check_references(files)
         return check(files, schema, variables, str(p.parent))
-    files = {f.name: read_inside(f, p) for f in sorted(p.glob("*.tf"))}  # a symlink out: refused, not read
+    files = {f.name: read_inside(f, p) for f in sorted([*p.glob("*.tf"), *p.glob("*.tf.json")])}  # a link out: refused
     check_references(files)
     return check(files, schema, variables, str(p))
 
@@ -256,6 +259,37 @@ def _check_schema(ev: ModelEval):
         for f in ev.findings[before:]:  # terraform finds a provider block's missing parts at plan
             if f.cls in (T.BLOCK_COUNT, T.MISSING_REQUIRED):
                 f.stage = PLAN
+
+
+_RESERVED_VARIABLES = {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+_NAME_RULE = "A name must start with a letter or underscore and may contain only letters, digits, underscores, and dashes."
+
+
+def valid_name(name: str) -> bool:
+    """terraform's identifier rule (hclsyntax.ValidIdentifier): Unicode letters allowed."""
+    return bool(name) and name[0] != "-" and name.replace("-", "_").isidentifier()
+
+
+def _check_names(ev: ModelEval) -> None:
+    """Names terraform refuses, with its messages: block names that are no identifier, reserved
+    variable names, version constraints that are no constraint."""
+    m = ev.m
+    named = [("resource" if r.mode == "managed" else "data source", r.name, r.address, r.file, r.line)
+             for r in m.resources]
+    named += [("variable", n, f"var.{n}", None, b.line) for n, b in m.variables.items()]
+    named += [("output", n, f"output.{n}", None, b.line) for n, b in m.outputs.items()]
+    named += [("module", n, f"module.{n}", None, b.line) for n, b in m.module_calls.items()]
+    for kind, name, address, file, line in named:
+        if not valid_name(name):
+            ev.add(VALIDATE, T.OTHER, f"Invalid {kind} name: {_NAME_RULE}", address, file, line)
+        elif kind == "variable" and name in _RESERVED_VARIABLES:
+            ev.add(VALIDATE, T.OTHER, f'Invalid variable name: The variable name "{name}" is reserved due to its '
+                   "special meaning inside module blocks.", address, file, line)
+    for local, entry in _required(m).items():
+        c = entry.get("version")
+        if c is not None and not tf_schema.constraint_is_valid(c):
+            ev.add(VALIDATE, T.OTHER, f'Invalid version constraint: This string does not use correct version '
+                   f'constraint syntax ("{c}" for provider {local}).', f"terraform.required_providers.{local}")
 
 
 NO_SCHEMA_FIX = ("Fix: use a provider the verifier ships a schema for (`verifirst schema list`), or give --schema "

@@ -314,6 +314,40 @@ def _balanced(text: str, start: int) -> str:
     return text[start:]
 
 
+_VALID_TERM_RE = re.compile(r"^\s*(~>|>=|<=|!=|=|>|<)?\s*v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\s*$")
+
+
+def constraint_is_valid(constraint: str) -> bool:
+    """Whether a version constraint has terraform's syntax (comma-separated terms)."""
+    terms = constraint.split(",")
+    return bool(constraint.strip()) and all(_VALID_TERM_RE.match(t) for t in terms)
+
+
+def unmet_constraints(files: dict) -> list[str]:
+    """A reason per shipped provider a configuration uses whose `required_providers` version
+    constraint no shipped schema meets (`aws >= 99.0`): checking it against another version's
+    schema would be no observation of it.
+
+    Args:
+        files: {file name: HCL text}.
+    """
+    out = []
+    for ptype, constraint in providers_used(files).items():
+        ships = shipped_schemas(ptype)
+        if not ships or not constraint or not constraint_is_valid(constraint):
+            continue
+        try:
+            if any(version_satisfies(s.version, constraint) for s in ships):
+                continue
+        except ValueError:
+            continue  # a pre-release term: left to terraform
+        have = ", ".join(s.version for s in ships)
+        out.append(f'required_providers asks for {ptype} "{constraint}"; the verifier has the {ptype} schema of '
+                   f"{have} only, so the configuration was not checked against the version it asks for. Fix: a "
+                   f"constraint that {have} meets, or --schema with that version's `terraform providers schema -json`.")
+    return out
+
+
 def choose_shipped(constraint: str | None = None, provider: str = "aws") -> ShippedSchema | None:
     """The newest shipped schema of a provider that satisfies a constraint (the newest when the
     constraint is None, unparseable or met by none: terraform reports that itself)."""
@@ -379,8 +413,10 @@ def providers_used(files: dict) -> dict[str, str | None]:
     """
     required = required_providers(files)
     locals_ = set(required)
-    for text in files.values():
-        if isinstance(text, str):
+    for name, text in files.items():
+        if isinstance(text, str) and name.endswith(".tf.json"):
+            _json_providers(text, required, locals_)
+        elif isinstance(text, str):
             for rx in (_TYPE_RE, _PROVIDER_BLOCK_RE, _PROVIDER_ARG_RE):
                 locals_.update(rx.findall(text))
     out: dict[str, str | None] = {}
@@ -388,6 +424,29 @@ def providers_used(files: dict) -> dict[str, str | None]:
         ptype = provider_type(local, required)
         out.setdefault(ptype, (required.get(local) or {}).get("version"))
     return out
+
+
+def _json_providers(text: str, required: dict, locals_: set) -> None:
+    """providers_used() for a `.tf.json` file: type prefixes, provider keys, required_providers."""
+    try:
+        doc = json.loads(text.lstrip("\ufeff"))
+    except ValueError:
+        return
+    if not isinstance(doc, dict):
+        return
+    for kind in ("resource", "data"):
+        for obj in doc.get(kind) if isinstance(doc.get(kind), list) else [doc.get(kind)]:
+            if isinstance(obj, dict):
+                locals_.update(t.split("_", 1)[0] for t in obj)
+    if isinstance(doc.get("provider"), dict):
+        locals_.update(doc["provider"])
+    for tf in doc.get("terraform") if isinstance(doc.get("terraform"), list) else [doc.get("terraform")]:
+        rp = tf.get("required_providers") if isinstance(tf, dict) else None
+        for entries in rp if isinstance(rp, list) else [rp]:
+            for local, e in (entries or {}).items() if isinstance(entries, dict) else ():
+                locals_.add(local)
+                if isinstance(e, dict):
+                    required.setdefault(local, {k: v for k, v in e.items() if k in ("source", "version")})
 
 
 def schemas_for_config(files: dict) -> list[str]:

@@ -274,10 +274,16 @@ class TerraformVerifier:
             files = {**extra_files, **files}
         # terraform would read a file or module named outside the configuration from the host
         check_references({n: t for n, t in files.items() if n.endswith((".tf", ".tf.json", ".tfvars"))})
-        if not any(t.strip() for t in files.values()):
+        if not any(_has_code(t) for n, t in files.items() if not n.endswith(".tfvars")):  # comments only too
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
         schema = self.schema_for(files)
+        if not (self.schema_given or self.backend == "real" or os.environ.get("VERIFIRST_TF_SCHEMA")):
+            from verifirst.verifiers.terraform.tf_schema import unmet_constraints
+            unmet = unmet_constraints(files)
+            if unmet:  # checked against another version's schema would be no observation
+                return self._verdict(T.INCONCLUSIVE, [VerifierError(T.NOT_CHECKED, u, None) for u in unmet], [],
+                                     {}, t0, {"schema": schema})
         check_evaluated_paths(files, schema, tfvars_values(files))  # a path only an evaluation learns
         if self.backend == "python":
             stage, errors, warnings, plan, timings, details = self._python(files, schema)
@@ -397,6 +403,22 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def _has_code(text: str) -> bool:
+    """Whether configuration text holds anything but white space and comments."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace() or c == "\ufeff":
+            i += 1
+        elif c == "#" or text.startswith("//", i):
+            i = n if text.find("\n", i) < 0 else text.find("\n", i) + 1
+        elif text.startswith("/*", i):
+            i = n if text.find("*/", i + 2) < 0 else text.find("*/", i + 2) + 2
+        else:
+            return True
+    return False
 
 
 def _precheck(files: dict) -> tuple[str, list]:
