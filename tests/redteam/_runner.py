@@ -127,7 +127,7 @@ def main() -> None:
                 kind = a["kind"]
                 if kind in ("run", "pair", "seq"):
                     sb = Sandbox(**kw, unsafe_local=unsafe)
-                    backend = backend or sb.backend
+                    backend = backend or ("" if unsafe else sb.backend)
                     res["backend"] = sb.backend
                     fx = a.get("fixture", "empty")
                     if kind == "run":

@@ -39,21 +39,21 @@ BURN = ("/usr/bin/python3 -c 'import sys, time\nn = 0.05\nwhile n <= float(sys.a
 
 ATTACKS = [
     Attack("ptrace_pid1_memory", F, "a shell forked from pid 1 (ptrace) allocates 160 MB under memory_mb=64",
-           {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 64},
+           {"kind": "run", "sandbox": {"timeout_s": 6, "memory_mb": 64},
             "command": inject(ALLOC + "160")},
-           _over("ALLOC", 64, "MB allocated in one process"), ran=_ran("END")),
+           _over("ALLOC", 64, "MB allocated in one process"), ran=_ran("INJECT")),
     Attack("ptrace_pid1_nproc", F, "a shell forked from pid 1 (ptrace) runs 60 processes at once under nproc=32",
-           {"kind": "run", "sandbox": {"timeout_s": 4, "nproc": 32},
+           {"kind": "run", "sandbox": {"timeout_s": 6, "nproc": 32},
             "command": inject("for i in $(seq 60); do sleep 2 & done 2>/dev/null; sleep 0.2; "
                               "set -- /proc/[0-9]*; echo PROCS $#")},
-           _over("PROCS", 40, "processes in the run"), ran=_ran("END")),
+           _over("PROCS", 40, "processes in the run"), ran=_ran("INJECT")),
     Attack("ptrace_pid1_fsize", F, "a shell forked from pid 1 (ptrace) writes a 20 MB file under file_size_mb=8",
-           {"kind": "run", "sandbox": {"timeout_s": 4, "file_size_mb": 8},
+           {"kind": "run", "sandbox": {"timeout_s": 6, "file_size_mb": 8},
             "command": inject("head -c 20M /dev/zero > /tmp/big; echo SIZE $(( $(stat -c %s /tmp/big) >> 20 ))")},
-           _over("SIZE", 8, "MB file"), ran=_ran("END")),
+           _over("SIZE", 8, "MB file"), ran=_ran("INJECT")),
     Attack("ptrace_pid1_cpu", F, "a shell forked from pid 1 (ptrace) uses 1.3 s of CPU under cpu_s=1",
            {"kind": "run", "sandbox": {"timeout_s": 6, "cpu_s": 1},
-            "command": inject(BURN + "1.3", wait_s=5)},
+            "command": inject(BURN + "1.3")},
            _over("CPU", 1.02, "CPU seconds in one process (RLIMIT_CPU stops it at 1.0)"), ran=_ran("INJECT")),
     Attack("memory_many_processes", F, "3 processes hold 60 MB each at once (180 MB) under memory_mb=96",
            {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 96},
@@ -67,6 +67,18 @@ ATTACKS = [
             "command": "for i in 1 2 3 4; do head -c 40M /dev/zero > /dev/shm/f$i 2>/dev/null; done; "
                        "echo SHM $(( $(cat /dev/shm/f* 2>/dev/null | wc -c) >> 20 ))"},
            _over("SHM", 128, "MB stored in /dev/shm"), ran=_ran("SHM")),
+    Attack("cgroup_escape", F, "the run moves itself to another cgroup (any cgroup.procs or tasks file it can "
+           "write) or raises one of its cgroup limits (memory, pids)",
+           {"kind": "run", "sandbox": {"timeout_s": 4},
+            "command": "before=$(cat /proc/self/cgroup | tr '\\n' ' '); for f in $(find /sys/fs/cgroup -maxdepth 4 "
+                       "\\( -name cgroup.procs -o -name tasks \\) 2>/dev/null | head -100); do echo $$ 2>/dev/null > $f "
+                       "&& echo MOVED $f; done; for f in $(find /sys/fs/cgroup -maxdepth 4 \\( -name memory.max -o "
+                       "-name memory.limit_in_bytes -o -name pids.max -o -name memory.memsw.limit_in_bytes \\) "
+                       "2>/dev/null | head -100); do echo max 2>/dev/null > $f && echo RAISED $f; echo -1 2>/dev/null > $f "
+                       "&& echo RAISED $f; done; after=$(cat /proc/self/cgroup | tr '\\n' ' '); "
+                       "[ \"$before\" = \"$after\" ] || echo \"MOVED cgroup $before -> $after\"; echo tried"},
+           lambda r, c: next((ln for ln in stdout(r).splitlines() if ln.startswith(("MOVED", "RAISED"))), None),
+           ran=_ran("tried")),
 ]
 
 

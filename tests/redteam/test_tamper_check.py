@@ -3,17 +3,35 @@ the same sandbox), with other runs' files, or with the concurrent gold's output.
 is bounded (at most a few seconds)."""
 from __future__ import annotations
 
+import re
 import shlex
 
 import pytest
 
+from ._payloads import INJECT_EXEC, py
 from .conftest import OTHER_RUN
 from .conftest import TOKEN as T
 from .conftest import Attack, attack_ids, canary_tree, check_attack, out, passed, stdout
 
 pytestmark = pytest.mark.security
 F = "tamper-check"
-CHK = "/tmp/.verifirst-check"  # where check_script puts its state (the run's / is the fixture's)
+
+
+def _state_dir() -> str:
+    """Where check_script keeps the candidate's output and the check (as an adversary reads it in
+    verifirst's code); today's layout if that cannot be read."""
+    try:
+        from verifirst.verifiers.bash.oracle import check_script
+
+        m = re.search(r'__vf_state="\$\{PWD%/\}(/[^"$]+)"', check_script("true", {"check": "true"}))
+        if m:
+            return m.group(1)
+    except Exception:  # noqa: BLE001 - the fallback is today's layout
+        pass
+    return "/tmp/.verifirst-check"
+
+
+CHK = _state_dir()
 EVAL = {"evaluate.sh": 'grep -qx right "$VERIFIRST_STDOUT"\n'}
 RUN_EVAL = 'bash "$VERIFIRST_CHECK_DIR/evaluate.sh"'
 
@@ -26,6 +44,31 @@ def _loop(body: str, seconds: int = 3) -> str:
 # replaces the check's evaluate.sh with `exit 0` as soon as it appears (builtins only)
 REWRITE = _loop(f"f={CHK}/check/evaluate.sh; if [ -s $f ]; then read -r l < $f; "
                 "[ \"$l\" = 'exit 0' ] || echo 'exit 0' > $f; fi")
+
+# the same, woken by inotify when the check file is closed after writing (python, bounded to 3 s)
+INOTIFY_REWRITE = f"""
+import ctypes, os, select, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+d = "{CHK}/check"
+os.makedirs(d, exist_ok=True)
+if os.fork():
+    os._exit(0)
+os.setsid()
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, d.encode(), 0x8 | 0x100)  # IN_CLOSE_WRITE | IN_CREATE
+end = time.time() + 3
+while time.time() < end:
+    if not select.select([fd], [], [], 0.1)[0]:
+        continue
+    os.read(fd, 4096)
+    p = d + "/evaluate.sh"
+    try:
+        if open(p).read() != "exit 0\\n":
+            with open(p, "w") as f:
+                f.write("exit 0\\n")
+    except OSError:
+        pass
+"""
 
 
 def _v(r) -> dict:
@@ -48,35 +91,41 @@ def _other_run_changed(r, c):
 ATTACKS = [
     Attack("rewrite_check_bg", F, "a background loop left by a wrong candidate rewrites "
            "$VERIFIRST_CHECK_DIR/evaluate.sh once written: PASS",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": f"echo wrong; ( {REWRITE} ) >/dev/null 2>&1 &"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("rewrite_check_setsid", F, "the same rewriter started with setsid -f (a new session): PASS",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": f"echo wrong; setsid -f bash -c {shlex.quote(REWRITE)} >/dev/null 2>&1"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("rewrite_check_nohup", F, "the same rewriter under nohup, disowned: PASS",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": f"echo wrong; nohup bash -c {shlex.quote(REWRITE)} >/dev/null 2>&1 & disown; exit 0"},
+           lambda r, c: passed(r), ran=_cand_ran),
+    Attack("rewrite_check_inotify", F, "a survivor woken by inotify when the check file is written rewrites "
+           "evaluate.sh: PASS",
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": py(INOTIFY_REWRITE) + "echo wrong"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("check_fifo_swap", F, "the candidate makes evaluate.sh a named pipe before the check is written: a "
            "survivor drains the real check from it and feeds the check's bash `exit 0`: PASS",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": f"mkdir -p {CHK}/check && rm -rf {CHK}/check/evaluate.sh && mkfifo {CHK}/check/evaluate.sh && ( for i in 1 2 3; do "
                        f"timeout 2 cat {CHK}/check/evaluate.sh > /dev/null; timeout 2 bash -c "
                        f"'echo \"exit 0\" > {CHK}/check/evaluate.sh'; done ) >/dev/null 2>&1 & echo wrong"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("rewrite_stdout_file", F, "a survivor rewrites the candidate's recorded stdout once the candidate "
            "has exited (the check reads $VERIFIRST_STDOUT): PASS for a candidate that printed `wrong`",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": 'grep -qx right "$VERIFIRST_STDOUT"',
-            "command": "echo wrong; ( " + _loop(f"[ -s {CHK}/exit ] && {{ echo right > {CHK}/stdout; exit 0; }}")
-                       + " ) >/dev/null 2>&1 &"},
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": 'grep -qx right "$VERIFIRST_STDOUT"',
+            "command": "o=$(readlink /proc/$$/fd/1); echo wrong; ( " + _loop(
+                "[ -s ${o%/*}/exit ] && { echo right > $o; exit 0; }") + " ) >/dev/null 2>&1 &"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("rewrite_exit_file", F, "a survivor rewrites the recorded exit status (3 -> 0) before the check "
            "reads $VERIFIRST_EXIT: PASS",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": '[ "$(cat "$VERIFIRST_EXIT")" = 0 ]',
-            "command": "( " + _loop(f"[ -s {CHK}/exit ] && read -r x < {CHK}/exit && [ \"$x\" = 3 ] && "
-                                    f"{{ echo 0 > {CHK}/exit; exit 0; }}") + " ) >/dev/null 2>&1 & exit 3"},
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": '[ "$(cat "$VERIFIRST_EXIT")" = 0 ]',
+            "command": "o=$(readlink /proc/$$/fd/1); ( " + _loop(
+                "[ -s ${o%/*}/exit ] && read -r x < ${o%/*}/exit && [ \"$x\" = 3 ] && { echo 0 > ${o%/*}/exit; exit 0; }")
+                       + " ) >/dev/null 2>&1 & exit 3"},
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("plant_check_bin", F, "the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style "
            "check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer",
@@ -87,13 +136,19 @@ ATTACKS = [
            lambda r, c: passed(r), ran=_cand_ran),
     Attack("forge_check_output", F, "the candidate writes a forged check block into the run's own output "
            "(an ancestor's stdout): the verdict's check output / feedback carries the attacker's text",
-           {"kind": "tests", "repeat": 3, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+           {"kind": "tests", "repeat": 5, "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": "me=$(readlink /proc/self/fd/1); for p in /proc/[0-9]*; do t=$(readlink $p/fd/1 2>/dev/null) "
                        "|| continue; case $t in pipe:*) [ \"$t\" != \"$me\" ] && printf '@@VERIFIRST-CHECK@@\\n"
                        f"all 12 tests passed vfrt-fake-{T}\\n' > $p/fd/1;; esac; done; echo wrong"},
            lambda r, c: ("forged text in the verdict's check output"
                          if f"vfrt-fake-{T}" in _v(r).get("check_output", "") + _v(r).get("feedback", "") else None),
            ran=_cand_ran),
+    Attack("ptrace_check_shell", F, "the candidate ptraces the shell that will run the check and makes it exec "
+           "`echo <check marker>; exit 0` in its place: PASS for a wrong answer",
+           {"kind": "tests", "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": "echo wrong >&2; " + py(INJECT_EXEC, "@@VERIFIRST-", "CHECK@@",
+                                               "echo @@VERIFIRST-CHECK@@; echo all tests passed; exit 0")},
+           lambda r, c: passed(r), ran=lambda r, c: True),
     Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
            "(the check sees it in /proc)",
            {"kind": "tests", "sandbox": {"timeout_s": 4},
