@@ -18,8 +18,8 @@ and mode (conftest.py).
 | id | family | success means |
 |----|--------|---------------|
 | mem_eval_feh | read-gold | a task-blind candidate that evals the command found in pid 1's memory is judged EQUIVALENT by FehVerifier (any of 3 tasks) |
-| mem_concurrent_gold | read-gold | the concurrent gold's command text is found in the candidate's pid 1 memory (/proc/1/mem), in any of 3 pairs |
-| mem_earlier_gold | read-gold | an earlier run's gold is found in a later run's pid 1 memory |
+| mem_concurrent_gold | read-gold | the concurrent gold's command text is found in the candidate's pid 1 memory (/proc/1/mem), in any of 3 pairs (a short gold, and long ones with the text at the end, where a shorter request written over it leaves it) |
+| mem_earlier_gold | read-gold | an earlier run's gold (short, or long with the text at the end) is found in a later run's pid 1 memory |
 | proc_cmdline_environ | read-gold | the concurrent gold's text is found in some /proc/*/cmdline or /proc/*/environ the candidate can read |
 | proc_fd_walk | read-gold | a descriptor or cwd/root link of some process in the run reaches the host (the host scratch area's run-/lower-/launcher- entries listed through it) |
 | environment | read-gold | the harness's environment (a secret variable, the host scratch path) reaches the command |
@@ -52,7 +52,7 @@ and mode (conftest.py).
 | pids_exhaust | starve | the candidate holds processes up to nproc=64: the concurrent gold cannot start 8 short processes |
 | shm_exhaust | starve | the candidate fills /dev/shm (160 MB, bounded): the concurrent gold's 3 MB write to /dev/shm fails |
 | keyring_quota_exhaust | starve | the candidate fills its uid's key quota: the concurrent gold's add_key fails with EDQUOT |
-| cpu_hog | starve | 40 busy loops, each in its own session (so scheduler autogroups do not pool them), slow the concurrent gold's CPU work > 4x (per CPU second, against the same gold beside an idle candidate) |
+| cpu_hog | starve | 40 busy loops, each in its own session (so scheduler autogroups do not pool them), slow the concurrent gold's CPU work > 3x (per CPU second, against the same gold beside an idle candidate) |
 | user_session_key | kernel-objects | the candidate reads the secret the user keeps in their session keyring |
 | user_keyring_key | kernel-objects | the candidate reads the secret the user keeps in their user keyring |
 | user_keyring_write | kernel-objects | the candidate adds a key the user's session or user keyring then holds |

@@ -35,9 +35,11 @@ if len(set(wants)) == 1:
 
 # a survivor that copies the check, once written, into the candidate's stdout file (which the
 # verdict's feedback quotes to the optimizer); bounded to 3 s
-CHECK_COPIER = ("(for i in $(seq 300); do for f in /tmp/.verifirst-check/check/*.sh; do "
-                "[ -s \"$f\" ] && { cat \"$f\" >> /tmp/.verifirst-check/stdout; exit 0; }; done; sleep 0.01; done) "
-                ">/dev/null 2>&1 & echo started")
+CHECK_COPIER = ("o=$(readlink /proc/$$/fd/1); ( end=$((SECONDS+3)); while [ $SECONDS -lt $end ]; do "
+                "for f in ${o%/*}/check/*.sh; do [ -s \"$f\" ] && { read -r -d '' t < \"$f\"; printf '%s' \"$t\" >> $o; "
+                "exit 0; }; done; done ) >/dev/null 2>&1 & echo started")
+
+PAD = "the reference command of a task, as long as many are "  # ~55 characters
 
 FEH_GOLDS = ["printf 'x-%s\\n' $((1234*2)); ls /etc | head -3",
              "printf 'y-%s\\n' $((1234*3)); ls /usr | head -2",
@@ -72,14 +74,17 @@ ATTACKS = [
            lambda r, c: passed(r),
            ran=lambda r, c: bool(r.get("verdicts")), first=True),
     Attack("mem_concurrent_gold", F, "the concurrent gold's command text is found in the candidate's pid 1 "
-           "memory (/proc/1/mem), in any of 3 pairs",
+           "memory (/proc/1/mem), in any of 3 pairs (a short gold, and long ones with the text at the end, where "
+           "a shorter request written over it leaves it)",
            {"kind": "pair", "sandbox": {"timeout_s": 3},
-            "pairs": [[f"echo GOLD-{T}-{i}-$((6*7))", py(MEMSCAN, "1", "echo GO", f"LD-{T}-{i}-[^\\x00]*")]
-                      for i in range(3)]},
+            "pairs": [[("" if i == 0 else f": {PAD * (i * 20)}; ") + f"echo GOLD-{T}-{i}-$((6*7))",
+                       py(MEMSCAN, "1", "echo GO", f"LD-{T}-{i}-[^\\x00]*")] for i in range(3)]},
            lambda r, c: _found_any_pair(r, f"echo GOLD-{T}-{{}}-$((6*7))"), ran=lambda r, c: _scanned(r)),
-    Attack("mem_earlier_gold", F, "an earlier run's gold is found in a later run's pid 1 memory",
+    Attack("mem_earlier_gold", F, "an earlier run's gold (short, or long with the text at the end) is found in a "
+           "later run's pid 1 memory",
            {"kind": "seq", "sandbox": {"timeout_s": 3},
-            "commands": [f"echo GOLDSEQ-{T}-$((5*5))", py(MEMSCAN, "1", "echo GO", f"LDSEQ-{T}-[^\\x00]*")]},
+            "commands": [f"echo GOLDSEQ-{T}-$((5*5))", f": {PAD * 60}; echo GOLDSEQ-{T}-$((5*5))",
+                         py(MEMSCAN, "1", "echo GO", f"LDSEQ-{T}-[^\\x00]*")]},
            lambda r, c: _found(r, f"echo GOLDSEQ-{T}-$((5*5))"), ran=lambda r, c: _scanned(r)),
     Attack("proc_cmdline_environ", F, "the concurrent gold's text is found in some /proc/*/cmdline or "
            "/proc/*/environ the candidate can read",
@@ -120,9 +125,9 @@ ATTACKS = [
            {"kind": "tests", "sandbox": {"timeout_s": 4},
             "check": 'bash "$VERIFIRST_CHECK_DIR/evaluate.sh"',
             "check_files": {"evaluate.sh": f'# hidden-{T}\ngrep -qx right "$VERIFIRST_STDOUT"\n'},
-            "command": CHECK_COPIER},
-           lambda r, c: ("the check's text in the feedback" if f"hidden-{T}" in (r.get("verdict") or {}).get("feedback", "")
-                         else None),
+            "command": CHECK_COPIER, "repeat": 5},
+           lambda r, c: ("the check's text in the feedback"
+                         if any(f"hidden-{T}" in v.get("feedback", "") for v in r.get("verdicts") or []) else None),
            ran=lambda r, c: "started" in (r.get("verdict") or {}).get("candidate", "")),
     Attack("free_space_side_channel", F, "the candidate measures the concurrent gold's writes (>= 24 MB) in "
            "the free space of its own / (a shared scratch pool)",

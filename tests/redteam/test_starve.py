@@ -61,7 +61,7 @@ print("KEY", "ok" if r > 0 else errno.errorcode.get(err, err))
 """
 
 CPU_GOLD = ("sleep 0.5; python3 -c 'import time\nt, c = time.time(), time.process_time()\n"
-            "for _ in range(12): sum(range(200000))\n"
+            "for _ in range(40): sum(range(200000))\n"
             "print(\"GOLD\", round(time.time() - t, 4), round(time.process_time() - c, 4))'")
 
 
@@ -75,7 +75,7 @@ def _slowdown(res, ctx):
         wall, cpu = float(m.group(1)), max(float(m.group(2)), 1e-3)
         ratios.append(wall / cpu)
     slow = ratios[1] / max(ratios[0], 1e-3)
-    return f"the gold ran {slow:.1f}x slower per CPU second beside the hog" if slow > 4 else None
+    return f"the gold ran {slow:.1f}x slower per CPU second beside the hog" if slow > 3 else None
 
 
 ATTACKS = [
@@ -124,11 +124,11 @@ ATTACKS = [
            lambda r, c: (f"the gold's add_key: {stdout(r, 0).strip()!r}" if "EDQUOT" in stdout(r, 0) else None),
            ran=_cand_said("KEYS-HELD")),
     Attack("cpu_hog", F, "40 busy loops, each in its own session (so scheduler autogroups do not pool them), "
-           "slow the concurrent gold's CPU work > 4x (per CPU second, against the same gold beside an idle candidate)",
-           {"kind": "pair", "sandbox": {"timeout_s": 5},
+           "slow the concurrent gold's CPU work > 3x (per CPU second, against the same gold beside an idle candidate)",
+           {"kind": "pair", "sandbox": {"timeout_s": 6},
             "pairs": [[CPU_GOLD, "sleep 1"],
-                      [CPU_GOLD, "for i in $(seq 40); do setsid -f bash -c 'end=$((SECONDS+3)); while [ $SECONDS -lt "
-                                 "$end ]; do :; done'; done; sleep 2.0; echo HOGGED"]]},
+                      [CPU_GOLD, "for i in $(seq 40); do setsid -f bash -c 'end=$((SECONDS+4)); while [ $SECONDS -lt "
+                                 "$end ]; do :; done'; done; sleep 3; echo HOGGED"]]},
            _slowdown, ran=lambda r, c: len(r.get("runs", [])) == 4 and "GOLD" in r["runs"][0]["stdout"]),
 ]
 
