@@ -510,11 +510,14 @@ def verify_bash(gold: Optional[str] = typer.Option(None, help="reference command
 
 @verify_app.command("terraform")
 def verify_terraform(path: Path = typer.Argument(..., help=".tf file or directory"),
-                     policy: Optional[Path] = typer.Option(None, help="Rego policy"),
+                     policy: Optional[Path] = typer.Option(
+                         None, help="Rego policy: conftest deny/violation/warn rules (sets of messages) or rules declared "
+                                    "with default (each must be true)"),
                      backend: str = typer.Option("auto", help="auto | terraform | python | real"),
                      schema: Optional[Path] = typer.Option(
-                         None, help="providers schema -json file (default: the shipped AWS schema that "
-                                    "required_providers picks; see `verifirst schema list`)"),
+                         None, help="providers schema -json file (default: the shipped schemas of the providers the config "
+                                    "uses, aws/google/azurerm/kubernetes, versions by required_providers; see "
+                                    "`verifirst schema list`)"),
                      as_json: bool = typer.Option(False, "--json", help="print the verdict as JSON"),
                      gates: Optional[str] = typer.Option(
                          None, help="comma list of validate,plan,opa,checkov (default: validate,plan,opa; "
