@@ -3,11 +3,11 @@ and another run's files are as they were before the suite, and no process of the
 is left."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
+from conftest import procs_of_uid
 
 from .conftest import MODES, OTHER_RUN, TOKEN, canary_tree, etc_hashes, mode_uid, user_keys
 
@@ -15,15 +15,7 @@ pytestmark = pytest.mark.security
 
 
 def _procs_of(uids: set[int]) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid in uids:
-                    found.append(int(pid))
-            except OSError:
-                pass
-    return found
+    return [p for u in sorted(uids) for p in procs_of_uid(u)]
 
 
 def test_host_unchanged_across_the_suite(batteries, host_snapshot):
