@@ -165,11 +165,6 @@ def _host_facts() -> dict:
 
 
 @pytest.fixture(scope="session")
-def host_facts() -> dict:
-    return _host_facts()
-
-
-@pytest.fixture(scope="session")
 def host_witness():
     """A host process with a telltale name (comm) that no run should be able to see."""
     code = ("import ctypes,time,sys; ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0); "

@@ -8,7 +8,7 @@ import pytest
 
 from ._payloads import KEY_HUNT, py, sys_py
 from .conftest import TOKEN as T
-from .conftest import Attack, attack_ids, check_attack, out, stdout
+from .conftest import Attack, attack_ids, check_attack, stdout
 
 pytestmark = pytest.mark.security
 F = "kernel-objects"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ._payloads import inject, py
+from ._payloads import inject
 from .conftest import Attack, attack_ids, check_attack, marker_lines, stdout
 
 pytestmark = pytest.mark.security
