@@ -148,3 +148,28 @@ def test_bounded_run_reports_wall_and_cpu_ceilings(tmp_path):
     assert limits.SUMMARY in p.stderr and "wall-clock ceiling" in p.stderr
     p = limits.run_bounded(["/bin/sh", "-c", "while :; do :; done"], tmp_path, {}, wall_s=20, cpu_s=1)
     assert limits.SUMMARY in p.stderr and "CPU ceiling of 1 s" in p.stderr
+
+
+def _module(d, source: str | None):
+    d.mkdir(parents=True, exist_ok=True)
+    call = f'module "m" {{\n  source = "{source}"\n}}\n' if source else ""
+    (d / "main.tf").write_text('variable "x" {\n  default = 1\n}\n' + call)
+
+
+def test_local_module_nesting_past_the_ceiling_fails(tmp_path):
+    chain = [tmp_path / "m" / "".join(f"d{i}/" for i in range(k)).rstrip("/") for k in range(limits.MAX_MODULE_DEPTH + 2)]
+    for k, d in enumerate(chain):
+        _module(d, "./d" + str(k) if k + 1 < len(chain) else None)
+    (tmp_path / "main.tf").write_text('module "top" {\n  source = "./m"\n}\n')
+    stage, errors, _ = hcl_check.check_dir(str(tmp_path))
+    assert stage == T.VALIDATE_FAIL and errors[0].cls == T.LIMIT
+    assert f"ceiling is {limits.MAX_MODULE_DEPTH}" in errors[0].message and 'module "top"' in errors[0].message
+    _module(chain[3], None)  # cut the chain short: within the ceiling, then not expanded here
+    assert hcl_check.check_dir(str(tmp_path))[0] == T.INCONCLUSIVE
+
+
+def test_a_module_calling_itself_fails_fast(tmp_path):
+    _module(tmp_path / "m", "./")
+    (tmp_path / "main.tf").write_text('module "top" {\n  source = "./m"\n}\n')
+    stage, errors, _ = hcl_check.check_dir(str(tmp_path))
+    assert stage == T.VALIDATE_FAIL and "a cycle" in errors[0].message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -137,12 +138,56 @@ def _check_local_modules(ev: ModelEval, bodies: dict, base_dir: str | None) -> N
                                      "remote module, not vendored here; its resources were not checked"))
                 continue
             if base_dir is not None and os.path.isdir(os.path.join(base_dir, src)):
+                depth = module_depth(os.path.join(base_dir, src), os.path.realpath(base_dir))
+                if depth > limits.MAX_MODULE_DEPTH:
+                    ev.add(VALIDATE, T.LIMIT, f"{limits.SUMMARY}: " + limits.message(
+                        f'the nesting of local module calls below module "{name}"',
+                        "a cycle" if depth >= _CYCLE else depth, limits.MAX_MODULE_DEPTH,
+                        "" if depth >= _CYCLE else "levels"),
+                        f"module.{name}", fname, blk.line)
+                    continue
                 ev.unchecked.append((f"module.{name}", f'module "{name}": the local module "{src}" is not '
                                      "expanded by the python backend; its resources were not checked"))
                 continue
             ev.add(VALIDATE, T.OTHER, f'Module not installed: the local module source "{src}" of module '
                    f'"{name}" is not a directory here; terraform init cannot install it.',
                    f"module.{name}", fname, blk.line)
+
+
+_LOCAL_SOURCE_RE = re.compile(r'^\s*"?source"?\s*[=:]\s*"(\.\.?/[^"\n]*)"', re.M)
+_CYCLE = 10 ** 6  # the depth given to module calls that loop
+
+
+def module_depth(directory: str, root: str, _memo: dict | None = None, _stack: set | None = None) -> int:
+    """How many levels of local module calls a module directory holds (1: none below it); a loop
+    counts as deeper than any ceiling. Only directories inside root are read.
+
+    Args:
+        directory: the module's directory.
+        root: the configuration's directory (realpath); sources leaving it are not followed.
+    """
+    memo, stack = (_memo if _memo is not None else {}), (_stack if _stack is not None else set())
+    d = os.path.realpath(directory)
+    if d in stack:
+        return _CYCLE
+    if d in memo:
+        return memo[d]
+    stack.add(d)
+    deepest = 1
+    for f in sorted([*Path(d).glob("*.tf"), *Path(d).glob("*.tf.json")]):
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for src in _LOCAL_SOURCE_RE.findall(text):
+            sub = os.path.realpath(os.path.join(d, src))
+            if (sub == root or sub.startswith(root + os.sep)) and os.path.isdir(sub):
+                deepest = max(deepest, 1 + module_depth(sub, root, memo, stack))
+            if deepest > limits.MAX_MODULE_DEPTH:
+                break
+    stack.discard(d)
+    memo[d] = deepest
+    return deepest
 
 
 def check(files: dict, schema=None, variables: dict | None = None, base_dir: str | None = None):

@@ -14,7 +14,7 @@ optimizer learns from it; never a hang, never memory pressure on the host:
 | MAX_ELEMENTS | 100,000 elements in one list, set or map a function builds (`range`, ...) | plan |
 | MAX_STRING | 1,000,000 characters in one string value | plan |
 | MAX_STEPS | 1,000,000 evaluation steps (for-expression items, elements built), all together | plan |
-| MAX_MODULE_DEPTH | 8 nested local module calls | validate |
+| MAX_MODULE_DEPTH | 8 nested local module calls (a loop is past it) | validate (python backend) |
 
 The terraform backend checks the same ceilings with the python evaluator before terraform runs,
 then runs terraform under TERRAFORM_MEMORY_MB (RLIMIT_DATA: Go's heap is private writable
