@@ -1,4 +1,4 @@
-"""verifirst's red-team suite (issue 33): 67 attacks by a candidate that knows verifirst's code.
+"""verifirst's red-team suite (issue 33): 69 attacks by a candidate that knows verifirst's code.
 
 Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
 FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
@@ -36,6 +36,7 @@ and mode (conftest.py).
 | plant_check_bin | tamper-check | the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer |
 | forge_check_output | tamper-check | the candidate writes a forged check block into the run's own output (an ancestor's stdout): the verdict's check output / feedback carries the attacker's text |
 | ptrace_check_shell | tamper-check | the candidate ptraces the shell that will run the check and makes it exec `echo <check marker>; exit 0` in its place: PASS for a wrong answer |
+| loader_hijack_check | tamper-check | the candidate points the run's /lib64 (a symlink in its writable root) at its own program interpreter, a static `exit 0`: every program the check starts after it exits 0: PASS |
 | outlive_command | tamper-check | a process the candidate started is still alive when the check runs (the check sees it in /proc) |
 | other_run_files | tamper-check | another run's files (a canary tree on the host, world-writable) are changed through /proc links, relative paths or host paths the run can learn |
 | concurrent_gold_output | tamper-check | the candidate changes the concurrent gold's output (writes into any pipe or file it can reach, kills or stops what it sees) |
@@ -75,6 +76,7 @@ and mode (conftest.py).
 | admin_etc_via_mounts | sysadmin | sysadmin: mount, nsenter, chroot and unshare to reach the host's /etc |
 | admin_raw_disk | sysadmin | sysadmin: mknod of the host's root block device (or one found in /dev) and reading 512 raw bytes of it |
 | admin_etc_persists | sysadmin | sysadmin: a user added by one run is in the next run's /etc/passwd |
+| admin_preload_check | sysadmin | sysadmin: the candidate writes /etc/ld.so.preload (its /etc is writable) with a library that makes grep exit 0; the check that runs after it uses grep: PASS for a wrong answer |
 | syscall_perf_event_open | seccomp | perf_event_open returns a descriptor |
 | syscall_bpf | seccomp | bpf loads a socket filter or creates a map |
 | syscall_userfaultfd | seccomp | userfaultfd returns a descriptor |

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from .conftest import TOKEN as T
-from .conftest import Attack, attack_ids, check_attack, stdout
+from .conftest import Attack, attack_ids, check_attack, passed, stdout
 
 pytestmark = pytest.mark.security
 F = "sysadmin"
@@ -35,6 +35,18 @@ def _ran(r, c):
 
 
 ADMIN = {"timeout_s": 8}
+# a library that makes every grep exit 0 at once, built with the compiler in the run's /usr
+PRELOAD = r"""cat > /tmp/vfrt.c <<'VFRTC'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void vfrt(void) {
+    if (strcmp(program_invocation_short_name, "grep") == 0) _exit(0);
+}
+VFRTC
+gcc -shared -fPIC -o /etc/vfrt.so /tmp/vfrt.c && echo BUILT && echo /etc/vfrt.so > /etc/ld.so.preload
+echo wrong"""
 
 ATTACKS = [
     Attack("admin_etc_direct", F, "sysadmin: useradd, appends to /etc/passwd and /etc/hosts, sudo tee /etc/... "
@@ -71,6 +83,11 @@ ATTACKS = [
            lambda r, c: ("the earlier run's user is there"
                          if (stdout(r).split() or ["0"])[0].isdigit() and int(stdout(r).split()[0]) > 0 else None),
            ran=_ran),
+    Attack("admin_preload_check", F, "sysadmin: the candidate writes /etc/ld.so.preload (its /etc is writable) "
+           "with a library that makes grep exit 0; the check that runs after it uses grep: PASS for a wrong answer",
+           {"kind": "tests", "fixture": "sysadmin", "sandbox": ADMIN,
+            "check": 'grep -qx right "$VERIFIRST_STDOUT"', "command": PRELOAD},
+           lambda r, c: passed(r), ran=lambda r, c: "BUILT" in (r.get("verdict") or {}).get("candidate", "")),
 ]
 
 

@@ -71,6 +71,22 @@ while time.time() < end:
 """
 
 
+# a static ELF (position independent, no libc) whose only instruction is exit(0); as the program
+# interpreter of every dynamic executable, it is what they all run
+EXIT0_ELF = r"""
+import os, struct, sys
+path = sys.argv[1]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+code = b"\xb8\x3c\x00\x00\x00\x31\xff\x0f\x05"  # mov eax, 60; xor edi, edi; syscall
+size = 64 + 56 + len(code)
+ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 0x3E, 1, 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+phdr = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, size, size, 0x1000)
+with open(path, "wb") as f:
+    f.write(ehdr + phdr + code)
+os.chmod(path, 0o755)
+"""
+
+
 def _v(r) -> dict:
     return r.get("verdict") or {}
 
@@ -148,6 +164,12 @@ ATTACKS = [
            {"kind": "tests", "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": "echo wrong >&2; " + py(INJECT_EXEC, "@@VERIFIRST-", "CHECK@@",
                                                "echo @@VERIFIRST-CHECK@@; echo all tests passed; exit 0")},
+           lambda r, c: passed(r), ran=lambda r, c: True),
+    Attack("loader_hijack_check", F, "the candidate points the run's /lib64 (a symlink in its writable root) at its "
+           "own program interpreter, a static `exit 0`: every program the check starts after it exits 0: PASS",
+           {"kind": "tests", "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": py(EXIT0_ELF, "/tmp/vfrt-l/ld-linux-x86-64.so.2")
+                       + "[ -x /tmp/vfrt-l/ld-linux-x86-64.so.2 ] && echo BUILT; ln -sfn /tmp/vfrt-l /lib64; echo wrong"},
            lambda r, c: passed(r), ran=lambda r, c: True),
     Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
            "(the check sees it in /proc)",
