@@ -178,3 +178,48 @@ def test_registered_as_a_verifier():
 
     cls = component("verifier", "bash-tests")
     assert cls is BashTestsVerifier and isinstance(cls(run=lambda s, f: None), Verifier)
+
+
+REWRITER = ("(while :; do for f in /tmp/.verifirst-check/check/* /dev/shm/*/check/* /dev/shm/*/check/*/*; do "
+            "[ -f \"$f\" ] && printf 'exit 0\\n' > \"$f\"; done; done) >/dev/null 2>&1 & disown; "
+            "setsid sh -c 'sleep 3' & echo 41")
+
+
+@pytest.mark.security
+def test_a_candidate_cannot_rewrite_the_check_or_see_it():
+    """A background loop that rewrites every check file it can find (issue 33: PASS in 4 of 4 tries
+    before the check ran in a run of its own), and a candidate that looks for the check's text."""
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check": 'grep -qx 42 "$VERIFIRST_STDOUT" || { echo "got $(cat "$VERIFIRST_STDOUT")"; exit 1; }',
+            "check_files": {"evaluate.sh": "exit 1\n"}}
+    v = BashTestsVerifier(timeout_s=5)
+    for _ in range(3):
+        r = v.verify(Item("t", {}, gold), REWRITER)
+        assert r.passed is False and r.stage == "CHECK" and "got 41" in r.feedback, r.feedback
+    peek = v.verify(Item("t", {}, gold), "grep -rl VERIFIRST_STDOUT / /proc/*/cmdline 2>/dev/null | head -3; "
+                                         "ls /tmp/.verifirst-check /dev/shm")
+    assert peek.passed is False and "VERIFIRST_STDOUT" not in peek.details["candidate"], peek.details["candidate"]
+    assert v.verify(Item("t", {}, gold), "echo 42").passed is True
+
+
+@pytest.mark.security
+@pytest.mark.skipif(os.geteuid() != 0, reason="a scratch of its own per run (root)")
+def test_a_candidate_that_fills_its_scratch_fails_rather_than_leaving_no_verdict():
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check": 'grep -qx 42 "$VERIFIRST_STDOUT"'}
+    filler = "for i in $(seq 64); do head -c 60000000 /dev/zero > /f$i 2>/dev/null || break; done; echo 42"
+    r = BashTestsVerifier(timeout_s=8).verify(Item("t", {}, gold), filler)
+    assert (r.passed, r.stage) == (False, "LIMIT") and "filled its scratch" in r.feedback, r.feedback
+
+
+@pytest.mark.security
+def test_a_candidate_that_holds_a_check_which_runs_it_fails():
+    """A check that runs the candidate itself shares its run: a candidate that keeps it waiting
+    past the time limit is a FAIL, not no verdict."""
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check_runs_candidate": True,
+            "check": 'out=$(bash "$VERIFIRST_CANDIDATE") && [ "$out" = 42 ]'}
+    v = BashTestsVerifier(timeout_s=3)
+    assert v.verify(Item("t", {}, gold), "echo 42").passed is True
+    r = v.verify(Item("t", {}, gold), "setsid sleep 30 & echo 42")
+    assert (r.passed, r.stage) == (False, "LIMIT"), r.feedback

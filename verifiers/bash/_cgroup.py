@@ -128,18 +128,40 @@ class RunCgroup:
                     _try_write(d / "memory.swap.max", "0")
                     (d / "pids.max").write_text(str(pids))
                 self.fds.append(os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+            self._start = self._counts()  # a cgroup used again keeps its counts: this run's are the rise
         except BaseException:
             self.close()
             raise
 
+    def _counts(self) -> dict[str, int]:
+        """The kernel's counts of limits met: the memory limit's OOM kills, forks refused at pids.max."""
+        out = {"memory": 0, "processes": 0}
+        for d in self.dirs:
+            for name, key, field in (("memory.oom_control", "memory", "oom_kill"),
+                                     ("memory.events", "memory", "oom_kill"), ("pids.events", "processes", "max")):
+                try:
+                    for line in (d / name).read_text().splitlines():
+                        k, _, v = line.partition(" ")
+                        if k == field and v.strip().isdigit():
+                            out[key] += int(v)
+                except OSError:
+                    continue
+        return out
+
+    def limits_hit(self) -> list[str]:
+        """Which of the run's limits it met ("memory", "processes"), since this run began."""
+        now = self._counts()
+        return [k for k, v in now.items() if v > self._start.get(k, 0)]
+
     def close(self) -> None:
         """Close the descriptors; the cgroups, empty now (the run's pid 1 is reaped, and its
-        namespace's processes died before it), are kept for the next run or removed."""
+        namespace's processes died before it), are kept for the next run when nothing is charged
+        to them any more (a kept root's files are), else removed (their charge moves up)."""
         for fd in self.fds:
             os.close(fd)
         self.fds = []
         dirs, self.dirs = self.dirs, []
-        if dirs and all(_empty(d) for d in dirs):
+        if dirs and all(_empty(d) and _quiet(d) for d in dirs):
             with _FREE_LOCK:
                 if len(_FREE) < _MAX_FREE and _FREE_OWNER[0] == os.getpid():
                     _FREE.append((dirs, self.limits))
@@ -160,6 +182,18 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _quiet(d: Path) -> bool:
+    """Little memory still charged (a cgroup without the memory controller: none)."""
+    for name in ("memory.usage_in_bytes", "memory.current"):
+        try:
+            return int((d / name).read_text()) < 16 << 20
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _empty(d: Path) -> bool:

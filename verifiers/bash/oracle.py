@@ -163,8 +163,9 @@ def judge(r: Any, backend: str = "bash-tests", first: Any = None) -> Verdict:
     started = CHECK_MARK in out
     check_out, _, cand = out.partition(CHECK_MARK)[2].partition(CAND_MARK) if started else ("", "", "")
     if first is not None:
-        cand = (f"exit {_get(first, 'exit_code')}\n{str(_get(first, 'stdout', '') or '')[:4000]}\n"
-                f"--- stderr\n{candidate_stderr(first)[:2000]}")
+        hit = _get(first, "limits_hit") or []
+        cand = (f"exit {_get(first, 'exit_code')}" + (f" (met its {', '.join(hit)} limit)" if hit else "")
+                + f"\n{str(_get(first, 'stdout', '') or '')[:4000]}\n--- stderr\n{candidate_stderr(first)[:2000]}")
     check_out, cand = check_out.strip(), cand.strip()
     rc, timed_out, sig = _get(r, "exit_code"), bool(_get(r, "timed_out")), _get(r, "signal")
     setup_err = str(_get(first if first is not None and not started else r, "stderr", "") or "")
@@ -241,14 +242,31 @@ class BashTestsVerifier:
         fixture = ensure(gold.get("fixture", "empty"), gold.get("fixture_spec"))
 
         def then(first: Any) -> tuple[str, bytes] | None:
-            if _get(first, "timed_out") or not setup_done(first):
-                return None  # a FAIL (TIMEOUT) or no verdict (the setup failed): no check to run
+            if _get(first, "timed_out") or not setup_done(first) or "scratch" in (_get(first, "limits_hit") or []):
+                return None  # a FAIL (TIMEOUT, LIMIT) or no verdict (the setup failed): no check to run
             return check_script(gold), check_payload(gold, first)
 
         first, r = (self._run or self.sandbox.run_then)(script, fixture, then)
-        v = judge(r, self.name, first)
+        v = _over_limits(first, r, gold, self.name) or judge(r, self.name, first)
         v.details["fixture"] = getattr(fixture, "name", fixture)
         return v
+
+
+def _over_limits(first: Any, r: Any, gold: dict, backend: str) -> Verdict | None:
+    """FAIL when the candidate left no room for its check: it filled its own scratch, or (a check
+    that runs the candidate) the check's run met its limits or its time with the candidate in it.
+    A candidate must not turn its FAIL into no verdict by exhausting what the check needs."""
+    why = None
+    if "scratch" in (_get(first, "limits_hit") or []):
+        why = "the candidate filled its scratch space; the check was not run"
+    elif gold.get("check_runs_candidate") and r is not None and (_get(r, "timed_out") or _get(r, "limits_hit")):
+        met = ", ".join(_get(r, "limits_hit") or []) or "time"
+        why = f"the run of the check, which runs the candidate, met its {met} limit"
+    if why is None:
+        return None
+    return Verdict(0.0, False, "LIMIT", [VerifierError("LIMIT", why)], feedback=f"FAIL: {why}", backend=backend,
+                   details={"candidate_limits_hit": _get(first, "limits_hit") or [],
+                            "check_limits_hit": (_get(r, "limits_hit") or []) if r is not None else []})
 
 
 def cli_verify_check(check_file: str, pred: str, fixture: str = "empty", as_json: bool = False,

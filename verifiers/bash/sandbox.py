@@ -56,6 +56,7 @@ OUTPUT_LIMIT = 1 << 20
 # Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
 OUTPUT_KILL_FACTOR = 8
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
+SCRATCH_SLACK = 16 << 20  # a run that leaves less of its own scratch free has filled it
 
 
 @dataclass
@@ -107,6 +108,9 @@ class RunResult:
     # sha256 of the whole stream, kept part and cut part: equal prefixes past the cap can still differ
     stdout_sha256: str = ""
     stderr_sha256: str = ""
+    # the run's limits it met: "memory" (killed at memory_mb), "processes" (a fork refused at
+    # nproc), "scratch" (it left less than SCRATCH_SLACK of its own scratch free)
+    limits_hit: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -332,17 +336,24 @@ class _Job:
             after: the snapshot of what it wrote, which tells a shared scratch what to remove.
             files: False for a run kept for the next (keep=True): release() removes them later.
         """
+        if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
+            if self.private:
+                _cgroup.release_scratch(self.run_dir)
+            elif after is None:
+                _sandbox_fs.remove_tree(self.run_dir)
+            else:
+                _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None
-        if not files:
-            return
+
+    def _limits_hit(self) -> list[str]:
+        hit = self.cgroup.limits_hit() if self.cgroup else []
         if self.private:
-            _cgroup.release_scratch(self.run_dir)
-        elif after is None:
-            _sandbox_fs.remove_tree(self.run_dir)
-        else:
-            _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
+            st = os.statvfs(self.run_dir)
+            if st.f_bavail * st.f_frsize < SCRATCH_SLACK or st.f_favail < 64:
+                hit.append("scratch")
+        return hit
 
     def release(self) -> None:
         """Remove the files of a run kept with keep=True."""
@@ -392,6 +403,7 @@ class _Job:
                 _add_usr_changes(fs, self.usr[1])
         finally:
             t_diffed = time.perf_counter()
+            hit = self._limits_hit()
             self._release(None if self.reused else after, files=not self.keep)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
@@ -408,6 +420,7 @@ class _Job:
             exit_code=rc, timed_out=self.timed_out, signal=sig, truncated=self.truncated or self.flooded,
             fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else self.sb._bwrap.kind, fixture=self.fx.name,
             stdout_sha256=self.hashes[id(self.out)].hexdigest(), stderr_sha256=self.hashes[id(self.err)].hexdigest(),
+            limits_hit=hit,
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
