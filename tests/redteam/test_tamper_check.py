@@ -164,13 +164,13 @@ ATTACKS = [
            {"kind": "tests", "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": "echo wrong >&2; " + py(INJECT_EXEC, "@@VERIFIRST-", "CHECK@@",
                                                "echo @@VERIFIRST-CHECK@@; echo all tests passed; exit 0")},
-           lambda r, c: passed(r), ran=lambda r, c: True),
+           lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "TARGETS" in _v(r).get("candidate", "")),
     Attack("loader_hijack_check", F, "the candidate points the run's /lib64 (a symlink in its writable root) at its "
            "own program interpreter, a static `exit 0`: every program the check starts after it exits 0: PASS",
            {"kind": "tests", "sandbox": {"timeout_s": 4}, "check": RUN_EVAL, "check_files": EVAL,
             "command": py(EXIT0_ELF, "/tmp/vfrt-l/ld-linux-x86-64.so.2")
                        + "[ -x /tmp/vfrt-l/ld-linux-x86-64.so.2 ] && echo BUILT; ln -sfn /tmp/vfrt-l /lib64; echo wrong"},
-           lambda r, c: passed(r), ran=lambda r, c: True),
+           lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "BUILT" in _v(r).get("candidate", "") + _v(r).get("check_output", "")),
     Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
            "(the check sees it in /proc)",
            {"kind": "tests", "sandbox": {"timeout_s": 4},
