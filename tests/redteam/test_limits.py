@@ -29,7 +29,12 @@ def _over(prefix: str, limit: float, what: str):
 
 
 def _ran(marker: str):
-    return lambda res, ctx: marker in stdout(res)
+    """The attack printed `marker`, or a per-run limit killed the whole run before it could (held)."""
+    def ran(res, ctx):
+        r = (res.get("runs") or [{}])[-1]
+        killed = not r.get("timed_out") and (r.get("exit_code") in (137, -9) or r.get("signal") == 9)
+        return marker in stdout(res) or killed
+    return ran
 
 
 ALLOC = "/usr/bin/python3 -c 'import sys; x = b\"\\1\" * (int(sys.argv[1]) << 20); print(\"ALLOC\", len(x) >> 20)' "
@@ -64,8 +69,8 @@ ATTACKS = [
            _over("HELD", 144, "MB held at once by the run's processes"), ran=_ran("HELD")),
     Attack("shm_beyond_memory", F, "the run stores 160 MB in /dev/shm (tmpfs: memory) under memory_mb=64",
            {"kind": "run", "sandbox": {"timeout_s": 4, "memory_mb": 64},
-            "command": "for i in 1 2 3 4; do head -c 40M /dev/zero > /dev/shm/f$i 2>/dev/null; done; "
-                       "echo SHM $(( $(cat /dev/shm/f* 2>/dev/null | wc -c) >> 20 ))"},
+            "command": "for i in 1 2 3 4; do head -c 40M /dev/zero > /dev/shm/f$i 2>/dev/null; "
+                       "echo SHM $(( $(cat /dev/shm/f* 2>/dev/null | wc -c) >> 20 )); done"},
            _over("SHM", 128, "MB stored in /dev/shm"), ran=_ran("SHM")),
     Attack("cgroup_escape", F, "the run moves itself to another cgroup (any cgroup.procs or tasks file it can "
            "write) or raises one of its cgroup limits (memory, pids)",
