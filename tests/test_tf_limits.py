@@ -66,6 +66,15 @@ def test_expression_bombs_fail_before_they_are_built(expr, ceiling):
     _limit_fail(stage, errors, ceiling, 5.0, t0)
 
 
+def test_dynamic_blocks_count_against_the_steps():
+    text = ('resource "aws_security_group" "g" {\n  count = 1000\n  name  = "g${count.index}"\n'
+            '  dynamic "ingress" {\n    for_each = range(100000)\n    content {\n      from_port = ingress.value\n'
+            '      to_port   = ingress.value\n      protocol  = "tcp"\n    }\n  }\n}\n')
+    t0 = time.perf_counter()
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    _limit_fail(stage, errors, limits.MAX_STEPS, 5.0, t0)
+
+
 def test_range_with_zero_step_is_an_error_not_a_loop():
     stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = range(0, 10, 0)\n}\n'})
     assert stage == T.VALIDATE_FAIL and "step must not be zero" in errors[0].message

@@ -370,7 +370,12 @@ class ModelEval:
             self.add(VALIDATE, "BLOCK_COUNT", 'Missing required block: a "content" block is '
                      "required in a dynamic block.", address, file, d.line)
             return []
-        pairs = coll.items() if isinstance(coll, dict) else enumerate(coll or [])
+        pairs = list(coll.items() if isinstance(coll, dict) else enumerate(coll or []))
+        try:  # each content block evaluates every argument of the block's schema
+            limits.spend(len(pairs) * (1 + len(inner.get("attributes") or {})), "dynamic blocks")
+        except EvalError as e:
+            self.add(PLAN, e.cls, f"{e.summary}: {e.detail}", address, file, fe.line)
+            return UNKNOWN
         return [self.block_value(content[0].body, inner, scope.child({it: {"key": k, "value": v}}),
                                  address, file) for k, v in pairs]
 

@@ -13,7 +13,8 @@ optimizer learns from it; never a hang, never memory pressure on the host:
 | MAX_INSTANCES | 1,000 resource and data instances after `count` / `for_each`, all together | plan |
 | MAX_ELEMENTS | 100,000 elements in one list, set or map a function builds (`range`, ...) | plan |
 | MAX_STRING | 1,000,000 characters in one string value | plan |
-| MAX_STEPS | 1,000,000 evaluation steps (for-expression items, elements built), all together | plan |
+| MAX_STEPS | 1,000,000 evaluation steps (for-expression items, elements built, dynamic block arguments), all together | plan |
+| MAX_EVAL_S | 10 s of python evaluation (a backstop behind MAX_STEPS) | plan |
 | MAX_MODULE_DEPTH | 8 nested local module calls (a loop is past it) | validate (python backend) |
 
 The terraform backend checks the same ceilings with the python evaluator before terraform runs,
@@ -29,6 +30,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 
 from verifirst.verifiers.terraform._hcl_errors import EvalError
 
@@ -40,6 +42,7 @@ MAX_ELEMENTS = 100_000
 MAX_STRING = 1_000_000
 MAX_STEPS = 1_000_000
 MAX_MODULE_DEPTH = 8
+MAX_EVAL_S = 10  # the python evaluation's wall clock, a backstop behind MAX_STEPS
 TERRAFORM_MEMORY_MB = 1024
 TERRAFORM_CPU_S = 120
 TERRAFORM_WALL_S = 180
@@ -76,8 +79,10 @@ class LimitExceeded(Exception):
 
 
 def start_budget(steps: int = MAX_STEPS) -> None:
-    """Give this thread's next analysis its evaluation steps."""
+    """Give this thread's next analysis its evaluation steps (and MAX_EVAL_S of wall clock, a
+    backstop should steps be dearer than counted)."""
     _budget.left = steps
+    _budget.deadline = time.monotonic() + MAX_EVAL_S
 
 
 def spend(n: int, what: str = "evaluation") -> None:
@@ -92,9 +97,13 @@ def spend(n: int, what: str = "evaluation") -> None:
         return
     left -= n
     _budget.left = left
+    if time.monotonic() > _budget.deadline:
+        _budget.left = -1
+        raise EvalError(SUMMARY, message("the evaluation's wall-clock time", f"more than {MAX_EVAL_S} s",
+                                         MAX_EVAL_S, "s"), 0, LIMIT)
     if left < 0:
-        raise EvalError(SUMMARY, message(f"the {what}", "more than the budget",
-                                                             MAX_STEPS, "steps"), 0, LIMIT)
+        raise EvalError(SUMMARY, f"the evaluation took more steps than allowed (items iterated and elements built, "
+                        f"all together; passed at {what}); the verifier's ceiling is {MAX_STEPS:,}. {FIX}", 0, LIMIT)
 
 
 def check_size(value, what: str) -> None:
@@ -167,6 +176,8 @@ def guard_call(name: str, args: list) -> None:
         return  # the function reports its own argument error
     if n > ceiling:
         raise EvalError(SUMMARY, message(f"the result of {what}", n, ceiling, unit), 0, LIMIT)
+    if unit == "elements" and n > getattr(_budget, "left", n):  # the steps it would take are spent already
+        spend(n, what)
 
 
 def _string_estimate(name: str, args: list) -> int:
