@@ -1,4 +1,4 @@
-"""verifirst's red-team suite (issue 33): 69 attacks by a candidate that knows verifirst's code.
+"""verifirst's red-team suite (issue 33): 80 attacks by a candidate that knows verifirst's code.
 
 Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
 FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
@@ -8,6 +8,8 @@ changed, a key read or written, a host fact or a host file reached. Each test as
 attack FAILS (the test passes when the sandbox holds). Every attack runs in four modes: as root
 and as an unprivileged uid, each with the default launcher and with bubblewrap
 (VERIFIRST_SANDBOX_LAUNCHER=bwrap); the four batteries run at the same time (conftest.py).
+The Terraform bombs (family terraform) go to the Terraform verifier's python backend instead,
+each in a child Python under memory and CPU limits (test_terraform_bombs.py).
 
 Run: `.venv/bin/python -m pytest -q tests/redteam` (marker `security`). test_controls.py shows
 that a few success conditions do see the attack when the sandbox is off (unsafe_local), and
@@ -86,4 +88,15 @@ and mode (conftest.py).
 | syscall_ptrace_pid1 | seccomp | PTRACE_SEIZE of pid 1 succeeds |
 | syscall_process_vm_readv | seccomp | process_vm_readv reads pid 1's memory |
 | syscall_proc1_mem | seccomp | /proc/1/mem can be opened and read |
+| tf_count | terraform | count = 50,000,000 instances: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_for_each | terraform | for_each over 3,000,000 keys: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_setproduct | terraform | setproduct of three 1,000-element ranges (10^9 elements): the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_string_doubling | terraform | a string doubled 15 times from 1 MB: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_list_doubling_flatten | terraform | a list doubled 39 times (shared, 2^40 leaves) flattened: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_list_doubling_jsonencode | terraform | a list doubled 39 times (shared, 2^39 leaves) passed to jsonencode: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_nesting | terraform | 3,000 nested brackets: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_format_width | terraform | format with a 999,999,999-character width: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_regex_backtracking | terraform | a regex with catastrophic backtracking on 52 characters: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_huge_power | terraform | pow(2, 1e9) (a 125 MB integer): the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_module_recursion | terraform | a local module that calls itself: the python backend gives no verdict within 12 s, dies, or passes it |
 """
