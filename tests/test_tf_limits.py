@@ -75,6 +75,19 @@ def test_dynamic_blocks_count_against_the_steps():
     _limit_fail(stage, errors, limits.MAX_STEPS, 5.0, t0)
 
 
+def test_the_step_budget_ends_with_its_analysis():
+    """An exhausted budget does not leak into later evaluation in the thread (tfvars, a later
+    analysis long after): outside an analysis only the element and string ceilings hold."""
+    from verifirst.verifiers.terraform.verifier import tfvars_values
+
+    hcl_check.check({"main.tf": 'locals {\n  x = [for a in range(50000) : [for b in range(50000) : b if false]]\n}\n'})
+    assert tfvars_values({"terraform.tfvars": "names = [for i in range(10) : i]\n"}) == {"names": list(range(10))}
+    with limits.budget(5):
+        with pytest.raises(Exception, match="ceiling"):
+            limits.spend(10)
+    limits.spend(10**9)  # no budget active: not counted
+
+
 def test_range_with_zero_step_is_an_error_not_a_loop():
     stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = range(0, 10, 0)\n}\n'})
     assert stage == T.VALIDATE_FAIL and "step must not be zero" in errors[0].message

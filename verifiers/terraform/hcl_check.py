@@ -72,9 +72,9 @@ def ceiling_errors(files: dict, variables: dict | None = None) -> tuple[str, lis
 
 
 def _bounded(files, schema, variables, base_dir) -> Analysis:
-    limits.start_budget()
     try:
-        return _analyze(files, schema, variables, base_dir)
+        with limits.budget():
+            return _analyze(files, schema, variables, base_dir)
     except limits.LimitExceeded as e:
         return Analysis(None, None, [], e)
     except RecursionError:  # nesting the text scan does not see (a long operator chain)

@@ -24,6 +24,7 @@ finding naming it.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -78,11 +79,21 @@ class LimitExceeded(Exception):
         self.text, self.stage, self.file, self.line = text, stage, file, line
 
 
-def start_budget(steps: int = MAX_STEPS) -> None:
-    """Give this thread's next analysis its evaluation steps (and MAX_EVAL_S of wall clock, a
-    backstop should steps be dearer than counted)."""
-    _budget.left = steps
-    _budget.deadline = time.monotonic() + MAX_EVAL_S
+@contextlib.contextmanager
+def budget(steps: int = MAX_STEPS):
+    """Within it, this thread's evaluation has `steps` steps and MAX_EVAL_S of wall clock (a
+    backstop should steps be dearer than counted); outside any, evaluation is not counted (the
+    element and string ceilings still hold). The state before it is restored after it.
+
+    Args:
+        steps: the evaluation steps allowed.
+    """
+    before = (getattr(_budget, "left", None), getattr(_budget, "deadline", None))
+    _budget.left, _budget.deadline = steps, time.monotonic() + MAX_EVAL_S
+    try:
+        yield
+    finally:
+        _budget.left, _budget.deadline = before
 
 
 def spend(n: int, what: str = "evaluation") -> None:
@@ -176,7 +187,8 @@ def guard_call(name: str, args: list) -> None:
         return  # the function reports its own argument error
     if n > ceiling:
         raise EvalError(SUMMARY, message(f"the result of {what}", n, ceiling, unit), 0, LIMIT)
-    if unit == "elements" and n > getattr(_budget, "left", n):  # the steps it would take are spent already
+    left = getattr(_budget, "left", None)
+    if unit == "elements" and left is not None and n > left:  # the steps it would take are spent already
         spend(n, what)
 
 
