@@ -1,0 +1,508 @@
+"""One sandbox run and the process-wide state runs share (the scratch base, the curated /etc, the
+sysadmin trees): _Job starts a run through the launcher (its fork server, else an exec), _drive
+reads the output of runs in flight, finish() takes the FS diff and releases the run's files and
+cgroups. sandbox.Sandbox is the public way in; see its module docstring and
+docs/sandbox-threat-model.md.
+"""
+from __future__ import annotations
+
+import atexit
+import errno
+import hashlib
+import os
+import selectors
+import signal as _signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verifirst.core.errors import InputError
+from verifirst.verifiers.bash import (_accounts, _bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, _usr_layer,
+                                     fixtures)
+from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
+
+if TYPE_CHECKING:
+    from verifirst.verifiers.bash.sandbox import Sandbox
+
+OUTPUT_LIMIT = 1 << 20
+# Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
+OUTPUT_KILL_FACTOR = 8
+SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
+SCRATCH_SLACK = 16 << 20  # a run that leaves less of its own scratch free has filled it
+
+
+@dataclass
+class FsDiff:
+    """What a run changed under its /: each entry {path, type, mode, sha256} (+ changed, before)."""
+
+    added: list[dict] = field(default_factory=list)
+    deleted: list[dict] = field(default_factory=list)
+    modified: list[dict] = field(default_factory=list)
+    truncated: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.deleted or self.modified)
+
+    def key(self) -> tuple:
+        """Comparable form: two runs with equal keys had the same effect."""
+        def sig(es, extra=False):
+            return tuple((e["path"], e["type"], e["mode"], e["sha256"]) + ((tuple(e["changed"]),) if extra else ())
+                         for e in es)
+        return sig(self.added), sig(self.deleted), sig(self.modified, True)
+
+    def summary(self, limit: int = 8) -> str:
+        parts = []
+        for label, es in (("added", self.added), ("deleted", self.deleted), ("modified", self.modified)):
+            if es:
+                shown = ", ".join(e["path"] + (f" ({'/'.join(e['changed'])})" if "changed" in e else "")
+                                  for e in es[:limit])
+                more = f" and {len(es) - limit} more" if len(es) > limit else ""
+                parts.append(f"{label}: {shown}{more}")
+        return "; ".join(parts) or "no file-system changes"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    signal: int | None
+    truncated: bool
+    fs_diff: FsDiff
+    timings: dict[str, float]
+    backend: str = "bwrap"  # what built the sandbox: "vf-sandbox", "bwrap" or "unsafe-local"
+    fixture: str = ""
+    # sha256 of the whole stream, kept part and cut part: equal prefixes past the cap can still differ
+    stdout_sha256: str = ""
+    stderr_sha256: str = ""
+    # the run's limits it met: "memory" (killed at memory_mb), "processes" (a fork refused at
+    # nproc), "scratch" (it left less than SCRATCH_SLACK of its own scratch free)
+    limits_hit: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["fs_diff"] = self.fs_diff.as_dict()
+        return d
+
+
+# ---- process-wide state: scratch area, curated /etc, probe -------------------------------
+
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _scratch_base() -> tuple[Path, bool]:
+    """(base directory, whether it is our own size-capped tmpfs)."""
+    with _LOCK:
+        if "base" in _STATE:
+            return _STATE["base"], _STATE["quota"]  # type: ignore[return-value]
+        euid = os.geteuid()
+        root = os.environ.get("VERIFIRST_SCRATCH") or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+        base = Path(root) / f"verifirst-{euid}"
+        base.mkdir(mode=0o711 if euid == 0 else 0o700, exist_ok=True)
+        quota = os.path.ismount(base)
+        if euid == 0 and not quota:
+            # Our own tmpfs: a disk fill stops at the quota, and nosuid makes setuid bits inert.
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                                f"size={SCRATCH_QUOTA_MB}m,nr_inodes=400000,mode=0711,nosuid,nodev",
+                                "verifirst-scratch", str(base)], capture_output=True)
+            quota = r.returncode == 0 or os.path.ismount(base)
+        os.chmod(base, 0o711 if euid == 0 else 0o700)
+        _STATE["base"], _STATE["quota"] = base, quota
+        return base, quota
+
+
+def _etc_dir() -> Path:
+    with _LOCK:
+        if "etc" not in _STATE:
+            _STATE["etc"] = None
+    if _STATE["etc"] is None:
+        base, _ = _scratch_base()
+        _STATE["etc"] = build_etc(base)
+    return _STATE["etc"]  # type: ignore[return-value]
+
+
+def _ids() -> tuple[int, int] | None:
+    """Host uid/gid the sandbox runs as: a dedicated unprivileged id when we are root."""
+    return (_bwrap.SANDBOX_UID, _bwrap.SANDBOX_UID) if os.geteuid() == 0 else None
+
+
+_ADMIN_TREES: dict[str, fixtures.Fixture] = {}
+
+
+def run_tree(fx: fixtures.Fixture) -> fixtures.Fixture:
+    """What a run's root holds: the fixture, plus the sysadmin /etc when the fixture asks for it."""
+    if not getattr(fx, "sysadmin", False):
+        return fx
+    with _LOCK:
+        tree = _ADMIN_TREES.get(fx.content_hash)
+        if tree is None:
+            added = _with_accounts(sysadmin_entries(), fx.users) + dpkg_entries()
+            paths = {e.path for e in added}
+            keep = [e for e in fx.entries if not e.path.startswith("etc/") and e.path not in paths]
+            tree = fixtures.Fixture(fx.name, sorted(keep + added, key=lambda e: e.path), dict(fx.env),
+                                    fx.description)
+            _ADMIN_TREES[fx.content_hash] = tree
+        return tree
+
+
+def _with_accounts(etc: list[fixtures.Entry], users: tuple) -> list[fixtures.Entry]:
+    """The sysadmin /etc entries with the fixture's declared users added (_accounts)."""
+    if not users:
+        return etc
+    files = {e.path[4:]: e for e in etc if e.path in ("etc/passwd", "etc/group", "etc/shadow", "etc/gshadow")}
+    new = _accounts.with_users({k: e.data for k, e in files.items()}, users)
+    out = [e for e in etc if e.path[4:] not in new]
+    for name, data in new.items():
+        mode = files[name].mode if name in files else 0o440
+        out.append(fixtures.Entry(f"etc/{name}", "file", mode, data))
+    return out
+
+
+atexit.register(_sandbox_fs.remove_lowers)
+
+
+def _copy_parents() -> list[Path]:
+    """Where a private bwrap copy may go: the scratch base (0711 as root), else a directory of
+    ours in the temp dir, for when the scratch base sits on a noexec /dev/shm (Docker)."""
+    return [_scratch_base()[0], Path(tempfile.gettempdir()) / f"verifirst-bin-{os.geteuid()}"]
+
+
+class _Job:
+    """One sandboxed command in flight.
+
+    Args:
+        sb: the sandbox and its settings.
+        command: the command (one `bash -c` argument).
+        fx: the fixture its root starts from.
+        after: a finished run kept with keep=True: this run starts from the root it left
+            (its processes are gone: pid 1 died, and with it its pid namespace).
+        keep: keep the root after finish() for a run `after` this one (release() removes it).
+        payload: bytes the command may read on descriptor $VERIFIRST_PAYLOAD_FD (a memfd).
+    """
+
+    def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture, *, after: "_Job | None" = None,
+                 keep: bool = False, payload: bytes | None = None):
+        self.sb, self.command, self.fx, self.keep, self.reused = sb, command, fx, keep, after is not None
+        self.t0 = time.perf_counter()
+        self.admin = bool(getattr(fx, "sysadmin", False))
+        if self.admin and sb.unsafe_local:
+            raise InputError(f"fixture {fx.name!r} runs in sysadmin mode, which needs the sandbox: without it "
+                             "useradd, passwd and sudo would change this machine's /etc",
+                             field="fixture", expected="a fixture without sysadmin mode, or no unsafe_local")
+        self.tree = run_tree(fx)
+        self.skip = _sandbox_fs.skipped(self.admin)
+        self.overlay = sb.overlay and not sb.unsafe_local
+        base, _ = _scratch_base()
+        ids = _ids() if not sb.unsafe_local else None
+        lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
+        fds: list[int] = []  # what the launcher inherits: a user namespace, the limits script, seccomp, payload
+        userns = limits = seccomp = None
+        self.cgroup: _cgroup.RunCgroup | None = None
+        if after is not None:
+            self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
+        else:
+            self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
+            self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
+            # As root, the run writes into a tmpfs of its own: it cannot fill a concurrent run's scratch.
+            self.private = not sb.unsafe_local and _cgroup.private_scratch(self.run_dir, sb.limits["as_bytes"])
+        work = os.path.join(self.run_dir, "wk")
+        # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
+        usr_lower = _usr_layer.lower(str(base), ids) if self.overlay else None
+        self.usr = (usr_lower, os.path.join(self.run_dir, "usr-up"), os.path.join(self.run_dir, "usr-wk")) \
+            if usr_lower else None
+        env_extra: dict[str, str] = {}
+        try:
+            if not sb.unsafe_local and _cgroup.available():
+                self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
+            if after is None:
+                os.mkdir(self.root, 0o755)
+                if self.overlay:
+                    os.mkdir(work, 0o700)
+                    for d in (self.usr or ())[1:]:
+                        os.mkdir(d, 0o755)
+                        if ids:
+                            os.chown(d, *ids)
+                else:
+                    fixtures.write_tree(self.tree, self.root, owner=ids)
+            if payload is not None:
+                fds.append(_memfd(payload))
+                env_extra["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
+            if ids:
+                for d in (self.root, self.run_dir) + ((work,) if self.overlay else ()):
+                    os.chown(d, *ids)
+            os.chmod(self.root, 0o755)
+            os.chmod(self.run_dir, 0o700)
+            if self.admin and ids:
+                userns = _bwrap.admin_userns(ids, sb.limits["nproc"])
+                fds.append(userns)
+            if not sb.unsafe_local:
+                limits = _bwrap.limits_fd(sb.limits, ids)
+                fds.append(limits)
+                seccomp = _seccomp.program_fd(ids)
+                if seccomp is not None:
+                    fds.append(seccomp)
+        except BaseException:
+            _close(fds)
+            self._release()
+            raise
+        self.t_copied = time.perf_counter()
+        env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME}
+        env.update(fx.env)
+        env.update(sb.env)
+        env.update(env_extra)
+        if sb.unsafe_local:
+            env["HOME"] = os.path.join(self.root, "root")
+            args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
+            cwd = self.root
+        else:
+            args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
+                               env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
+                               work=work if self.overlay else None, userns_fd=userns,
+                               seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
+                               cgroup_fds=tuple(self.cgroup.fds) if self.cgroup else ())
+            env, cwd = {"PATH": _bwrap.PATH}, "/"
+        cg_fds = list(self.cgroup.fds) if self.cgroup else []
+        try:
+            own = not sb.unsafe_local and sb._bwrap.kind == _launcher.KIND
+            spawner = _spawner.spawner(ids, binary=args[0]) if own else None
+            if spawner is not None:  # vf-sandbox's fork server (at ids as root)
+                self.proc = spawner.popen(args, env, fds + cg_fds)
+            else:
+                if sb.unsafe_local:
+                    args, kw = _bwrap.as_user(args, ids)
+                elif own:
+                    args, kw = _bwrap.as_user(args, ids)
+                    fds = fds + cg_fds
+                else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
+                    args, kw = _bwrap.bwrap_wrapper(args, ids, sb.limits, tuple(cg_fds))
+                    fds = fds + cg_fds
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
+                                             pass_fds=fds, start_new_session=True, **kw)
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            _close([f for f in fds if f not in cg_fds])
+        self.deadline = time.monotonic() + sb.timeout_s
+        self.out, self.err = bytearray(), bytearray()
+        self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
+        self.seen = 0
+        self.truncated = self.timed_out = self.flooded = False
+        self.open_streams = 2
+
+    def _release(self, after: "_sandbox_fs.Snapshot | None" = None, files: bool = True) -> None:
+        """Remove the run's cgroups and, with `files`, its files (its processes are gone).
+
+        Args:
+            after: the snapshot of what it wrote, which tells a shared scratch what to remove.
+            files: False for a run kept for the next (keep=True): release() removes them later.
+        """
+        if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
+            if self.private:
+                _cgroup.release_scratch(self.run_dir)
+            elif after is None:
+                _sandbox_fs.remove_tree(self.run_dir)
+            else:
+                _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
+
+    def _limits_hit(self) -> list[str]:
+        hit = self.cgroup.limits_hit() if self.cgroup else []
+        if self.private:
+            st = os.statvfs(self.run_dir)
+            if st.f_bavail * st.f_frsize < SCRATCH_SLACK or st.f_favail < 64:
+                hit.append("scratch")
+        return hit
+
+    def release(self) -> None:
+        """Remove the files of a run kept with keep=True."""
+        self._release()
+
+    def kill(self) -> None:
+        try:
+            pid = self.proc.pid
+            if getattr(self.proc, "reaped", False):
+                return  # the spawner reaped it (and its namespace died with it): the pid is not ours
+            if getattr(self.proc, "leader", True):
+                os.killpg(pid, _signal.SIGKILL)
+            else:  # pid 1 of the run's namespaces, in the fork server's group: its death ends them
+                os.kill(pid, _signal.SIGKILL)
+        except OSError:  # gone already, or never started (the spawner's error comes from wait)
+            pass
+
+    def take(self, which: bytearray, data: bytes) -> None:
+        self.seen += len(data)
+        self.hashes[id(which)].update(data)
+        room = self.sb.output_limit - len(which)
+        if len(data) > room:
+            self.truncated = True
+            data = data[:max(room, 0)]
+        which += data
+        if self.seen > self.sb.output_limit * OUTPUT_KILL_FACTOR and not self.flooded:
+            self.flooded = True
+            self.kill()
+
+    def finish(self) -> RunResult:
+        try:
+            rc = self.proc.wait()
+        except OSError:  # the spawner could not start it (Popen raises this at the start)
+            self._release()
+            raise
+        t_ran = time.perf_counter()
+        after = None
+        try:
+            before = _sandbox_fs.fixture_snapshot(self.tree, self.skip)
+            after = _sandbox_fs.snapshot(self.root, self.skip, upper=self.overlay)
+            if self.overlay and not after.records:  # nothing written: the view is the fixture's
+                fs = FsDiff([], [], [], before.truncated or after.truncated)
+            else:
+                view = _sandbox_fs.merged(before, after) if self.overlay else after
+                fs = FsDiff(*_sandbox_fs.diff(before, view))
+            if self.usr:
+                _add_usr_changes(fs, self.usr[1])
+        finally:
+            t_diffed = time.perf_counter()
+            hit = self._limits_hit()
+            self._release(None if self.reused else after, files=not self.keep)
+        t_end = time.perf_counter()
+        killed = self.timed_out or self.flooded
+        sig = None
+        if killed:
+            sig, rc = _signal.SIGKILL, -_signal.SIGKILL
+        elif rc < 0:
+            sig = -rc
+        elif 128 < rc <= 128 + 64:
+            sig = rc - 128  # the command (or bwrap's init reporting it) died by this signal
+        ms = lambda a, b: round((b - a) * 1000, 3)  # noqa: E731
+        return RunResult(
+            stdout=self.out.decode("utf-8", "replace"), stderr=self.err.decode("utf-8", "replace"),
+            exit_code=rc, timed_out=self.timed_out, signal=sig, truncated=self.truncated or self.flooded,
+            fs_diff=fs, backend="unsafe-local" if self.sb.unsafe_local else self.sb._bwrap.kind, fixture=self.fx.name,
+            stdout_sha256=self.hashes[id(self.out)].hexdigest(), stderr_sha256=self.hashes[id(self.err)].hexdigest(),
+            limits_hit=hit,
+            timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
+                     "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
+                     "total_ms": ms(self.t0, t_end)})
+
+
+def _add_usr_changes(fs: FsDiff, upper: str) -> None:
+    """What the run changed in its copy-on-write /usr, added to `fs` (paths under /usr)."""
+    up = _sandbox_fs.snapshot(upper, skip=(), upper=True)
+    if not up.records:
+        return
+    host = _sandbox_fs.host_records(up, "/usr")
+    added, deleted, modified, truncated = _sandbox_fs.diff(host, _sandbox_fs.merged(host, up))
+    for mine, theirs in ((fs.added, added), (fs.deleted, deleted), (fs.modified, modified)):
+        mine.extend({**e, "path": "/usr" + e["path"]} for e in theirs)
+    fs.truncated = fs.truncated or truncated
+
+
+def _memfd(data: bytes) -> int:
+    """A descriptor to read `data` from, at offset 0 (no file anywhere: the run reads the
+    descriptor it inherits, never a path)."""
+    fd = os.memfd_create("verifirst-payload", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _drive(jobs: list[_Job]) -> None:
+    """Read every job's output until its streams close; kill those past their deadline."""
+    sel = selectors.DefaultSelector()
+    try:
+        for j in jobs:
+            sel.register(j.proc.stdout, selectors.EVENT_READ, (j, j.out))
+            sel.register(j.proc.stderr, selectors.EVENT_READ, (j, j.err))
+        live = set(id(j) for j in jobs)
+        grace: dict[int, float] = {}
+        while live:
+            now = time.monotonic()
+            waits = []
+            for j in jobs:
+                if id(j) not in live:
+                    continue
+                if not j.timed_out and now >= j.deadline:
+                    j.timed_out = True
+                    j.kill()
+                    grace[id(j)] = now + 2.0
+                if id(j) in grace and now >= grace[id(j)]:
+                    _close_streams(sel, j)  # something kept the pipe open past the kill
+                    live.discard(id(j))
+                    continue
+                waits.append((grace.get(id(j)) or j.deadline) - now)
+            if not live:
+                break
+            for key, _ in sel.select(timeout=max(0.0, min(waits)) if waits else 0.05):
+                j, buf = key.data
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError as exc:
+                    if exc.errno == errno.EAGAIN:
+                        continue
+                    data = b""
+                if data:
+                    j.take(buf, data)
+                    if j.flooded and id(j) not in grace:
+                        grace[id(j)] = time.monotonic() + 2.0
+                else:
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    j.open_streams -= 1
+                    if j.open_streams == 0:
+                        live.discard(id(j))
+    finally:
+        sel.close()
+        for j in jobs:
+            for s in (j.proc.stdout, j.proc.stderr):
+                if s and not s.closed:
+                    s.close()
+    for j in jobs:
+        try:
+            j.proc.wait(timeout=max(0.0, j.deadline - time.monotonic()) + 0.5)
+        except subprocess.TimeoutExpired:
+            j.timed_out = True
+            j.kill()
+        except OSError:
+            pass  # never started: finish() raises it
+
+
+def _close_streams(sel: selectors.BaseSelector, j: _Job) -> None:
+    for s in (j.proc.stdout, j.proc.stderr):
+        try:
+            sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        s.close()
+
+
