@@ -564,7 +564,8 @@ class RealTerraform:
         cfg = _cli_config(self.home / "terraformrc", mirror=self.mirror,
                           cache_dir=str(self.home / "cache"), direct=not offline)
         (self.home / "cache").mkdir()
-        self.cli = TerraformCLI(binary, env={"TF_CLI_CONFIG_FILE": str(cfg)}, timeout_s=timeout_s)
+        self.cli = TerraformCLI(binary, env={"TF_CLI_CONFIG_FILE": str(cfg)}, timeout_s=timeout_s,
+                                memory_mb=4 * L.TERRAFORM_MEMORY_MB)  # real providers are its children
 
     @property
     def label(self) -> str:
