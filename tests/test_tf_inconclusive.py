@@ -78,3 +78,24 @@ def test_hcl_check_cli_exit_code_3(tmp_path, capsys):
     (tmp_path / "main.tf").write_text(DATADOG + BUCKET)
     assert hcl_check.cli_check(str(tmp_path)) == 3
     assert "INCONCLUSIVE" in capsys.readouterr().out
+
+
+def test_a_run_counts_inconclusive_apart(tmp_path):
+    """Inside a run (vf.evaluate with the real verifier), the unknown provider's candidate is
+    neither a pass nor a failure: counted apart, out of the pass rate."""
+    import dspy
+    from dspy.utils import DummyLM
+
+    import verifirst as vf
+    from verifirst.core.task import Item
+    from verifirst.programs import iac
+
+    items = [Item(f"t{i}", {"prompt": f"task <{i}>"}, {}, group=f"t{i}") for i in range(20)]
+    answers = {f"task <{i}>": {"reasoning": "r", "config": DATADOG if i % 4 == 0 else BUCKET} for i in range(20)}
+    with dspy.context(lm=DummyLM(answers)):
+        res = vf.evaluate(iac.IaCGenerator("cot"), items, TerraformVerifier(backend="python"),
+                          run_dir=tmp_path / "r", workdir=tmp_path, threads=1)
+    splits = res.report["splits"]
+    count = lambda key: sum(splits[s]["before"][key] for s in splits)  # noqa: E731
+    assert count("inconclusive") == 5 and count("pass") == 15
+
