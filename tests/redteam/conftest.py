@@ -248,29 +248,39 @@ def run_battery(mode: str, attacks: list[Attack], tmp_root: str) -> dict:
 REPORT: dict[str, dict[str, str]] = {}
 
 
-def _collected(session) -> tuple[list[Attack], list[str]]:
+def _collected(session) -> tuple[list[Attack], list[str], dict]:
     """The attacks of the collected modules (in collection order; an attack marked `first`
-    leads: it wants a fork server that has served nothing else) and the modes asked for."""
-    attacks, seen, modes = [], set(), []
+    leads: it wants a fork server that has served nothing else), the modes asked for, and the
+    modules' own work to run beside the batteries ({module name: its run_beside()})."""
+    attacks, seen, modes, beside = [], set(), [], {}
     for item in session.items:
         mod = getattr(item, "module", None)
         if mod is not None and hasattr(mod, "ATTACKS") and mod.__name__ not in seen:
             seen.add(mod.__name__)
             attacks += mod.ATTACKS
+            if hasattr(mod, "run_beside"):
+                beside[mod.__name__] = mod.run_beside
         cs = getattr(item, "callspec", None)
         m = cs.params.get("battery") if cs else None
         if m and m not in modes:
             modes.append(m)
     attacks.sort(key=lambda a: not a.first)
-    return attacks, modes
+    return attacks, modes, beside
 
 
 @pytest.fixture(scope="session")
 def batteries(request, host_witness, host_snapshot) -> dict:
     """Every collected attack, run once per mode; the modes' batteries run at the same time (each
-    in its own child, uid and scratch area), so the suite takes as long as the slowest mode."""
-    attacks, modes = _collected(request.session)
-    found: dict[str, dict] = {}
+    in its own child, uid and scratch area), so the suite takes as long as the slowest mode. A
+    module's run_beside() (the Terraform bombs) runs beside them; its result is under "beside"."""
+    attacks, modes, beside = _collected(request.session)
+    found: dict[str, dict] = {"beside": {}}
+
+    def aside(name: str, fn) -> None:
+        try:
+            found["beside"][name] = fn()
+        except Exception as exc:  # noqa: BLE001 - the module runs it itself then, and sees why
+            found["beside"][name] = {"error": f"{type(exc).__name__}: {exc}"}
 
     def one(mode: str) -> None:
         why = mode_unavailable(mode)
@@ -286,6 +296,7 @@ def batteries(request, host_witness, host_snapshot) -> dict:
             shutil.rmtree(tmp_root, ignore_errors=True)
 
     threads = [threading.Thread(target=one, args=(m,)) for m in modes]
+    threads += [threading.Thread(target=aside, args=(n, fn)) for n, fn in beside.items()]
     for t in threads:
         t.start()
     for t in threads:
