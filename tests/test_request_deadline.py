@@ -43,7 +43,7 @@ class FakeLlama:
 
 @pytest.fixture
 def engine(monkeypatch):
-    eng = _local_engine.LlamaCppEngine()
+    eng = _local_engine.LlamaCppEngine(isolate=False)  # the stand-in model runs in this process
     fake = FakeLlama()
     monkeypatch.setattr(eng, "_model", lambda: fake)
     return eng, fake

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     import dspy
 
     from verifirst.benchmarks.perf.record import emit, machine
-    from verifirst.lm import USAGE, FastJSONAdapter, make_lm
+    from verifirst.lm import USAGE, FastJSONAdapter, local_engine, make_lm
     from verifirst.programs.bash import BashGenerator
 
     started = machine()
@@ -46,7 +46,9 @@ def main(argv=None) -> int:
     out = {"benchmark": "embedded_lm", "model": "SmolLM2-135M-Instruct Q4_1", "variant": a.variant, "n": a.n,
            "wall_s": round(wall, 2), "predicts_per_min": round(a.n / wall * 60, 1), "goal_per_min": 100,
            "parse_failures": failures, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+           # this process and the model's own process (verifirst.lm._local_worker): the sum of their peaks
+           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                                + local_engine().worker_peak_rss_mb(), 1)}
     emit(out, started, a.out, a.json)
     return 0
 
