@@ -99,8 +99,11 @@ def _run(attack: Attack) -> dict:
             with open(os.path.join(d, name), "w") as fh:
                 fh.write(text)
         with tempfile.TemporaryFile("w+") as err:
+            env = dict(os.environ)
+            if os.environ.get("VERIFIRST_REDTEAM_SRC"):  # another copy of verifirst (conftest.py)
+                env["PYTHONPATH"] = os.environ["VERIFIRST_REDTEAM_SRC"]
             p = subprocess.Popen([sys.executable, "-c", CHILD, d], stdout=subprocess.PIPE, stderr=err, text=True,
-                                 preexec_fn=_limits, cwd=d)
+                                 preexec_fn=_limits, cwd=d, env=env)
             try:
                 p.stdout.readline()  # READY (or nothing, if it died importing)
                 stdout, _ = p.communicate(timeout=WALL_S)
