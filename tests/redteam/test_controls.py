@@ -12,9 +12,11 @@ from .conftest import attack_ids
 
 pytestmark = pytest.mark.security
 
-CONTROLS = {"user_session_key": test_kernel_objects, "memory_many_processes": test_limits,
-            "syscall_perf_event_open": test_seccomp, "mountinfo_host_paths": test_host_info,
-            "environment": test_read_gold}
+CONTROLS = {"user_session_key": test_kernel_objects, "abstract_socket": test_kernel_objects,
+            "memory_many_processes": test_limits, "syscall_perf_event_open": test_seccomp,
+            "mountinfo_host_paths": test_host_info, "host_processes": test_host_info,
+            "kernel_log_key_users": test_host_info, "environment": test_read_gold,
+            "proc_cmdline_environ": test_read_gold}
 ATTACKS = [replace(a, id=f"control_{a.id}", spec=dict(a.spec, unsafe=True), modes=("root-default",))
            for name, mod in CONTROLS.items() for a in mod.ATTACKS if a.id == name]
 
