@@ -115,3 +115,18 @@ def test_a_generation_past_the_memory_ceiling_fails_cleanly_and_the_next_one_run
     finally:
         eng.release()
     assert eng._worker is None
+
+
+def test_the_local_server_answers_a_too_large_schema_with_400_not_500():
+    from fastapi.testclient import TestClient
+
+    from verifirst.lm.local_server import make_app
+
+    names = [f"field_{i}" for i in range(1500)]
+    schema = {"type": "object", "properties": {k: {"type": "string"} for k in names}, "required": names}
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 16,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    eng = LlamaCppEngine()
+    got = TestClient(make_app(eng)).post("/v1/chat/completions", json=body)
+    assert got.status_code == 400 and "ceiling of 200,000" in got.json()["error"]["message"]
+    assert eng._worker is None  # refused before any model process

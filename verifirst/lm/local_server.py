@@ -205,6 +205,10 @@ def make_app(engine, *, model_name: str = DEFAULT_MODEL_NAME, max_tokens_cap: in
         except BadRequest as e:
             return _error(400, str(e), "invalid_request_error")
         except Exception as e:  # an engine fault is a server error, never a verdict
+            from verifirst.lm._local_engine import LocalSchemaTooLarge
+
+            if isinstance(e, LocalSchemaTooLarge):  # the client's schema, past the engine's ceiling
+                return _error(400, str(e), "invalid_request_error")
             return _error(500, f"{type(e).__name__}: {e}", "server_error")
         app.state.requests += 1
         if isinstance(body, dict) and body.get("stream"):
