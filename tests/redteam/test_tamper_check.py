@@ -171,6 +171,22 @@ ATTACKS = [
             "command": py(EXIT0_ELF, "/tmp/vfrt-l/ld-linux-x86-64.so.2")
                        + "[ -x /tmp/vfrt-l/ld-linux-x86-64.so.2 ] && echo BUILT; ln -sfn /tmp/vfrt-l /lib64; echo wrong"},
            lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "BUILT" in _v(r).get("candidate", "") + _v(r).get("check_output", "")),
+    Attack("python_usersite_check", F, "the candidate leaves a .pth file in $HOME's Python user site-packages that "
+           "ends every Python with exit 0; a Python check (as EAbench's test.py) then passes a wrong answer",
+           {"kind": "tests", "sandbox": {"timeout_s": 4},
+            "check": "python3 -c 'import sys; sys.exit(0 if open(sys.argv[1]).read().strip() == \"right\" else 1)' "
+                     '"$VERIFIRST_STDOUT"',
+            "command": "d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\" && "
+                       "echo 'import os; os._exit(0)' > \"$d/vfrt.pth\" && echo PLANTED >&2; echo wrong"},
+           lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "PLANTED" in _v(r).get("candidate", "")),
+    Attack("python_cwd_shadow", F, "the candidate leaves json.py in its working directory; a Python check run from "
+           "there (`python3 -c`, whose sys.path starts with the current directory) imports it: PASS",
+           {"kind": "tests", "sandbox": {"timeout_s": 4},
+            "check": "python3 -c 'import json, sys; sys.exit(0 if json.loads(json.dumps(open(sys.argv[1]).read().strip())) "
+                     "== \"right\" else 1)' \"$VERIFIRST_STDOUT\"",
+            "command": "for d in . /tmp \"$HOME\"; do echo 'import os; os._exit(0)' > \"$d/json.py\"; done 2>/dev/null; "
+                       "echo PLANTED >&2; echo wrong"},
+           lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "PLANTED" in _v(r).get("candidate", "")),
     Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
            "(the check sees it in /proc)",
            {"kind": "tests", "sandbox": {"timeout_s": 4},
