@@ -53,7 +53,7 @@ def analyze(files: dict, schema=None, variables: dict | None = None,
     return _bounded(files, _schema(schema), variables, base_dir)
 
 
-def ceiling_errors(files: dict, variables: dict | None = None) -> tuple[str, list]:
+def ceiling_errors(files: dict, variables: dict | None = None, base_dir: str | None = None) -> tuple[str, list]:
     """(stage, [LIMIT errors]) of a configuration against limits.py, no schema needed: what the
     terraform backend checks before terraform runs (stage PASS and [] when within them; other
     findings are terraform's to report).
@@ -61,8 +61,9 @@ def ceiling_errors(files: dict, variables: dict | None = None) -> tuple[str, lis
     Args:
         files: {file name: text}.
         variables: input variable values.
+        base_dir: the configuration's directory (its local modules' depth is checked).
     """
-    a = _bounded(files, None, variables, None)
+    a = _bounded(files, None, variables, base_dir)
     if a.limit is not None:
         return a.limit.stage, [VerifierError(T.LIMIT, a.limit.text, None)]
     found = [f for f in (a.ev.findings if a.ev else []) if f.cls == T.LIMIT]

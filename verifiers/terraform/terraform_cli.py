@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifirst.core.errors import InputError
-from verifirst.verifiers.terraform.confine import read_inside
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform import limits as L
 from verifirst.verifiers.terraform.limits import run_bounded
 from verifirst.verifiers.base import VerifierError
+from verifirst.verifiers.terraform.workdir import read_config, stage_modules, write_workdir  # noqa: F401
 
 _NOISE_SUMMARIES = {"Provider development overrides are in effect"}
 
@@ -319,64 +319,6 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 1)
 
 
-# ---------------------------------------------------------------- config files
-_BACKEND_RE = re.compile(r'\b(backend\s+"[^"]*"|cloud)\s*\{')
-
-
-def _strip_blocks(text: str, rx: re.Pattern) -> str:
-    """Remove `backend "x" {...}` / `cloud {...}` (they need init and a network)."""
-    while True:
-        m = rx.search(text)
-        if not m:
-            return text
-        depth, i = 0, m.end() - 1
-        while i < len(text):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            i += 1
-        text = text[:m.start()] + text[i + 1:]
-
-
-def read_config(source: str | os.PathLike | dict) -> dict[str, str]:
-    """{filename: text} from HCL text, a .tf file, a directory of .tf files, or a dict."""
-    if isinstance(source, dict):
-        files = {str(k): str(v) for k, v in source.items()}
-    elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                      and len(source) < 4096 and os.path.exists(source)):
-        p = Path(source)
-        if p.is_dir():  # a file that is a symlink out of the directory is refused, never read
-            files = {f.name: read_inside(f, p) for f in sorted(p.iterdir())
-                     if f.suffix in (".tf", ".tfvars") or f.name.endswith(".tf.json")}
-            if not files:
-                raise InputError("no .tf files in directory", path=str(p), expected="*.tf files")
-        else:
-            files = {p.name if p.suffix == ".tf" else "main.tf": read_inside(p, p.absolute().parent)}
-    elif isinstance(source, str):
-        files = {"main.tf": source}
-    else:
-        raise InputError(f"config of type {type(source).__name__}", field="candidate",
-                         expected="HCL text, a .tf path, a directory or {name: text}")
-    for name in list(files):
-        if _BACKEND_RE.search(files[name]):
-            files[name] = _strip_blocks(files[name], _BACKEND_RE)
-    return files
-
-
-def write_workdir(files: dict[str, str], extra: dict[str, str] | None = None,
-                  parent: str | None = None) -> str:
-    d = tempfile.mkdtemp(prefix="vf-tf-", dir=parent)
-    for name, text in {**files, **(extra or {})}.items():
-        safe = os.path.basename(name)
-        if not safe or safe.startswith("."):
-            raise InputError("bad config file name", field=name, expected="a plain file name like main.tf")
-        Path(d, safe).write_text(text)
-    return d
-
-
 # ---------------------------------------------------------------- feedback text
 _HINTS = {
     T.SELF_DEFINED_PROPERTY: "Use only arguments and blocks the provider schema defines for this type; "
@@ -407,7 +349,7 @@ def feedback_text(stage: str, backend: str, errors: list[VerifierError],
                             for e in errors[:max_errors]]
                          + ["How to fix: use providers the verifier has a schema for (`verifirst schema list`), or "
                             "give --schema a `terraform providers schema -json` output that includes them; vendor "
-                            "registry modules or use local ones."])
+                            "registry modules or use local ones (the terraform backend checks inside those)."])
     if stage == T.PASS:
         text = f"PASS ({backend}): terraform validate, plan and policy checks succeeded."
         if warnings:
@@ -482,11 +424,15 @@ class SchemaTerraform:
         return f"terraform {self.cli.version} + schema provider ({Path(self.schema_path).name})"
 
     def check(self, files: dict[str, str], validate_first: bool = False,
-              need_plan_json: bool = True) -> StageResult:
+              need_plan_json: bool = True, base_dir: str | None = None) -> StageResult:
+        """validate -> plan -> show; base_dir: the configuration's directory, whose local modules
+        are staged and installed (`terraform get`, offline) so terraform checks inside them."""
         if self.provider is not None and not self.provider.alive():
             raise RuntimeError("the schema provider process has exited")
         d = write_workdir(files)
         try:
+            if stage_modules(d, files, base_dir):
+                self.cli.run(["get", "-no-color"], d)  # a module it cannot install: validate says which
             if self.provider is None:
                 return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
             from verifirst.verifiers.terraform.tf_provider import declared_types

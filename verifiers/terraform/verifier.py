@@ -34,6 +34,7 @@ from verifirst.verifiers.terraform.options import (DEFAULT_GATES, GATES, _check_
 from verifirst.verifiers.terraform.terraform_cli import (Diagnostic, RealTerraform, SchemaTerraform,
                                                          check_terraform_runs, feedback_text, find_real_provider,
                                                          find_terraform, mirror_candidates, read_config)
+from verifirst.verifiers.terraform.workdir import config_dir
 
 BACKENDS = ("auto", "terraform", "python", "real")
 SCHEMA_FIX = ("Fix: write one with `verifirst schema pull --out FILE`, point verifier.options.schema at an "
@@ -286,13 +287,14 @@ class TerraformVerifier:
                 return self._verdict(T.INCONCLUSIVE, [VerifierError(T.NOT_CHECKED, u, None) for u in unmet], [],
                                      {}, t0, {"schema": schema})
         check_evaluated_paths(files, schema, tfvars_values(files))  # a path only an evaluation learns
+        base_dir = config_dir(config)  # its local modules: staged for terraform, depth-checked by python
         if self.backend == "python":
-            stage, errors, warnings, plan, timings, details = self._python(files, schema)
+            stage, errors, warnings, plan, timings, details = self._python(files, schema, base_dir)
         else:
-            stage, errors = _precheck(files)  # a count bomb never reaches terraform
+            stage, errors = _precheck(files, base_dir)  # a count bomb never reaches terraform
             if errors:
                 return self._verdict(stage, errors, [], {}, t0, {"backend_label": "verifier ceilings (limits.py)"})
-            stage, errors, warnings, plan, timings, details = self._terraform(files, schema)
+            stage, errors, warnings, plan, timings, details = self._terraform(files, schema, base_dir)
         if schema:
             details["schema"] = schema
         if stage == T.PASS and "opa" in self.gates and (pols or self.policy_set is not None):
@@ -351,9 +353,10 @@ class TerraformVerifier:
         return (paths[0] if len(paths) == 1 else tuple(paths)) if paths else self.schema
 
     # ------------------------------------------------------------------ backends
-    def _terraform(self, files, schema):
+    def _terraform(self, files, schema, base_dir=None):
         runner = _runner(self.backend, schema, self.binary, self.mirror, self.reattach)
-        res = runner.check(files, validate_first=self.validate_first)
+        kw = {"base_dir": base_dir} if base_dir and isinstance(runner, SchemaTerraform) else {}
+        res = runner.check(files, validate_first=self.validate_first, **kw)
         details = {"backend_label": runner.label,
                    "missing_files": [d.detail for d in res.errors if d.missing_file],
                    "deprecations": [_warn(d) for d in res.warnings if "deprecat" in d.summary.lower()]}
@@ -364,7 +367,7 @@ class TerraformVerifier:
             stage = T.INCONCLUSIVE
         return stage, errors, warnings, res.plan, dict(res.timings), details
 
-    def _python(self, files, schema_path):
+    def _python(self, files, schema_path, base_dir=None):
         try:
             from verifirst.verifiers.terraform import hcl_check, plan_synth
             from verifirst.verifiers.terraform.tf_schema import load_schema
@@ -373,7 +376,7 @@ class TerraformVerifier:
         schema = load_schema(schema_path)
         t0 = time.perf_counter()
         variables = tfvars_values(files)
-        analysis = hcl_check.analyze(files, schema, variables)  # parsed once, for the check and the plan
+        analysis = hcl_check.analyze(files, schema, variables, base_dir)  # parsed once, for the check and the plan
         stage, errors, warnings = hcl_check.check_analysis(analysis)
         timings = {"check_ms": round((time.perf_counter() - t0) * 1000, 2)}
         plan = None
@@ -422,14 +425,14 @@ def _has_code(text: str) -> bool:
     return False
 
 
-def _precheck(files: dict) -> tuple[str, list]:
+def _precheck(files: dict, base_dir: str | None = None) -> tuple[str, list]:
     """The python evaluator's ceiling check (limits.py) before terraform runs; (PASS, []) without
     python-hcl2 (terraform's own memory, CPU and wall ceilings still hold)."""
     try:
         from verifirst.verifiers.terraform.hcl_check import ceiling_errors
     except ImportError:
         return T.PASS, []
-    return ceiling_errors(files, tfvars_values(files))
+    return ceiling_errors(files, tfvars_values(files), base_dir)
 
 
 def tfvars_values(files: dict) -> dict:
