@@ -313,3 +313,15 @@ def test_judge_limit_judges_the_first_records(tmp_path, monkeypatch):
     r = runner.invoke(app, ["judge", "--prompt", str(prompt), "--input", str(path), "--workdir",
                             str(tmp_path / "wd"), "--limit", "0"])
     assert r.exit_code == 2 and "--limit" in r.output and len(calls) == 3
+
+
+def test_a_record_far_from_the_others_is_named_when_most_windows_are_empty(tmp_path, counted):
+    rows = _records(weeks=1) + [{"id": "epoch0", "label": "PASS", "diff": "+ x = 1\n", "created_at": 0}]
+    r = _cli(tmp_path, "--outcomes", str(_write(tmp_path / "o.jsonl", rows)), "--json", "--windows", "30d")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    out = rep["time_outliers"]
+    assert out["records"] == ["epoch0"] and out["empty_windows"] == len(rep["windows"]) - 2
+    assert "'epoch0' lie far from the others (1970-01-01T00:00:00Z)" in rep["reason"]
+    r = _cli(tmp_path, "--outcomes", str(tmp_path / "o.jsonl"), "--json")  # 7d: 2800 windows, past the ceiling
+    assert r.exit_code == 2 and "1970-01-01T00:00:00Z to 2024" in r.output and "far-off times" in r.output

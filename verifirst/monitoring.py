@@ -276,6 +276,23 @@ def _failure_reason(failure: dict) -> str:
             f"PASS or FAIL); fix the endpoint and run again. First LM error: {failure['first_error']}")
 
 
+def _time_outliers(wins: list, times: dict) -> dict | None:
+    """When most windows are empty, the records whose times lie far from the rest (the oldest and the
+    newest, one window's width from any other record): a record at epoch 0 among this year's cuts
+    hundreds of empty windows, said here instead of silently."""
+    empty = sum(not w.items for w in wins)
+    if len(wins) < 3 or empty * 2 <= len(wins):
+        return None
+    order = sorted(times, key=times.get)
+    width = wins[0].end - wins[0].start
+    far = [i for i, j in ((order[0], order[1]), (order[-1], order[-2])) if abs(times[i] - times[j]) > width]
+    far = list(dict.fromkeys(far))
+    text = (f"{empty} of {len(wins)} windows are empty" + (
+        f"; record(s) {', '.join(map(repr, far))} lie far from the others "
+        f"({', '.join(times[i].isoformat().replace('+00:00', 'Z') for i in far)})" if far else ""))
+    return {"empty_windows": empty, "windows": len(wins), "records": far, "text": text}
+
+
 def _baseline(rule: DriftRule, tags: dict, source: str) -> tuple[float, str]:
     if rule.baseline_pi is not None:
         return float(rule.baseline_pi), "given (--baseline-pi)"
@@ -387,6 +404,9 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         view = ",".join(suite.meta["default_view"])  # traces: each field once, as calibration reads them
     program = make_judge_program(kind, suite, start.text, view)
     wins = time_windows(suite.items, time_field, windows, key=lambda it: it.id, source=source)
+    outliers = _time_outliers(wins, {it.id: times[it.id] for it in suite.items})
+    if outliers:
+        echo(f"note: {outliers['text']}")
     judge_lm, teacher_lm = _models(models)
 
     configure_cache(workdir / "cache")
@@ -428,6 +448,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
                   "(verifirst calibrate --split-by time)")
     if lm_failure:
         reason = _failure_reason(lm_failure) if not drifting else f"{reason}. Also: {_failure_reason(lm_failure)}"
+    if outliers:
+        reason = f"{reason}. Note: {outliers['text']}"
     report: dict[str, Any] = {
         "kind": "monitor", "name": "monitor",
         "prompt": {"source": spec, "name": start.name, "version": start.version, "alias": start.alias,
@@ -440,7 +462,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         "first_drift_window": drifting[0]["index"] if drifting else None,
         "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
         "judge_errors": sum(r["judge_errors"] for r in rows), "lm_failure": lm_failure,
-        "no_evidence": no_evidence, "undecided_windows": undecided, "limit": limited,
+        "no_evidence": no_evidence, "undecided_windows": undecided, "limit": limited, "time_outliers": outliers,
     }
     out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
     report["run_dir"] = str(out_dir)
