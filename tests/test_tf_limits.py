@@ -88,6 +88,29 @@ def test_the_step_budget_ends_with_its_analysis():
     limits.spend(10**9)  # no budget active: not counted
 
 
+def _doubled(n: int = 40) -> str:
+    return "".join(f"  a{i} = [local.a{i - 1}, local.a{i - 1}]\n" for i in range(1, n))
+
+
+@pytest.mark.parametrize("use,ceiling", [
+    ("jsonencode(local.a39)", limits.MAX_STRING),  # 2^39 leaves: walked once per distinct list, weighed to the ceiling
+    ("length(flatten(local.a39))", limits.MAX_STRING),
+])
+def test_shared_structures_doubled_40_times_fail_fast(use, ceiling):
+    text = f'locals {{\n  a0 = ["xxxxxxxx"]\n{_doubled()}}}\noutput "o" {{\n  value = {use}\n}}\n'
+    t0 = time.perf_counter()
+    stage, errors, _ = hcl_check.check({"main.tf": text})
+    _limit_fail(stage, errors, ceiling, 5.0, t0)
+
+
+def test_backtracking_regex_and_huge_power_get_a_verdict():
+    t0 = time.perf_counter()
+    stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = regex("(a+)+$", "' + "a" * 52 + '!")\n}\n'})
+    assert stage == T.VALIDATE_FAIL and time.perf_counter() - t0 < 5
+    stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = tostring(pow(2, 1000000000) % 7)\n}\n'})
+    assert stage == T.VALIDATE_FAIL and errors[0].cls == T.TYPE
+
+
 def test_range_with_zero_step_is_an_error_not_a_loop():
     stage, errors, _ = hcl_check.check({"main.tf": 'locals {\n  x = range(0, 10, 0)\n}\n'})
     assert stage == T.VALIDATE_FAIL and "step must not be zero" in errors[0].message

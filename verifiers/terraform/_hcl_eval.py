@@ -27,12 +27,20 @@ UNKNOWN = _Unknown()
 
 
 def has_unknown(v) -> bool:
+    """Whether an unknown is anywhere inside v; a list or map shared many times is looked at once
+    (a structure doubled 40 times over holds 2^40 leaves but 40 distinct lists)."""
     if v is UNKNOWN:
         return True
-    if isinstance(v, list):
-        return any(has_unknown(x) for x in v)
-    if isinstance(v, dict):
-        return any(has_unknown(x) for x in v.values())
+    if not isinstance(v, (list, dict)):
+        return False
+    seen, stack = set(), [v]
+    while stack:
+        x = stack.pop()
+        if x is UNKNOWN:
+            return True
+        if isinstance(x, (list, dict)) and id(x) not in seen:
+            seen.add(id(x))
+            stack.extend(x.values() if isinstance(x, dict) else x)
     return False
 
 
@@ -361,7 +369,7 @@ def call(node, scope):
     except EvalError as e:
         e.line = e.line or node.line
         raise
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError) as exc:
         raise EvalError("Invalid function argument",
                         f'Call to function "{name}" failed: {exc}.', node.line, "TYPE") from None
 
@@ -561,8 +569,23 @@ def _range(*a):
     return out
 
 
+def _rx(fn: str, *args):
+    """re's function on terraform's RE2 patterns, with a time ceiling: the `regex` module (when
+    installed) stops a catastrophic backtrack that RE2 would never start."""
+    try:
+        import regex as rx
+    except ImportError:  # pragma: no cover - dspy brings it
+        return getattr(re, fn)(*args)
+    try:
+        out = getattr(rx, fn)(*args, timeout=limits.REGEX_S)
+        return list(out) if fn == "finditer" else out
+    except TimeoutError:
+        raise EvalError(limits.SUMMARY, limits.message("the regular expression's matching time", f"more than "
+                                                       f"{limits.REGEX_S} s", limits.REGEX_S, "s"), 0, limits.LIMIT) from None
+
+
 def _regex(pattern, s):
-    m = re.search(_go_re(pattern), s)
+    m = _rx("search", _go_re(pattern), s)
     if not m:
         raise EvalError("Invalid function argument", "pattern did not match any part of the "
                         "given string.")
@@ -573,7 +596,7 @@ def _regex(pattern, s):
 
 def _regexall(pattern, s):
     out = []
-    for m in re.finditer(_go_re(pattern), s):
+    for m in _rx("finditer", _go_re(pattern), s):
         out.append(m.groupdict() or (list(m.groups()) if m.groups() else m.group(0)))
     return out
 
@@ -614,7 +637,7 @@ FUNCTIONS = {
     "join": lambda sep, *lists: sep.join(tf_str(x) for lst in lists for x in lst),
     "lower": lambda s: s.lower(), "upper": lambda s: s.upper(), "title": lambda s: s.title(),
     "split": lambda sep, s: s.split(sep) if s != "" else [""],
-    "replace": lambda s, a, b: re.sub(_go_re(a[1:-1]), re.sub(r"\$(\d)", r"\\\1", b), s)
+    "replace": lambda s, a, b: _rx("sub", _go_re(a[1:-1]), re.sub(r"\$(\d)", r"\\\1", b), s)
     if len(a) > 1 and a.startswith("/") and a.endswith("/") else s.replace(a, b),
     "strrev": lambda s: s[::-1], "substr": _substr,
     "trim": lambda s, c: s.strip(c), "trimprefix": lambda s, p: s[len(p):] if s.startswith(p) else s,

@@ -14,6 +14,7 @@ optimizer learns from it; never a hang, never memory pressure on the host:
 | MAX_ELEMENTS | 100,000 elements in one list, set or map a function builds (`range`, ...) | plan |
 | MAX_STRING | 1,000,000 characters in one string value | plan |
 | MAX_STEPS | 1,000,000 evaluation steps (for-expression items, elements built, dynamic block arguments), all together | plan |
+| REGEX_S | 1 s for one `regex`, `regexall` or `replace` match | plan |
 | MAX_EVAL_S | 10 s of python evaluation (a backstop behind MAX_STEPS) | plan |
 | MAX_MODULE_DEPTH | 8 nested local module calls (a loop is past it) | validate (python backend) |
 
@@ -44,6 +45,7 @@ MAX_STRING = 1_000_000
 MAX_STEPS = 1_000_000
 MAX_MODULE_DEPTH = 8
 MAX_EVAL_S = 10  # the python evaluation's wall clock, a backstop behind MAX_STEPS
+REGEX_S = 1  # one regex / regexall / replace match (RE2, terraform's engine, never backtracks)
 TERRAFORM_MEMORY_MB = 1024
 TERRAFORM_CPU_S = 120
 TERRAFORM_WALL_S = 180
