@@ -79,7 +79,8 @@ def config_dir(source) -> str | None:
 
 
 _LOCAL_SOURCE_RE = re.compile(r'^\s*"?source"?\s*[=:]\s*"(\.\.?/[^"\n]*)"', re.M)
-MAX_STAGED_FILES = 2000  # a module tree larger than this is not staged (terraform reports the module)
+MAX_STAGED_FILES = 2000  # files and bytes past which staging stops (terraform then reports what is missing)
+MAX_STAGED_BYTES = 64 << 20
 
 
 def local_module_sources(files: dict[str, str]) -> list[str]:
@@ -101,7 +102,7 @@ def stage_modules(workdir: str, files: dict[str, str], base_dir: str | None) -> 
     if not base_dir or not local_module_sources(files):
         return False
     root = os.path.realpath(base_dir)
-    staged = 0
+    staged = size = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and
                              not os.path.islink(os.path.join(dirpath, d)))
@@ -113,8 +114,8 @@ def stage_modules(workdir: str, files: dict[str, str], base_dir: str | None) -> 
             src = os.path.join(dirpath, f)
             if os.path.islink(src) or not os.path.isfile(src):
                 continue  # a link could lead out of the configuration's directory
-            staged += 1
-            if staged > MAX_STAGED_FILES:
+            staged, size = staged + 1, size + os.path.getsize(src)
+            if staged > MAX_STAGED_FILES or size > MAX_STAGED_BYTES:
                 return True
             shutil.copyfile(src, os.path.join(workdir, rel, f))
     return True
