@@ -95,3 +95,32 @@ def test_defaults_policies_stay_as_documented():
 def test_conftest_mode_named_without_conftest_rules_is_refused():
     with pytest.raises(InputError):
         Policy("package x\n\nimport rego.v1\n\ndefault ok := false\n", mode="conftest")
+
+
+GOOGLE_POLICY = '''package main
+
+import rego.v1
+
+deny contains msg if {
+  some r in input.resource_changes
+  r.type == "google_storage_bucket"
+  not r.change.after.uniform_bucket_level_access
+  msg := sprintf("%s must use uniform bucket-level access", [r.address])
+}
+'''
+GCS = 'resource "google_storage_bucket" "b" {\n  name     = "b"\n  location = "US"\n}\n'
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=pytest.mark.skipif(
+    __import__("verifirst.verifiers.terraform.terraform_cli", fromlist=["x"]).find_terraform() is None,
+    reason="no terraform binary"))])
+def test_a_policy_on_a_google_plan(backend, tmp_path):
+    pol = tmp_path / "p.rego"
+    pol.write_text(GOOGLE_POLICY)
+    v = TerraformVerifier(backend=backend, policy=str(pol))
+    r = v.verify_config(GCS)
+    assert r.stage == T.OPA_FAIL and "google_storage_bucket.b must use uniform bucket-level access" in r.feedback
+    ok = v.verify_config(GCS.replace("}\n", "  uniform_bucket_level_access = true\n}\n"))
+    assert ok.passed is True
+    assert {c["provider_name"] for c in ok.details["plan"]["resource_changes"]} == {
+        "registry.terraform.io/hashicorp/google"}
