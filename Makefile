@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # plus chromium for the MLflow UI browser test. Installed only when run as root.
 APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron dnsutils sudo \
   iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
-  chromium postgresql
+  chromium postgresql libseccomp2 mmdebstrap
 
 .PHONY: demo test test-security bench install install-test apt clean help
 help:
@@ -82,6 +82,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
 	$(BIN)/python $(PERF)/estimate.py --out $(RESULTS)/estimate.json
 	$(BIN)/python $(PERF)/cost_objective.py --out $(RESULTS)/cost_objective.json
+	$(BIN)/python $(PERF)/reward_hacks.py --out $(RESULTS)/reward_hacks.json
 	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/feh_quality.json -- $(BIN)/python benchmarks/studies/feh_quality.py --json
 	$(BIN)/python $(PERF)/demo.py --out $(RESULTS)/demo.json
 	$(BIN)/pip install -q -e ".[iac,retrieval,scale]" && $(BIN)/python $(PERF)/scale.py --out $(RESULTS)/scale.json

@@ -338,6 +338,7 @@ SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a siz
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
          limits_fd: int, lower: str | None = None, work: str | None = None,
          userns_fd: int | None = None, seccomp_fd: int | None = None, usr: tuple[str, str, str] | None = None,
+         usr_ro: str = "/usr", host_binds: bool = True,
          rlimits: dict[str, int] | None = None, cgroup_fds: tuple[int, ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
@@ -354,7 +355,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
         usr: (lower, upper, work) of a copy-on-write overlay at /usr, the lower the host's /usr as
             _usr_layer makes it (a task may replace a binary; the host's never changes); None:
-            /usr read-only.
+            `usr_ro` read-only at /usr (the host's, or a task image's).
+        host_binds: bind the host's /bin, /sbin, /lib... where they are directories (not with an image).
         rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself (nproc, as_bytes,
             cpu_s, fsize_bytes, nofile) and open cgroup.procs files pid 1 joins first (_cgroup);
             bubblewrap gets both from the wrapper that starts it (bwrap_wrapper).
@@ -366,8 +368,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         a = [bw.path, "--unshare-all", "--unshare-user"] + (["--disable-userns"] if bw.has_disable_userns else [])
     a += ["--die-with-parent", "--new-session", "--clearenv", "--uid", "0", "--gid", "0", "--hostname", hostname]
     a += ["--overlay-src", lower, "--overlay", root, work, "/"] if lower else ["--bind", root, "/"]
-    a += ["--overlay-src", usr[0], "--overlay", usr[1], usr[2], "/usr"] if usr else ["--ro-bind", "/usr", "/usr"]
-    a += host_binds()
+    a += ["--overlay-src", usr[0], "--overlay", usr[1], usr[2], "/usr"] if usr else ["--ro-bind", usr_ro, "/usr"]
+    a += _host_binds() if host_binds else ()
     if etc:
         a += ["--ro-bind", etc, "/etc"]
     a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]

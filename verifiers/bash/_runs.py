@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from verifirst.core.errors import InputError
 from verifirst.verifiers.bash import (_accounts, _bwrap, _cgroup, _launcher, _sandbox_fs, _seccomp, _spawner, _usr_layer,
-                                     fixtures)
+                                     fixtures, images)
 from verifirst.verifiers.bash._sandbox_etc import HOSTNAME, build_etc, dpkg_entries, sysadmin_entries
 
 if TYPE_CHECKING:
@@ -125,14 +125,18 @@ def _scratch_base() -> tuple[Path, bool]:
         return base, quota
 
 
-def _etc_dir() -> Path:
-    with _LOCK:
-        if "etc" not in _STATE:
-            _STATE["etc"] = None
-    if _STATE["etc"] is None:
+def _etc_dir(src: Path = Path("/etc")) -> Path:
+    """The curated read-only /etc made from `src` (the host's, or a task image's), once per process."""
+    key = ("etc", str(src))
+    if _STATE.get(key) is None:
         base, _ = _scratch_base()
-        _STATE["etc"] = build_etc(base)
-    return _STATE["etc"]  # type: ignore[return-value]
+        _STATE[key] = build_etc(base, src)
+    return _STATE[key]  # type: ignore[return-value]
+
+
+def image_root(fx: fixtures.Fixture) -> Path | None:
+    """The root directory of the fixture's task image (built on first use), or None: the host's."""
+    return images.rootfs(fx.image) if getattr(fx, "image", None) else None
 
 
 def _ids() -> tuple[int, int] | None:
@@ -150,7 +154,8 @@ def run_tree(fx: fixtures.Fixture) -> fixtures.Fixture:
     with _LOCK:
         tree = _ADMIN_TREES.get(fx.content_hash)
         if tree is None:
-            added = _with_accounts(sysadmin_entries(), fx.users) + dpkg_entries()
+            img = image_root(fx) or Path("/")
+            added = _with_accounts(sysadmin_entries(img / "etc"), fx.users) + dpkg_entries(img / "var/lib/dpkg")
             paths = {e.path for e in added}
             keep = [e for e in fx.entries if not e.path.startswith("etc/") and e.path not in paths]
             tree = fixtures.Fixture(fx.name, sorted(keep + added, key=lambda e: e.path), dict(fx.env),
@@ -221,7 +226,9 @@ class _Job:
             self.private = not sb.unsafe_local and _cgroup.private_scratch(self.run_dir, sb.limits["as_bytes"])
         work = os.path.join(self.run_dir, "wk")
         # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
-        usr_lower = _usr_layer.lower(str(base), ids) if self.overlay else None
+        img = image_root(fx)
+        self.usr_src = str(img / "usr") if img else "/usr"
+        usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
         self.usr = (usr_lower, os.path.join(self.run_dir, "usr-up"), os.path.join(self.run_dir, "usr-wk")) \
             if usr_lower else None
         env_extra: dict[str, str] = {}
@@ -269,7 +276,8 @@ class _Job:
             args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
             cwd = self.root
         else:
-            args = _bwrap.argv(sb._bwrap, self.root, None if self.admin else str(_etc_dir()), command,
+            etc = None if self.admin else str(_etc_dir(img / "etc" if img else Path("/etc")))
+            args = _bwrap.argv(sb._bwrap, self.root, etc, command, usr_ro=self.usr_src, host_binds=img is None,
                                env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns,
                                seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
@@ -376,7 +384,7 @@ class _Job:
                 view = _sandbox_fs.merged(before, after) if self.overlay else after
                 fs = FsDiff(*_sandbox_fs.diff(before, view))
             if self.usr:
-                _add_usr_changes(fs, self.usr[1])
+                _add_usr_changes(fs, self.usr[1], self.usr_src)
         finally:
             t_diffed = time.perf_counter()
             hit = self._limits_hit()
@@ -402,12 +410,12 @@ class _Job:
                      "total_ms": ms(self.t0, t_end)})
 
 
-def _add_usr_changes(fs: FsDiff, upper: str) -> None:
-    """What the run changed in its copy-on-write /usr, added to `fs` (paths under /usr)."""
+def _add_usr_changes(fs: FsDiff, upper: str, src: str) -> None:
+    """What the run changed in its copy-on-write /usr (whose lower is `src`), added to `fs`."""
     up = _sandbox_fs.snapshot(upper, skip=(), upper=True)
     if not up.records:
         return
-    host = _sandbox_fs.host_records(up, "/usr")
+    host = _sandbox_fs.host_records(up, src)
     added, deleted, modified, truncated = _sandbox_fs.diff(host, _sandbox_fs.merged(host, up))
     for mine, theirs in ((fs.added, added), (fs.deleted, deleted), (fs.modified, modified)):
         mine.extend({**e, "path": "/usr" + e["path"]} for e in theirs)

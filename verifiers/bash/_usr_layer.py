@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import hashlib
 import os
 
 from verifirst.verifiers.bash import _bwrap
@@ -42,21 +43,21 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-def _make(at: str, ids: tuple[int, int]) -> str:
+def _make(at: str, ids: tuple[int, int], src: str) -> str:
     libc = _libc()
-    tree = libc.syscall(_OPEN_TREE, -100, b"/usr", OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+    tree = libc.syscall(_OPEN_TREE, -100, os.fsencode(src), OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
     if tree < 0:
-        raise OSError(ctypes.get_errno(), f"open_tree /usr: {os.strerror(ctypes.get_errno())}")
+        raise OSError(ctypes.get_errno(), f"open_tree {src}: {os.strerror(ctypes.get_errno())}")
     ns = None
     try:
         ns = _bwrap.admin_userns(ids, ADMIN_NPROC)  # ids 0.. on disk show as ids[0].. (root as the run's root)
         attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, ns)
         if libc.syscall(_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr),
                         ctypes.sizeof(attr)) != 0:
-            raise OSError(ctypes.get_errno(), f"idmap /usr: {os.strerror(ctypes.get_errno())}")
+            raise OSError(ctypes.get_errno(), f"idmap {src}: {os.strerror(ctypes.get_errno())}")
         os.makedirs(at, mode=0o755, exist_ok=True)
         if libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(at), MOVE_MOUNT_F_EMPTY_PATH) != 0:
-            raise OSError(ctypes.get_errno(), f"attach /usr at {at}: {os.strerror(ctypes.get_errno())}")
+            raise OSError(ctypes.get_errno(), f"attach {src} at {at}: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(tree)
         if ns is not None:
@@ -75,20 +76,22 @@ def _detach(at: str, owner: int) -> None:
         pass
 
 
-def lower(base: str, ids: tuple[int, int] | None) -> str | None:
-    """The idmapped read-only clone of /usr under `base` (made on first use), or None.
+def lower(base: str, ids: tuple[int, int] | None, src: str = "/usr") -> str | None:
+    """The idmapped read-only clone of `src` under `base` (made on first use), or None.
 
     Args:
         base: the scratch base (0711, root's).
         ids: the sandbox's host ids; None (not root): no clone.
+        src: the tree: the host's /usr, or a task image's.
     """
     if ids is None or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_WRITABLE_USR", "1") == "0":
         _STATE.setdefault("why", "not root: /usr is read-only in runs" if ids is None else "turned off")
         return None
-    key = f"{base}:{ids}:{os.getpid()}"
+    key = f"{base}:{ids}:{os.getpid()}:{src}"
     if key not in _STATE:
+        tag = "" if src == "/usr" else "-" + hashlib.sha256(os.fsencode(src)).hexdigest()[:12]
         try:
-            _STATE[key] = _make(os.path.join(base, f"usr-{os.getpid()}"), ids)
+            _STATE[key] = _make(os.path.join(base, f"usr-{os.getpid()}{tag}"), ids, src)
         except (OSError, _bwrap.SandboxUnavailable) as exc:
             _STATE[key], _STATE["why"] = None, f"no idmapped /usr here ({exc}): /usr is read-only in runs"
     return _STATE[key]  # type: ignore[return-value]

@@ -97,6 +97,15 @@ def _check_tamper() -> Finding:
                    "this is a defect: report it")
 
 
+def _images() -> Finding:
+    from verifirst.verifiers.bash import images
+
+    built = images.built_images()
+    seen = "; ".join(f"{' '.join(i['recipe'].get('packages', [])) or 'minbase'} "
+                     f"({i['recipe'].get('suite', '?')}, {i['mib']} MiB)" for i in built) or "none built yet"
+    return Finding("task images", True, f"{len(built)} Debian image(s) in {images.images_dir()}: {seen}")
+
+
 def check() -> tuple[list[Finding], str | None]:
     """Every finding, and None; or no findings and why no sandbox can be built here."""
     from verifirst.verifiers.bash.sandbox import Sandbox, SandboxUnavailable
@@ -105,7 +114,7 @@ def check() -> tuple[list[Finding], str | None]:
         sb = Sandbox(timeout_s=5.0)
     except SandboxUnavailable as exc:
         return [], str(exc)
-    return _host(sb) + _attack_findings(sb) + [_concurrent(sb), _check_tamper()], None
+    return _host(sb) + [_images()] + _attack_findings(sb) + [_concurrent(sb), _check_tamper()], None
 
 
 def cli_doctor(as_json: bool = False) -> int:

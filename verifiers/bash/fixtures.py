@@ -68,6 +68,7 @@ class Fixture:
     description: str = ""
     sysadmin: bool = False  # the sandbox's sysadmin mode: writable /etc, shadow, sudo/su (sandbox.py)
     users: tuple = ()  # declared accounts (_accounts.User); any implies sysadmin mode
+    image: dict | None = None  # the task image under /usr and /etc (images.check_image); None: the host's
 
     @property
     def content_hash(self) -> str:
@@ -87,6 +88,8 @@ class Fixture:
             h.update(b"\0sysadmin")
         if self.users:
             h.update(repr(self.users).encode())
+        if self.image:
+            h.update(json.dumps(self.image, sort_keys=True).encode())
         return h.hexdigest()
 
 
@@ -505,7 +508,7 @@ def build(name: str) -> Fixture:
 
 
 def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] | None = None,
-           base: str = "empty", users: list[dict] | None = None) -> Fixture:
+           base: str = "empty", users: list[dict] | None = None, image: dict | None = None) -> Fixture:
     """Register a fixture: `base` plus `files`.
 
     Args:
@@ -519,10 +522,14 @@ def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] 
         users: accounts the image carries ([{"name", "uid", "home", "shell", "sudo", "groups"}],
             _accounts.parse_users): their /etc lines, sudo rights and home directories; a fixture
             with users runs in sysadmin mode.
+        image: the task image its commands see under /usr and /etc (images.check_image), else
+            the base's (the host's).
     """
     from verifirst.verifiers.bash._accounts import parse_users
+    from verifirst.verifiers.bash.images import check_image
 
     declared = parse_users(users)
+    image = check_image(image) if image is not None else build(base).image
     if not name or name in _BUILDERS:
         raise InputError(f"fixture name {name!r} is empty or built in", field="fixture", expected="a new name")
     t = _Tree()
@@ -542,7 +549,7 @@ def custom(name: str, files: dict[str, str | bytes | dict], env: dict[str, str] 
             if path == home or path.startswith(home + "/"):
                 t.items[path] = dataclasses.replace(e, uid=u.uid)
     fx = Fixture(name, t.entries(), dict(build(base).env, **(env or {})), f"{base} + {len(files)} files",
-                 sysadmin=build(base).sysadmin or bool(declared), users=declared)
+                 sysadmin=build(base).sysadmin or bool(declared), users=declared, image=image)
     _CACHE[name] = fx
     return fx
 
@@ -719,7 +726,8 @@ def read_task_dir(src: str | os.PathLike, exclude: tuple[str, ...] = (),
 
 def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = "empty",
              env: dict[str, str] | None = None, exclude: tuple[str, ...] = (),
-             extra: dict[str, str | bytes | dict] | None = None, users: list[dict] | None = None) -> Fixture:
+             extra: dict[str, str | bytes | dict] | None = None, users: list[dict] | None = None,
+             image: dict | None = None) -> Fixture:
     """Register a fixture: `base` plus the task directory `src` placed at `dest` (modes,
     executables and symlinks kept; see read_task_dir) plus `extra` entries as in custom().
 
@@ -731,7 +739,7 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
         env: environment variables added to the base's.
         exclude: relative paths of `src` left out (the task's prompt, its gold script).
         extra: more entries, {"/abs/path": content} as custom() takes them.
-        users: accounts the image carries, as custom() takes them.
+        users, image: as custom() takes them.
     """
     prefix = "/" + dest.strip("/")
     files: dict[str, str | bytes | dict] = {}
@@ -740,12 +748,12 @@ def from_dir(name: str, src: str | os.PathLike, dest: str = "/", *, base: str = 
     for rel, spec in read_task_dir(src, exclude, mount=prefix).items():
         files[(prefix.rstrip("/") + "/" + rel)] = spec
     files.update(extra or {})
-    return custom(name, files, env=env, base=base, users=users)
+    return custom(name, files, env=env, base=base, users=users, image=image)
 
 
 def from_spec(name: str, spec: dict) -> Fixture:
-    """Register a fixture from a JSON-able spec: {"src", "dest", "base", "exclude", "extra", "users"}
-    (from_dir) or {"files", "base", "users"} (custom).
+    """Register a fixture from a JSON-able spec: {"src", "dest", "base", "exclude", "extra", "users",
+    "image"} (from_dir) or {"files", "base", "users", "image"} (custom).
 
     Args:
         name: the fixture name.
@@ -753,8 +761,10 @@ def from_spec(name: str, spec: dict) -> Fixture:
     """
     if "src" in spec:
         return from_dir(name, spec["src"], spec.get("dest", "/"), base=spec.get("base", "empty"),
-                        exclude=tuple(spec.get("exclude", ())), extra=spec.get("extra"), users=spec.get("users"))
-    return custom(name, spec.get("files", {}), base=spec.get("base", "empty"), users=spec.get("users"))
+                        exclude=tuple(spec.get("exclude", ())), extra=spec.get("extra"), users=spec.get("users"),
+                        image=spec.get("image"))
+    return custom(name, spec.get("files", {}), base=spec.get("base", "empty"), users=spec.get("users"),
+                  image=spec.get("image"))
 
 
 def ensure(fixture: str | Fixture, spec: dict | None = None) -> str | Fixture:
