@@ -9,6 +9,7 @@ import pytest
 from verifirst.core.errors import InputError
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform.opa import Policy
+from verifirst.verifiers.terraform.terraform_cli import find_terraform
 from verifirst.verifiers.terraform.verifier import TerraformVerifier, cli_verify_terraform
 
 BUCKET = 'resource "aws_s3_bucket" "b" {\n  bucket = "logs"\n}\n'
@@ -112,8 +113,7 @@ GCS = 'resource "google_storage_bucket" "b" {\n  name     = "b"\n  location = "U
 
 
 @pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=pytest.mark.skipif(
-    __import__("verifirst.verifiers.terraform.terraform_cli", fromlist=["x"]).find_terraform() is None,
-    reason="no terraform binary"))])
+    find_terraform() is None, reason="no terraform binary"))])
 def test_a_policy_on_a_google_plan(backend, tmp_path):
     pol = tmp_path / "p.rego"
     pol.write_text(GOOGLE_POLICY)
