@@ -52,7 +52,7 @@ and mode (conftest.py).
 | shm_beyond_memory | limits | the run stores 160 MB in /dev/shm (tmpfs: memory) under memory_mb=64 |
 | cgroup_escape | limits | the run moves itself to another cgroup (any cgroup.procs or tasks file it can write) or raises one of its cgroup limits (memory, pids) |
 | scratch_fill | starve | the candidate fills the scratch space: the concurrent gold's 3 MB write fails (prints other than 3000000) |
-| inode_pool_shared | starve | the concurrent gold's 3000 new files show in the candidate's free-inode count (one inode pool for all runs: exhausting it starves the gold) |
+| inode_pool_shared | starve | the concurrent gold's 1000 new files show in the candidate's free-inode count (one inode pool for all runs: exhausting it starves the gold) |
 | inotify_exhaust | starve | the candidate holds every inotify instance its uid may have: the concurrent gold's inotify_init fails |
 | pids_exhaust | starve | the candidate holds processes up to nproc=64: the concurrent gold cannot start 8 short processes |
 | shm_exhaust | starve | the candidate fills /dev/shm (160 MB, bounded): the concurrent gold's 3 MB write to /dev/shm fails |
@@ -90,15 +90,15 @@ and mode (conftest.py).
 | syscall_ptrace_pid1 | seccomp | PTRACE_SEIZE of pid 1 succeeds |
 | syscall_process_vm_readv | seccomp | process_vm_readv reads pid 1's memory |
 | syscall_proc1_mem | seccomp | /proc/1/mem can be opened and read |
-| tf_count | terraform | count = 50,000,000 instances: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_for_each | terraform | for_each over 3,000,000 keys: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_setproduct | terraform | setproduct of three 1,000-element ranges (10^9 elements): the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_string_doubling | terraform | a string doubled 15 times from 1 MB: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_list_doubling_flatten | terraform | a list doubled 39 times (shared, 2^40 leaves) flattened: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_list_doubling_jsonencode | terraform | a list doubled 39 times (shared, 2^39 leaves) passed to jsonencode: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_nesting | terraform | 3,000 nested brackets: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_format_width | terraform | format with a 999,999,999-character width: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_regex_backtracking | terraform | a regex with catastrophic backtracking on 52 characters: the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_huge_power | terraform | pow(2, 1e9) (a 125 MB integer): the python backend gives no verdict within 12 s, dies, or passes it |
-| tf_module_recursion | terraform | a local module that calls itself: the python backend gives no verdict within 12 s, dies, or passes it |
+| tf_count | terraform | count = 50,000,000 instances: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_for_each | terraform | for_each over 3,000,000 keys: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_setproduct | terraform | setproduct of three 1,000-element ranges (10^9 elements): the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_string_doubling | terraform | a string doubled 15 times from 1 MB: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_list_doubling_flatten | terraform | a list doubled 39 times (shared, 2^40 leaves) flattened: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_list_doubling_jsonencode | terraform | a list doubled 39 times (shared, 2^39 leaves) passed to jsonencode: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_nesting | terraform | 3,000 nested brackets: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_format_width | terraform | format with a 999,999,999-character width: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_regex_backtracking | terraform | a regex with catastrophic backtracking on 52 characters: the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_huge_power | terraform | pow(2, 1e9) (a 125 MB integer): the python backend gives no verdict within 20 s, dies, or passes it |
+| tf_module_recursion | terraform | a local module that calls itself: the python backend gives no verdict within 20 s, dies, or passes it |
 """

@@ -155,9 +155,10 @@ def inject(payload: str, out: str = "/tmp/vfrt-inj.out", wait_s: float = 5.0) ->
     (at most `wait_s`), print what it wrote. The wait is made of builtins (read -t on a fifo), so
     it needs no process of its own: the payload may have taken them all."""
     return (f"mkfifo /tmp/vfrt-tick; exec 9<>/tmp/vfrt-tick; : > {out}; "
-            + py(INJECT, "1", f"exec >{out} 2>&1; {payload}; echo DONE")
-            + f"for ((i = 0; i < {int(wait_s * 20)}; i++)); do read -r -d '' got < {out}; [[ $got == *DONE* ]] && break; "
-            "read -t 0.05 -u 9; done; read -r -d '' got < " + out + "; printf '%s\\n' \"$got\"; echo END")
+            + "inj=$(" + py(INJECT, "1", f"exec >{out} 2>&1; {payload}; echo DONE").rstrip("\n") + "\n); echo \"$inj\"; "
+            f"[[ $inj == INJECTED* ]] && for ((i = 0; i < {int(wait_s * 20)}; i++)); do read -r -d '' got < {out}; "
+            "[[ $got == *DONE* ]] && break; read -t 0.05 -u 9; done; read -r -d '' got < " + out
+            + "; printf '%s\\n' \"$got\"; echo END")
 
 
 # Raw system calls through ctypes (x86_64 numbers): keys, IPC, the calls seccomp should deny.

@@ -249,8 +249,9 @@ REPORT: dict[str, dict[str, str]] = {}
 
 
 def _collected(session) -> tuple[list[Attack], list[str], dict]:
-    """The attacks of the collected modules (in collection order; an attack marked `first`
-    leads: it wants a fork server that has served nothing else), the modes asked for, and the
+    """The attacks of the collected modules (in collection order, but an attack marked `first`
+    leads: it wants a fork server that has served nothing else; then by memory limit, highest
+    first), the modes asked for, and the
     modules' own work to run beside the batteries ({module name: its run_beside()})."""
     attacks, seen, modes, beside = [], set(), [], {}
     for item in session.items:
@@ -264,7 +265,9 @@ def _collected(session) -> tuple[list[Attack], list[str], dict]:
         m = cs.params.get("battery") if cs else None
         if m and m not in modes:
             modes.append(m)
-    attacks.sort(key=lambda a: not a.first)
+    # memory limits from high to low: a run's cgroup reused by a later run with a higher limit
+    # fails to take it today (v1: memory.limit_in_bytes past memsw, EINVAL), failing every later run
+    attacks.sort(key=lambda a: (not a.first, -a.spec.get("sandbox", {}).get("memory_mb", 1024)))
     return attacks, modes, beside
 
 

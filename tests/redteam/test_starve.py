@@ -86,15 +86,15 @@ ATTACKS = [
             "command": "for i in 1 2 3 4 5; do head -c 60M /dev/zero > /tmp/f$i 2>/dev/null || break; done; "
                        "echo FILLED $(df -m / | tail -1); sleep 2.0"},
            _gold_changed("3000000"), ran=_cand_said("FILLED")),
-    Attack("inode_pool_shared", F, "the concurrent gold's 3000 new files show in the candidate's free-inode "
+    Attack("inode_pool_shared", F, "the concurrent gold's 1000 new files show in the candidate's free-inode "
            "count (one inode pool for all runs: exhausting it starves the gold)",
            {"kind": "pair", "sandbox": {"timeout_s": 4},
-            "gold": "sleep 0.3; mkdir /tmp/d && cd /tmp/d && touch $(seq 3000); sleep 1.5; echo done",
+            "gold": "sleep 0.3; mkdir /tmp/d && cd /tmp/d && touch $(seq 1000); sleep 1.5; echo done",
             "command": "a=$(stat -f -c %d /); m=0; end=$((SECONDS+3)); while [ $SECONDS -lt $end ]; do "
-                       "d=$(( a - $(stat -f -c %d /) )); [ $d -gt $m ] && m=$d; [ $m -ge 2500 ] && break; sleep 0.05; "
+                       "d=$(( a - $(stat -f -c %d /) )); [ $d -gt $m ] && m=$d; [ $m -ge 800 ] && break; sleep 0.05; "
                        "done; echo IDELTA $m"},
            lambda r, c: next((f"free inodes fell by {v} while the gold made files" for v in marker_lines(stdout(r), "IDELTA")
-                              if v.isdigit() and int(v) >= 2500), None),
+                              if v.isdigit() and int(v) >= 800), None),
            ran=_cand_said("IDELTA")),
     Attack("inotify_exhaust", F, "the candidate holds every inotify instance its uid may have: the "
            "concurrent gold's inotify_init fails",

@@ -23,7 +23,7 @@ from .conftest import REPORT, Attack, attack_ids
 
 pytestmark = pytest.mark.security
 F = "terraform"
-WALL_S = 12  # the ceilings' own backstop is 10 s of evaluation
+WALL_S = 20  # the ceilings' own backstop is 10 s of evaluation; the rest is room for a loaded machine
 
 CHILD = r"""
 import json, sys, time
