@@ -41,9 +41,10 @@ def _loop(body: str, seconds: int = 3) -> str:
     return f"end=$((SECONDS+{seconds})); while [ $SECONDS -lt $end ]; do {body}; done"
 
 
-# replaces the check's evaluate.sh with `exit 0` as soon as it appears (builtins only)
-REWRITE = _loop(f"f={CHK}/check/evaluate.sh; if [ -s $f ]; then read -r l < $f; "
-                "[ \"$l\" = 'exit 0' ] || echo 'exit 0' > $f; fi")
+# replaces the check's evaluate.sh with `exit 0` as soon as it appears, where check_script puts it
+# today or in a temporary directory of /dev/shm (builtins only)
+REWRITE = _loop(f"for f in {CHK}/check/evaluate.sh /dev/shm/*/check/evaluate.sh; do if [ -s $f ]; then "
+                "read -r l < $f; [ \"$l\" = 'exit 0' ] || echo 'exit 0' > $f; fi; done")
 
 # the same, woken by inotify when the check file is closed after writing (python, bounded to 3 s)
 INOTIFY_REWRITE = f"""
