@@ -372,7 +372,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += _host_binds() if host_binds else ()
     if etc:
         a += ["--ro-bind", etc, "/etc"]
-    a += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
+    a += ["--sysfs", "/sys"] if bw.kind == _launcher.KIND else ["--ro-bind", "/sys", "/sys"]
+    a += ["--proc", "/proc", "--dev", "/dev"]
     if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
         a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
     a += ["--chdir", "/", "--cap-drop", "ALL"]

@@ -93,7 +93,7 @@ static void usage(const char *fmt, const char *arg) {
 
 /* ---- the command line --------------------------------------------------------------------- */
 
-enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS };
+enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS, OP_SYSFS };
 struct op {
   enum op_kind kind;
   const char *src, *dest, *upper, *work;
@@ -299,6 +299,9 @@ static void parse(int argc, char **argv) {
       opt.ops[opt.n_ops - 1].perms = opt.next_perms < 0 ? 0755 : (unsigned)opt.next_perms;
       opt.next_size = 0;
       opt.next_perms = -1;
+    } else if (strcmp(a, "--sysfs") == 0) { /* vf-sandbox's own: a sysfs of the run's network namespace */
+      NEED(1);
+      add_op(OP_SYSFS, NULL, argv[++i]);
     } else if (strcmp(a, "--rlimit") == 0) { /* vf-sandbox's own: NAME VALUE, set on pid 1 */
       NEED(2);
       if (opt.n_limits == MAX_LIMITS)
@@ -534,6 +537,9 @@ static void build_root(void) {
       break;
     case OP_TMPFS:
       mount_tmpfs(o);
+      break;
+    case OP_SYSFS: /* read-only, its own: the host's network devices and cgroup tree are not in it */
+      close(mount_new(o->dest, "sysfs", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
       break;
     case OP_OVERLAY: { /* copy-on-write over a host tree (/usr): the run may change it, the host never */
       int d = dest_dir(o->dest);
