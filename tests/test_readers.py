@@ -122,3 +122,9 @@ def test_compact_dates_make_daily_windows():
     items = [{"id": str(d), "t": f"202401{d:02d}"} for d in (10, 11, 12)]
     windows = time_windows(items, "t", "1d")
     assert [len(w.items) for w in windows] == [1, 1, 1]  # as epoch seconds all three fell in one window
+
+
+def test_a_window_ending_past_year_9999_ends_at_the_last_representable_time():
+    wins = time_windows([{"id": "a", "t": "9999-12-30"}, {"id": "b", "t": "9999-12-31"}], "t", "7d")
+    assert len(wins) == 1 and len(wins[0].items) == 2 and wins[0].end.year == 9999
+    assert len(time_windows([{"id": "a", "t": 0}], "t", "3000000D")) == 1  # an OverflowError before

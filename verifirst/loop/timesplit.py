@@ -169,6 +169,14 @@ def parse_windows(spec: Any, field: str = "--windows", *, path: str | None = Non
     raise bad("is not a duration or a count")
 
 
+def _shift(t: datetime, seconds: float) -> datetime:
+    """t + seconds, or the last representable time when that passes year 9999 (a window of 3000000d)."""
+    try:
+        return t + timedelta(seconds=seconds)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
 def _duration(seconds: float) -> str:
     """The smallest whole duration in the largest unit that covers `seconds` (e.g. 3d)."""
     for unit in ("w", "d", "h", "m", "s"):
@@ -214,8 +222,7 @@ def time_windows(items: Sequence[Any], time_field: str, spec: Any, *, key: Calla
                              f"more than {MAX_WINDOWS}", path=source, field=field,
                              expected=f"a longer duration (at least {least}), a count of windows up to "
                                       f"{MAX_WINDOWS}, or records without far-off times")
-    bounds = [t0 + timedelta(seconds=width * k) for k in range(n)] + \
-             [t1 if kind == "count" else t0 + timedelta(seconds=width * n)]
+    bounds = [_shift(t0, width * k) for k in range(n)] + [t1 if kind == "count" else _shift(t0, width * n)]
     buckets: list[list] = [[] for _ in range(n)]
     for it in items:
         off = (times[kf(it)] - t0).total_seconds()
