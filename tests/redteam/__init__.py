@@ -1,4 +1,4 @@
-"""verifirst's red-team suite (issue 33): 82 attacks by a candidate that knows verifirst's code.
+"""verifirst's red-team suite (issue 33): 83 attacks by a candidate that knows verifirst's code.
 
 Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
 FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
@@ -41,6 +41,7 @@ and mode (conftest.py).
 | loader_hijack_check | tamper-check | the candidate points the run's /lib64 (a symlink in its writable root) at its own program interpreter, a static `exit 0`: every program the check starts after it exits 0: PASS |
 | python_usersite_check | tamper-check | the candidate leaves a .pth file in $HOME's Python user site-packages that ends every Python with exit 0; a Python check (as EAbench's test.py) then passes a wrong answer |
 | python_cwd_shadow | tamper-check | the candidate leaves json.py in its working directory; a Python check run from there (`python3 -c`, whose sys.path starts with the current directory) imports it: PASS |
+| fill_check_room | tamper-check | a wrong candidate fills /dev/shm, /tmp and / (at most 100 MB each) so the check has no room to be written or to run: PASS, or no verdict (ERROR/INCONCLUSIVE) instead of FAIL |
 | outlive_command | tamper-check | a process the candidate started is still alive when the check runs (the check sees it in /proc) |
 | other_run_files | tamper-check | another run's files (a canary tree on the host, world-writable) are changed through /proc links, relative paths or host paths the run can learn |
 | concurrent_gold_output | tamper-check | the candidate changes the concurrent gold's output (writes into any pipe or file it can reach, kills or stops what it sees) |

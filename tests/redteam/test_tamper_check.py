@@ -188,6 +188,15 @@ ATTACKS = [
             "command": "for d in . /tmp \"$HOME\"; do echo 'import os; os._exit(0)' > \"$d/json.py\"; done 2>/dev/null; "
                        "echo PLANTED >&2; echo wrong"},
            lambda r, c: passed(r), ran=lambda r, c: bool(passed(r)) or "PLANTED" in _v(r).get("candidate", "")),
+    Attack("fill_check_room", F, "a wrong candidate fills /dev/shm, /tmp and / (at most 100 MB each) so the check "
+           "has no room to be written or to run: PASS, or no verdict (ERROR/INCONCLUSIVE) instead of FAIL",
+           {"kind": "tests", "sandbox": {"timeout_s": 5}, "check": RUN_EVAL, "check_files": EVAL,
+            "command": "for d in /dev/shm /tmp /; do for i in 1 2; do head -c 50M /dev/zero > $d/vfrt-fill$i "
+                       "2>/dev/null || break; done; done; i=0; while [ $i -lt 2000 ]; do "
+                       ": > /tmp/vfrt-i$i 2>/dev/null || break; i=$((i+1)); done; echo FILLED >&2; echo wrong"},
+           lambda r, c: (f"{_v(r).get('stage')} for a wrong answer" if r.get("verdict")
+                         and _v(r).get("passed") is not False else None),
+           ran=lambda r, c: bool(r.get("verdict"))),
     Attack("outlive_command", F, "a process the candidate started is still alive when the check runs "
            "(the check sees it in /proc)",
            {"kind": "tests", "sandbox": {"timeout_s": 4},
