@@ -281,11 +281,22 @@ def limits_fd(limits: dict[str, int], ids: tuple[int, int] | None) -> int:
         limits: as for limits_script().
         ids: the ids the sandbox runs as: bash reopens the pipe through /dev/fd, so they must own it.
     """
+    return pipe_fd(lambda fd: limits_script(limits, fd), ids)
+
+
+def pipe_fd(content: Callable[[int], bytes], ids: tuple[int, int] | None) -> int:
+    """A pipe's read end holding `content(its own number)`, a few hundred bytes (never blocks on
+    the pipe buffer), owned by `ids`; the caller passes it on and closes it.
+
+    Args:
+        content: the bytes, given the descriptor number they will be read from.
+        ids: who reads it (None: we do).
+    """
     r, w = os.pipe()
     try:
         if ids:
             os.fchown(r, *ids)
-        os.write(w, limits_script(limits, r))  # a few hundred bytes: never blocks on the pipe buffer
+        os.write(w, content(r))
     except BaseException:
         os.close(r)
         raise

@@ -20,6 +20,8 @@ import functools
 import os
 import tempfile
 
+from verifirst.verifiers.bash._bwrap import pipe_fd
+
 __all__ = ["DENIED", "DENIED_ON_PID1", "program", "program_fd", "unavailable_reason"]
 
 DENIED = ("keyctl", "add_key", "request_key", "perf_event_open", "bpf", "userfaultfd",
@@ -113,16 +115,4 @@ def program_fd(ids: tuple[int, int] | None) -> int | None:
         ids: the ids the launcher runs as, who must be able to read the pipe.
     """
     code = program()
-    if code is None:
-        return None
-    r, w = os.pipe()
-    try:
-        if ids:
-            os.fchown(r, *ids)
-        os.write(w, code)  # a few hundred bytes: never blocks on the pipe buffer
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    return r
+    return None if code is None else pipe_fd(lambda _fd: code, ids)
