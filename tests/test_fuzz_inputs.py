@@ -25,10 +25,10 @@ from verifirst.core.errors import InputError  # noqa: E402
 from verifirst.core.textfile import lines, read_jsonl  # noqa: E402
 from verifirst.loop.timesplit import MAX_WINDOWS, parse_time, parse_windows, time_windows  # noqa: E402
 
-_COMMON = dict(deadline=None, derandomize=True, database=None,
+_COMMON = dict(deadline=None, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile("ci", max_examples=40, **_COMMON)
-settings.register_profile("long", max_examples=3000, **_COMMON)
+settings.register_profile("ci", max_examples=40, derandomize=True, **_COMMON)  # the same inputs every run
+settings.register_profile("long", max_examples=3000, **_COMMON)  # new inputs each run
 settings.load_profile("long" if os.environ.get("VERIFIRST_FUZZ") == "long" else "ci")
 
 # text a user's file can hold: separators str.splitlines() breaks at, a BOM, quotes, brackets, NUL

@@ -145,6 +145,11 @@ def main(argv: list[str]) -> None:
     """
     from multiprocessing.connection import Connection
 
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent decides what stops; this child ends when
+    # its connection closes (the parent exited, even by kill -9) or it is told to.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, memory_bytes, path, n_ctx, n_threads, seed = argv
     conn = Connection(int(fd))
     _serve(conn, {"model_path": path, "n_ctx": int(n_ctx), "n_threads": int(n_threads), "seed": int(seed),
