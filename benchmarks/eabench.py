@@ -30,8 +30,9 @@ public layout runs them:
   not count) or names /etc/shadow, /etc/gshadow or /etc/sudoers. bash_1 runs as root in its
   container, so its tests administer users there too.
 - bash_2 / bash_3: a script calls `sudo`; their containers run the script as user `test` with
-  passwordless sudo (the sysadmin mode runs them as root, where sudo works too). bash_1's
-  container has no sudo, so there `sudo` alone does not count.
+  passwordless sudo (the sysadmin mode runs them as root, where sudo works too; the user `test`
+  is declared there, uid 1000 with sudo rights, owning /home/test). bash_1's container has no
+  sudo, so there `sudo` alone does not count.
 
 The reason is kept in item.meta["sysadmin"]; every other test gets `fixture` as its base.
 
@@ -52,6 +53,8 @@ SUITE_KIND = {"bash_1": "basic", "bash_2": "system", "bash_3": "multi-line scrip
 # The driver a bash_2/bash_3 test runs when it ships no test.sh of its own.
 DEFAULT_DRIVER = "#!/bin/bash\n#\n# Test driver\n#\n. pre_test.sh\n(. bash.sh)\n. post_test.sh\n"
 EMPTY_HOOK = "#!/bin/bash\n"
+# bash_2/bash_3 containers run the script as `test`, with passwordless sudo (uid as `useradd -m` gives it)
+CONTAINER_USERS = ({"name": "test", "uid": 1000, "sudo": True},)
 # Programs that change (or read the secrets of) the system's users and groups.
 ADMIN_COMMANDS = ("useradd", "adduser", "usermod", "userdel", "deluser", "groupadd", "addgroup", "groupmod",
                   "groupdel", "delgroup", "gpasswd", "passwd", "chpasswd", "chgpasswd", "chage", "chsh",
@@ -234,6 +237,8 @@ def _system(iid: str, suite: str, t: Path, base: str, meta: dict) -> dict:
         spec = {"src": str(t / "home"), "dest": "/home", "base": base, "extra": extra}
     else:
         spec = {"files": {"/home/test/": {"dir": True, "mode": 0o755}, **extra}, "base": base}
+    if "sysadmin" in meta:  # the container's user: `usermod ... test`, `sudo -u test`, `su test` find it
+        spec["users"] = list(CONTAINER_USERS)
     fx = fixtures.from_spec(_fixture_name(iid, t), spec)
     meta["arguments"] = [a.strip() for a in _SCRIPT_CALL.findall(driver) if a.strip()]
     unsupported = [f for f in ("prologue.sh", "epilogue.sh", "podman.opts") if (t / f).exists()]

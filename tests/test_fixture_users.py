@@ -50,3 +50,24 @@ def test_bad_declarations_name_the_entry_and_key():
         with pytest.raises(InputError) as e:
             parse_users(spec)
         assert e.value.field == field, (spec, e.value.field)
+
+
+def test_an_eabench_test_that_administers_users_finds_the_container_user_test(tmp_path):
+    """`usermod: user 'test' does not exist` and `sudo: unknown user test` (issue 37): a bash_2 test
+    that administers users runs in sysadmin mode with the container's user `test` declared."""
+    import shutil
+    from pathlib import Path
+
+    from verifirst.benchmarks.eabench import load_eabench
+    from verifirst.verifiers.bash.oracle import BashTestsVerifier
+
+    tiny = Path(__file__).resolve().parent / "data" / "eabench_tiny"
+    root = tmp_path / "ea"
+    shutil.copytree(tiny / "bash_2", root / "bash_2", symlinks=True)
+    t = root / "bash_2" / "test1"
+    (t / "bash.sh").write_text("groupadd -f devs && usermod -aG devs test && sudo -u test id -nG\n")
+    it = load_eabench(root).by_id()["eabench-bash_2-test1"]
+    assert it.meta["sysadmin"].startswith("bash.sh runs") and fixtures.resolve(it.gold["fixture"]).users
+    r = _sandbox().run(it.gold["command"] + "stat -c %U /home/test", it.gold["fixture"])
+    assert r.exit_code == 0 and r.stdout.split() == ["test", "devs", "test"], r.stderr
+    assert BashTestsVerifier(timeout_s=10).verify(it, it.gold["command"]).stage in ("PASS", "CHECK")
