@@ -156,3 +156,22 @@ def test_llm_decides_only_what_execution_leaves_open():
     r = cmp("There are 5 files\n", "5 files found here\n", v=yes)
     assert r.passed is False and r.details["llm"]["said"] is False
     assert "asked because rule output_cosine" in r.feedback and "both outputs (17 and 18 chars)" in r.feedback
+
+
+def test_a_candidate_that_prints_everything_contains_no_answer():
+    """Output stuffing (issue 33's reward hacks): a task-blind candidate that dumps its environment,
+    listings and numbers contains the gold's answer among its tokens; containment alone used to call
+    it equivalent (`echo $PATH`, `hostname` against an environment dump). Containment counts only
+    when the larger output is at most overlap_max_ratio times the smaller."""
+    env = "".join(f"{k}={v}\n" for k, v in (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+                                            ("HOME", "/root"), ("HOSTNAME", "verifirst"), ("PWD", "/"),
+                                            ("SHLVL", "1"), ("TERM", "dumb"), ("LANG", "C.UTF-8")))
+    stuffed = env + "".join(f"{i}\n" for i in range(40)) + "bin\nboot\ndev\netc\nhome\nlib\ntmp\nusr\nvar\n"
+    never = FehVerifier("nl2sh", embed=lambda t: np.eye(len(t), 4, dtype=np.float32))  # texts never alike
+    for gold in ("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n", "verifirst\n", "7\n",
+                 "bin\nboot\ndev\netc\nhome\nlib\ntmp\nusr\nvar\n"):
+        v = cmp(gold, stuffed, v=never)
+        assert v.passed is False, (gold, v.details.get("rule"))
+    ls = "a.txt\nb.txt\nc.txt\n"
+    ls_l = "".join(f"-rw-r--r-- 1 root root 12 Jan  1 00:00 {n}\n" for n in ("a.txt", "b.txt", "c.txt"))
+    assert cmp(ls, ls_l, v=never).passed is True  # a verbose form of the same answer still counts

@@ -107,6 +107,7 @@ class PairFeatures:
     fs_paths_equal: bool = True  # same (change, path) set, contents aside
     token_overlap: float = 0.0  # |A & B| / min(|A|, |B|) over output tokens
     min_tokens: int = 0
+    max_tokens: int = 0
     cos_out: float | None = None
     cos_cmd: float | None = None
     past_cap_differs: bool = False  # kept outputs alike, full streams not (a run hit the output cap)
@@ -228,7 +229,7 @@ def features(g: RunView, c: RunView, gold_cmd: str | None = None, cand_cmd: str 
                       and (g.exit_code, g.timed_out, g.signal) == (c.exit_code, c.timed_out, c.signal)
                       and g.fs == c.fs),
         token_overlap=_overlap(tg := _tokens(og := observed(g)), tc := _tokens(oc := observed(c))),
-        min_tokens=min(len(tg), len(tc)), out_chars=max(len(og), len(oc)),
+        min_tokens=min(len(tg), len(tc)), max_tokens=max(len(tg), len(tc)), out_chars=max(len(og), len(oc)),
         **fact_difference(og, oc))
 
 
@@ -284,6 +285,9 @@ class FehParams:
     sorted_lines_equal: bool = True  # same lines in another order count as equal output
     overlap_threshold: float = 1.01  # token containment that also counts as same output (>1: off)
     overlap_min_tokens: int = 1      # ...when the smaller output has at least this many tokens
+    overlap_max_ratio: float = 4.0   # ...and the larger has at most this many times its tokens: a
+                                     # candidate that prints everything (env, listings, numbers) to
+                                     # contain any answer is no answer. A design choice (not fitted)
     output_over_status: bool = False  # equal non-empty output and fs outweigh differing exit codes
     inconclusive: bool = True        # say INCONCLUSIVE when the runs cannot decide (see undecidable());
                                      # off: such pairs fall through to the similarity rules
@@ -390,7 +394,8 @@ def decide(f: PairFeatures, p: FehParams) -> Decision:
     s = max(f.cos_out if f.cos_out is not None else 0.0, 0.0)
     if s >= p.out_threshold:
         return Decision(True, s, "output_cosine", "PASS", diffs)
-    if f.token_overlap >= p.overlap_threshold and f.min_tokens >= p.overlap_min_tokens:
+    if f.token_overlap >= p.overlap_threshold and f.min_tokens >= p.overlap_min_tokens and \
+            f.max_tokens <= p.overlap_max_ratio * f.min_tokens:
         return Decision(True, max(s, p.out_threshold), "output_overlap", "PASS", diffs)
     return Decision(False, s, "output_cosine", "OUTPUT", diffs)
 
