@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 from pathlib import Path
 
@@ -223,3 +224,39 @@ def test_a_candidate_that_holds_a_check_which_runs_it_fails():
     assert v.verify(Item("t", {}, gold), "echo 42").passed is True
     r = v.verify(Item("t", {}, gold), "setsid sleep 30 & echo 42")
     assert (r.passed, r.stage) == (False, "LIMIT"), r.feedback
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("attack", [
+    "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/python3; echo 41",  # the check's interpreter, replaced
+    "mkdir -p ~/.local/lib/python3.11/site-packages && "
+    "echo 'import sys; sys.exit(0)' > ~/.local/lib/python3.11/site-packages/x.pth; echo 41",  # user site
+    "echo 'import sys; sys.exit(0)' > json.py; echo 41",  # a module beside the check's working directory
+])
+def test_nothing_the_candidate_wrote_runs_inside_the_check(attack):
+    """The check run starts on the candidate's root, but with a fresh /usr, a fresh HOME and no
+    Python user site or script directory on sys.path: a replaced python3, a .pth or a json.py the
+    candidate left cannot run in the check (each passed a wrong answer before)."""
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check": "python3 -c \"import json, os, sys; "
+                                           "sys.exit(0 if open(os.environ['VERIFIRST_STDOUT']).read().strip() == '42' else 1)\""}
+    v = BashTestsVerifier(timeout_s=8)
+    assert v.verify(Item("t", {}, gold), "echo 42").passed is True
+    r = v.verify(Item("t", {}, gold), attack)
+    assert (r.passed, r.stage) == (False, "CHECK"), r.feedback
+
+
+@pytest.mark.security
+def test_a_sysadmin_candidate_cannot_preload_into_the_check():
+    """In sysadmin mode /etc is the run's own: the check run binds the host's loader and NSS files
+    and an empty /etc/ld.so.preload over what the candidate wrote there."""
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check": 'grep -qx 42 "$VERIFIRST_STDOUT"', "fixture": "sysadmin"}
+    v = BashTestsVerifier(timeout_s=8)
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler to build the preloaded library")
+    evil = ("printf '#include <unistd.h>\\nvoid __attribute__((constructor)) f(void) { _exit(0); }\\n' > /tmp/e.c && "
+            "cc -shared -fPIC -o /tmp/e.so /tmp/e.c && echo /tmp/e.so > /etc/ld.so.preload; echo 41")
+    r = v.verify(Item("t", {}, gold), evil)
+    assert (r.passed, r.stage) == (False, "CHECK"), r.feedback
+    assert v.verify(Item("t", {}, gold), "echo 42").passed is True

@@ -349,7 +349,7 @@ SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a siz
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
          limits_fd: int, lower: str | None = None, work: str | None = None,
          userns_fd: int | None = None, seccomp_fd: int | None = None, usr: tuple[str, str, str] | None = None,
-         usr_ro: str = "/usr", host_binds: bool = True,
+         usr_ro: str = "/usr", host_binds: bool = True, binds: tuple[tuple[str, str], ...] = (),
          rlimits: dict[str, int] | None = None, cgroup_fds: tuple[int, ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
@@ -368,6 +368,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
             _usr_layer makes it (a task may replace a binary; the host's never changes); None:
             `usr_ro` read-only at /usr (the host's, or a task image's).
         host_binds: bind the host's /bin, /sbin, /lib... where they are directories (not with an image).
+        binds: more read-only binds (host path, sandbox path), files or directories, made last.
         rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself (nproc, as_bytes,
             cpu_s, fsize_bytes, nofile) and open cgroup.procs files pid 1 joins first (_cgroup);
             bubblewrap gets both from the wrapper that starts it (bwrap_wrapper).
@@ -387,6 +388,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += ["--proc", "/proc", "--dev", "/dev"]
     if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
         a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    for src, dest in binds:
+        a += ["--ro-bind", src, dest]
     a += ["--chdir", "/", "--cap-drop", "ALL"]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]

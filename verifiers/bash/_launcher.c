@@ -380,6 +380,28 @@ static int dest_dir(const char *path) {
   return fd;
 }
 
+/* A regular file at `path` (absolute, inside the new root) as an O_PATH fd, created empty when
+ * missing, for a bind of a file: its directories walked as dest_dir walks them (no symbolic link
+ * followed), the file itself refused when it is a link or not a regular file. */
+static int dest_node(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash[1] == 0 || (size_t)(slash - path) >= sizeof dir)
+    die("mount point %s is not a file path", path);
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = 0;
+  int d = dest_dir(dir[0] ? dir : "/");
+  int f = openat(d, slash + 1, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (f >= 0)
+    close(f);
+  f = openat(d, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (f < 0 || fstat(f, &st) != 0 || !S_ISREG(st.st_mode))
+    die("mount point %s (not a regular file, or a symbolic link)", path);
+  close(d);
+  return f;
+}
+
 /* An empty regular file at `name` in directory `dir`, as a mount point for a device. */
 static int dest_file(int dir, const char *name) {
   int fd = openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -415,9 +437,12 @@ static void attach(int tree_fd, int dest_fd, const char *what) {
 /* A bind of host `src` at `dest` under the new root, nosuid and nodev, read-only when asked:
  * one tree for the whole hierarchy below `src`, its flags set on every mount in it at once. */
 static void bind_tree(const char *src, const char *dest, int read_only) {
+  struct stat st;
+  if (stat(src, &st) != 0)
+    die("bind %s", src);
   int t = tree(src, 1);
   set_attr(t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0), 1, src);
-  attach(t, dest_dir(dest), dest);
+  attach(t, S_ISDIR(st.st_mode) ? dest_dir(dest) : dest_node(dest), dest);
 }
 
 /* ---- the root and what is mounted in it --------------------------------------------------- */

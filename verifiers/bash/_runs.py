@@ -229,7 +229,10 @@ class _Job:
         img = image_root(fx)
         self.usr_src = str(img / "usr") if img else "/usr"
         usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
-        self.usr = (usr_lower, os.path.join(self.run_dir, "usr-up"), os.path.join(self.run_dir, "usr-wk")) \
+        # A run after another (a task's check) gets a fresh /usr: it must not run what the one before
+        # wrote there (a python3 or grep of the candidate's); that run's /usr changes are in its diff.
+        tag = "-next" if after is not None else ""
+        self.usr = (usr_lower, os.path.join(self.run_dir, f"usr-up{tag}"), os.path.join(self.run_dir, f"usr-wk{tag}")) \
             if usr_lower else None
         env_extra: dict[str, str] = {}
         try:
@@ -239,12 +242,12 @@ class _Job:
                 os.mkdir(self.root, 0o755)
                 if self.overlay:
                     os.mkdir(work, 0o700)
-                    for d in (self.usr or ())[1:]:
-                        os.mkdir(d, 0o755)
-                        if ids:
-                            os.chown(d, *ids)
                 else:
                     fixtures.write_tree(self.tree, self.root, owner=ids)
+            for d in (self.usr or ())[1:]:
+                os.mkdir(d, 0o755)
+                if ids:
+                    os.chown(d, *ids)
             if payload is not None:
                 fds.append(_memfd(payload))
                 env_extra["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
@@ -277,7 +280,10 @@ class _Job:
             cwd = self.root
         else:
             etc = None if self.admin else str(_etc_dir(img / "etc" if img else Path("/etc")))
+            # the loader's and NSS's files of the host (or image), not what a run before wrote to its /etc
+            pristine = _pristine_etc(img / "etc" if img else Path("/etc")) if after is not None and self.admin else ()
             args = _bwrap.argv(sb._bwrap, self.root, etc, command, usr_ro=self.usr_src, host_binds=img is None,
+                               binds=pristine,
                                env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns,
                                seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
@@ -408,6 +414,21 @@ class _Job:
             timings={"prepare_ms": ms(self.t0, self.t_copied), "exec_ms": ms(self.t_copied, t_ran),
                      "diff_ms": ms(t_ran, t_diffed), "cleanup_ms": ms(t_diffed, t_end),
                      "total_ms": ms(self.t0, t_end)})
+
+
+LOADER_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf")
+
+
+def _pristine_etc(src: Path) -> tuple[tuple[str, str], ...]:
+    """(host path, sandbox path) read-only binds over a writable /etc: the loader's cache and
+    configuration and NSS's from `src`, and an empty /etc/ld.so.preload, so nothing a run before
+    wrote there loads into every program of this one."""
+    base, _ = _scratch_base()
+    empty = base / "empty-file"
+    if not empty.exists():
+        empty.touch(0o644)
+    return ((str(empty), "/etc/ld.so.preload"),) + tuple(
+        (str(src / n), f"/etc/{n}") for n in LOADER_FILES if (src / n).exists() and not (src / n).is_symlink())
 
 
 def _add_usr_changes(fs: FsDiff, upper: str, src: str) -> None:

@@ -99,6 +99,9 @@ def check_script(gold: dict) -> str:
     lines = ['__vf_c=$(mktemp -d -p /dev/shm verifirst-check.XXXXXX 2>/dev/null || mktemp -d) || exit 1',
              f'tar -x -C {c} <&"$VERIFIRST_PAYLOAD_FD" && eval "exec $VERIFIRST_PAYLOAD_FD<&-" || exit 1',
              "unset VERIFIRST_PAYLOAD_FD",
+             # nothing the candidate left in its home or next to a check's script runs in the check:
+             # a fresh HOME, no Python user site, no script directory first on sys.path
+             f'mkdir -p {c}/home && export HOME={c}/home PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1 PYTHONDONTWRITEBYTECODE=1',
              f"export VERIFIRST_CANDIDATE={_q(path)} VERIFIRST_STDOUT={c}/stdout "
              f"VERIFIRST_STDERR={c}/stderr VERIFIRST_EXIT={c}/exit VERIFIRST_CHECK_DIR={c}/check",
              f"echo {CHECK_MARK}", f"(\n{gold['check']}\n) 2>&1"]
