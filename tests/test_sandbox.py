@@ -444,3 +444,16 @@ def test_a_setup_can_stub_a_binary_and_the_host_never_changes(sb):
     assert changes == {"/usr/bin/hostname": "modified", "/usr/sbin/vf-stub-tool": "added", "/usr/bin/yes": "deleted"}
     assert {p: os.stat(p).st_ino for p in before} == before and not os.path.exists("/usr/sbin/vf-stub-tool")
     assert sb.run("hostname").stdout == "verifirst\n"  # the next run starts from the host's /usr again
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups per run (root)")
+def test_a_cgroup_used_again_takes_a_higher_or_lower_limit():
+    """Run cgroups are given back empty and used again; a later run's limit may be higher (cgroup v1
+    refuses a memory limit above the memory+swap one, which must then be raised first)."""
+    from verifirst.verifiers.bash import _cgroup
+
+    if not _cgroup.available():
+        pytest.skip(_cgroup.unavailable_reason())
+    for mb in (256, 1024, 128, 2048):
+        r = Sandbox(memory_mb=mb).run(f"python3 -c 'b = bytearray({mb // 3} << 20)' && echo held")
+        assert r.exit_code == 0 and r.stdout == "held\n", (mb, r.stderr)

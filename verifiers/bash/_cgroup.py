@@ -117,7 +117,8 @@ class RunCgroup:
                 self.dirs.append(d)
                 if set_to == self.limits:
                     pass  # a cgroup given back with these limits: nothing to write
-                elif kind == "v1-memory":
+                elif kind == "v1-memory":  # memsw may never be below the memory limit: raise it first,
+                    _try_write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))  # lower it after
                     (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
                     _try_write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))
                     _try_write(d / "memory.oom_control", "0")
