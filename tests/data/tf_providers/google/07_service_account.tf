@@ -1,0 +1,15 @@
+resource "google_service_account" "ci" {
+  account_id   = "ci-runner"
+  display_name = "CI runner"
+}
+
+resource "google_project_iam_member" "ci_builder" {
+  project = "acme-prod"
+  role    = "roles/cloudbuild.builds.builder"
+  member  = "serviceAccount:${google_service_account.ci.email}"
+}
+
+resource "google_service_account_key" "ci" {
+  service_account_id = google_service_account.ci.name
+  public_key_type    = "TYPE_X509_PEM_FILE"
+}
