@@ -260,3 +260,17 @@ def test_a_sysadmin_candidate_cannot_preload_into_the_check():
     r = v.verify(Item("t", {}, gold), evil)
     assert (r.passed, r.stage) == (False, "CHECK"), r.feedback
     assert v.verify(Item("t", {}, gold), "echo 42").passed is True
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("attack", [
+    # /bin at a directory of its own whose bash exits 0: the check run's `/bin/bash -c` would be it
+    "rm /bin && mkdir /bin && printf '#!/usr/bin/sh\\nexit 0\\n' > /bin/bash && chmod +x /bin/bash; echo 41",
+    # /lib64 at a directory whose program interpreter exits 0: every dynamic program of the check
+    "rm /lib64 && mkdir /lib64 && cp /usr/bin/true /lib64/ld-linux-x86-64.so.2; echo 41",
+])
+def test_the_roots_system_links_are_the_fixtures_again_in_the_check(attack):
+    _sandbox_or_skip()
+    gold = {"command": "echo 42", "check": 'grep -qx 42 "$VERIFIRST_STDOUT"'}
+    r = BashTestsVerifier(timeout_s=8).verify(Item("t", {}, gold), attack)
+    assert (r.passed, r.stage) == (False, "CHECK"), r.feedback

@@ -238,7 +238,9 @@ class _Job:
         try:
             if not sb.unsafe_local and _cgroup.available():
                 self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
-            if after is None:
+            if after is not None:
+                _sandbox_fs.restore_system_links(self.root, self.tree, self.overlay)
+            else:
                 os.mkdir(self.root, 0o755)
                 if self.overlay:
                     os.mkdir(work, 0o700)

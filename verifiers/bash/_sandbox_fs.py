@@ -234,6 +234,39 @@ def host_records(upper: Snapshot, host_dir: str) -> Snapshot:
     return out
 
 
+SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # a merged /usr's links at the root
+
+
+def restore_system_links(root: str, fx: Fixture, overlay: bool) -> None:
+    """Put the fixture's own top-level system entries (/bin -> usr/bin, /lib64 -> usr/lib64, ...)
+    back in a run's root before another run starts on it: a run that pointed /lib64 at a program
+    interpreter of its own, or /bin at its own bash, must not run it in the next (a task's check).
+
+    Args:
+        root: the run's root: the overlay's upper directory, or the fresh copy.
+        fx: the fixture the root started from.
+        overlay: `root` is an upper directory: removing an entry there shows the lower's again.
+    """
+    entries = {e.path: e for e in fx.entries if e.path in SYSTEM_LINKS}
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in SYSTEM_LINKS:
+            try:
+                st = os.stat(name, dir_fd=top, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None:
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(os.path.join(root, name))  # fd-based: never follows a link inside
+                else:
+                    os.unlink(name, dir_fd=top)
+            e = entries.get(name)
+            if not overlay and e is not None and e.kind == "symlink":
+                os.symlink(e.data.decode(), name, dir_fd=top)
+    finally:
+        os.close(top)
+
+
 _LOWERS: dict[tuple, str] = {}
 _LOWERS_PID: dict[str, int] = {}  # lower root -> the process that made it (a forked child must not remove it)
 _LOWERS_LOCK = threading.Lock()
