@@ -10,6 +10,7 @@ does not (each such line says what to do), 2 when no sandbox can be built at all
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -73,7 +74,8 @@ def _attack_findings(sb) -> list[Finding]:
     out = []
     for name, cmd, failed, fix in _ATTACKS:
         r = sb.run(cmd)
-        out.append(Finding(name, bool(failed(r)), (r.stdout.strip() or r.stderr.strip())[:120], fix))
+        seen = (r.stdout.strip() or r.stderr.strip() or f"exit {r.exit_code}, limits met: {r.limits_hit}")
+        out.append(Finding(name, bool(failed(r)), " ".join(seen.split())[:120], fix))
     return out
 
 
@@ -81,7 +83,10 @@ def _concurrent(sb) -> Finding:
     filler = "for i in $(seq 40); do head -c 60000000 /dev/zero > /f$i 2>/dev/null || break; done; echo filled"
     gold, _ = sb.run_pair("sleep 0.3; seq 1 200000 > /tmp/o && wc -l < /tmp/o", filler, "empty")
     ok = gold.stdout.strip() == "200000"
-    return Finding("a concurrent run cannot be starved", ok, gold.stdout.strip() or gold.stderr.strip()[:120],
+    seen = gold.stdout.strip() or gold.stderr.strip()[:120]
+    if ok and os.geteuid() != 0:  # this filler did not reach the limit, but one that writes longer would
+        ok, seen = False, "runs share one scratch directory (not root): a run can fill it for another"
+    return Finding("a concurrent run cannot be starved", ok, seen,
                    "run as root (each run then writes into a tmpfs of its own)")
 
 
