@@ -17,11 +17,12 @@ APT_PACKAGES := bubblewrap bash python3 psmisc bsdmainutils bsdextrautils cron d
   iputils-ping git tree net-tools jq curl cpio imagemagick file procps lsof zip unzip \
   chromium postgresql libseccomp2 mmdebstrap
 
-.PHONY: demo test test-security bench install install-test apt clean help
+.PHONY: demo test test-security fuzz bench install install-test apt clean help
 help:
 	@echo "make demo   - create .venv, install, run the built-in demo on the embedded model"
 	@echo "make test   - install with test extras and run the test suite"
 	@echo "make test-security - the sandbox escape suite alone"
+	@echo "make fuzz   - the long property-based fuzzing profile (3000 inputs per surface)"
 	@echo "make bench  - run the performance benchmarks, write benchmarks/perf/results/*.json and the README table"
 
 $(BIN)/python:
@@ -68,6 +69,9 @@ test: $(STAMPS)/install-test $(STAMPS)/checkov $(STAMPS)/apt
 
 test-security: $(STAMPS)/install-test $(STAMPS)/apt
 	$(BIN)/python -m pytest -q -rs -m security tests
+
+fuzz: $(STAMPS)/install-test
+	VERIFIRST_FUZZ=long $(BIN)/python -m pytest -q tests/test_fuzz_inputs.py
 
 # One benchmark at a time (they time themselves); each results file records cores, load and date.
 PERF := benchmarks/perf
