@@ -1,6 +1,8 @@
 """verifirst: optimize generator and judge prompts against verifiers and workflow outcomes.
 
 The Python API (one import): `optimize`, `evaluate`, `run`, `load_config`, `calibrate`,
+`robustness` and `compare_robustness` (a judge's flip rates under perturbed text), `label_agreement`
+(Krippendorff's α among labellers and a label policy),
 `Budget`, `MLflow`, `Metric`, `Suite`, `Item`; `mlflow_scorer` and `dspy_metric` put a verifier
 into MLflow or DSPy outside any run. Also `make_lm`, `make_models`, `make_splits`,
 `SplitManifest`, `stats`, `Tracker`; `RunCallback` (and the events in `verifirst.core.callbacks`)
@@ -33,6 +35,9 @@ _LAZY = {
     "load_config": ("verifirst.api", "load_config"),
     "calibrate": ("verifirst.calibration", "calibrate"),
     "monitor": ("verifirst.monitoring", "monitor"),
+    "robustness": ("verifirst.judging.robustness", "robustness"),
+    "compare_robustness": ("verifirst.judging.robustness", "compare"),
+    "label_agreement": ("verifirst.judging.agreement", "label_agreement"),
     "Result": ("verifirst.api", "Result"),
     "MLflow": ("verifirst.api", "MLflow"),
     "Budget": ("verifirst.core.engine", "Budget"),

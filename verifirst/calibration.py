@@ -36,6 +36,7 @@ from verifirst.loop.ledger import LEDGER_FILE, TestLedger, program_hash
 from verifirst.lm import FastJSONAdapter, configure_cache, make_lm
 from verifirst.loop.preflight import check_verifiers
 from verifirst.core.stats import scotts_pi
+from verifirst.judging.robustness import metrics as robustness_metrics, perturbation_suite, promotion_gate, report_lines
 from verifirst.core.task import Suite
 from verifirst.tracking import Tracker
 
@@ -153,7 +154,7 @@ def _val_pi(y: list, pred: list) -> float:
 
 def promote(tracker: Tracker, name: str, version: int, report: dict,
             rescore: Callable[[str, float | None], dict[str, str | None]] | None = None,
-            alias: str = CHAMPION, rule=None) -> dict:
+            alias: str = CHAMPION, rule=None, robustness: Callable[[str, Any], dict] | None = None) -> dict:
     """Move `alias` (default `champion`) to this version only on validation evidence against the alias's
     current version, paired on the same validation items (verifirst.loop.promotion: rule, first champion,
     detectable Δπ); test π is reported and never decides. An error reading the alias moves nothing.
@@ -171,6 +172,7 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
             this run's judge LM on this run's validation items; it scores the current champion.
         alias: the alias to move.
         rule: a verifirst.loop.promotion.PromoteRule (default: significant).
+        robustness: (champion text, threshold) -> verifirst.judging.robustness.compare(); a refusal keeps the alias.
 
     Returns:
         {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
@@ -216,6 +218,8 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
     y = [labels[i] for i in ids]
     a, b = [theirs[i] for i in ids], [mine[i] for i in ids]
     d = decide(rule, y, a, b)
+    gate = robustness(cur.template, None if th in (None, "", "None") else float(th)) if robustness else None
+    out.update({"robustness": gate} if gate else {})
     lo, hi = d["ci95"]
     pm, pt = _val_pi(y, b), _val_pi(y, a)
     out.update({"val_pi": pm, "champion_val_pi": pt, "paired_n": len(ids), "excluded": len(labels) - len(ids),
@@ -224,6 +228,8 @@ def promote(tracker: Tracker, name: str, version: int, report: dict,
     cmp = (f"validation π {pm:.3f} vs {alias} v{cur.version} {pt:.3f} on the same {len(ids)} validation "
            f"items (Δ {d['delta']:+.3f}, 95% paired bootstrap [{lo:+.3f}, {hi:+.3f}]); {d['why']}; "
            f"decided on validation, test π reported only")
+    if d["move"] and gate and gate["refuse"]:
+        return {**out, "reason": f"refused by the robustness gate: {gate['reason']}; {cmp}"}
     if d["move"]:
         client.set_prompt_alias(name, alias, version)
         return {**out, "moved": True, "reason": f"beats ({rule}): {cmp}"}
@@ -261,6 +267,7 @@ class CalibrationSettings:
     n_boot: int = 2000
     baseline: "StartPrompt | None" = None  # --baseline: the deployed prompt scored beside, per time window
     cache: bool = True  # the workdir's disk cache of LM replies
+    robustness: Any = None  # a perturbation suite (True: built-in) gating promotion (verifirst.judging.robustness)
     extra: dict = field(default_factory=dict)  # report sections known before the run (labels, from_mlflow)
 
 
@@ -364,10 +371,15 @@ class CalibrationSteps(RunCallback):
             return _score_prompt(s.judge, sorted(self.suite.items[0].inputs), text, threshold, val_items,
                                  self.lms["judge"], s.threads, s.view)
 
+        robust = None if not s.robustness else promotion_gate(
+            lambda text, th, its: _score_prompt(s.judge, sorted(self.suite.items[0].inputs), text, th, its,
+                                                self.lms["judge"], s.threads, s.view),
+            judged["calibrated_prompt"], judged.get("calibrated_threshold"), val_items, s.robustness)
         alias = s.promote_alias if s.start else (s.promote_alias or CHAMPION)
         if alias:
             rep["champion"] = promote(tracker, pname, int(uri.rsplit("/", 1)[1]), rep, rescore, alias=alias,
-                                      rule=s.promote_rule)
+                                      rule=s.promote_rule, robustness=robust)
+            tracker.log_metrics(robustness_metrics(rep["champion"].get("robustness")))
         else:
             rep["champion"] = {"moved": False, "alias": None, "decided_on": "validation",
                                "reason": "no alias moves without --promote ALIAS"}
@@ -454,6 +466,10 @@ def _estimate_promotion(est: Any, s: CalibrationSettings, manifest: SplitManifes
     if one is not None and (s.promote_alias or not s.start):
         est.add(Line("report", one.role, "promotion: the alias's current prompt on validation (when it exists)",
                      manifest.sizes()["val"], one.prompt_tokens, one.completion_tokens, one.model, one.price, "up to"))
+        if s.robustness:  # both prompts on validation, as is and under each perturbation
+            est.add(Line("report", one.role, "robustness gate: calibrated and champion, perturbed", 2 * (1 + len(
+                perturbation_suite(s.robustness))) * manifest.sizes()["val"], one.prompt_tokens, one.completion_tokens,
+                one.model, one.price, "up to"))
 
 
 def _estimate_report_steps(est: Any, s: CalibrationSettings, suite: Suite, manifest: SplitManifest, program: Any,
@@ -649,7 +665,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
                   no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
                   promote_rule: str = "significant", budget: Budget | None = None,
-                  baseline: str | None = None, dry_run: bool = False,
+                  baseline: str | None = None, dry_run: bool = False, robustness: Any = None,
                   confirm: Callable[[Any], bool] | None = None) -> Any:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
@@ -703,6 +719,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
             split and on each older time window (report["baseline"]); it decides nothing.
         dry_run: return the spend estimate instead of running (`verifirst calibrate --dry-run`): no
             model is called and nothing is written (no run directory, no MLflow run).
+        robustness: a perturbation suite (True: the built-in one) gating promotion against the champion.
         confirm: asked with the estimate when it exceeds a max_usd limit (see `vf.optimize`).
 
     Returns:
@@ -765,7 +782,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     settings = CalibrationSettings(judge=judge, max_iters=max_iters, threads=threads, view=view, repeats=repeats,
                                    model=model, workdir=workdir, experiment=experiment, start=start,
                                    promote_alias=promote_alias, promote_rule=promote_by, aligners=aligners,
-                                   anchor_engine=anchor_engine, extra=extra, budget=budget, baseline=base)
+                                   anchor_engine=anchor_engine, extra=extra, budget=budget, baseline=base,
+                                   robustness=robustness)
     from verifirst.tracking.callback import MLflowCallback
 
     mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
@@ -1080,6 +1098,8 @@ def print_calibration(rep: dict, echo=print) -> None:
         who = ch.get("alias") or "alias"
         con.print(f"{who} {'moved' if ch.get('moved') else 'kept'} (decided on {ch.get('decided_on')}): "
                   f"{ch.get('reason')}", soft_wrap=True, markup=False)
+        for line in report_lines(rep):
+            con.print(line, soft_wrap=True, markup=False)
     if rep.get("run_id"):
         con.print(f"MLflow run {rep.get('run_id')} in {rep.get('tracking_uri')}")
 
@@ -1392,7 +1412,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
               repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
               promote_rule: str = "significant", budget: Budget | None = None,
-              baseline: str | Path | None = None, dry_run: bool = False) -> Any:
+              baseline: str | Path | None = None, dry_run: bool = False, robustness: Any = None) -> Any:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -1451,6 +1471,9 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
         dry_run: return the spend estimate (calls, tokens and USD low-high per role and phase: the
             teacher pass, AutoRefine's iterations x items, proposer and applier, the evaluations of
             every split) instead of running: no model is called and nothing is written.
+        robustness: gate promotion on perturbed validation items: True (the built-in suite), or built-in
+            names and functions item -> item (see vf.robustness); refused when the calibrated judge flips
+            significantly more often than the champion (paired exact McNemar), report["champion"]["robustness"].
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
@@ -1469,5 +1492,6 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
                         prompt_source=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow,
                         label=label, repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map,
                         promote_rule=promote_rule, budget=budget,
-                        baseline=str(baseline) if baseline is not None else None, dry_run=dry_run)
+                        baseline=str(baseline) if baseline is not None else None, dry_run=dry_run,
+                        robustness=robustness)
     return out if dry_run else out.result

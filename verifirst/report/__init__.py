@@ -404,6 +404,10 @@ def markdown(report: dict) -> str:
         lines += ["", "## Optimized instructions", ""]
         for k, v in report["instructions"].items():
             lines += [f"**{k}**", "", "```", str(v), "```", ""]
+    from verifirst.judging.robustness import report_lines as robustness_lines
+
+    if robustness_lines(report):  # the promotion's robustness gate (flip rates with Wilson intervals)
+        lines += ["", "## Robustness gate", ""] + [f"- {line}" for line in robustness_lines(report)]
     if report.get("run_id"):
         lines += ["", f"MLflow run `{report['run_id']}` at `{report.get('tracking_uri')}`."]
     return "\n".join(lines) + "\n"

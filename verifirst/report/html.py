@@ -316,6 +316,9 @@ def _instructions_section(rep: dict) -> str:
         moved = "moved to this version" if champ.get("moved") else "not moved"
         parts.append(f"<p class='meta'>alias <code>champion</code> {moved}: {escape(str(champ.get('reason', '')))}"
                      f" (held-out π {_fmt(champ.get('pi'))})</p>")
+        from verifirst.judging.robustness import report_lines as robustness_lines
+
+        parts += [f"<p class='meta' data-robustness>{escape(line)}</p>" for line in robustness_lines(rep)]
     warns = rep.get("warnings")
     if isinstance(warns, list) and warns:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(str(w))}</li>" for w in warns) + "</ul>")
