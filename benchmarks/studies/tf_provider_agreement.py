@@ -189,27 +189,50 @@ def mutate(text: str, fault: str, schema) -> str | None:
                 return moved
     if fault == "bad_reference":
         return _bad_reference(text, parse(text, schema), resources)
+    if fault == "bad_block_nesting":
+        return _elsewhere(lines, resources, schema)
     return None
+
+
+def _accepts(level: dict | None, name: str) -> bool:
+    return level is None or name in (level.get("block_types") or {}) or name in (level.get("attributes") or {})
 
 
 def _nesting(lines: list, r: Resource, schema) -> str | None:
-    """The first nested block that the level above its parent does not accept, moved there
-    (after its parent's closing brace)."""
+    """A nested block put where its schema does not allow it: moved one level up (after its
+    parent), else into a sibling block, whichever comes first in the resource."""
+    top = schema.block(r.mode, r.type) if schema else None
     for b in r.blocks:
-        if not b.path or b.schema is None:
+        if b.path:
+            parent = next(p for p in reversed(r.blocks) if p.start < b.start and p.end > b.end)
+            grand = next((p for p in reversed(r.blocks) if p.start < parent.start and p.end > parent.end), None)
+            if not _accepts(grand.schema if grand else top, b.name):
+                return _relocate(lines, b, parent.end + 1, -2)
             continue
-        parent = next(p for p in reversed(r.blocks) if p.start < b.start and p.end > b.end)
-        grand = next((p for p in reversed(r.blocks) if p.start < parent.start and p.end > parent.end), None)
-        level = grand.schema if grand else (schema.block(r.mode, r.type) if schema else None)
-        if level is None or b.name in (level.get("block_types") or {}) or b.name in (level.get("attributes") or {}):
-            continue
-        return _move(lines, b, parent.end)
+        for sib in r.blocks:
+            if sib is not b and not sib.path and sib.schema is not None and not _accepts(sib.schema, b.name):
+                return _relocate(lines, b, sib.end, 2)
     return None
 
 
-def _move(lines: list, b: Block, after: int) -> str:
-    body = [ln[2:] if ln.startswith("  ") else ln for ln in lines[b.start:b.end + 1]]
-    out = lines[:b.start] + lines[b.end + 1:after + 1] + body + lines[after + 1:]
+def _elsewhere(lines: list, resources: list, schema) -> str | None:
+    """A resource's first nested block moved into another resource whose schema lacks it."""
+    for r in resources:
+        for b in (b for b in r.blocks if not b.path):
+            for other in resources:
+                if other is not r and not _accepts(schema.block(other.mode, other.type) if schema else None, b.name):
+                    return _relocate(lines, b, other.end, 0)
+    return None
+
+
+def _relocate(lines: list, b: Block, target: int, shift: int) -> str:
+    """Block b's lines moved before line `target` (an index in `lines`), indented by `shift`."""
+    body = [(" " * shift + ln if shift > 0 else ln[-shift:] if ln.startswith(" " * -shift) else ln) if ln else ln
+            for ln in lines[b.start:b.end + 1]]
+    if target > b.end:
+        out = lines[:b.start] + lines[b.end + 1:target] + body + lines[target:]
+    else:
+        out = lines[:target] + body + lines[target:b.start] + lines[b.end + 1:]
     return "\n".join(out)
 
 

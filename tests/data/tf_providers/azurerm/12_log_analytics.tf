@@ -13,6 +13,10 @@ resource "azurerm_log_analytics_workspace" "main" {
   resource_group_name = azurerm_resource_group.mon.name
   sku                 = "PerGB2018"
   retention_in_days   = 30
+
+  identity {
+    type = "SystemAssigned"
+  }
 }
 
 resource "azurerm_application_insights" "app" {

@@ -18,3 +18,15 @@ resource "azurerm_role_assignment" "reader" {
   role_definition_name = "Reader"
   principal_id         = azurerm_user_assigned_identity.app.principal_id
 }
+
+resource "azurerm_role_definition" "restarter" {
+  name  = "vm-restarter"
+  scope = azurerm_resource_group.id.id
+
+  permissions {
+    actions     = ["Microsoft.Compute/virtualMachines/restart/action"]
+    not_actions = []
+  }
+
+  assignable_scopes = [azurerm_resource_group.id.id]
+}

@@ -10,6 +10,12 @@ resource "azurerm_resource_group" "dns" {
 resource "azurerm_dns_zone" "public" {
   name                = "acme.example.com"
   resource_group_name = azurerm_resource_group.dns.name
+
+  soa_record {
+    email       = "hostmaster.acme.example.com"
+    ttl         = 3600
+    expire_time = 2419200
+  }
 }
 
 resource "azurerm_dns_a_record" "www" {

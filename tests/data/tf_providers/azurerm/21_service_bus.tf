@@ -12,6 +12,10 @@ resource "azurerm_servicebus_namespace" "main" {
   location            = azurerm_resource_group.sb.location
   resource_group_name = azurerm_resource_group.sb.name
   sku                 = "Standard"
+
+  identity {
+    type = "SystemAssigned"
+  }
 }
 
 resource "azurerm_servicebus_queue" "orders" {

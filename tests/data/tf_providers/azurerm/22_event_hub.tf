@@ -13,6 +13,10 @@ resource "azurerm_eventhub_namespace" "main" {
   resource_group_name = azurerm_resource_group.eh.name
   sku                 = "Standard"
   capacity            = 2
+
+  identity {
+    type = "SystemAssigned"
+  }
 }
 
 resource "azurerm_eventhub" "telemetry" {

@@ -12,6 +12,10 @@ resource "azurerm_virtual_network" "hub" {
   address_space       = ["10.100.0.0/16"]
   location            = azurerm_resource_group.hub.location
   resource_group_name = azurerm_resource_group.hub.name
+
+  encryption {
+    enforcement = "AllowUnencrypted"
+  }
 }
 
 resource "azurerm_virtual_network" "spoke" {

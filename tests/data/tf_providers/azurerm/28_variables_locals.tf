@@ -28,3 +28,15 @@ resource "azurerm_resource_group" "env" {
 output "group_ids" {
   value = [for g in azurerm_resource_group.env : g.id]
 }
+
+resource "azurerm_log_analytics_workspace" "env" {
+  for_each            = azurerm_resource_group.env
+  name                = "law-${each.key}"
+  location            = each.value.location
+  resource_group_name = each.value.name
+  retention_in_days   = 30
+
+  identity {
+    type = "SystemAssigned"
+  }
+}

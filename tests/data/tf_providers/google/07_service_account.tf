@@ -7,6 +7,11 @@ resource "google_project_iam_member" "ci_builder" {
   project = "acme-prod"
   role    = "roles/cloudbuild.builds.builder"
   member  = "serviceAccount:${google_service_account.ci.email}"
+
+  condition {
+    title      = "expires-2027"
+    expression = "request.time < timestamp(\"2027-01-01T00:00:00Z\")"
+  }
 }
 
 resource "google_service_account_key" "ci" {

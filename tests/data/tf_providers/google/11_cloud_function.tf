@@ -1,6 +1,10 @@
 resource "google_storage_bucket" "src" {
   name     = "acme-fn-source"
   location = "US"
+
+  versioning {
+    enabled = true
+  }
 }
 
 resource "google_storage_bucket_object" "zip" {

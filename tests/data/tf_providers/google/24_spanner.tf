@@ -2,7 +2,17 @@ resource "google_spanner_instance" "main" {
   name         = "main-spanner"
   config       = "regional-us-central1"
   display_name = "Main"
-  num_nodes    = 1
+
+  autoscaling_config {
+    autoscaling_limits {
+      min_processing_units = 1000
+      max_processing_units = 3000
+    }
+    autoscaling_targets {
+      high_priority_cpu_utilization_percent = 65
+      storage_utilization_percent           = 90
+    }
+  }
 }
 
 resource "google_spanner_database" "orders" {

@@ -20,3 +20,13 @@ resource "google_compute_network_peering" "b_to_a" {
   network      = google_compute_network.b.self_link
   peer_network = google_compute_network.a.self_link
 }
+
+resource "google_compute_firewall" "a_internal" {
+  name          = "a-internal"
+  network       = google_compute_network.a.name
+  source_ranges = ["10.0.0.0/8"]
+
+  allow {
+    protocol = "icmp"
+  }
+}

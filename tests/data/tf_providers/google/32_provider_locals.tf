@@ -24,4 +24,13 @@ resource "google_storage_bucket" "lake" {
   autoclass {
     enabled = true
   }
+
+  lifecycle_rule {
+    condition {
+      age = 365
+    }
+    action {
+      type = "Delete"
+    }
+  }
 }

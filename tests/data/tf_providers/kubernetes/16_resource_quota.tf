@@ -35,3 +35,16 @@ resource "kubernetes_limit_range_v1" "team" {
     }
   }
 }
+
+resource "kubernetes_role_v1" "team_viewer" {
+  metadata {
+    name      = "viewer"
+    namespace = kubernetes_namespace_v1.team.metadata[0].name
+  }
+
+  rule {
+    api_groups = [""]
+    resources  = ["pods", "services"]
+    verbs      = ["get", "list"]
+  }
+}

