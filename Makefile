@@ -83,6 +83,7 @@ bench: $(STAMPS)/install $(STAMPS)/apt
 	$(BIN)/python $(PERF)/sandbox.py --gold-report --out $(RESULTS)/sandbox_gold.json
 	$(BIN)/python $(PERF)/cold_cli.py --out $(RESULTS)/cold_cli.json
 	$(BIN)/python $(PERF)/iac_verify.py --out $(RESULTS)/iac_verify.json
+	$(BIN)/python $(PERF)/record.py --out $(RESULTS)/tf_provider_agreement.json -- $(BIN)/python benchmarks/studies/tf_provider_agreement.py --json
 	$(BIN)/python $(PERF)/cache.py --out $(RESULTS)/cache.json
 	$(BIN)/python $(PERF)/estimate.py --out $(RESULTS)/estimate.json
 	$(BIN)/python $(PERF)/cost_objective.py --out $(RESULTS)/cost_objective.json
