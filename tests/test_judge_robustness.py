@@ -216,3 +216,20 @@ def test_calibration_with_the_gate_refuses_an_obedient_judge_and_reports_flip_ra
     assert metrics["robustness_new_instruction_flip_rate"] == pytest.approx(row["new"]["flip_rate"])
     assert metrics["robustness_new_instruction_flip_ci_hi"] == pytest.approx(hi)
     assert metrics["robustness_refused"] == float(not guarded)
+
+
+def test_a_dry_run_counts_the_gates_calls(tmp_path):
+    from verifirst.benchmarks.perf import estimate as bench
+    from verifirst.lm import AccountedLM
+    from verifirst.lm.testing import ScriptedEngine
+
+    engine = ScriptedEngine(bench.stubborn_answer)
+    lm = AccountedLM("local/dry-judge", role="judge", spec="dry-judge", engine=engine, num_retries=0)
+    kw = dict(models={"judge": lm}, max_iters=1, dry_run=True, workdir=tmp_path / "wd",
+              tracking=vf.MLflow(offline=True), promote="champion")
+    est = vf.calibrate(bench.EXAMPLES / "outcomes.jsonl", robustness=["instruction", "padding"], **kw)
+    gate = [ln for ln in est.as_dict()["lines"] if ln["what"].startswith("robustness gate")]
+    promo = [ln for ln in est.as_dict()["lines"] if ln["what"].startswith("promotion:")]
+    assert engine.calls == 0 and len(gate) == 1 and gate[0]["calls"] == 2 * 3 * promo[0]["calls"]
+    plain = vf.calibrate(bench.EXAMPLES / "outcomes.jsonl", **kw)
+    assert not any(ln["what"].startswith("robustness gate") for ln in plain.as_dict()["lines"])
