@@ -103,3 +103,20 @@ def test_mlflow_traces_items_and_bad_records():
         vf.label_agreement([{"id": "r1", "label": "PASS"}])
     with pytest.raises(InputError, match=r"\[records\]"):
         vf.label_agreement([])
+
+
+def test_the_judges_pi_is_reported_beside_the_humans_alpha():
+    from verifirst.core.stats import scotts_pi
+
+    recs = records()
+    kept = vf.label_agreement(recs, "unanimous", n_boot=10)["selected"]
+    judge = {i: v for i, v in kept.items()}
+    judge["t10"] = "PASS" if judge["t10"] == "FAIL" else "FAIL"  # one wrong verdict
+    judge["t11"] = None  # one failed call
+    res = vf.label_agreement(recs, "unanimous", n_boot=200, verdicts=judge)
+    ids = [i for i in kept if i != "t11"]
+    assert res["judge"]["n"] == len(kept) - 1
+    assert res["judge"]["pi"] == pytest.approx(scotts_pi([kept[i] for i in ids], [judge[i] for i in ids]))
+    lo, hi = res["judge"]["pi_ci95"]
+    assert lo <= res["judge"]["pi"] <= hi < 1.0 + 1e-9
+    assert vf.label_agreement(recs, n_boot=5)["judge"] is None

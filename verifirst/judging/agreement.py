@@ -157,7 +157,7 @@ def select(labels: Mapping[str, Mapping[str, Any]], policy: str) -> tuple[dict[s
 
 def label_agreement(records: Sequence[Any], policy: str = "majority", *, field: str = "labels",
                     name: str = "label", rule: Any = None, n_boot: int = 2000, seed: int = 0,
-                    confidence: float = 0.95) -> dict:
+                    confidence: float = 0.95, verdicts: Mapping[str, Any] | None = None) -> dict:
     """Agreement among labellers, the items they disagree on, and the labels a policy keeps.
 
     Args:
@@ -171,10 +171,12 @@ def label_agreement(records: Sequence[Any], policy: str = "majority", *, field: 
         n_boot: bootstrap resamples for α's interval.
         seed: the bootstrap seed.
         confidence: the interval's level.
+        verdicts: a judge's verdict per item id: its Scott's π against the labels the policy kept, with a
+            95% bootstrap interval, is reported beside the humans' α ("judge"; None verdicts left out).
 
     Returns:
         {"n_items", "n_pairable", "labellers", "alpha", "alpha_ci", "confidence", "disagreements":
-        [{"id", "labels"}], "policy", "selected": {id: label}, "dropped": {id: why}}.
+        [{"id", "labels"}], "policy", "selected": {id: label}, "dropped": {id: why}, "judge"}.
     """
     labels = _record_labels(records, field, name)
     if rule is not None:
@@ -186,4 +188,23 @@ def label_agreement(records: Sequence[Any], policy: str = "majority", *, field: 
             "alpha": krippendorff_alpha(units), "alpha_ci": alpha_interval(units, n_boot, seed, confidence),
             "confidence": confidence,
             "disagreements": [{"id": i, "labels": dict(by)} for i, by in labels.items() if len(set(by.values())) > 1],
-            "policy": policy, "selected": kept, "dropped": dropped}
+            "policy": policy, "selected": kept, "dropped": dropped,
+            "judge": None if verdicts is None else judge_against(kept, verdicts, n_boot, seed)}
+
+
+def judge_against(labels: Mapping[str, Any], verdicts: Mapping[str, Any], n_boot: int = 2000, seed: int = 0) -> dict:
+    """A judge's Scott's π against the kept labels, with its 95% bootstrap interval (core.stats).
+
+    Args:
+        labels: item id -> the label a policy kept.
+        verdicts: item id -> the judge's verdict (None or absent: left out).
+        n_boot: bootstrap resamples.
+        seed: the bootstrap seed.
+    """
+    from verifirst.core.stats import judge_pi, pi_interval
+
+    ids = [i for i in labels if verdicts.get(i) is not None]
+    if not ids:
+        return {"n": 0, "pi": None, "pi_ci95": None}
+    y, pred = [labels[i] for i in ids], [verdicts[i] for i in ids]
+    return {"n": len(ids), "pi": judge_pi(y, pred), "pi_ci95": pi_interval(y, pred, n_boot, seed)}
