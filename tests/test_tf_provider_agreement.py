@@ -100,3 +100,25 @@ def test_terraform_backend_checks_inside_a_google_module(tmp_path):
                                                                    "  auto_create_subnetworks = \"sometimes\"\n")))
     assert bad.passed is False and bad.stage == T.VALIDATE_FAIL, bad.feedback
     assert T.TYPE in bad.error_classes and "modules/net/main.tf" in bad.feedback
+
+
+CYCLE_VIA_UNSUPPORTED = (
+    'provider "azurerm" {\n  features {}\n}\n\nresource "azurerm_resource_group" "lb" {\n  name     = "rg-lb"\n'
+    '  location = "westus2"\n  frontend_ip_configuration {\n    name                 = "public"\n'
+    '    public_ip_address_id = azurerm_public_ip.lb.id\n  }\n}\n\nresource "azurerm_public_ip" "lb" {\n'
+    '  name                = "pip-lb"\n  location            = azurerm_resource_group.lb.location\n'
+    '  resource_group_name = azurerm_resource_group.lb.name\n  allocation_method   = "Static"\n}\n')
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+def test_a_reference_inside_an_unsupported_block_makes_no_cycle(backend):
+    """Found by the study (azurerm 11_public_ip_lb/bad_block_nesting): terraform reads references
+    only where the schema has arguments, so a block put in the wrong resource is its one error."""
+    v = TerraformVerifier(backend=backend).verify_config(CYCLE_VIA_UNSUPPORTED)
+    assert v.stage == T.VALIDATE_FAIL and v.error_classes == [T.SELF_DEFINED_PROPERTY], v.feedback
+    cycle = CYCLE_VIA_UNSUPPORTED.replace('  allocation_method   = "Static"\n',
+                                          '  allocation_method   = "Static"\n  domain_name_label   = '
+                                          'azurerm_resource_group.lb.tags["x"]\n').replace(
+        '  frontend_ip_configuration {\n    name                 = "public"\n    public_ip_address_id = '
+        'azurerm_public_ip.lb.id\n  }\n', '  managed_by = azurerm_public_ip.lb.id\n')
+    assert T.CYCLE in TerraformVerifier(backend=backend).verify_config(cycle).error_classes

@@ -462,6 +462,35 @@ def check_references(ev: ModelEval):
             _check_expr_refs(ev, expr, f"module.{name}", None, counted, each, dyn)
 
 
+_META_ARGS = ("count", "for_each", "depends_on", "provider")
+_META_BLOCKS = ("lifecycle", "provisioner", "connection")
+
+
+def schema_body(body: A.Body, bs: dict | None, top: bool = True) -> A.Body:
+    """The part of a resource body that terraform reads for references: the arguments and blocks
+    its schema declares (and the meta-arguments); an unsupported argument or block is an error
+    of its own, and its references are in no dependency graph.
+
+    Args:
+        body: a resource's (or nested block's) body.
+        bs: its block schema; None keeps the body as it is.
+        top: the resource's own body, where meta-arguments and meta-blocks are allowed.
+    """
+    if bs is None:
+        return body
+    attrs, types = bs.get("attributes") or {}, bs.get("block_types") or {}
+    out = A.Body()
+    out.attributes = {n: a for n, a in body.attributes.items() if n in attrs or (top and n in _META_ARGS)}
+    for b in body.blocks:
+        name = b.labels[0] if b.type == "dynamic" and b.labels else b.type
+        if name in types:
+            out.blocks.append(b if b.type == "dynamic" else
+                              A.Block(b.type, b.labels, schema_body(b.body, types[name].get("block"), False), b.line))
+        elif name in attrs or (top and b.type in _META_BLOCKS):
+            out.blocks.append(b)
+    return out
+
+
 def _body_exprs(body: A.Body, dyn=(), skip=()):
     for a in body.attributes.values():
         if a.name not in skip:

@@ -483,9 +483,10 @@ def _first_line(body):
 
 
 # --- dependency graph -------------------------------------------------------------------------
-def dependency_graph(m: Module) -> dict[str, set]:
-    """node -> nodes it references (resources by base address, local.x, var.x, module.x)."""
-    from verifirst.verifiers.terraform._hcl_model import _body_exprs
+def dependency_graph(m: Module, block_schema=None) -> dict[str, set]:
+    """node -> nodes it references (resources by base address, local.x, var.x, module.x); with
+    block_schema (a resource declaration -> its block schema), only what the schema declares."""
+    from verifirst.verifiers.terraform._hcl_model import _body_exprs, schema_body
     g: dict[str, set] = {}
 
     def deps(body):
@@ -504,7 +505,7 @@ def dependency_graph(m: Module) -> dict[str, set]:
                     out.add(subject)
         return out
     for r in m.resources:
-        g[r.address] = deps(r.body)
+        g[r.address] = deps(schema_body(r.body, block_schema(r) if block_schema else None))
     for name, a in m.locals.items():
         from verifirst.verifiers.terraform._hcl_ast import Body
         b = Body()
@@ -518,7 +519,7 @@ def dependency_graph(m: Module) -> dict[str, set]:
 
 
 def _check_cycles(ev: ModelEval):
-    g = dependency_graph(ev.m)
+    g = dependency_graph(ev.m, ev.block_schema)
     for node, ds in g.items():
         if node in ds:
             decl = ev.decls.get(node)
