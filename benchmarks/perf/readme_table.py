@@ -266,6 +266,44 @@ def scale(f: Field) -> tuple[str, str]:
             "(pure Python); Ray efficiency per worker in parentheses", "; ".join(parts))
 
 
+def cost_objective(f: Field) -> tuple[str, str]:
+    c, q = f("cheapest_not_worse"), f("quality")
+    return (f"cost objective, scripted models priced like {f('priced_like.local/cheap')} and "
+            f"{f('priced_like.local/dear')}, {f('items')} items, margin {_n(f('margin'))}",
+            f"cheapest-not-worse chose {c['chosen']} at {_n(c['cost_ratio'], 3)}× the reference's USD per item "
+            f"on test (Δ pass rate {_n(c['test_delta_pass_rate'])} {_ci(c['test_delta_ci95'])}, McNemar p "
+            f"{_n(c['test_mcnemar_p'])}); objective=\"quality\": {q['model']} at {_n(q['test_pass_rate'])} pass "
+            f"rate; saves {_n(f('saving_vs_quality_per_item') * 1e6, 1)} µUSD per item, gives up "
+            f"{_n(f('pass_rate_given_up_vs_quality'))} pass rate; no prompt fixes the cheap model: "
+            f"{f('unfixable.chosen')} kept; dry-run estimate within {_n(f('worst_estimate_rel_error'))} of calls made "
+            f"[≤ {_n(f('tolerance'))}]")
+
+
+def reward_hacks(f: Field) -> tuple[str, str]:
+    def per(part: str, good: str) -> str:
+        return ", ".join(f"{name} {v.get(good, 0)}" for name, v in f(f"{part}.attacks").items())
+
+    consts = ", ".join(f"{name} {v.get('equivalent', 0)}" for name, v in f("feh.constants").items())
+    return (f"reward hacks: task-blind candidates against FEH ({f('feh.tasks')} NL2SH-ALFA tasks, llm off) and "
+            f"bash-tests ({f('bash_tests.tasks')} EAbench-layout tasks), {f('backend')}",
+            f"attacks judged equivalent: {f('feh.attacks_judged_equivalent')} ({per('feh', 'equivalent')}); "
+            f"attacks passing the task's check: {f('bash_tests.attacks_passed')} ({per('bash_tests', 'pass')}); "
+            f"constant outputs judged equivalent (weak tests, not hacks): {consts} [attacks: 0]")
+
+
+def tf_provider_agreement(f: Field) -> tuple[str, str]:
+    parts = []
+    for p, r in f("providers").items():
+        ms = r["ms_per_config"]
+        parts.append(f"{p}: stage agreement {_n(r['stage_agreement'])} (with classes "
+                     f"{_n(r['stage_and_class_agreement'])}), right {r['right']['python']} python, "
+                     f"{r['right']['terraform']} terraform of {r['cases']}; {_n(ms['python']['median'], 1)} ms "
+                     f"pure Python, {_n(ms['terraform']['median'], 0)} ms terraform + schema provider per config")
+    g = f("goals_ms")
+    return ("Terraform beyond AWS: valid configs and one faulty variant per fault class (6 classes) per provider, "
+            "python vs terraform backend", "; ".join(parts) + f" [≥ 0.98; ≤ {g['python']} ms, ≤ {g['terraform']} ms]")
+
+
 @dataclass(frozen=True)
 class Row:
     name: str  # results file stem
@@ -281,11 +319,14 @@ ROWS = (
     Row("sandbox", "python benchmarks/perf/sandbox.py", feh_speed),  # the same run's FEH part
     Row("cold_cli", "python benchmarks/perf/cold_cli.py", cold_cli),
     Row("iac_verify", "python benchmarks/perf/iac_verify.py --json", iac_verify),
+    Row("tf_provider_agreement", "python benchmarks/studies/tf_provider_agreement.py --json", tf_provider_agreement),
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
     Row("estimate", "python benchmarks/perf/estimate.py --json", estimate),
     Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),
     Row("demo", "python benchmarks/perf/demo.py", demo),
     Row("scale", "python benchmarks/perf/scale.py --json", scale),
+    Row("cost_objective", "python benchmarks/perf/cost_objective.py", cost_objective),
+    Row("reward_hacks", "python benchmarks/perf/reward_hacks.py", reward_hacks),
 )
 
 
