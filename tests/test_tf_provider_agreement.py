@@ -37,8 +37,7 @@ def test_mutations_are_deterministic_and_change_what_they_name():
     assert 'resource "google_compute_ntwork" "vpc"' in S.mutate(text, "unknown_resource_type", schema)
     assert "google_compute_network.vpc_old.id" in S.mutate(text, "bad_reference", schema)
     assert 'name                    = "main-vpc"' not in S.mutate(text, "missing_required", schema)
-    assert 'auto_create_subnetworks = "yes-please"' not in text
-    assert "auto_create_subnetworks = \"yes-please\"" in S.mutate(text, "wrong_type", schema)
+    assert '  name = ["not", "a", "string"]\n' in S.mutate(text, "wrong_type", schema)
     moved = S.mutate(text, "bad_block_nesting", schema)  # a sibling block moved into log_config
     assert "    flow_sampling        = 0.5\n    secondary_ip_range {\n      range_name" in moved
 
