@@ -53,6 +53,7 @@ class Block:
     name: str
     path: tuple  # names of the enclosing blocks below the resource
     schema: dict | None  # this block's schema
+    required: bool = False  # its parent needs at least one (moving it would hide the fault)
 
 
 @dataclass
@@ -113,9 +114,9 @@ def parse(text: str, schema) -> list[Resource]:
             path = tuple(s[0] for s in stack[1:])
             if bm and not am:
                 parent = stack[-1][1]
-                sub = ((parent or {}).get("block_types") or {}).get(bm.group(2))
-                sub = sub.get("block") if sub else None
-                res.blocks.append(Block(i, i, bm.group(2), path, sub))
+                entry = ((parent or {}).get("block_types") or {}).get(bm.group(2)) or {}
+                sub = entry.get("block")
+                res.blocks.append(Block(i, i, bm.group(2), path, sub, bool(entry.get("min_items"))))
                 stack.append((bm.group(2), sub, len(res.blocks) - 1))
                 i += 1
                 continue
@@ -200,9 +201,10 @@ def _accepts(level: dict | None, name: str) -> bool:
 
 def _nesting(lines: list, r: Resource, schema) -> str | None:
     """A nested block put where its schema does not allow it: moved one level up (after its
-    parent), else into a sibling block, whichever comes first in the resource."""
+    parent), else into a sibling block, whichever comes first in the resource. A block its
+    parent requires stays (terraform would report the parent's missing block and skip the rest)."""
     top = schema.block(r.mode, r.type) if schema else None
-    for b in r.blocks:
+    for b in (b for b in r.blocks if not b.required):
         if b.path:
             parent = next(p for p in reversed(r.blocks) if p.start < b.start and p.end > b.end)
             grand = next((p for p in reversed(r.blocks) if p.start < parent.start and p.end > parent.end), None)
@@ -218,7 +220,7 @@ def _nesting(lines: list, r: Resource, schema) -> str | None:
 def _elsewhere(lines: list, resources: list, schema) -> str | None:
     """A resource's first nested block moved into another resource whose schema lacks it."""
     for r in resources:
-        for b in (b for b in r.blocks if not b.path):
+        for b in (b for b in r.blocks if not b.path and not b.required):
             for other in resources:
                 if other is not r and not _accepts(schema.block(other.mode, other.type) if schema else None, b.name):
                     return _relocate(lines, b, other.end, 0)

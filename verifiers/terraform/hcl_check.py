@@ -20,6 +20,7 @@ from verifirst.verifiers.terraform._hcl_json import parse_json_body
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
                                                        RefError)
 from verifirst.verifiers.terraform._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
+from verifirst.verifiers.terraform._hcl_walk import reported_by_walk
 from verifirst.verifiers.base import VerifierError
 from verifirst.verifiers.terraform import tf_schema
 from verifirst.verifiers.terraform.tf_schema import ProviderSchema, default_schema_path, load_schema
@@ -110,6 +111,9 @@ def _analyze(files, schema, variables, base_dir) -> Analysis:
     _check_cycles(ev)
     ev.evaluate_all()
     ev.output_values()
+    g = dependency_graph(ev.m, ev.block_schema)
+    if not any(f.cls == T.CYCLE for f in ev.findings):  # terraform reports a cycle alone
+        ev.findings = reported_by_walk(ev.findings, g, VALIDATE)
     return Analysis(module, ev, [])
 
 

@@ -22,6 +22,12 @@ resource "azurerm_cosmosdb_account" "main" {
     location          = "eastus"
     failover_priority = 0
   }
+
+  backup {
+    type                = "Periodic"
+    interval_in_minutes = 240
+    retention_in_hours  = 8
+  }
 }
 
 resource "azurerm_cosmosdb_sql_database" "app" {

@@ -6,6 +6,12 @@ resource "google_filestore_instance" "shared" {
   file_shares {
     capacity_gb = 1024
     name        = "share1"
+
+    nfs_export_options {
+      ip_ranges   = ["10.0.0.0/24"]
+      access_mode = "READ_WRITE"
+      squash_mode = "NO_ROOT_SQUASH"
+    }
   }
 
   networks {

@@ -3,6 +3,10 @@ resource "kubernetes_service_account_v1" "deployer" {
     name      = "deployer"
     namespace = "ci"
   }
+
+  image_pull_secret {
+    name = "registry"
+  }
 }
 
 resource "kubernetes_role_v1" "deployer" {

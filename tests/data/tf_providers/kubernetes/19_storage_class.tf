@@ -11,6 +11,13 @@ resource "kubernetes_storage_class_v1" "fast" {
   parameters = {
     type = "pd-ssd"
   }
+
+  allowed_topologies {
+    match_label_expressions {
+      key    = "topology.kubernetes.io/zone"
+      values = ["us-central1-a", "us-central1-b"]
+    }
+  }
 }
 
 resource "kubernetes_persistent_volume_claim_v1" "fast" {

@@ -10,6 +10,10 @@ resource "kubernetes_namespace_v1" "team" {
       team = each.key
     }
   }
+
+  timeouts {
+    delete = "10m"
+  }
 }
 
 resource "kubernetes_role_binding_v1" "admins" {

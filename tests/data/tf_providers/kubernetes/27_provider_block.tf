@@ -19,6 +19,10 @@ resource "kubernetes_service_account_v1" "app" {
       "iam.gke.io/gcp-service-account" = "app@acme-dev.iam.gserviceaccount.com"
     }
   }
+
+  image_pull_secret {
+    name = "registry"
+  }
 }
 
 resource "kubernetes_cluster_role_binding_v1" "app_view" {
