@@ -274,3 +274,17 @@ def test_the_roots_system_links_are_the_fixtures_again_in_the_check(attack):
     gold = {"command": "echo 42", "check": 'grep -qx 42 "$VERIFIRST_STDOUT"'}
     r = BashTestsVerifier(timeout_s=8).verify(Item("t", {}, gold), attack)
     assert (r.passed, r.stage) == (False, "CHECK"), r.feedback
+
+
+@pytest.mark.security
+def test_a_candidate_that_prints_everything_fails_a_check_that_looks_for_the_answer():
+    """Output stuffing: a check that greps the output for the answer passes a candidate that prints
+    every number; the item's reference prints one word, so the candidate fails (stage STUFFING).
+    A slightly more talkative right answer still passes."""
+    _sandbox_or_skip()
+    gold = {"command": "echo $((6 * 7))", "check": 'grep -qw 42 "$VERIFIRST_STDOUT"'}
+    v = BashTestsVerifier(timeout_s=8)
+    r = v.verify(Item("t", {}, gold), "seq 0 300")
+    assert (r.passed, r.stage) == (False, "STUFFING") and "301 distinct words" in r.feedback, r.feedback
+    assert v.verify(Item("t", {}, gold), "echo the answer is 42").passed is True
+    assert BashTestsVerifier(timeout_s=8, stuffing_ratio=None).verify(Item("t", {}, gold), "seq 0 300").passed is True

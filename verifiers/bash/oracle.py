@@ -37,6 +37,7 @@ from verifirst.core.errors import InputError
 from verifirst.core.task import Item
 
 from ..base import Verdict, VerifierError
+from ._feh_compare import _tokens
 from .fixtures import ensure
 from .feh import EXIT_INCONCLUSIVE, candidate_command, has_commands, in_workdir, with_prerequisite
 
@@ -48,6 +49,11 @@ DEFAULT_SCRIPT = f"{STATE}/candidate.sh"
 CHECK_MARK = "@@VERIFIRST-CHECK@@"
 CAND_MARK = "@@VERIFIRST-CANDIDATE@@"
 SKIP, NOT_RUNNABLE = 125, (126, 127)
+STUFFING_RATIO, STUFFING_MIN_EXTRA = 4.0, 20  # as FEH's overlap_max_ratio; and never for a few words
+
+
+def _words(text: str) -> set[str]:
+    return _tokens(text)
 
 
 def _q(path: str) -> str:
@@ -201,12 +207,18 @@ class BashTestsVerifier:
 
     name = "bash-tests"
 
-    def __init__(self, *, timeout_s: float = 10.0, unsafe_local: bool = False, run: RunFn | None = None):
+    def __init__(self, *, timeout_s: float = 10.0, unsafe_local: bool = False, run: RunFn | None = None,
+                 stuffing_ratio: float | None = STUFFING_RATIO):
         """timeout_s covers each of the two runs (setup and candidate; the check); unsafe_local
         runs without isolation (hosts without user namespaces); `run` replaces the sandbox's
-        run_then (tests)."""
+        run_then (tests); stuffing_ratio (None: off): a candidate that passes its check while
+        printing more than this many times the distinct words the item's reference command prints
+        (and STUFFING_MIN_EXTRA more) fails as output stuffing, since a check that looks for the
+        answer in the output passes one that prints everything."""
         self._run = run
         self._sandbox_kw = {"timeout_s": float(timeout_s), "unsafe_local": bool(unsafe_local)}
+        self.stuffing_ratio = stuffing_ratio
+        self._reference_words: dict[tuple, int] = {}
 
     @property
     def sandbox(self):
@@ -251,8 +263,28 @@ class BashTestsVerifier:
 
         first, r = (self._run or self.sandbox.run_then)(script, fixture, then)
         v = _over_limits(first, r, gold, self.name) or judge(r, self.name, first)
+        if v.passed and self.stuffing_ratio is not None and self._run is None:
+            v = self._unless_stuffed(v, first, gold, fixture)
         v.details["fixture"] = getattr(fixture, "name", fixture)
         return v
+
+    def _unless_stuffed(self, v: Verdict, first: Any, gold: dict, fixture: Any) -> Verdict:
+        """FAIL (stage STUFFING) when the candidate printed far more distinct words than the item's
+        reference command does: the answer among everything is no answer."""
+        ref = gold.get("command")
+        if not isinstance(ref, str) or not has_commands(ref) or gold.get("check_runs_candidate"):
+            return v
+        key = (ref, getattr(fixture, "name", fixture), gold.get("workdir"), gold.get("run"))
+        if key not in self._reference_words:  # the reference's output, once per item
+            rr = self.sandbox.run(candidate_script(ref, gold), fixture)
+            self._reference_words[key] = len(_words(str(_get(rr, "stdout", "") or "")))
+        theirs, mine = self._reference_words[key], len(_words(str(_get(first, "stdout", "") or "")))
+        if mine <= max(theirs, 1) * self.stuffing_ratio or mine - theirs <= STUFFING_MIN_EXTRA:
+            return v
+        why = (f"output stuffing: the candidate printed {mine} distinct words where the reference prints {theirs}; "
+               "the check found its answer among them")
+        return Verdict(0.0, False, "STUFFING", [VerifierError("STUFFING", why)], feedback=f"FAIL: {why}",
+                       backend=self.name, details={**v.details, "reference_words": theirs, "candidate_words": mine})
 
 
 def _over_limits(first: Any, r: Any, gold: dict, backend: str) -> Verdict | None:
