@@ -7,7 +7,8 @@ pages it writes (the kernel charges shmem to the writer's memory cgroup), whatev
 
 Where: under this process's own cgroup (so a container's limit still covers the runs), cgroup v2
 where the unified hierarchy has the memory and pids controllers, else cgroup v1's memory and
-pids hierarchies. Made by the owner (root, or a user the hierarchy was delegated to); the
+pids hierarchies (and its cpu one where there is one: each run then gets an equal share of the CPU,
+however many processes it starts). Made by the owner (root, or a user the hierarchy was delegated to); the
 launcher's pid 1 joins it before anything else runs (vf-sandbox `--join-cgroup FD`, written
 through a descriptor the owner opened), or for bubblewrap the wrapper that execs it. Where no
 cgroup can be made (an unprivileged user without delegation, a read-only cgroupfs), `available()`
@@ -46,7 +47,7 @@ def _own_paths() -> dict[str, str]:
 
 @functools.cache
 def _layout() -> tuple[tuple[tuple[Path, str], ...], str | None]:
-    """((directory to make run cgroups in, its kind "v1-memory" | "v1-pids" | "v2"), ...), why not."""
+    """((directory to make run cgroups in, its kind "v1-memory" | "v1-pids" | "v1-cpu" | "v2"), ...), why not."""
     if os.environ.get("VERIFIRST_SANDBOX_CGROUPS", "1") == "0":
         return (), "turned off by VERIFIRST_SANDBOX_CGROUPS=0"
     own = _own_paths()
@@ -69,7 +70,16 @@ def _layout() -> tuple[tuple[tuple[Path, str], ...], str | None]:
                 base.mkdir(exist_ok=True)
                 if kind == "v2":
                     (base / "cgroup.subtree_control").write_text("+memory +pids")
+                    _try_write(base / "cgroup.subtree_control", "+cpu")  # fair shares, where delegated
                 made.append((base, kind))
+            cpu = ROOT / "cpu"  # cgroup v1: each run its own cpu group, so runs share the CPU as equals
+            if made[0][1] != "v2" and (cpu / "cpu.shares").exists():
+                try:
+                    base = cpu / own.get("cpu", "/").lstrip("/") / f"verifirst-{os.getpid()}"
+                    base.mkdir(exist_ok=True)
+                    made.append((base, "v1-cpu"))
+                except OSError:
+                    pass  # optional: without it a run's many processes weigh more than another's few
             return tuple(made), None
         except OSError as exc:
             why = f"cannot make a cgroup under {layout[0][0]}: {exc.strerror or exc}"
@@ -124,6 +134,8 @@ class RunCgroup:
                     _try_write(d / "memory.oom_control", "0")
                 elif kind == "v1-pids":
                     (d / "pids.max").write_text(str(pids))
+                elif kind == "v1-cpu":
+                    pass  # the default shares: every run's group weighs the same
                 else:
                     (d / "memory.max").write_text(str(memory_bytes))
                     _try_write(d / "memory.swap.max", "0")
