@@ -321,8 +321,25 @@ def battery(request, batteries):
     return ctx, data["results"]
 
 
+# Where docs/sandbox-threat-model.md says a property does not hold ("Limits"), an attack that succeeds
+# there is an expected failure (xfail), named with the limit; it still fails the suite anywhere else.
+_NO_CGROUPS = "no cgroups (unprivileged): limits hold per process, runs share one scratch and the CPU"
+_BWRAP = "under bubblewrap pid 1 is bubblewrap's (dumpable), /sys is the host's, per-uid counts are shared"
+KNOWN_LIMITS: dict[tuple[str, str], str] = {
+    **{(a, m): _NO_CGROUPS for a in ("memory_many_processes", "scratch_fill", "free_space_side_channel",
+                                     "inode_pool_shared", "cpu_hog") for m in ("user-default", "user-bwrap")},
+    **{(a, m): _BWRAP for a in ("syscall_proc1_mem", "inotify_exhaust", "sys_net_mac", "sys_cgroup_tree")
+       for m in ("root-bwrap", "user-bwrap")},
+    **{("sys_block_devices", m): "the kernel's global parts of /sys (CPUs, block devices) are the host's" for m in MODES},
+    **{("mountinfo_host_paths", m): "mountinfo names the run's scratch paths on the host" for m in MODES},
+    **{("forge_check_output", m): "a check that echoes the candidate's output carries its text into the feedback "
+       "(the verdict is the check's exit status)" for m in MODES},
+}
+
+
 def check_attack(battery, attack: Attack, extra: dict | None = None) -> None:
-    """The assertion every attack test makes: it ran, and it did not succeed."""
+    """The assertion every attack test makes: it ran, and it did not succeed (or, where the threat
+    model names the limit, an expected failure saying which)."""
     ctx, results = battery
     if ctx.mode not in attack.modes:
         pytest.skip(f"{attack.id} does not run in {ctx.mode}")
@@ -338,6 +355,9 @@ def check_attack(battery, attack: Attack, extra: dict | None = None) -> None:
         pytest.fail(f"{attack.id}: the attack did not run as written (its probe printed nothing): "
                     f"{json.dumps(res)[:3000]}")
     REPORT.setdefault(attack.id, {})[key] = "SUCCEEDS" if evidence else "FAILS"
+    limit = KNOWN_LIMITS.get((attack.id, ctx.mode))
+    if evidence is not None and limit:
+        pytest.xfail(f"{attack.id} succeeds in {key}, a documented limit ({limit}): {evidence}")
     assert evidence is None, f"{attack.id} SUCCEEDED in {key} ({attack.success}): {evidence}"
 
 
