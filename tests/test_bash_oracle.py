@@ -133,6 +133,9 @@ def test_arguments_and_task_files_reach_the_sandbox():
 def test_verify_bash_check_on_the_cli(tmp_path, capsys):
     from verifirst.verifiers.bash.oracle import cli_verify_check
 
+    import glob
+
+    left = set(glob.glob("/dev/shm/verifirst-check.*"))
     check = tmp_path / "check.sh"
     check.write_text('grep -qx 42 "$VERIFIRST_STDOUT" || { echo "expected 42, got: $(cat "$VERIFIRST_STDOUT")"; exit 1; }\n')
     assert cli_verify_check(str(check), "echo 42", as_json=True, unsafe_local=True) == 0
@@ -144,6 +147,7 @@ def test_verify_bash_check_on_the_cli(tmp_path, capsys):
     with pytest.raises(InputError, match="not found") as e:
         cli_verify_check(str(tmp_path / "nope.sh"), "echo 1", unsafe_local=True)
     assert "nope.sh" in str(e.value)
+    assert set(glob.glob("/dev/shm/verifirst-check.*")) == left  # without the sandbox: the run's root, not the host's
 
 
 def test_cli_needs_gold_or_check(tmp_path):

@@ -102,7 +102,9 @@ def check_script(gold: dict) -> str:
     """
     path = str(gold.get("script_path") or DEFAULT_SCRIPT)
     c = '"$__vf_c"'
-    lines = ['__vf_c=$(mktemp -d -p /dev/shm verifirst-check.XXXXXX 2>/dev/null || mktemp -d) || exit 1',
+    # the run's own /dev/shm (a fresh tmpfs); without the sandbox (unsafe_local) the run's root, not the host's
+    lines = ['__vf_c=$(mktemp -d -p "${PWD%/}/dev/shm" verifirst-check.XXXXXX 2>/dev/null || '
+             'mktemp -d -p "${PWD%/}/tmp" verifirst-check.XXXXXX) || exit 1',
              f'tar -x -C {c} <&"$VERIFIRST_PAYLOAD_FD" && eval "exec $VERIFIRST_PAYLOAD_FD<&-" || exit 1',
              "unset VERIFIRST_PAYLOAD_FD",
              # nothing the candidate left in its home or next to a check's script runs in the check:
