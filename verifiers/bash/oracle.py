@@ -103,8 +103,8 @@ def check_script(gold: dict) -> str:
     path = str(gold.get("script_path") or DEFAULT_SCRIPT)
     c = '"$__vf_c"'
     # the run's own /dev/shm (a fresh tmpfs); without the sandbox (unsafe_local) the run's root, not the host's
-    lines = ['__vf_c=$(mktemp -d -p "${PWD%/}/dev/shm" verifirst-check.XXXXXX 2>/dev/null || '
-             'mktemp -d -p "${PWD%/}/tmp" verifirst-check.XXXXXX) || exit 1',
+    lines = ['__vf_c=$(mktemp -d -p "$__vf_root/dev/shm" verifirst-check.XXXXXX 2>/dev/null || '
+             'mktemp -d -p "$__vf_root/tmp" verifirst-check.XXXXXX) || exit 1',
              f'tar -x -C {c} <&"$VERIFIRST_PAYLOAD_FD" && eval "exec $VERIFIRST_PAYLOAD_FD<&-" || exit 1',
              "unset VERIFIRST_PAYLOAD_FD",
              # nothing the candidate left in its home or next to a check's script runs in the check:
@@ -113,7 +113,7 @@ def check_script(gold: dict) -> str:
              f"export VERIFIRST_CANDIDATE={_q(path)} VERIFIRST_STDOUT={c}/stdout "
              f"VERIFIRST_STDERR={c}/stderr VERIFIRST_EXIT={c}/exit VERIFIRST_CHECK_DIR={c}/check",
              f"echo {CHECK_MARK}", f"(\n{gold['check']}\n) 2>&1"]
-    return ('__vf_state="${PWD%/}/tmp/.verifirst-check"\n'
+    return ('__vf_root="${PWD%/}"; __vf_state="$__vf_root/tmp/.verifirst-check"\n'  # the root, before cd
             + in_workdir("\n".join(lines), gold.get("workdir")))
 
 
