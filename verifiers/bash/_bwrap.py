@@ -350,7 +350,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
          limits_fd: int, lower: str | None = None, work: str | None = None,
          userns_fd: int | None = None, seccomp_fd: int | None = None, usr: tuple[str, str, str] | None = None,
          usr_ro: str = "/usr", host_binds: bool = True, binds: tuple[tuple[str, str], ...] = (),
-         rlimits: dict[str, int] | None = None, cgroup_fds: tuple[int, ...] = ()) -> list[str]:
+         rlimits: dict[str, int] | None = None, cgroup_fds: tuple[tuple[int, bool], ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
@@ -396,8 +396,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     if bw.kind == _launcher.KIND:
         for name, value in _pid1_limits(rlimits or {}):
             a += ["--rlimit", name, str(value)]
-        for fd in cgroup_fds:
-            a += ["--join-cgroup", str(fd)]
+        for fd, required in cgroup_fds:
+            a += ["--join-cgroup" if required else "--join-cgroup-try", str(fd)]
     for cap in CAPS:
         a += ["--cap-add", cap]
     for k, v in {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}.items():
@@ -411,7 +411,7 @@ def _pid1_limits(limits: dict[str, int]) -> list[tuple[str, int]]:
 
 
 def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
-                  cgroup_fds: tuple[int, ...]) -> tuple[list[str], dict]:
+                  cgroup_fds: tuple[tuple[int, bool], ...]) -> tuple[list[str], dict]:
     """(argv, Popen keywords) that start bubblewrap with the run's limits already on it, so its
     pid 1 holds them too (not only the command's bash), inside the run's cgroups, as `ids`.
 
@@ -419,12 +419,13 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
         args: bubblewrap's argv (argv()).
         ids: the sandbox's host ids (None: as we are).
         limits: as Sandbox.limits.
-        cgroup_fds: open cgroup.procs files (_cgroup.RunCgroup.fds), joined by the wrapper's
+        cgroup_fds: (open cgroup.procs file, required) pairs (_cgroup.RunCgroup.joins), joined by the wrapper's
             shell before it drops privileges and execs bubblewrap; closed there.
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
     args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *args], ids)
     if cgroup_fds:
-        joins = " && ".join(f"echo $$ >&{fd} && exec {fd}>&-" for fd in cgroup_fds)
+        joins = " && ".join(f"echo $$ >&{fd} && exec {fd}>&-" if required else
+                            f"{{ echo $$ >&{fd}; }} 2>/dev/null; exec {fd}>&-" for fd, required in cgroup_fds)
         args = ["/bin/bash", "-c", f'{joins} && exec "$@"', "bash", *args]  # dash takes fds 0-9 only
     return args, kw

@@ -146,6 +146,11 @@ class RunCgroup:
             self.close()
             raise
 
+    def joins(self) -> tuple[tuple[int, bool], ...]:
+        """(cgroup.procs descriptor, whether joining it must succeed): a cpu group may refuse a
+        real-time process (cgroup v1 gives it no real-time runtime), and is only a fair share."""
+        return tuple((fd, kind != "v1-cpu") for fd, (_, kind) in zip(self.fds, _layout()[0]))
+
     def _counts(self) -> dict[str, int]:
         """The kernel's counts of limits met: the memory limit's OOM kills, forks refused at pids.max."""
         out = {"memory": 0, "processes": 0}

@@ -121,6 +121,7 @@ static struct {
   struct { int resource; rlim_t value; } limits[MAX_LIMITS]; /* --rlimit: pid 1's, inherited */
   int n_limits;
   int cgroup_fds[MAX_CGROUPS];      /* --join-cgroup: cgroup.procs files pid 1 moves itself into */
+  int cgroup_try[MAX_CGROUPS];      /* --join-cgroup-try: one it may fail to join (a cpu group: RT) */
   int n_cgroups;
 } opt = {.userns_fd = -1, .seccomp_fd = -1, .next_perms = -1};
 
@@ -309,10 +310,11 @@ static void parse(int argc, char **argv) {
       opt.limits[opt.n_limits].resource = rlimit_number(argv[i + 1]);
       opt.limits[opt.n_limits++].value = (rlim_t)number(argv[i + 2], a);
       i += 2;
-    } else if (strcmp(a, "--join-cgroup") == 0) { /* vf-sandbox's own: an open cgroup.procs */
+    } else if (strcmp(a, "--join-cgroup") == 0 || strcmp(a, "--join-cgroup-try") == 0) { /* an open cgroup.procs */
       NEED(1);
       if (opt.n_cgroups == MAX_CGROUPS)
         usage("more than %s --join-cgroup", "4");
+      opt.cgroup_try[opt.n_cgroups] = a[13] == '-';
       opt.cgroup_fds[opt.n_cgroups++] = descriptor(argv[++i], a);
     } else {
       usage("unsupported option %s (vf-sandbox takes the options the verifirst sandbox uses)", a);
@@ -710,7 +712,7 @@ static void set_limits(void) {
  * were opened by the owner, who made the cgroups; the command never sees the descriptors. */
 static void join_cgroups(void) {
   for (int i = 0; i < opt.n_cgroups; i++) {
-    if (write(opt.cgroup_fds[i], "0\n", 2) != 2)
+    if (write(opt.cgroup_fds[i], "0\n", 2) != 2 && !opt.cgroup_try[i])
       die("join the run's cgroup");
     close(opt.cgroup_fds[i]);
   }

@@ -289,7 +289,7 @@ class _Job:
                                env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns,
                                seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
-                               cgroup_fds=tuple(self.cgroup.fds) if self.cgroup else ())
+                               cgroup_fds=self.cgroup.joins() if self.cgroup else ())
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         cg_fds = list(self.cgroup.fds) if self.cgroup else []
         try:
@@ -304,7 +304,7 @@ class _Job:
                     args, kw = _bwrap.as_user(args, ids)
                     fds = fds + cg_fds
                 else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
-                    args, kw = _bwrap.bwrap_wrapper(args, ids, sb.limits, tuple(cg_fds))
+                    args, kw = _bwrap.bwrap_wrapper(args, ids, sb.limits, self.cgroup.joins() if self.cgroup else ())
                     fds = fds + cg_fds
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
