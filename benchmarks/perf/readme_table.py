@@ -241,6 +241,16 @@ def feh_quality(f: Field) -> tuple[str, str]:
     return f"FEH quality, {pairs} NL2SH-ALFA pairs", res
 
 
+def feh_sysinfo_probe(f: Field) -> tuple[str, str]:
+    b, a = f("before"), f("after")
+    ne_b, ne_a, eq_b, eq_a = b["not_equivalent"], a["not_equivalent"], b["equivalent"], a["equivalent"]
+    return (f"FEH on system tasks: {f('tasks')} tasks (users, groups, permissions, dates and zones, host and "
+            f"kernel, disk, processes), rules of {f('baseline_rev')} → today's on the same runs",
+            f"false equivalences on {ne_a['pairs']} rotated golds {ne_b['passed']} ({_n(ne_b['false_equivalence_rate'])}) "
+            f"→ {ne_a['passed']} ({_n(ne_a['false_equivalence_rate'])}); equivalent rewrites passing "
+            f"{eq_b['passed']}/{eq_b['pairs']} → {eq_a['passed']}/{eq_a['pairs']}; {f('params')} [≤ 0.05]")
+
+
 def demo(f: Field) -> tuple[str, str]:
     t = f("splits.test", None)
     tail = ""
@@ -323,6 +333,8 @@ ROWS = (
     Row("cache", "python benchmarks/perf/cache.py --json", cache),
     Row("estimate", "python benchmarks/perf/estimate.py --json", estimate),
     Row("feh_quality", "python benchmarks/studies/feh_quality.py --json", feh_quality),
+    Row("feh_sysinfo_probe", "python benchmarks/studies/feh_sysinfo_probe.py --baseline-rev 2dd8c97",
+        feh_sysinfo_probe),
     Row("demo", "python benchmarks/perf/demo.py", demo),
     Row("scale", "python benchmarks/perf/scale.py --json", scale),
     Row("cost_objective", "python benchmarks/perf/cost_objective.py", cost_objective),

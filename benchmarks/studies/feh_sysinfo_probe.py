@@ -240,12 +240,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     cache_dir = a.cache or default_cache_dir()
+    from verifirst.benchmarks.perf.record import machine
+
+    started = machine()  # the machine block the performance table reads (record.py's)
     report = run_probe(tasks, RunCache(cache_dir / "sysinfo_probe.jsonl"), EmbedCache(cache_dir / "minilm_vectors.npz"),
                        baseline_rules(a.baseline_rev) if a.baseline_rev else None, a.workers,
                        fact_chars=a.fact_chars)
     if a.baseline_rev:
         report["baseline_rev"] = a.baseline_rev
     report["fact_chars"] = a.fact_chars
+    report["machine"] = {**started, "loadavg_end": machine()["loadavg_start"]}
     write_json(a.out, report)
     for mode in ("before", "after"):
         if mode in report:
