@@ -3,8 +3,12 @@ limits.py gets a FAIL naming the ceiling, quickly, on both backends; never a han
 pressure."""
 from __future__ import annotations
 
+import json
 import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -176,15 +180,28 @@ def test_terraform_runs_under_a_memory_ceiling():
     from verifirst.verifiers.terraform.terraform_cli import SchemaTerraform
     from verifirst.verifiers.terraform.tf_schema import default_schema_path
 
-    runner = SchemaTerraform(default_schema_path())
-    runner.cli.memory_mb = 300
-    try:
-        res = runner.check({"main.tf": bomb(50_000_000)})
-    finally:
-        runner.close()
-    assert res.stage == T.PLAN_FAIL and res.errors[0].cls == T.LIMIT
-    assert "memory ceiling of 300 MiB" in res.errors[0].message
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 600 * 1024  # KiB
+    # in a process of its own: RUSAGE_CHILDREN of the test process counts every child the suite
+    # started before (an embedded model's 2 GB among them), not just terraform's
+    code = ("import json, resource, sys\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "from test_tf_limits import bomb\n"
+            "from verifirst.verifiers.terraform.terraform_cli import SchemaTerraform\n"
+            "from verifirst.verifiers.terraform.tf_schema import default_schema_path\n"
+            "runner = SchemaTerraform(default_schema_path())\n"
+            "runner.cli.memory_mb = 300\n"
+            "try:\n"
+            "    res = runner.check({'main.tf': bomb(50_000_000)})\n"
+            "finally:\n"
+            "    runner.close()\n"
+            "print(json.dumps([res.stage, res.errors[0].cls, res.errors[0].message,\n"
+            "                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n")
+    p = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    stage, cls, message, maxrss = json.loads(p.stdout.splitlines()[-1])
+    assert stage == T.PLAN_FAIL and cls == T.LIMIT
+    assert "memory ceiling of 300 MiB" in message
+    assert maxrss < 600 * 1024  # KiB
 
 
 def test_bounded_run_reports_wall_and_cpu_ceilings(tmp_path):

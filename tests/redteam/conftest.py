@@ -328,7 +328,8 @@ _BWRAP = "under bubblewrap pid 1 is bubblewrap's (dumpable), /sys is the host's,
 KNOWN_LIMITS: dict[tuple[str, str], str] = {
     **{(a, m): _NO_CGROUPS for a in ("memory_many_processes", "scratch_fill", "free_space_side_channel",
                                      "inode_pool_shared", "cpu_hog") for m in ("user-default", "user-bwrap")},
-    **{(a, m): _BWRAP for a in ("syscall_proc1_mem", "inotify_exhaust", "sys_net_mac", "sys_cgroup_tree")
+    **{(a, m): _BWRAP for a in ("syscall_proc1_mem", "inotify_exhaust", "sys_net_mac", "sys_cgroup_tree",
+                                "maps_host_paths")
        for m in ("root-bwrap", "user-bwrap")},
     **{("sys_block_devices", m): "the kernel's global parts of /sys (CPUs, block devices) are the host's" for m in MODES},
     **{("mountinfo_host_paths", m): "mountinfo names the run's scratch paths on the host" for m in MODES},

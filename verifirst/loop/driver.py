@@ -77,6 +77,17 @@ def _save_program(program, path: Path) -> None:
     tmp.replace(path)
 
 
+def score_split(program: Any, items: Sequence[Item], scorer: Metric, **kw: Any) -> EvalResult:
+    """One split of `items` scored by the loop's own evaluation (the objective's selection scores its
+    candidates through here, so the driver stays the one place splits are evaluated).
+
+    Args:
+        program, items, scorer: as evaluation.evaluate takes them.
+        kw: evaluate's keywords (split, threads, manifest, checkpoint, progress, desc, item_scope).
+    """
+    return evaluate(program, items, scorer, **kw)
+
+
 def fail_if_unscored(phase: str, results: dict[str, EvalResult], run_dir: Path) -> None:
     """Raise RunFailed when an evaluated split of `phase` has items and none got a verdict.
 

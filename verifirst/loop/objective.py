@@ -31,7 +31,8 @@ from verifirst.core import stats
 from verifirst.core.callbacks import ItemStart, RunCallback
 from verifirst.core.errors import InputError
 from verifirst.lm.call_costs import ItemCosts
-from verifirst.loop.evaluation import EvalResult, evaluate
+from verifirst.loop.driver import score_split
+from verifirst.loop.evaluation import EvalResult
 
 OBJECTIVES = ("quality", "cheapest-not-worse", "fastest-not-worse")
 AXIS = {"cheapest-not-worse": "usd_per_item", "fastest-not-worse": "latency_p50_s"}
@@ -414,7 +415,7 @@ class CandidateScorer:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         ckpt.unlink(missing_ok=True)  # scored afresh: a resumed row would carry no cost
         with self.scope_for(c.model), self.costs.watching():
-            res = evaluate(c.program, self.by_split[split], self.scorer, split=split, threads=self.threads,
+            res = score_split(c.program, self.by_split[split], self.scorer, split=split, threads=self.threads,
                            manifest=self.manifest, checkpoint=ckpt, progress=False, desc=f"{c.label} {split}",
                            item_scope=lambda item: self.costs.scope((c.label, split, item.id)))
         c.evals[split] = res
