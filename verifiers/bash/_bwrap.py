@@ -243,13 +243,10 @@ def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr
     return f"bubblewrap ({bw.path}) cannot create the sandbox here (exit {exit_code}): {err[:400]}. {FIX}"
 
 
-def host_binds() -> list[str]:
-    """Read-only binds for the host's usr-merge roots that are real directories here."""
-    return list(_host_binds())
-
-
 @functools.cache
-def _host_binds() -> tuple[str, ...]:  # the host's layout: looked at once per process, not per run
+def _host_binds() -> tuple[str, ...]:
+    """Read-only binds for the host's usr-merge roots that are real directories here (the host's
+    layout: looked at once per process, not per run)."""
     args: list[str] = []
     for d in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
         p = Path("/") / d

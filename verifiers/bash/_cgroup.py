@@ -255,8 +255,10 @@ def _rmdir(d: Path) -> None:
 # ---- a tmpfs per run, as root: one run cannot fill another's scratch ----------------------------
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library with the mount calls typed (and syscall returning a long), loaded once."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.syscall.restype = ctypes.c_long
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     return libc
@@ -276,7 +278,7 @@ def private_scratch(path: str, size_bytes: int, inodes: int = 200_000) -> bool:
     if os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_RUN_TMPFS", "1") == "0":
         return False
     opts = f"size={size_bytes},nr_inodes={inodes},mode=0700".encode()
-    return _libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
+    return libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
 
 
 def release_scratch(path: str) -> None:
@@ -285,7 +287,7 @@ def release_scratch(path: str) -> None:
     Args:
         path: as given to private_scratch.
     """
-    _libc().umount2(os.fsencode(path), MNT_DETACH)
+    libc().umount2(os.fsencode(path), MNT_DETACH)
     try:
         os.rmdir(path)
     except OSError:

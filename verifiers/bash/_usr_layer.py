@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import ctypes.util
 import hashlib
 import os
 
-from verifirst.verifiers.bash import _bwrap
+from verifirst.verifiers.bash import _bwrap, _cgroup
 
 __all__ = ["lower", "unavailable_reason"]
 
@@ -37,14 +36,8 @@ _STATE: dict[str, object] = {}
 ADMIN_NPROC = 16  # the mapping's own namespace runs nothing
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
 def _make(at: str, ids: tuple[int, int], src: str) -> str:
-    libc = _libc()
+    libc = _cgroup.libc()
     tree = libc.syscall(_OPEN_TREE, -100, os.fsencode(src), OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
     if tree < 0:
         raise OSError(ctypes.get_errno(), f"open_tree {src}: {os.strerror(ctypes.get_errno())}")
@@ -69,7 +62,7 @@ def _make(at: str, ids: tuple[int, int], src: str) -> str:
 def _detach(at: str, owner: int) -> None:
     if os.getpid() != owner:
         return
-    _libc().umount2(os.fsencode(at), 2)  # MNT_DETACH
+    _cgroup.libc().umount2(os.fsencode(at), 2)  # MNT_DETACH
     try:
         os.rmdir(at)
     except OSError:

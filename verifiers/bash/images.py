@@ -36,10 +36,10 @@ BUILD_TIMEOUT_S = 900
 
 
 def images_dir() -> Path:
-    """Where built images are cached."""
-    base = os.environ.get("VERIFIRST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "verifirst")
-    return Path(base) / "images"
+    """Where built images are cached: beside the fixture cache (fixtures.cache_root)."""
+    from verifirst.verifiers.bash.fixtures import cache_root
+
+    return cache_root().parent / "images"
 
 
 def check_image(spec: object, where: str = "image") -> dict | None:

@@ -52,9 +52,6 @@ SKIP, NOT_RUNNABLE = 125, (126, 127)
 STUFFING_RATIO, STUFFING_MIN_EXTRA = 4.0, 20  # as FEH's overlap_max_ratio; and never for a few words
 
 
-def _words(text: str) -> set[str]:
-    return _tokens(text)
-
 
 def _q(path: str) -> str:
     return path if path.startswith(STATE) else shlex.quote(path)
@@ -279,8 +276,8 @@ class BashTestsVerifier:
         key = (ref, getattr(fixture, "name", fixture), gold.get("workdir"), gold.get("run"))
         if key not in self._reference_words:  # the reference's output, once per item
             rr = self.sandbox.run(candidate_script(ref, gold), fixture)
-            self._reference_words[key] = len(_words(str(_get(rr, "stdout", "") or "")))
-        theirs, mine = self._reference_words[key], len(_words(str(_get(first, "stdout", "") or "")))
+            self._reference_words[key] = len(_tokens(str(_get(rr, "stdout", "") or "")))
+        theirs, mine = self._reference_words[key], len(_tokens(str(_get(first, "stdout", "") or "")))
         if mine <= max(theirs, 1) * self.stuffing_ratio or mine - theirs <= STUFFING_MIN_EXTRA:
             return v
         why = (f"output stuffing: the candidate printed {mine} distinct words where the reference prints {theirs}; "
