@@ -559,9 +559,9 @@ def resolve(fixture: str | Fixture) -> Fixture:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("VERIFIRST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "verifirst")
-    return Path(base) / "fixtures"
+    from verifirst.verifiers.bash.images import cache_base
+
+    return cache_base() / "fixtures"
 
 
 def write_tree(fx: Fixture, root: str | os.PathLike, owner: tuple[int, int] | None = None) -> None:

@@ -35,11 +35,16 @@ _SUITE = re.compile(r"[a-z][a-z0-9-]{1,30}")
 BUILD_TIMEOUT_S = 900
 
 
-def images_dir() -> Path:
-    """Where built images are cached: beside the fixture cache (fixtures.cache_root)."""
-    from verifirst.verifiers.bash.fixtures import cache_root
+def cache_base() -> Path:
+    """verifirst's cache directory: $VERIFIRST_CACHE, else $XDG_CACHE_HOME/verifirst, else
+    ~/.cache/verifirst (fixtures and images keep their own folders in it)."""
+    return Path(os.environ.get("VERIFIRST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "verifirst"))
 
-    return cache_root().parent / "images"
+
+def images_dir() -> Path:
+    """Where built images are cached."""
+    return cache_base() / "images"
 
 
 def check_image(spec: object, where: str = "image") -> dict | None:
