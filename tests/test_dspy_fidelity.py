@@ -132,8 +132,7 @@ def test_seed_and_compile_kwargs_reach_compile(tmp_path):
 
 def test_bad_compile_kwargs_are_refused_before_any_lm_call(tmp_path):
     calls: list = []
-    with pytest.raises(InputError, match=r"\[compile_kwargs.minibatch\].*takes no argument 'minibatch'.*"
-                                         r"minibatch_size"):
+    with pytest.raises(InputError, match=r"\[compile_kwargs.minibatch\].*minibatch_size"):
         vf.optimize(Solver(), records(), partial, Recorder(), models={"task": counting_lm(calls)},
                     compile_kwargs={"minibatch": 3}, run_dir=tmp_path / "r", workdir=tmp_path)
     with pytest.raises(InputError, match=r"\[compile_kwargs.trainset\]"):
@@ -257,3 +256,110 @@ def test_autorefine_refuses_a_student_without_a_verdict_output_before_any_lm_cal
     with dspy.context(lm=lm), pytest.raises(InputError, match=r"\[verdict_field\].*no output 'verdict'.*'opinion'"):
         tp.compile(dspy.Predict(Opinion), trainset=labelled())
     assert calls == []
+
+
+# -- a user's own LM runs with the adapter dspy.Evaluate would use ------------------------------
+
+class Reasoned(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.qa = dspy.ChainOfThought(QA)
+
+    def forward(self, question):
+        return self.qa(question=question)
+
+
+def dummy_answers(k: int) -> dict:
+    """What a DummyLM says to question #k: right, near (a float metric's partial credit) or wrong."""
+    answer = "42" if k % 3 == 0 else ("42." if k % 3 == 1 else "41")
+    return {"reasoning": f"step {k}", "answer": answer}
+
+
+def graded(example, pred, trace=None):
+    """Exact 1.0, right but for a trailing period 0.5, else 0.0 (per-item scores that differ)."""
+    return 1.0 if pred.answer == example.answer else (0.5 if pred.answer.rstrip(".") == example.answer else 0.0)
+
+
+def dummy_lm(adapter=None):
+    from dspy.utils.dummies import DummyLM
+
+    return DummyLM({f"what is the answer #{k}?": dummy_answers(k) for k in range(12)}, adapter=adapter)
+
+
+def evaluate_scores(res, program_factory, lm, adapter=None) -> tuple[dict, dict]:
+    """Per-item scores of vf's baseline evaluation and of dspy.Evaluate on the same items, by id."""
+    ours, theirs = {}, {}
+    by_id = {r["id"]: r for r in records()}
+    for split, ev in res.before.items():
+        ids = [row.id for row in ev.rows]
+        ours.update({row.id: row.score for row in ev.rows})
+        devset = [dspy.Example(question=by_id[i]["question"], answer=by_id[i]["answer"]).with_inputs("question")
+                  for i in ids]
+        with dspy.context(lm=lm, **({"adapter": adapter} if adapter else {})):
+            out = dspy.Evaluate(devset=devset, metric=graded, num_threads=1, display_progress=False)(program_factory())
+        theirs.update({i: float(score) for i, (_, _, score) in zip(ids, out.results)})
+    return ours, theirs
+
+
+def test_a_users_dummy_lm_scores_as_under_dspy_evaluate(tmp_path):
+    res = vf.evaluate(Reasoned(), records(), graded, models={"task": dummy_lm()}, run_dir=tmp_path / "r",
+                      workdir=tmp_path)
+    ours, theirs = evaluate_scores(res, Reasoned, dummy_lm())
+    assert len(ours) == 12 and ours == theirs
+    assert sorted(set(ours.values())) == [0.0, 0.5, 1.0]  # every kind of answer was parsed and scored
+
+
+def test_the_adapter_a_user_configured_is_used_for_their_lm(tmp_path):
+    xml_lm = dummy_lm(adapter=dspy.XMLAdapter())  # answers in XML: neither ChatAdapter nor JSON parses them
+    with dspy.context(adapter=dspy.XMLAdapter()):
+        res = vf.evaluate(Reasoned(), records(), graded, models={"task": xml_lm}, run_dir=tmp_path / "r",
+                          workdir=tmp_path)
+    ours, theirs = evaluate_scores(res, Reasoned, dummy_lm(adapter=dspy.XMLAdapter()), dspy.XMLAdapter())
+    assert len(ours) == 12 and ours == theirs and sorted(set(ours.values())) == [0.0, 0.5, 1.0]
+
+
+def test_adapter_choice_verifirst_json_only_for_lms_verifirst_made():
+    from verifirst.lm import adapter_for
+
+    assert type(adapter_for(dummy_lm())) is dspy.ChatAdapter  # DSPy's default for a user's LM
+    assert type(adapter_for(dspy.LM("openai/gpt-4o-mini"))) is dspy.ChatAdapter
+    with dspy.context(adapter=dspy.XMLAdapter()):
+        assert type(adapter_for(dummy_lm())) is dspy.XMLAdapter  # the one the user configured
+        assert type(adapter_for(scripted_lm(even_right))) is FastJSONAdapter  # verifirst made this one
+    mine = dspy.TwoStepAdapter(dspy.LM("openai/gpt-4o-mini"))
+    assert adapter_for(scripted_lm(even_right), mine) is mine  # asked for: wins for every LM
+
+
+def test_miprov2_uses_the_seed_the_run_records_zero_included(tmp_path, monkeypatch):
+    pytest.importorskip("optuna", reason="optuna comes with the test extra (make test)")
+    used: list = []
+    real = dspy.MIPROv2._set_random_seeds
+
+    def spy(self, seed):
+        used.append(seed)
+        return real(self, seed)
+
+    monkeypatch.setattr(dspy.MIPROv2, "_set_random_seeds", spy)
+
+    def run(seed, where):
+        lm = mipro_lm([])
+        tp = dspy.MIPROv2(metric=None, prompt_model=lm, task_model=lm, auto=None, num_candidates=2,
+                          max_bootstrapped_demos=1, max_labeled_demos=1, num_threads=1, verbose=False)
+        res = vf.optimize(dspy.Predict(QA), records(), exact, tp, models={"task": lm}, seed=seed,
+                          compile_kwargs={"num_trials": 3, "minibatch": False}, run_dir=tmp_path / where,
+                          workdir=tmp_path)
+        state = json.loads((tmp_path / where / "split_manifest.json").read_text())
+        return res, state, tp
+
+    first, state, tp = run(0, "a")
+    assert used == [0] and res_seed(first, state) == 0  # DSPy 3.4.1 alone would use its default 9
+    assert tp.seed == 9  # the teleprompter's own setting is put back
+    second, state2, _ = run(0, "b")
+    assert used == [0, 0] and res_seed(second, state2) == 0
+    assert first.program.dump_state() == second.program.dump_state()
+
+
+def res_seed(res, state) -> int:
+    """The seed a run records: its result's manifest and split_manifest.json (they must agree)."""
+    assert res.manifest.seed == state["seed"]
+    return state["seed"]

@@ -336,7 +336,9 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         progress: show progress bars (None: when attached to a terminal).
         eval_splits: the splits scored before and after.
         stratify: an item -> label callable to stratify the split on.
-        adapter: the DSPy adapter for `models` (default: verifirst's JSON adapter).
+        adapter: the DSPy adapter for `models` (default: verifirst's JSON adapter for the models it
+            builds from strings; an LM object of your own runs with dspy.configure's adapter, else
+            DSPy's ChatAdapter, as under dspy.Evaluate).
         executor: where verifier calls run, in evaluations and the optimizer's metric:
             vf.Threads() (default, this process) or vf.Ray(address=..., num_workers=...), whose
             workers each build the verifier once; the program's LM calls stay in this process.
@@ -373,7 +375,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     from verifirst.loop import driver
     from verifirst.core.data import to_suite
     from verifirst.loop.ledger import LEDGER_FILE, TestLedger
-    from verifirst.lm import FastJSONAdapter, configure_cache
+    from verifirst.lm import adapter_for, configure_cache
     from verifirst.core.metric import Metric
     from verifirst.core.redaction import redact
     from verifirst.report.html import publish
@@ -458,8 +460,8 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         from verifirst.loop.estimate import estimate_run
 
         estimate = estimate_run(program, suite.items, manifest, engine, budget, ctx, splits=eval_splits,
-                                adapter=adapter or (FastJSONAdapter() if lms is not None else
-                                                    dspy.settings.adapter or dspy.ChatAdapter()))
+                                adapter=adapter_for(lms.task, adapter) if lms is not None else
+                                (adapter or dspy.settings.adapter or dspy.ChatAdapter()))
         if dry_run:
             return estimate
         over = estimate.over_limits()
@@ -474,7 +476,7 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     def lm_scope():  # a context, not dspy.configure: the caller's global settings stay as they are
         if lms is None:
             return contextlib.nullcontext()
-        return dspy.context(lm=lms.task, adapter=adapter or FastJSONAdapter())
+        return dspy.context(lm=lms.task, adapter=adapter_for(lms.task, adapter))
 
     req = driver.RunRequest(program=program, scorer=scorer, items=suite.items, manifest=manifest, engine=engine,
                             budget=budget, ctx=ctx, name=name, suite=suite.name, digest=digest, fresh=fresh,

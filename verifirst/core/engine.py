@@ -198,9 +198,11 @@ class TeleprompterEngine:
         kwargs = self.compile_arguments(ctx)
         # dspy.GEPA keeps its metric as metric_fn, the others as metric
         attrs = [a for a in ("metric", "metric_fn") if hasattr(tp, a)]
+        # MIPROv2 reads `seed or self.seed` (a seed of 0 is dropped, dspy#10321): its own seed is set too
+        attrs += ["seed"] if "seed" in kwargs and isinstance(getattr(tp, "seed", None), int) else []
         own = {a: getattr(tp, a) for a in attrs}
         for a in attrs:
-            setattr(tp, a, metric)
+            setattr(tp, a, kwargs["seed"] if a == "seed" else metric)
         try:
             if self.accepts_valset():
                 kwargs["valset"] = valset

@@ -546,3 +546,23 @@ class FastJSONAdapter(dspy.JSONAdapter):
             if len(cache) > 4096:
                 cache.clear()
             cache[key] = value
+
+
+def adapter_for(lm: Any, adapter: Any = None) -> Any:
+    """The DSPy adapter a program runs with on `lm`, as dspy.Evaluate would choose it for a user's LM.
+
+    verifirst's JSON adapter (FastJSONAdapter) is for the LMs verifirst made (AccountedLM: the embedded
+    model, model strings and endpoint lists it built, scripted test LMs): their replies are parsed and
+    cached through it. A user's own LM object (dspy.LM, DummyLM, any BaseLM) runs as it runs under
+    dspy.Evaluate: with the adapter the user configured (dspy.configure(adapter=...)), else DSPy's
+    default ChatAdapter.
+
+    Args:
+        lm: the task LM the program runs on.
+        adapter: an adapter the caller asked for (vf.optimize's adapter=); it wins for every LM.
+    """
+    if adapter is not None:
+        return adapter
+    if isinstance(lm, AccountedLM):
+        return FastJSONAdapter()
+    return dspy.settings.adapter or dspy.ChatAdapter()

@@ -229,7 +229,7 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
 
     import dspy
 
-    from verifirst.lm import FastJSONAdapter, make_lm
+    from verifirst.lm import adapter_for, make_lm
     from verifirst.lm.spend import Prices, metering
     from verifirst.loop.driver import spend_meter
     from verifirst.loop.ledger import LEDGER_FILE, TestLedger
@@ -261,14 +261,14 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
         _add_spent(spent, res.report, time.time() - t0)
         return res
 
-    adapter = call.get("adapter") or (FastJSONAdapter() if lms is not None else dspy.settings.adapter)
+    adapter = call.get("adapter")
     built: dict[str, Any] = {}
 
     def scope_for(model: str) -> Any:
         if model not in built:
             spec = specs.get(model, model)
             built[model] = spec if callable(spec) and not isinstance(spec, str) else make_lm(spec, role="task")
-        return dspy.context(lm=built[model], **({"adapter": adapter} if adapter is not None else {}))
+        return dspy.context(lm=built[model], adapter=adapter_for(built[model], adapter))
 
     ledger = TestLedger(Path(workdir) / LEDGER_FILE)
     costs = ItemCosts(prices)
