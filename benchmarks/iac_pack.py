@@ -1,13 +1,17 @@
-"""The built-in IaC pack: tasks we wrote, checkable with nothing from ../shared.
+"""The built-in IaC packs: tasks we wrote, checkable with nothing from ../shared.
 
-Layout, one folder per task under benchmarks/data/iac_pack/<task id>/:
+One pack per provider: AWS (benchmarks/data/iac_pack/, 25 tasks) and Google Cloud, Azure and
+Kubernetes (benchmarks/data/iac_pack_<provider>/, ten each); `load_pack(provider="google")`, or
+`[suite] name = "iac-builtin"` with `options = { provider = "google" }` in an experiment file.
+Layout, one folder per task under the pack's folder, <task id>/:
   task.json            {"id", "prompt", "intent", "difficulty", "resource"}
   reference.tf         a config that passes validate, plan and the policy
   policy.rego          Rego v1, package terraform.validation, `default valid := false`
   counterexample.tf    a config that validates and plans but violates the policy
   *.plan.json          `terraform show -json` of reference/counterexample, made by
                        refresh_plans() with real terraform and the schema-serving provider
-Every resource the pack uses is in verifiers/terraform/data/iac_builtin_schema.json.
+Every resource the AWS pack uses is in verifiers/terraform/data/iac_builtin_schema.json; the
+other packs are checked against their provider's shipped schema (verifirst schema list).
 """
 from __future__ import annotations
 
@@ -25,13 +29,48 @@ from verifirst.verifiers.terraform.verifier import BUILTIN_SCHEMA
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PACK_DIR = DATA_DIR / "iac_pack"
-SCHEMA_PATH = BUILTIN_SCHEMA  # the terraform verifier's built-in schema covers every pack resource
+SCHEMA_PATH = BUILTIN_SCHEMA  # the terraform verifier's built-in schema covers every AWS pack resource
+# provider -> the pack's folder under data/
+PACKS = {"aws": "iac_pack", "google": "iac_pack_google", "azurerm": "iac_pack_azurerm",
+         "kubernetes": "iac_pack_kubernetes"}
 POLICY_PACKAGE = "terraform.validation"
 TASK_FIELDS = ("id", "prompt", "intent", "difficulty", "resource")
 FILES = ("reference.tf", "policy.rego", "counterexample.tf")
 
 
-def _read_task(folder: Path) -> Item:
+def pack_dir(provider: str = "aws") -> Path:
+    """The folder of a provider's built-in pack.
+
+    Args:
+        provider: aws | google | azurerm | kubernetes.
+
+    Raises:
+        InputError: a provider with no built-in pack, naming the ones there are.
+    """
+    if provider not in PACKS:
+        raise InputError(f"no built-in IaC pack for provider {provider!r}", field="suite.options.provider",
+                         expected=" | ".join(PACKS))
+    return DATA_DIR / PACKS[provider]
+
+
+def schema_path(provider: str = "aws") -> Path:
+    """The schema a provider's pack was written and its plans made against.
+
+    Args:
+        provider: aws (the 21-type built-in subset) or a provider with a shipped schema.
+    """
+    if provider == "aws":
+        return SCHEMA_PATH
+    from verifirst.verifiers.terraform.tf_schema import choose_shipped
+
+    chosen = choose_shipped(None, provider)
+    if chosen is None:
+        raise InputError(f"no shipped schema for provider {provider!r}", field="provider",
+                         expected="a provider listed by `verifirst schema list`")
+    return chosen.path
+
+
+def _read_task(folder: Path, schema: Path = SCHEMA_PATH) -> Item:
     meta_path = folder / "task.json"
     try:
         meta = json.loads(meta_path.read_text())
@@ -57,36 +96,63 @@ def _read_task(folder: Path) -> Item:
                       "policy_package": POLICY_PACKAGE},
                 group=tid,
                 meta={"difficulty": int(meta["difficulty"]), "resource": meta["resource"],
-                      "schema": str(SCHEMA_PATH), "source": "builtin-pack"})
+                      "schema": str(schema), "source": "builtin-pack"})
 
 
-def load_pack(directory: str | os.PathLike = PACK_DIR) -> Suite:
-    d = Path(directory)
+def load_pack(directory: str | os.PathLike | None = None, provider: str = "aws") -> Suite:
+    """A built-in pack (or a folder in its layout) as a Suite.
+
+    Args:
+        directory: a folder of task folders; None: the provider's built-in pack.
+        provider: aws | google | azurerm | kubernetes: whose pack, and the schema its items name.
+
+    Raises:
+        InputError: an unknown provider, a missing folder, or a task folder missing a file or field.
+    """
+    default = pack_dir(provider)  # an unknown provider raises here, naming the packs there are
+    d = Path(directory) if directory is not None else default
+    schema = schema_path(provider)
     if not d.is_dir():
         raise InputError("IaC pack folder not found", path=str(d), expected="a folder of task folders")
-    items = [_read_task(f) for f in sorted(d.iterdir()) if f.is_dir()]
+    items = [_read_task(f, schema) for f in sorted(d.iterdir()) if f.is_dir()]
     if not items:
         raise InputError("IaC pack folder holds no tasks", path=str(d))
-    return Suite("iac-pack", items, description="built-in NL->Terraform tasks with Rego v1 policies",
-                 meta={"schema": str(SCHEMA_PATH)})
+    name = "iac-pack" if provider == "aws" else f"iac-pack-{provider}"
+    return Suite(name, items, description=f"built-in NL->Terraform tasks ({provider}) with Rego v1 policies",
+                 meta={"schema": str(schema), "provider": provider})
 
 
-def stored_plan(item_id: str, kind: str = "reference", directory: str | os.PathLike = PACK_DIR) -> dict:
-    """The stored `terraform show -json` plan of a task's reference or counterexample."""
-    p = Path(directory) / item_id / f"{kind}.plan.json"
+def stored_plan(item_id: str, kind: str = "reference", directory: str | os.PathLike | None = None,
+                provider: str = "aws") -> dict:
+    """The stored `terraform show -json` plan of a task's reference or counterexample.
+
+    Args:
+        item_id: the task id.
+        kind: reference | counterexample.
+        directory: the pack folder; None: the provider's built-in pack.
+        provider: whose pack, when directory is None.
+    """
+    p = (Path(directory) if directory is not None else pack_dir(provider)) / item_id / f"{kind}.plan.json"
     return json.loads(p.read_text())
 
 
-def refresh_plans(directory: str | os.PathLike = PACK_DIR, terraform: str = "terraform") -> list[str]:
+def refresh_plans(directory: str | os.PathLike | None = None, terraform: str = "terraform",
+                  provider: str = "aws") -> list[str]:
     """Rebuild every *.plan.json with real terraform and the schema-serving provider.
+
+    Args:
+        directory: the pack folder; None: the provider's built-in pack.
+        terraform: the terraform binary.
+        provider: whose schema the provider process serves (and whose pack, when directory is None).
 
     Returns the task ids whose config failed validate or plan (an empty list is the goal).
     """
     from verifirst.verifiers.terraform.tf_provider import ProviderProcess
 
     failed: list[str] = []
-    suite = load_pack(directory)
-    with ProviderProcess(SCHEMA_PATH) as prov:
+    directory = Path(directory) if directory is not None else pack_dir(provider)
+    suite = load_pack(directory, provider)
+    with ProviderProcess(schema_path(provider)) as prov:
         env = dict(os.environ, **prov.env, TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1")
         for item in suite.items:
             for kind in ("reference", "counterexample"):
@@ -109,6 +175,8 @@ def refresh_plans(directory: str | os.PathLike = PACK_DIR, terraform: str = "ter
 
 
 if __name__ == "__main__":
-    bad = refresh_plans()
+    import sys
+
+    bad = [f for p in (sys.argv[1:] or ["aws"]) for f in refresh_plans(provider=p)]
     print(json.dumps({"failed": bad}))
     raise SystemExit(1 if bad else 0)
