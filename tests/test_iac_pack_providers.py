@@ -172,3 +172,21 @@ def test_example_experiment_runs_the_pack(provider, tmp_path):
             if ln.strip()]
     text = json.dumps(rows)
     assert "OPA_FAIL" in text and "PASS" in text
+
+
+# -- shipped with the package --------------------------------------------------------------------------
+
+def test_wheel_ships_every_pack_file(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, cwd=tmp_path)
+    names = set(zipfile.ZipFile(next(tmp_path.glob("verifirst-*.whl"))).namelist())
+    for provider in PROVIDERS:
+        folder = iac_pack.pack_dir(provider)
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        assert len(files) == 60, (provider, len(files))  # ten tasks: task.json, reference.tf, counterexample.tf, policy.rego, two plans
+        for f in files:
+            assert "verifirst/benchmarks/" + f.relative_to(ROOT / "benchmarks").as_posix() in names, f
