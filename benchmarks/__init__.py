@@ -16,8 +16,8 @@ def register(registry) -> None:
         "source")
     add("suite", "intercode-bash", "verifirst.benchmarks.intercode:load_intercode", "InterCode-Bash from a path")
     add("suite", "eabench", "verifirst.benchmarks.eabench:load_eabench", "NL2Bash-EAbench from a path")
-    add("suite", "iac-builtin", "verifirst.benchmarks.iac_pack:load_pack", "built-in NL->Terraform pack (20+ tasks)",
-        "directory")
+    add("suite", "iac-builtin", "verifirst.benchmarks.iac_pack:load_pack",
+        "built-in NL->Terraform packs (options: provider=aws|google|azurerm|kubernetes)", "directory")
     add("suite", "iac-eval-v1", "verifirst.benchmarks.iac_eval:load_iac_eval_v1", "IaC-Eval v1 CSV")
     add("suite", "iac-eval-v2", "verifirst.benchmarks.iac_eval:load_iac_eval_v2", "IaC-Eval v2 CSV")
     add("suite", "iac-tasks", "verifirst.benchmarks.iac_tasks:load_tasks", "a user's NL->Terraform tasks (folders or JSONL)")
