@@ -422,6 +422,51 @@ def test_lower_layers_of_dead_processes_are_swept(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([young.name, alive.name, other.name])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a run's own tmpfs is mounted as root only")
+def test_run_tmpfs_of_a_killed_owner_is_unmounted_and_swept(tmp_path):
+    """A process killed with SIGKILL leaves its runs' tmpfs mounts; their directories carry its
+    pid, and the next start unmounts and removes them."""
+    import time as _time
+
+    from verifirst.verifiers.bash import _cgroup, _sandbox_fs
+    dead = subprocess_dead_pid()
+    leaked = tmp_path / f"run-{dead}-abc123"
+    leaked.mkdir()
+    assert _cgroup.libc().mount(b"t", bytes(leaked), b"tmpfs", 0, b"size=1m") == 0
+    (leaked / "up").mkdir()
+    hour_ago = _time.time() - 2 * _sandbox_fs.STALE_S
+    os.utime(leaked, (hour_ago, hour_ago))
+    assert _sandbox_fs.sweep_lowers(str(tmp_path)) == [str(leaked)]
+    assert not leaked.exists() and not os.path.ismount(leaked)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a run's own tmpfs is mounted as root only")
+def test_run_tmpfs_is_used_again_only_emptied(tmp_path):
+    """A run's tmpfs is kept for the next run emptied (nothing of the run before is left in it),
+    and unmounted instead when the run wrote much; its name carries the owner's pid."""
+    from verifirst.verifiers.bash import _cgroup
+    size = 64 << 20
+    first, private = _cgroup.private_scratch(str(tmp_path), size)
+    assert private and os.path.ismount(first) and f"run-{os.getpid()}-" in first
+    os.makedirs(os.path.join(first, "wk", "work"))
+    os.chmod(os.path.join(first, "wk", "work"), 0)  # as overlayfs leaves it
+    with open(os.path.join(first, "secret"), "w") as fh:
+        fh.write("the run before")
+    _cgroup.release_scratch(first, size)
+    again, private = _cgroup.private_scratch(str(tmp_path), size)
+    assert again == first and private and os.listdir(again) == []
+    with open(os.path.join(again, "big"), "wb") as fh:
+        fh.write(b"x" * (_cgroup._SCRATCH_SMALL[1] + 4096))
+    _cgroup.release_scratch(again, size)
+    assert not os.path.exists(again)
+    third, _ = _cgroup.private_scratch(str(tmp_path), size)
+    assert third != first
+    _cgroup.release_scratch(third, size)
+    _cgroup._SCRATCH_FREE.pop(size, None)
+    for p in tmp_path.iterdir():
+        _cgroup.unmount(str(p))
+
+
 def subprocess_dead_pid() -> int:
     import subprocess
     p = subprocess.Popen(["true"])

@@ -416,13 +416,13 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
         args: bubblewrap's argv (argv()).
         ids: the sandbox's host ids (None: as we are).
         limits: as Sandbox.limits.
-        cgroup_fds: (open cgroup.procs file, required) pairs (_cgroup.RunCgroup.joins), joined by the wrapper's
+        cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined by the wrapper's
             shell before it drops privileges and execs bubblewrap; closed there.
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
     args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *args], ids)
     if cgroup_fds:
-        joins = " && ".join(f"echo $$ >&{fd} && exec {fd}>&-" if required else
-                            f"{{ echo $$ >&{fd}; }} 2>/dev/null; exec {fd}>&-" for fd, required in cgroup_fds)
+        joins = " && ".join(f"echo 0 >&{fd} && exec {fd}>&-" if required else  # 0: this thread (_cgroup)
+                            f"{{ echo 0 >&{fd}; }} 2>/dev/null; exec {fd}>&-" for fd, required in cgroup_fds)
         args = ["/bin/bash", "-c", f'{joins} && exec "$@"', "bash", *args]  # dash takes fds 0-9 only
     return args, kw

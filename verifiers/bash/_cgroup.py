@@ -22,11 +22,13 @@ import ctypes.util
 import functools
 import itertools
 import os
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
 
-__all__ = ["RunCgroup", "available", "unavailable_reason", "private_scratch", "release_scratch"]
+__all__ = ["RunCgroup", "available", "unavailable_reason", "private_scratch", "release_scratch", "unmount"]
 
 ROOT = Path(os.environ.get("VERIFIRST_CGROUP_ROOT", "/sys/fs/cgroup"))
 _COUNTER = itertools.count()
@@ -104,8 +106,14 @@ _FREE_LOCK = threading.Lock()
 _MAX_FREE = 8
 
 
+# The file pid 1 writes "0" to. cgroup v1's `tasks` moves the writing thread alone, which spares the
+# global threadgroup lock (a percpu rwsem: an RCU grace period per write) that cgroup.procs takes;
+# pid 1 has one thread then, so it is the whole process. v2 has only cgroup.procs.
+_JOIN_FILE = {False: "cgroup.procs", True: "tasks"}
+
+
 class RunCgroup:
-    """One run's cgroups: `fds` are open `cgroup.procs` files for pid 1 to join; close() gives
+    """One run's cgroups: `fds` are open files (`tasks`, v2's `cgroup.procs`) for pid 1 to join; close() gives
     them back (empty, so the next run starts from nothing) or removes them.
 
     Args:
@@ -141,7 +149,7 @@ class RunCgroup:
                     (d / "memory.max").write_text(str(memory_bytes))
                     _try_write(d / "memory.swap.max", "0")
                     (d / "pids.max").write_text(str(pids))
-                self.fds.append(fds[i] if fds else os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
+                self.fds.append(fds[i] if fds else os.open(d / _JOIN_FILE[kind != "v2"], os.O_WRONLY | os.O_CLOEXEC))
             self._start = self._counts()  # a cgroup used again keeps its counts: this run's are the rise
         except BaseException:
             self.close()
@@ -196,6 +204,7 @@ def _forget_in_child() -> None:
         for fd in fds:
             os.close(fd)
     _FREE.clear()
+    _SCRATCH_FREE.clear()  # the parent's to use
     _FREE_OWNER[0] = os.getpid()
 
 
@@ -267,31 +276,77 @@ def libc() -> ctypes.CDLL:
 MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
 
 
-def private_scratch(path: str, size_bytes: int, inodes: int = 200_000) -> bool:
-    """Mount a tmpfs of `size_bytes` on the directory `path` (root only); False where it cannot.
+# mounted run tmpfs directories, emptied, to use again ({size: [path]}): a mount and an unmount
+# per run cost more than emptying a small one
+_SCRATCH_FREE: dict[int, list[str]] = {}
+_SCRATCH_SMALL = (256, 16 << 20)  # (files, bytes) a tmpfs may hold and still be emptied for reuse
+
+
+def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[str, bool]:
+    """(a new, empty run directory under `base`, whether it is a tmpfs of its own of `size_bytes`).
+    Its name carries this process's pid, so a later start can sweep what a killed owner left.
 
     Args:
-        path: the run's directory (empty).
+        base: the scratch base directory.
         size_bytes: how much the run may write in all (its overlay upper layer or its copy).
         inodes: how many files it may create.
     """
+    with _FREE_LOCK:
+        free = _SCRATCH_FREE.get(size_bytes)
+        if free:
+            return free.pop(), True
+    path = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base)
     if os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_RUN_TMPFS", "1") == "0":
-        return False
+        return path, False
     opts = f"size={size_bytes},nr_inodes={inodes},mode=0700".encode()
-    return libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
+    return path, libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
 
 
-def release_scratch(path: str) -> None:
-    """Unmount a private_scratch() tmpfs (its files go with it) and remove the directory.
+def release_scratch(path: str, size_bytes: int) -> None:
+    """Give back a private_scratch() tmpfs: emptied and kept for the next run when little was
+    written in it, else unmounted (its files go with it) and removed.
 
     Args:
-        path: as given to private_scratch.
+        path, size_bytes: as given by and to private_scratch.
+    """
+    st = os.statvfs(path)
+    used = (st.f_files - st.f_ffree, (st.f_blocks - st.f_bfree) * st.f_frsize)
+    if used[0] <= _SCRATCH_SMALL[0] and used[1] <= _SCRATCH_SMALL[1] and _FREE_OWNER[0] == os.getpid() \
+            and sum(map(len, _SCRATCH_FREE.values())) < _MAX_FREE and _emptied(path):
+        with _FREE_LOCK:
+            _SCRATCH_FREE.setdefault(size_bytes, []).append(path)
+        return
+    unmount(path)
+
+
+def unmount(path: str) -> None:
+    """Unmount a run tmpfs (lazily: nothing of the run may still hold it) and remove its directory.
+
+    Args:
+        path: the mount point.
     """
     libc().umount2(os.fsencode(path), MNT_DETACH)
     try:
         os.rmdir(path)
     except OSError:
         pass
+
+
+def _emptied(path: str) -> bool:
+    """Remove everything in `path` (overlayfs leaves its work dirs mode 000); False where it could not."""
+    try:
+        for name in os.listdir(path):
+            p = os.path.join(path, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                work = os.path.join(p, "work")
+                if os.path.isdir(work) and not os.path.islink(work):
+                    os.chmod(work, 0o700)
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        return True
+    except OSError:
+        return False
 
 
 @atexit.register
@@ -304,5 +359,8 @@ def _remove_bases() -> None:
             os.close(fd)
         for d in dirs:
             _rmdir(d)
+    for paths in _SCRATCH_FREE.values():
+        for p in paths:
+            unmount(p)
     for base, _ in _layout()[0]:
         _rmdir(base)

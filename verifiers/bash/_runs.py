@@ -220,10 +220,12 @@ class _Job:
         if after is not None:
             self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
         else:
-            self.run_dir = tempfile.mkdtemp(prefix="run-", dir=base)
-            self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
             # As root, the run writes into a tmpfs of its own: it cannot fill a concurrent run's scratch.
-            self.private = not sb.unsafe_local and _cgroup.private_scratch(self.run_dir, sb.limits["as_bytes"])
+            if sb.unsafe_local:
+                self.run_dir, self.private = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base), False
+            else:
+                self.run_dir, self.private = _cgroup.private_scratch(str(base), sb.limits["as_bytes"])
+            self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
         work = os.path.join(self.run_dir, "wk")
         # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
         img = image_root(fx)
@@ -330,7 +332,7 @@ class _Job:
         """
         if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
             if self.private:
-                _cgroup.release_scratch(self.run_dir)
+                _cgroup.release_scratch(self.run_dir, self.sb.limits["as_bytes"])
             elif after is None:
                 _sandbox_fs.remove_tree(self.run_dir)
             else:

@@ -309,8 +309,9 @@ STALE_S = 3600
 
 
 def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
-    """Remove lower layers left by processes that died without their exit hooks (kill -9): those
-    whose process is gone and that are older than STALE_S. Returns what was removed.
+    """Remove lower layers and run directories (a run's tmpfs unmounted first) left by processes
+    that died without their exit hooks (kill -9): those whose process is gone and that are older
+    than STALE_S. Returns what was removed.
 
     Args:
         parent: the scratch base.
@@ -326,7 +327,7 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        m = re.fullmatch(r"lower-(\d+)-\w+", name)
+        m = re.fullmatch(r"(?:lower|run)-(\d+)-\w+", name)
         path = os.path.join(parent, name)
         if not m or int(m.group(1)) == os.getpid():
             continue
@@ -342,6 +343,10 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
                 continue
         except OSError:
             continue
+        if os.path.ismount(path):
+            from verifirst.verifiers.bash import _cgroup
+
+            _cgroup.unmount(path)
         remove_tree(path)
         removed.append(path)
     return removed
