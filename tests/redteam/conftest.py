@@ -332,7 +332,8 @@ KNOWN_LIMITS: dict[tuple[str, str], str] = {
                                 "maps_host_paths")
        for m in ("root-bwrap", "user-bwrap")},
     **{("sys_block_devices", m): "the kernel's global parts of /sys (CPUs, block devices) are the host's" for m in MODES},
-    **{("mountinfo_host_paths", m): "mountinfo names the run's scratch paths on the host" for m in MODES},
+    **{("mountinfo_host_paths", m): "bubblewrap names the overlay's layers by their host paths (mountinfo)"
+       for m in ("root-bwrap", "user-bwrap")},
     **{("forge_check_output", m): "a check that echoes the candidate's output carries its text into the feedback "
        "(the verdict is the check's exit status)" for m in MODES},
 }

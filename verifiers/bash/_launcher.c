@@ -67,7 +67,7 @@ struct mount_attr {
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-#define VERSION "vf-sandbox 1.1.0"
+#define VERSION "vf-sandbox 1.1.1"
 #define MAX_OPS 64
 #define MAX_ENV 256
 
@@ -449,16 +449,40 @@ static void bind_tree(const char *src, const char *dest, int read_only) {
 
 /* ---- the root and what is mounted in it --------------------------------------------------- */
 
-/* An overlay of op `o` (lower o->src, o->upper, o->work: host paths) mounted at `at`. */
+/* The length of the directory prefix (through its last '/') that paths a and b share. */
+static size_t common_dir(const char *a, const char *b) {
+  size_t n = 0, i = 0;
+  for (; a[i] && a[i] == b[i]; i++)
+    if (a[i] == '/')
+      n = i + 1;
+  return n;
+}
+
+/* An overlay of op `o` (lower o->src, o->upper, o->work: host paths) mounted at `at`. Its layers
+ * are named relative to the directory they share, so mountinfo shows no host path. */
 static void mount_overlay(const struct op *o, const char *at) {
   char opts[8192];
   if (strchr(o->src, ',') || strchr(o->upper, ',') || strchr(o->work, ',') || strchr(o->src, ':'))
     die("overlay paths may not hold ',' or ':'");
-  if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", o->src, o->upper,
-               o->work) >= (int)sizeof opts)
+  size_t n = common_dir(o->src, o->upper);
+  size_t w = common_dir(o->src, o->work);
+  n = w < n ? w : n;
+  char dir[4096];
+  int back = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (n == 0 || n >= sizeof dir || back < 0)
+    die("overlay paths must be absolute");
+  memcpy(dir, o->src, n);
+  dir[n] = 0;
+  if (chdir(dir) != 0)
+    die("enter %s", dir);
+  if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", o->src + n, o->upper + n,
+               o->work + n) >= (int)sizeof opts)
     die("overlay paths too long");
   if (mount("overlay", at, "overlay", MS_NOSUID | MS_NODEV, opts) != 0)
     die("mount the overlay at %s", o->dest);
+  if (fchdir(back) != 0)
+    die("return from %s", dir);
+  close(back);
 }
 
 /* Mount the root (op 0) on its own directory and make it the working directory. */
