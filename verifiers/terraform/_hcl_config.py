@@ -35,6 +35,7 @@ class Module:
     module_calls: dict[str, A.Block] = field(default_factory=dict)
     terraform: list[A.Block] = field(default_factory=list)
     problems: list[tuple] = field(default_factory=list)  # (cls, message, address, file, line)
+    where: dict[str, str] = field(default_factory=dict)  # "var.x" / "output.x" / "module.x" -> its file
 
     def by_address(self) -> dict[str, ResourceDecl]:
         return {r.address: r for r in self.resources}
@@ -80,15 +81,19 @@ def build_module(bodies: dict[str, A.Body]) -> Module:
                 m.resources.append(r)
             elif kind == "variable":
                 m.variables[labels[0]] = b
+                m.where[f"var.{labels[0]}"] = fname
             elif kind == "output":
                 m.outputs[labels[0]] = b
+                m.where[f"output.{labels[0]}"] = fname
             elif kind == "module":
                 m.module_calls[labels[0]] = b
+                m.where[f"module.{labels[0]}"] = fname
             elif kind == "provider":
                 m.providers.append(b)
             elif kind == "locals":
                 for name, attr in b.body.attributes.items():
                     m.locals[name] = attr
+                    m.where[f"local.{name}"] = fname
             elif kind == "terraform":
                 m.terraform.append(b)
     return m

@@ -7,7 +7,7 @@ from __future__ import annotations
 from verifirst.verifiers.terraform import _hcl_ast as A
 from verifirst.verifiers.terraform import limits
 from verifirst.verifiers.terraform._hcl_errors import EvalError
-from verifirst.verifiers.terraform._hcl_funcs import _PATH_FUNCS, _SHALLOW, FUNCTIONS
+from verifirst.verifiers.terraform._hcl_funcs import _PATH_FUNCS, _SHALLOW, FUNCTIONS, _raise_undeclared, _read
 from verifirst.verifiers.terraform._hcl_values import (UNKNOWN, Scope, _num_str, has_unknown, tf_str,  # noqa: F401
                                                        to_bool, to_number, type_name)
 
@@ -89,9 +89,9 @@ def get_attr(obj, name, node):
     if isinstance(obj, dict):
         if name in obj:
             return obj[name]
-        raise EvalError("Unsupported attribute",
+        raise EvalError("Unsupported attribute",  # terraform's summary, classed as terraform_cli classes it
                         f'This object does not have an attribute named "{name}".', node.line,
-                        "BAD_REFERENCE")
+                        "SELF_DEFINED_PROPERTY")
     if obj is None:
         raise EvalError("Attempt to get attribute from null value",
                         "This value is null, so it does not have any attributes.", node.line, "TYPE")
@@ -99,7 +99,7 @@ def get_attr(obj, name, node):
         raise EvalError("Unsupported attribute",
                         f'Can\'t access attributes on a list of objects. Did you mean to access '
                         f'attribute "{name}" for a specific element of the list, or across all '
-                        f'elements of the list?', node.line, "BAD_REFERENCE")
+                        f'elements of the list?', node.line, "SELF_DEFINED_PROPERTY")
     raise EvalError("Unsupported attribute", f"Can't access attributes on a primitive-typed value "
                     f"({type_name(obj)}).", node.line, "TYPE")
 
@@ -266,3 +266,14 @@ def call(node, scope):
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError) as exc:
         raise EvalError("Invalid function argument",
                         f'Call to function "{name}" failed: {exc}.', node.line, "TYPE") from None
+
+
+def _templatefile(base, path, vars_=None):
+    from verifirst.verifiers.terraform._hcl_ast import Template, _Converter
+    text = _read(base, path)
+    node = Template(_Converter(path)._template_parts(text, 1))
+    return evaluate(node, Scope(lambda n, nd: (vars_ or {})[n] if n in (vars_ or {}) else
+                                _raise_undeclared(n, nd), base))
+
+
+FUNCTIONS["templatefile"] = _templatefile

@@ -13,7 +13,7 @@ import re
 
 from verifirst.verifiers.terraform import limits
 from verifirst.verifiers.terraform._hcl_errors import EvalError
-from verifirst.verifiers.terraform._hcl_values import UNKNOWN, Scope, tf_str, to_bool, to_number, type_name
+from verifirst.verifiers.terraform._hcl_values import UNKNOWN, tf_str, to_bool, to_number, type_name
 
 
 def _outside(base, path) -> bool:
@@ -56,15 +56,6 @@ def _file(base, path):
 
 def _filebytes(base, path):
     return _read(base, path, "rb")
-
-
-def _templatefile(base, path, vars_=None):
-    from verifirst.verifiers.terraform._hcl_ast import Template, _Converter
-    from verifirst.verifiers.terraform._hcl_eval import evaluate  # _hcl_eval imports this module
-    text = _read(base, path)
-    node = Template(_Converter(path)._template_parts(text, 1))
-    return evaluate(node, Scope(lambda n, nd: (vars_ or {})[n] if n in (vars_ or {}) else
-                                _raise_undeclared(n, nd), base))
 
 
 def _raise_undeclared(name, node):
@@ -340,7 +331,7 @@ FUNCTIONS = {
     "filesha256": lambda b, p: hashlib.sha256(_filebytes(b, p)).hexdigest(),
     "filebase64sha256": lambda b, p: base64.b64encode(hashlib.sha256(_filebytes(b, p)).digest()).decode(),
     "filebase64sha512": lambda b, p: base64.b64encode(hashlib.sha512(_filebytes(b, p)).digest()).decode(),
-    "fileexists": _fileexists, "templatefile": _templatefile,
+    "fileexists": _fileexists,  # templatefile: _hcl_eval adds it (it evaluates a template)
     "fileset": lambda b, p, pat: [] if _outside(b, p) else sorted(
         os.path.relpath(x, os.path.join(b, p)) for x in __import__("glob").glob(os.path.join(b, p, pat), recursive=True)
         if not _outside(b, os.path.relpath(x, b))),

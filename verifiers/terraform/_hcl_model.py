@@ -3,13 +3,12 @@ terraform plan computes them (computed attributes unknown), plus every finding a
 validate/plan would report. Shared by hcl_check and plan_synth."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from verifirst.verifiers.terraform import _hcl_ast as A
+from verifirst.verifiers.terraform import _hcl_modules as M
 from verifirst.verifiers.terraform import limits
-from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, RefError, ResourceDecl, parse_ref,
-                                                       raw_traversals)
+from verifirst.verifiers.terraform._hcl_config import META_ARGS, Module, ResourceDecl
 from verifirst.verifiers.terraform._hcl_eval import UNKNOWN, EvalError, Scope, evaluate, has_unknown
 from verifirst.verifiers.terraform._hcl_types import attr_type, convert
 
@@ -40,11 +39,6 @@ class Instance:
     sensitive: dict = field(default_factory=dict)
 
 
-def _suggest(name, options):
-    m = difflib.get_close_matches(name, list(options), n=1, cutoff=0.75)
-    return f' Did you mean "{m[0]}"?' if m else ""
-
-
 class _Namespace(dict):
     """Lazy `aws_s3_bucket.<name>` / `data.<type>` lookups that raise terraform's errors."""
 
@@ -60,9 +54,35 @@ class _Namespace(dict):
 
 
 class ModelEval:
+    """One module's evaluation: the root (no parent) or an instance of a module call (its
+    findings go to the root's list, their addresses under `prefix`, e.g. module.net[0]).
+
+    Args:
+        module: the parsed module.
+        schema: the provider schema (None: nothing is checked against one).
+        variables: input variable values (tfvars for the root, the call's arguments for a module).
+        base_dir: the module's directory (file() and local module sources are relative to it).
+        parent: the calling module's ModelEval (None for the root).
+        prefix: this module instance's address ("" for the root).
+        validate_vars: the variables whose values terraform validate knows (a module's literal inputs).
+        input_where: variable -> (file, line) of the call argument that sets it.
+    """
+
     def __init__(self, module: Module, schema, variables: dict | None = None,
-                 base_dir: str | None = None, files: dict | None = None):
+                 base_dir: str | None = None, files: dict | None = None, *, parent=None, prefix: str = "",
+                 validate_vars=frozenset(), input_where: dict | None = None):
         self.m, self.schema, self.base_dir = module, schema, base_dir
+        self.parent, self.prefix = parent, prefix
+        self.sink = parent.sink if parent is not None else self  # where findings go: the root
+        self.root_dir = parent.root_dir if parent is not None else base_dir
+        self.counts = parent.counts if parent is not None else {"instances": 0, "bytes": 0, "blocks": 0}
+        self.depth = parent.depth + 1 if parent is not None else 0
+        self.key_path = [*parent.key_path, M.config_path(prefix).rsplit(".", 1)[-1]] if parent is not None else []
+        self.validate_vars, self.input_where = set(validate_vars), dict(input_where or {})
+        self.children: dict = {}  # call name -> _hcl_modules.Child (the modules read)
+        self.module_values: dict = {}
+        self.module_instances: dict = {}  # call name -> [(address, key, ModelEval)] once evaluated
+        self.graph: dict = {}  # the dependency graph of every module, addresses in full (the root's)
         self.inputs = dict(variables or {})
         self.findings: list[Finding] = []
         self.warnings: list[str] = []
@@ -75,18 +95,25 @@ class ModelEval:
         self._var_values: dict[str, object] = {}
         self._seen_msgs: set = set()
         self.unchecked: list[tuple] = []  # (address, why): parts no schema or module let us check
-        self._n_instances = 0  # all resources' instances so far, against limits.MAX_INSTANCES
         self.provider_names = set(schema.provider_names()) if schema is not None else set()
 
     # -- findings ---------------------------------------------------------------------------
+    def qualify(self, address: str | None) -> str:
+        """An address of this module's as the root names it (module.net[0].aws_vpc.this)."""
+        return f"{self.prefix}.{address}" if self.prefix and address else (address or self.prefix or None)
+
     def add(self, stage, cls, message, address=None, file=None, line=None):
-        key = (cls, message, address, line)
+        if self.sink is not self:
+            return self.sink.add(stage, cls, message, self.qualify(address), file, line)
+        key = (cls, message, M.config_path(address), file, line)  # a module's error once, not per instance
         if key in self._seen_msgs:
             return
         self._seen_msgs.add(key)
         self.findings.append(Finding(stage, cls, message, address, file, line))
 
     def warn(self, message):
+        if self.sink is not self:
+            return self.sink.warn(message)
         if message not in self.warnings:
             self.warnings.append(message)
 
@@ -111,9 +138,15 @@ class ModelEval:
                             getattr(node, "line", 0), "BAD_REFERENCE")
         if name in self.inputs:
             v = self.inputs[name]
+            if self.prefix:
+                v = M.typed_input(self, name, blk, v, True)
         elif "default" in blk.body.attributes:
             v = self._safe_eval(blk.body.attributes["default"].expr, Scope(self.resolve, self.base_dir),
-                                f"var.{name}", None, blk.line)
+                                f"var.{name}", self.m.where.get(f"var.{name}"), blk.line)
+            if self.prefix:
+                v = M.typed_input(self, name, blk, v, False)
+        elif self.prefix:  # the call's missing argument is reported at the call
+            v = UNKNOWN
         else:
             v = UNKNOWN
             self.add(PLAN, "MISSING_REQUIRED", f'No value for required variable: The root module '
@@ -121,6 +154,8 @@ class ModelEval:
                      '-var-file command line argument to provide a value for this variable.',
                      f"var.{name}", None, blk.line)
         self._var_values[name] = v
+        if self.prefix:
+            M.run_validations(self, name, blk)
         return v
 
     def local_value(self, name, node=None):
@@ -135,7 +170,7 @@ class ModelEval:
         if key in self._busy:
             return UNKNOWN
         self._busy.add(key)
-        v = self._safe_eval(attr.expr, Scope(self.resolve, self.base_dir), key, None, attr.line)
+        v = self._safe_eval(attr.expr, Scope(self.resolve, self.base_dir), key, self.m.where.get(key), attr.line)
         self._busy.discard(key)
         self._locals[name] = v
         return v
@@ -168,7 +203,7 @@ class ModelEval:
         if name not in self.m.module_calls:
             raise EvalError("Reference to undeclared module", f'No module call named "{name}" is '
                             "declared in the root module.", getattr(node, "line", 0), "BAD_REFERENCE")
-        return UNKNOWN
+        return M.module_value(self, name)
 
     def resource_value(self, mode, type_name, name, node=None):
         addr = (f"data.{type_name}.{name}" if mode == "data" else f"{type_name}.{name}")
@@ -199,10 +234,7 @@ class ModelEval:
 
     def _stage_for(self, expr) -> str:
         """Errors in expressions that reference nothing are found by validate already."""
-        for root, _steps, _line in raw_traversals(expr):
-            if root not in ("local", "path", "terraform"):
-                return PLAN
-        return VALIDATE
+        return VALIDATE if M.known_at_validate(self, expr) else PLAN
 
     def instances(self, decl: ResourceDecl) -> list[Instance]:
         addr = decl.address
@@ -226,7 +258,7 @@ class ModelEval:
                              "value is unsuitable: a number is required.", addr, decl.file,
                              count_a.line)
                     n = 0
-                if not self._within_ceiling(decl, count_a, "count", n):
+                if not self.within_ceiling(decl.address, decl.file, count_a.line, "count", n):
                     n = 0
                 for i in range(max(n, 0)):
                     s = scope.child({"count": {"index": i}})
@@ -241,7 +273,7 @@ class ModelEval:
             elif isinstance(fe, dict) or (isinstance(fe, list) and not isinstance(each_a.expr, A.TupleCons)
                                           and all(isinstance(x, str) for x in fe)):
                 items = fe.items() if isinstance(fe, dict) else [(k, k) for k in fe]
-                if not self._within_ceiling(decl, each_a, "for_each", len(items)):
+                if not self.within_ceiling(decl.address, decl.file, each_a.line, "for_each", len(items)):
                     items = []
                 for k, v in sorted(items):
                     s = scope.child({"each": {"key": k, "value": v}})
@@ -262,15 +294,17 @@ class ModelEval:
         self._instances[addr] = out
         return out
 
-    def _within_ceiling(self, decl, attr, what, n) -> bool:
-        """Whether n more instances stay within limits.MAX_INSTANCES; else a LIMIT finding."""
-        if n <= 0 or self._n_instances + n <= limits.MAX_INSTANCES:
-            self._n_instances += max(n, 0)
+    def within_ceiling(self, address, file, line, what, n) -> bool:
+        """Whether n more instances (of a resource, data source or module call, in every module
+        together) stay within limits.MAX_INSTANCES; else a LIMIT finding."""
+        done = self.counts["instances"]
+        if n <= 0 or done + n <= limits.MAX_INSTANCES:
+            self.counts["instances"] += max(n, 0)
             return True
-        total = f" ({self._n_instances:,} already)" if self._n_instances else ""
-        self.add(PLAN, limits.LIMIT, limits.SUMMARY + ": " + limits.message(f'the "{what}" of {decl.address}{total}', n,
-                                                    limits.MAX_INSTANCES, "instances"), decl.address,
-                 decl.file, attr.line)
+        total = f" ({done:,} already)" if done else ""
+        self.add(PLAN, limits.LIMIT, limits.SUMMARY + ": " + limits.message(
+            f'the "{what}" of {self.qualify(address)}{total}', n, limits.MAX_INSTANCES, "instances"),
+            address, file, line)
         return False
 
     def _unknown_count(self, decl, attr, what):
@@ -367,8 +401,8 @@ class ModelEval:
             it = ie.name if isinstance(ie, A.Var) else it
         content = d.body.blocks_of("content")
         if not content:
-            self.add(VALIDATE, "BLOCK_COUNT", 'Missing required block: a "content" block is '
-                     "required in a dynamic block.", address, file, d.line)
+            self.add(VALIDATE, "BLOCK_COUNT", "Missing dynamic content block: A dynamic block must have a nested "
+                     'block of type "content" to describe the body of each generated block.', address, file, d.line)
             return []
         pairs = list(coll.items() if isinstance(coll, dict) else enumerate(coll or []))
         try:  # each content block evaluates every argument of the block's schema
@@ -422,6 +456,8 @@ class ModelEval:
             self.local_value(name)
         for name in self.m.variables:
             self.var_value(name)
+        for name in self.m.module_calls:
+            M.module_value(self, name)
 
     def output_values(self) -> dict:
         out = {}
@@ -430,157 +466,8 @@ class ModelEval:
             if a is None:
                 self.add(VALIDATE, "MISSING_REQUIRED", 'Missing required argument: The argument '
                          '"value" is required, but no definition was found.', f"output.{name}",
-                         None, blk.line)
+                         self.m.where.get(f"output.{name}"), blk.line)
                 continue
             out[name] = self._safe_eval(a.expr, Scope(self.resolve, self.base_dir),
-                                        f"output.{name}", None, a.line)
+                                        f"output.{name}", self.m.where.get(f"output.{name}"), a.line)
         return out
-
-
-def check_references(ev: ModelEval):
-    """Static reference checks over every expression (like terraform validate)."""
-    m = ev.m
-    for decl in m.resources:
-        counted = "count" in decl.body.attributes
-        each = "for_each" in decl.body.attributes
-        # `provider = google.west` names a provider configuration, not a value
-        for expr, line, in_dynamic in _body_exprs(decl.body, skip=("provider",)):
-            _check_expr_refs(ev, expr, decl.address, decl.file, counted, each, in_dynamic)
-    for name, attr in m.locals.items():
-        _check_expr_refs(ev, attr.expr, f"local.{name}", None, False, False, ())
-    for name, blk in m.outputs.items():
-        for expr, line, dyn in _body_exprs(blk.body):
-            _check_expr_refs(ev, expr, f"output.{name}", None, False, False, dyn)
-    for blk in m.providers:
-        for expr, line, dyn in _body_exprs(blk.body):
-            _check_expr_refs(ev, expr, f"provider.{blk.labels[0] if blk.labels else ''}", None,
-                             False, False, dyn)
-    for name, blk in m.module_calls.items():
-        counted = "count" in blk.body.attributes
-        each = "for_each" in blk.body.attributes
-        for expr, line, dyn in _body_exprs(blk.body, skip=("providers",)):
-            _check_expr_refs(ev, expr, f"module.{name}", None, counted, each, dyn)
-
-
-_META_ARGS = ("count", "for_each", "depends_on", "provider")
-_META_BLOCKS = ("lifecycle", "provisioner", "connection")
-
-
-def schema_body(body: A.Body, bs: dict | None, top: bool = True) -> A.Body:
-    """The part of a resource body that terraform reads for references: the arguments and blocks
-    its schema declares (and the meta-arguments); an unsupported argument or block is an error
-    of its own, and its references are in no dependency graph.
-
-    Args:
-        body: a resource's (or nested block's) body.
-        bs: its block schema; None keeps the body as it is.
-        top: the resource's own body, where meta-arguments and meta-blocks are allowed.
-    """
-    if bs is None:
-        return body
-    attrs, types = bs.get("attributes") or {}, bs.get("block_types") or {}
-    out = A.Body()
-    out.attributes = {n: a for n, a in body.attributes.items() if n in attrs or (top and n in _META_ARGS)}
-    for b in body.blocks:
-        name = b.labels[0] if b.type == "dynamic" and b.labels else b.type
-        if name in types:
-            out.blocks.append(b if b.type == "dynamic" else
-                              A.Block(b.type, b.labels, schema_body(b.body, types[name].get("block"), False), b.line))
-        elif name in attrs or (top and b.type in _META_BLOCKS):
-            out.blocks.append(b)
-    return out
-
-
-def _body_exprs(body: A.Body, dyn=(), skip=()):
-    for a in body.attributes.values():
-        if a.name not in skip:
-            yield a.expr, a.line, dyn
-    for b in body.blocks:
-        inner = dyn + (b.labels[0],) if b.type == "dynamic" and b.labels else dyn
-        if b.type == "dynamic" and "iterator" in b.body.attributes:
-            ie = b.body.attributes["iterator"].expr
-            if isinstance(ie, A.Var):
-                inner = dyn + (ie.name,)
-        if b.type == "dynamic":
-            for a in b.body.attributes.values():
-                yield a.expr, a.line, dyn if a.name == "for_each" else inner
-            for c in b.body.blocks:
-                yield from _body_exprs(c.body, inner)
-        else:
-            yield from _body_exprs(b.body, dyn)
-
-
-def _check_expr_refs(ev, expr, address, file, counted, each, dyn_names):
-    for root, steps, line in raw_traversals(expr, frozenset(dyn_names)):
-        try:
-            kind, subject, extra, remains = parse_ref(root, steps, line)
-        except RefError as e:
-            ev.add(VALIDATE, "BAD_REFERENCE", e.message, address, file, line)
-            continue
-        if kind == "var" and subject[4:] not in ev.m.variables:
-            n = subject[4:]
-            ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared input variable: An input '
-                   f'variable with the name "{n}" has not been declared. This variable can be '
-                   f'declared with a variable "{n}" {{}} block.', address, file, line)
-        elif kind == "local" and subject[6:] not in ev.m.locals:
-            ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared local value: A local value '
-                   f'with the name "{subject[6:]}" has not been declared.'
-                   f'{_suggest(subject[6:], ev.m.locals)}', address, file, line)
-        elif kind in ("module", "module_output") and extra[0][7:] not in ev.m.module_calls:
-            ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared module: No module call '
-                   f'named "{extra[0][7:]}" is declared in the root module.', address, file, line)
-        elif kind == "count" and not counted:
-            ev.add(VALIDATE, "BAD_REFERENCE", 'Reference to "count" in non-counted context: The '
-                   '"count" object can only be used in "module", "resource", and "data" blocks, '
-                   'and only when the "count" argument is set.', address, file, line)
-        elif kind == "count" and subject != "count.index":
-            ev.add(VALIDATE, "BAD_REFERENCE", f'Invalid "count" attribute: The "count" object does '
-                   f'not have an attribute named "{subject[6:]}". The only supported attribute is '
-                   "count.index, which is the index of each instance of a resource block that has "
-                   'the "count" argument set.', address, file, line)
-        elif kind == "each" and not each:
-            ev.add(VALIDATE, "BAD_REFERENCE", 'Reference to "each" in context without for_each: '
-                   'The "each" object can be used only in "module" or "resource" blocks, and only '
-                   'when the "for_each" argument is set.', address, file, line)
-        elif kind == "each" and subject not in ("each.key", "each.value"):
-            ev.add(VALIDATE, "BAD_REFERENCE", f'Invalid "each" attribute: The "each" object does '
-                   f'not have an attribute named "{subject[5:]}". The supported attributes are '
-                   "each.key and each.value, the current key and value pair of the \"for_each\" "
-                   "attribute set.", address, file, line)
-        elif kind in ("managed", "data"):
-            _check_resource_ref(ev, kind, extra, remains, address, file, line)
-
-
-def _check_resource_ref(ev, mode, extra, remains, address, file, line):
-    base, key = extra
-    decl = ev.decls.get(base)
-    if decl is None:
-        t, n = base.split(".")[-2:]
-        kind = "data resource" if mode == "data" else "managed resource"
-        known = [d.address for d in ev.m.resources if d.mode == mode]
-        ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared resource: A {kind} "{t}" '
-               f'"{n}" has not been declared in the root module.{_suggest(base, known)}', address,
-               file, line)
-        return
-    multi = "count" in decl.body.attributes or "for_each" in decl.body.attributes
-    if key is not None and not multi:
-        ev.add(VALIDATE, "BAD_REFERENCE", f"Unexpected resource instance key: Because {base} does "
-               'not have "count" or "for_each" set, references to it must not include an index '
-               "key. Remove the bracketed index to refer to the single instance of this resource.",
-               address, file, line)
-        return
-    if key is None and multi and remains and remains[0][0] == "attr":
-        arg = "count" if "count" in decl.body.attributes else "for_each"
-        ev.add(VALIDATE, "BAD_REFERENCE", f"Missing resource instance key: Because {base} has "
-               f'"{arg}" set, its attributes must be accessed on specific instances.', address,
-               file, line)
-        return
-    bs = ev.block_schema(decl)
-    if bs is None or not remains or remains[0][0] != "attr" or (multi and key is None):
-        return
-    attr = remains[0][1]
-    if attr not in (bs.get("attributes") or {}) and attr not in (bs.get("block_types") or {}):
-        names = list(bs.get("attributes") or {}) + list(bs.get("block_types") or {})
-        ev.add(VALIDATE, "BAD_REFERENCE", f'Unsupported attribute: This object has no argument, '
-               f'nested block, or exported attribute named "{attr}".{_suggest(attr, names)}',
-               address, file, line)

@@ -9,7 +9,7 @@ unsupported argument in a DNS zone hid a bad reference in the record set that us
 from __future__ import annotations
 
 
-def reported_by_walk(findings: list, graph: dict, stage: str) -> list:
+def reported_by_walk(findings: list, graph: dict, stage: str, node_of=lambda a: a) -> list:
     """The findings terraform's walk reports: those of `stage` on a graph node with a failed
     node upstream (transitively) are dropped; everything else is kept as it was.
 
@@ -17,8 +17,9 @@ def reported_by_walk(findings: list, graph: dict, stage: str) -> list:
         findings: objects with .stage and .address, in report order.
         graph: node -> the nodes it references (hcl_check.dependency_graph).
         stage: the stage the walk decides (validate).
+        node_of: a finding's address -> its graph node (a module instance's to its module's).
     """
-    failed = {f.address for f in findings if f.stage == stage and f.address in graph}
+    failed = {node_of(f.address) for f in findings if f.stage == stage and node_of(f.address) in graph}
     if not failed:
         return findings
     blocked: dict[str, bool] = {}
@@ -41,4 +42,4 @@ def reported_by_walk(findings: list, graph: dict, stage: str) -> list:
         return hit
 
     return [f for f in findings
-            if not (f.stage == stage and f.address in graph and upstream_failed(f.address))]
+            if not (f.stage == stage and node_of(f.address) in graph and upstream_failed(node_of(f.address)))]

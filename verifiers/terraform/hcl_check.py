@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,9 @@ from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
 from verifirst.verifiers.terraform._hcl_json import parse_json_body
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
                                                        RefError)
-from verifirst.verifiers.terraform._hcl_model import (PLAN, VALIDATE, ModelEval, _suggest, check_references)
+from verifirst.verifiers.terraform import _hcl_modules as M
+from verifirst.verifiers.terraform._hcl_model import PLAN, VALIDATE, ModelEval
+from verifirst.verifiers.terraform._hcl_refs import _suggest, check_references
 from verifirst.verifiers.terraform._hcl_walk import reported_by_walk
 from verifirst.verifiers.base import VerifierError
 from verifirst.verifiers.terraform import tf_schema
@@ -102,97 +103,34 @@ def _analyze(files, schema, variables, base_dir) -> Analysis:
         raise limits.LimitExceeded(limits.message("the number of top-level blocks", blocks, limits.MAX_BLOCKS))
     module = build_module(bodies)
     ev = ModelEval(module, schema, variables, base_dir)
-    for cls, msg, addr, fname, line in module.problems:
-        ev.add(VALIDATE, cls, msg, addr, fname, line)
-    _check_local_modules(ev, bodies, base_dir)
-    _check_names(ev)
-    _check_schema(ev)
-    check_references(ev)
-    _check_cycles(ev)
-    ev.evaluate_all()
+    ev.counts["bytes"], ev.counts["blocks"] = sum(len(t) for t in tf.values()), blocks
+    _check_module(ev)
+    ev.evaluate_all()  # module instances too
     ev.output_values()
-    g = dependency_graph(ev.m, ev.block_schema)
     if not any(f.cls == T.CYCLE for f in ev.findings):  # terraform reports a cycle alone
-        ev.findings = reported_by_walk(ev.findings, g, VALIDATE)
+        ev.findings = reported_by_walk(ev.findings, ev.graph, VALIDATE, M.config_path)
     return Analysis(module, ev, [])
 
 
-def _literal(expr) -> str | None:
-    """A quoted string without interpolation, else None."""
-    parts = getattr(expr, "parts", None)
-    if parts is not None and all(isinstance(x, str) for x in parts):
-        return "".join(parts)
-    value = getattr(expr, "value", None)
-    return value if isinstance(value, str) else None
-
-
-def _check_local_modules(ev: ModelEval, bodies: dict, base_dir: str | None) -> None:
-    """A module call whose local source ("./x", "../x") is no directory fails validate, as
-    terraform does ("Module not installed"); a module whose contents this backend does not read
-    (a registry or remote source, not vendored; a local module, not expanded here) leaves its
-    resources unchecked: no PASS for them (INCONCLUSIVE)."""
-    for fname, body in bodies.items():
-        for blk in body.blocks_of("module"):
-            attr = blk.body.attributes.get("source")
-            src = _literal(attr.expr) if attr else None
-            name = blk.labels[0] if blk.labels else "?"
-            if not src:
-                continue
-            if not src.startswith(("./", "../")):
-                ev.unchecked.append((f"module.{name}", f'module "{name}": source "{src}" is a registry or '
-                                     "remote module, not vendored here; its resources were not checked"))
-                continue
-            if base_dir is not None and os.path.isdir(os.path.join(base_dir, src)):
-                depth = module_depth(os.path.join(base_dir, src), os.path.realpath(base_dir))
-                if depth > limits.MAX_MODULE_DEPTH:
-                    ev.add(VALIDATE, T.LIMIT, f"{limits.SUMMARY}: " + limits.message(
-                        f'the nesting of local module calls below module "{name}"',
-                        "a cycle" if depth >= _CYCLE else depth, limits.MAX_MODULE_DEPTH,
-                        "" if depth >= _CYCLE else "levels"),
-                        f"module.{name}", fname, blk.line)
-                    continue
-                ev.unchecked.append((f"module.{name}", f'module "{name}": the local module "{src}" is not '
-                                     "expanded by the python backend; its resources were not checked"))
-                continue
-            ev.add(VALIDATE, T.OTHER, f'Module not installed: the local module source "{src}" of module '
-                   f'"{name}" is not a directory here; terraform init cannot install it.',
-                   f"module.{name}", fname, blk.line)
-
-
-_LOCAL_SOURCE_RE = re.compile(r'^\s*"?source"?\s*[=:]\s*"(\.\.?/[^"\n]*)"', re.M)
-_CYCLE = 10 ** 6  # the depth given to module calls that loop
-
-
-def module_depth(directory: str, root: str, _memo: dict | None = None, _stack: set | None = None) -> int:
-    """How many levels of local module calls a module directory holds (1: none below it); a loop
-    counts as deeper than any ceiling. Only directories inside root are read.
-
-    Args:
-        directory: the module's directory.
-        root: the configuration's directory (realpath); sources leaving it are not followed.
-    """
-    memo, stack = (_memo if _memo is not None else {}), (_stack if _stack is not None else set())
-    d = os.path.realpath(directory)
-    if d in stack:
-        return _CYCLE
-    if d in memo:
-        return memo[d]
-    stack.add(d)
-    deepest = 1
-    for f in sorted([*Path(d).glob("*.tf"), *Path(d).glob("*.tf.json")]):
-        try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for src in _LOCAL_SOURCE_RE.findall(text):
-            sub = os.path.realpath(os.path.join(d, src))
-            if (sub == root or sub.startswith(root + os.sep)) and os.path.isdir(sub):
-                deepest = max(deepest, 1 + module_depth(sub, root, memo, stack))
-            if deepest > limits.MAX_MODULE_DEPTH:
-                break
-    stack.discard(d)
-    memo[d] = deepest
-    return deepest
+def _check_module(ev: ModelEval) -> None:
+    """What terraform validate checks in a module before evaluating it, then the same in every
+    module it calls that can be read (_hcl_modules), their findings under the module's address."""
+    for cls, msg, addr, fname, line in ev.m.problems:
+        ev.add(VALIDATE, cls, msg, addr, fname, line)
+    M.load_children(ev)
+    _check_names(ev)
+    _check_schema(ev)
+    check_references(ev)
+    g = dependency_graph(ev.m, ev.block_schema)
+    _check_cycles(ev, g)
+    M.check_calls(ev)
+    ev.sink.graph.update({ev.qualify(n): {ev.qualify(d) for d in ds} for n, ds in g.items()})
+    for child in ev.children.values():
+        child.static = ModelEval(child.module, ev.schema, None, child.dir, parent=ev,
+                                 prefix=ev.qualify(f"module.{child.name}"))
+        _check_module(child.static)
+    if ev.sink is not ev:
+        ev.sink.unchecked += [(ev.qualify(a), why) for a, why in ev.unchecked]
 
 
 def check(files: dict, schema=None, variables: dict | None = None, base_dir: str | None = None):
@@ -326,9 +264,9 @@ def _check_names(ev: ModelEval) -> None:
     m = ev.m
     named = [("resource" if r.mode == "managed" else "data source", r.name, r.address, r.file, r.line)
              for r in m.resources]
-    named += [("variable", n, f"var.{n}", None, b.line) for n, b in m.variables.items()]
-    named += [("output", n, f"output.{n}", None, b.line) for n, b in m.outputs.items()]
-    named += [("module", n, f"module.{n}", None, b.line) for n, b in m.module_calls.items()]
+    named += [(kind, n, f"{pre}.{n}", m.where.get(f"{pre}.{n}"), b.line) for kind, pre, blocks in (
+        ("variable", "var", m.variables), ("output", "output", m.outputs), ("module", "module", m.module_calls))
+        for n, b in blocks.items()]
     for kind, name, address, file, line in named:
         if not valid_name(name):
             ev.add(VALIDATE, T.OTHER, f"Invalid {kind} name: {_NAME_RULE}", address, file, line)
@@ -354,7 +292,7 @@ def _required(m: Module) -> dict:
             for local, attr in rp.body.attributes.items():
                 entry = out.setdefault(local, {})
                 for k, v in getattr(attr.expr, "items", None) or []:
-                    key, value = _literal(k) or getattr(k, "name", None), _literal(v)
+                    key, value = M.literal(k) or getattr(k, "name", None), M.literal(v)
                     if key in ("source", "version") and value is not None:
                         entry[key] = value
     return out
@@ -490,7 +428,7 @@ def _first_line(body):
 def dependency_graph(m: Module, block_schema=None) -> dict[str, set]:
     """node -> nodes it references (resources by base address, local.x, var.x, module.x); with
     block_schema (a resource declaration -> its block schema), only what the schema declares."""
-    from verifirst.verifiers.terraform._hcl_model import _body_exprs, schema_body
+    from verifirst.verifiers.terraform._hcl_refs import _body_exprs, schema_body
     g: dict[str, set] = {}
 
     def deps(body):
@@ -522,8 +460,7 @@ def dependency_graph(m: Module, block_schema=None) -> dict[str, set]:
     return g
 
 
-def _check_cycles(ev: ModelEval):
-    g = dependency_graph(ev.m, ev.block_schema)
+def _check_cycles(ev: ModelEval, g: dict):
     for node, ds in g.items():
         if node in ds:
             decl = ev.decls.get(node)

@@ -33,35 +33,10 @@ def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
         raise PlanSynthesisError(a.syntax)
     ev, m = a.ev, a.module
     schema = ev.schema
-    planned, changes, prior = [], [], []
-    for decl in sorted(m.resources, key=lambda r: r.address):
-        bs = ev.block_schema(decl)
-        if bs is None and schema is not None and ev.known_provider(decl.type):
-            continue  # invalid type: terraform would not plan at all
-        provider = _provider_name(schema, decl)
-        version = schema.schema_version(decl.mode, decl.type) if schema is not None else 0
-        for inst in ev.instances(decl):
-            value = inst.value if isinstance(inst.value, dict) else {}
-            head = {"address": inst.address, "mode": decl.mode, "type": decl.type,
-                    "name": decl.name}
-            if inst.index is not None:
-                head["index"] = inst.index
-            after = _sorted(strip_unknown(value))
-            sens = _sensitive(value, bs)
-            known_config = not _config_unknown(value, decl.body)
-            if decl.mode == "data" and known_config:
-                prior.append({**head, "provider_name": provider, "schema_version": version,
-                              "values": after, "sensitive_values": sens})
-                continue
-            planned.append({**head, "provider_name": provider, "schema_version": version,
-                            "values": after, "sensitive_values": sens})
-            change = {"actions": ["read"] if decl.mode == "data" else ["create"], "before": None,
-                      "after": after, "after_unknown": _sorted(unknown_shape(value) or {}),
-                      "before_sensitive": False, "after_sensitive": sens}
-            rc = {**head, "provider_name": provider, "change": change}
-            if decl.mode == "data":
-                rc["action_reason"] = "read_because_config_unknown"
-            changes.append(rc)
+    changes, prior = [], []
+    tree: dict = {"resources": []}
+    _module_plan(ev, schema, tree, changes, prior)
+    changes.sort(key=lambda c: c["address"])
     outputs = ev.output_values()
     plan: dict = {"format_version": FORMAT_VERSION, "terraform_version": terraform_version}
     if m.variables:
@@ -75,7 +50,7 @@ def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
             if not has_unknown(v):
                 o["value"] = v
             pv["outputs"][n] = o
-    pv["root_module"] = {"resources": planned} if planned else {}
+    pv["root_module"] = {k: v for k, v in tree.items() if v}
     plan["planned_values"] = pv
     if changes:
         plan["resource_changes"] = changes
@@ -94,6 +69,48 @@ def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
     plan["complete"] = True
     plan["errored"] = False
     return plan
+
+
+def _module_plan(ev, schema, node: dict, changes: list, prior: list) -> None:
+    """One module instance's planned resources into `node` (planned_values' module), its
+    resource changes and data reads into `changes` / `prior`, with terraform's addresses
+    (module.net[0].aws_subnet.a); the modules it calls as node's child_modules."""
+    mod_addr = ev.prefix
+    for decl in sorted(ev.m.resources, key=lambda r: r.address):
+        bs = ev.block_schema(decl)
+        if bs is None and schema is not None and ev.known_provider(decl.type):
+            continue  # invalid type: terraform would not plan at all
+        provider = _provider_name(schema, decl)
+        version = schema.schema_version(decl.mode, decl.type) if schema is not None else 0
+        for inst in ev.instances(decl):
+            value = inst.value if isinstance(inst.value, dict) else {}
+            head = {"address": ev.qualify(inst.address), "mode": decl.mode, "type": decl.type,
+                    "name": decl.name}
+            if inst.index is not None:
+                head["index"] = inst.index
+            after = _sorted(strip_unknown(value))
+            sens = _sensitive(value, bs)
+            known_config = not _config_unknown(value, decl.body)
+            if decl.mode == "data" and known_config:
+                prior.append({**head, "provider_name": provider, "schema_version": version,
+                              "values": after, "sensitive_values": sens})
+                continue
+            node["resources"].append({**head, "provider_name": provider, "schema_version": version,
+                                      "values": after, "sensitive_values": sens})
+            change = {"actions": ["read"] if decl.mode == "data" else ["create"], "before": None,
+                      "after": after, "after_unknown": _sorted(unknown_shape(value) or {}),
+                      "before_sensitive": False, "after_sensitive": sens}
+            rc = {**head, **({"module_address": mod_addr} if mod_addr else {}), "provider_name": provider,
+                  "change": change}
+            if decl.mode == "data":
+                rc["action_reason"] = "read_because_config_unknown"
+            changes.append(rc)
+    for name in sorted(ev.module_instances):
+        for inst_addr, _key, iev in ev.module_instances[name]:
+            child = {"resources": [], "address": iev.prefix}
+            _module_plan(iev, schema, child, changes, prior)
+            if child["resources"] or child.get("child_modules"):
+                node.setdefault("child_modules", []).append({k: v for k, v in child.items() if v})
 
 
 def _provider_name(schema, decl) -> str:
@@ -309,7 +326,26 @@ def _required_versions(ev) -> dict:
     return out
 
 
+def _child_configuration(ev, name: str, provider_config: dict) -> dict:
+    """A called module's configuration (its resources, variables, outputs, module calls), as
+    terraform show -json nests it under module_calls.<name>.module; {} when it was not read."""
+    insts = ev.module_instances.get(name) or []
+    child = ev.children.get(name)
+    cev = insts[0][2] if insts else (child.static if child is not None else None)
+    if cev is None:
+        return {}
+    conf = configuration(cev)
+    for k, v in conf["provider_config"].items():
+        provider_config.setdefault(k, v)
+    return conf["root_module"]
+
+
 def configuration(ev) -> dict:
+    """terraform show -json's `configuration` of a module (the root's with every module it calls).
+
+    Args:
+        ev: the module's ModelEval (the root's, or an instance of a module call).
+    """
     m, schema = ev.m, ev.schema
     versions = _required_versions(ev)
     provider_config: dict = {}
@@ -377,7 +413,10 @@ def configuration(ev) -> dict:
                 "source": marshal_expression(src.expr).get("constant_value") if src else None,
                 "expressions": marshal_expressions(blk.body, None, skip=(
                     "source", "version", "count", "for_each", "depends_on", "providers")),
-                "module": {}}
+                "module": _child_configuration(ev, n, provider_config)}
+            for meta in ("count", "for_each"):
+                if meta in blk.body.attributes:
+                    root["module_calls"][n][f"{meta}_expression"] = marshal_expression(blk.body.attributes[meta].expr)
     if m.variables:
         root["variables"] = {}
         for n, blk in sorted(m.variables.items()):

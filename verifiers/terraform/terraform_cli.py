@@ -97,7 +97,8 @@ _RULES: list[tuple[str, str]] = [  # (regex on summary, class); first match wins
     (r"^Value for unconfigurable attribute|^Extraneous JSON object property", T.SELF_DEFINED_PROPERTY),
     (r"^Invalid (resource|data source) type|^Invalid data source", T.INVALID_RESOURCE_TYPE),
     (r"^Missing required (argument|attribute)|^No value for required variable", T.MISSING_REQUIRED),
-    (r"^(Insufficient|Too many) .* blocks?$|^Duplicate .* block$|^Extraneous .* block", T.BLOCK_COUNT),
+    (r"^(Insufficient|Too many) .* blocks?$|^Duplicate .* block$|^Extraneous .* block|^Missing dynamic content block",
+     T.BLOCK_COUNT),
     (r"^Reference to undeclared|^Invalid reference|^Reference to unknown|^Call to unknown function"
      r"|^Invalid index|^Missing resource instance key|^Self-referential block|^Invalid self reference",
      T.BAD_REFERENCE),
@@ -436,7 +437,7 @@ class SchemaTerraform:
             if self.provider is None:
                 return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
             from verifirst.verifiers.terraform.tf_provider import declared_types
-            types, data = declared_types(files)
+            types, data = declared_types({**files, **_module_files(files, base_dir)})  # modules' types too
             with self.provider.lease(types, data) as env:
                 res = self.cli.with_env(env).gates(d, validate_first=validate_first,
                                                    need_plan_json=need_plan_json)
@@ -473,6 +474,14 @@ _MOCK_PROVIDER = """provider "aws" {
 }
 """
 _PROVIDER_AWS_RE = re.compile(r'^\s*provider\s+"aws"\s*\{', re.M)
+
+
+def _module_files(files: dict, base_dir: str | None) -> dict:
+    try:
+        from verifirst.verifiers.terraform._hcl_modules import module_files
+    except ImportError:  # no python-hcl2: the schema provider serves the full schema when a type is missed
+        return {}
+    return module_files(files, base_dir)
 
 
 def mirror_candidates() -> list[str]:

@@ -279,7 +279,8 @@ class TerraformVerifier:
         if not any(_has_code(t) for n, t in files.items() if not n.endswith(".tfvars")):  # comments only too
             err = VerifierError(T.SYNTAX, "empty configuration: no Terraform code found", None)
             return self._verdict(T.VALIDATE_FAIL, [err], [], {}, t0, {})
-        schema = self.schema_for(files)
+        base_dir = config_dir(config)  # its local modules: staged for terraform, expanded by python
+        schema = self.schema_for(files, base_dir)
         if not (self.schema_given or self.backend == "real" or os.environ.get("VERIFIRST_TF_SCHEMA")):
             from verifirst.verifiers.terraform.tf_schema import unmet_constraints
             unmet = unmet_constraints(files)
@@ -287,7 +288,6 @@ class TerraformVerifier:
                 return self._verdict(T.INCONCLUSIVE, [VerifierError(T.NOT_CHECKED, u, None) for u in unmet], [],
                                      {}, t0, {"schema": schema})
         check_evaluated_paths(files, schema, tfvars_values(files))  # a path only an evaluation learns
-        base_dir = config_dir(config)  # its local modules: staged for terraform, depth-checked by python
         if self.backend == "python":
             stage, errors, warnings, plan, timings, details = self._python(files, schema, base_dir)
         else:
@@ -335,18 +335,19 @@ class TerraformVerifier:
             return T.PASS, errors
         return T.SCANNER_FAIL, [VerifierError(T.SCANNER, f.message(), f.resource or None) for f in res.failed]
 
-    def schema_for(self, files: dict) -> str | None:
+    def schema_for(self, files: dict, base_dir: str | None = None) -> str | None:
         """The schema file a configuration is checked against: the one given, else the newest
         shipped one its `required_providers` aws version constraint allows.
 
         Args:
             files: {file name: HCL text} of the configuration.
+            base_dir: its directory: the providers of the modules it calls there count too.
         """
         if self.schema_given or self.backend == "real" or os.environ.get("VERIFIRST_TF_SCHEMA"):
             return self.schema
         from verifirst.verifiers.terraform.tf_schema import schemas_for_config
 
-        paths = schemas_for_config(files)  # one per shipped provider it uses (aws, google, azurerm, kubernetes)
+        paths = schemas_for_config({**files, **_module_files(files, base_dir)})  # one per shipped provider it uses (aws, google, azurerm, kubernetes)
         if len(paths) > 1 and self.backend != "python":  # the schema provider serves each provider of one file
             from verifirst.verifiers.terraform.tf_schema import merged_file
             return merged_file(paths)
@@ -407,6 +408,15 @@ class TerraformVerifier:
         return Verdict(score=1.0 if passed else 0.0, passed=passed, stage=stage, errors=errors,
                        feedback=feedback,
                        backend=self.backend, details=details, timings=timings)
+
+
+def _module_files(files: dict, base_dir: str | None) -> dict:
+    """The files of the local and vendored modules a configuration calls ({} without python-hcl2)."""
+    try:
+        from verifirst.verifiers.terraform._hcl_modules import module_files
+    except ImportError:
+        return {}
+    return module_files(files, base_dir)
 
 
 def _has_code(text: str) -> bool:

@@ -88,25 +88,40 @@ def local_module_sources(files: dict[str, str]) -> list[str]:
     return sorted({m for t in files.values() if isinstance(t, str) for m in _LOCAL_SOURCE_RE.findall(t)})
 
 
+VENDORED = (".terraform", "modules")  # where terraform init leaves the modules it installed
+
+
+def _vendored_path(rel: str) -> bool:
+    """Whether a directory (relative to the configuration's) is .terraform or lies in
+    .terraform/modules: the vendored modules are staged, the rest of .terraform (providers) is not."""
+    parts = os.path.normpath(rel).split(os.sep)
+    return parts[:1] == [VENDORED[0]] and (len(parts) == 1 or parts[1] == VENDORED[1])
+
+
 def stage_modules(workdir: str, files: dict[str, str], base_dir: str | None) -> bool:
-    """Copy the configuration directory's subdirectories (its local modules, what they read)
-    into the work directory, regular files only and none outside base_dir; True when there
-    was something to stage (the caller then runs `terraform get`, which needs no network for
-    local modules).
+    """Copy the configuration directory's subdirectories (its local modules, what they read, and
+    the modules `terraform init` vendored in .terraform/modules) into the work directory,
+    regular files only and none outside base_dir; True when there was something to stage (the
+    caller then runs `terraform get`, which needs no network for local or vendored modules).
 
     Args:
         workdir: terraform's work directory, the configuration's own files already in it.
         files: the configuration's files (their local module sources decide whether to stage).
         base_dir: the configuration's directory (None: text, nothing to stage).
     """
-    if not base_dir or not local_module_sources(files):
+    vendored = bool(base_dir) and os.path.isfile(os.path.join(base_dir, *VENDORED, "modules.json"))
+    if not base_dir or not (local_module_sources(files) or vendored):
         return False
     root = os.path.realpath(base_dir)
     staged = size = 0
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and
-                             not os.path.islink(os.path.join(dirpath, d)))
         rel = os.path.relpath(dirpath, root)
+        in_dot_terraform = os.path.normpath(rel) == VENDORED[0]
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)) and (
+            vendored and _vendored_path(os.path.join(rel, d)) if d.startswith(".") or in_dot_terraform
+            else True))
+        if in_dot_terraform:
+            continue  # .terraform's own files (its lock, its state) stay out
         if rel == ".":
             continue
         os.makedirs(os.path.join(workdir, rel), exist_ok=True)
