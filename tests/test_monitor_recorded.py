@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -73,39 +74,24 @@ def _records(weeks=4, hidden_week=None):
 
 
 class Store:
-    """A sqlite MLflow store in tmp_path where the deployed judge logs its verdicts on traces."""
+    """A sqlite MLflow store in tmp_path where the deployed judge logs its verdicts on traces: a copy
+    of a module-built one (creating an MLflow store's tables costs seconds; copying it, none)."""
 
-    def __init__(self, tmp_path, monkeypatch, experiment="prod-app"):
+    def __init__(self, tmp_path, monkeypatch, template, experiment="prod-app"):
         import mlflow
 
-        self.uri = f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+        db = tmp_path / "mlflow.db"
+        shutil.copyfile(template["db"], db)
+        self.uri = f"sqlite:///{db.resolve()}"
         self.client = mlflow.MlflowClient(tracking_uri=self.uri)
-        self.exp = self.client.create_experiment(experiment)
+        self.exp = self.client.get_experiment_by_name(experiment).experiment_id
         monkeypatch.setenv("MLFLOW_TRACKING_URI", self.uri)  # set_tracking_uri rewrites it: put back after
         mlflow.set_tracking_uri(self.uri)
-        self.ids: dict[str, str] = {}
+        self.ids: dict[str, str] = dict(template["ids"])
 
     def serve(self, records, judge="judge", error_on=()):
         """Each record as a trace at its time, with the judge's verdict logged on it (or its error)."""
-        import mlflow
-        from mlflow.entities import AssessmentError, AssessmentSource
-
-        src = AssessmentSource(source_type="LLM_JUDGE", source_id="deployed-judge")
-        for r in records:
-            ns = int(r["t"].timestamp() * 1e9)
-            span = self.client.start_trace("review", inputs={"diff": r["diff"]}, experiment_id=self.exp,
-                                           tags={"verifirst.item_id": r["id"], "request_key": f"req-{r['id']}"},
-                                           start_time_ns=ns)
-            self.client.end_trace(span.trace_id, outputs="ok", end_time_ns=ns + 1_000_000)
-            self.ids[r["id"]] = span.trace_id
-            if judge is None:
-                continue
-            if r["id"] in error_on:
-                mlflow.log_feedback(trace_id=span.trace_id, name=judge, source=src,
-                                    error=AssessmentError(error_code="RATE_LIMIT", error_message="429 from provider"))
-            else:
-                mlflow.log_feedback(trace_id=span.trace_id, name=judge, source=src,
-                                    value="FAIL" if "eval(" in r["diff"] else "PASS", rationale="recorded")
+        self.ids.update(_serve(self.client, self.exp, records, judge, error_on))
 
     def outcomes(self, records, name="outcome"):
         """The outcomes, arriving later: a feedback on each record's trace."""
@@ -115,6 +101,57 @@ class Store:
         src = AssessmentSource(source_type="CODE", source_id="ci")
         for r in records:
             mlflow.log_feedback(trace_id=self.ids[r["id"]], name=name, value=r["label"], source=src)
+
+
+def _serve(client, exp, records, judge="judge", error_on=()) -> dict:
+    import mlflow
+    from mlflow.entities import AssessmentError, AssessmentSource
+
+    src = AssessmentSource(source_type="LLM_JUDGE", source_id="deployed-judge")
+    ids = {}
+    for r in records:
+        ns = int(r["t"].timestamp() * 1e9)
+        span = client.start_trace("review", inputs={"diff": r["diff"]}, experiment_id=exp,
+                                  tags={"verifirst.item_id": r["id"], "request_key": f"req-{r['id']}"},
+                                  start_time_ns=ns)
+        client.end_trace(span.trace_id, outputs="ok", end_time_ns=ns + 1_000_000)
+        ids[r["id"]] = span.trace_id
+        if judge is None:
+            continue
+        if r["id"] in error_on:
+            mlflow.log_feedback(trace_id=span.trace_id, name=judge, source=src,
+                                error=AssessmentError(error_code="RATE_LIMIT", error_message="429 from provider"))
+        else:
+            mlflow.log_feedback(trace_id=span.trace_id, name=judge, source=src,
+                                value="FAIL" if "eval(" in r["diff"] else "PASS", rationale="recorded")
+    return ids
+
+
+def _template(path, serve: bool) -> dict:
+    import mlflow
+
+    uri = f"sqlite:///{path.resolve()}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("prod-app", artifact_location=(path.parent / "art").resolve().as_uri())
+    prev = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        ids = _serve(client, exp, _records()) if serve else {}
+    finally:
+        mlflow.set_tracking_uri(prev)
+    return {"db": path, "ids": ids}
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory):
+    """A store with the experiment and no trace yet."""
+    return _template(tmp_path_factory.mktemp("empty") / "mlflow.db", serve=False)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A store with 4 weeks of traces, the judge's verdict on each, no outcome yet."""
+    return _template(tmp_path_factory.mktemp("served") / "mlflow.db", serve=True)
 
 
 def _rerun(tmp_path, store, **kw):
@@ -155,10 +192,9 @@ def counted(monkeypatch):
         yield lm
 
 
-def test_recorded_verdicts_give_the_rerun_windows_pi_and_drift_with_no_model_call(tmp_path, monkeypatch, counted):
-    store = Store(tmp_path, monkeypatch)
+def test_recorded_verdicts_give_the_rerun_windows_pi_and_drift_with_no_model_call(tmp_path, monkeypatch, served, counted):
+    store = Store(tmp_path, monkeypatch, served)
     rows = _records()
-    store.serve(rows)
     store.outcomes(rows)
 
     rec = _recorded(tmp_path, store)
@@ -175,8 +211,8 @@ def test_recorded_verdicts_give_the_rerun_windows_pi_and_drift_with_no_model_cal
     assert (rec.run_dir / "report.json").exists() and "recalibrate" in (rec.run_dir / "report.md").read_text()
 
 
-def test_a_second_run_reads_only_new_traces_and_the_windows_accumulate(tmp_path, monkeypatch, counted):
-    store = Store(tmp_path, monkeypatch)
+def test_a_second_run_reads_only_new_traces_and_the_windows_accumulate(tmp_path, monkeypatch, empty, counted):
+    store = Store(tmp_path, monkeypatch, empty)
     rows = _records()
     early, late = rows[:40], rows[40:]
     store.serve(early)
@@ -208,10 +244,9 @@ def test_a_second_run_reads_only_new_traces_and_the_windows_accumulate(tmp_path,
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
-def test_an_outcome_file_joins_by_trace_id_or_by_a_record_key(tmp_path, monkeypatch, counted, fmt):
-    store = Store(tmp_path, monkeypatch)
+def test_an_outcome_file_joins_by_trace_id_or_by_a_record_key(tmp_path, monkeypatch, served, counted, fmt):
+    store = Store(tmp_path, monkeypatch, served)
     rows = _records()
-    store.serve(rows)
     store.outcomes(rows)  # the assessment join, for comparison
     by_assessment = _recorded(tmp_path, store, state="a.json")
 
@@ -243,19 +278,18 @@ def test_an_outcome_file_joins_by_trace_id_or_by_a_record_key(tmp_path, monkeypa
     assert counted.engine.calls == 0
 
 
-def test_the_teacher_is_optional_its_calls_estimated_first_and_made_once(tmp_path, monkeypatch):
-    store = Store(tmp_path, monkeypatch)
-    rows = _records(weeks=3, hidden_week=2)
-    store.serve(rows)
+def test_the_teacher_is_optional_its_calls_estimated_first_and_made_once(tmp_path, monkeypatch, served):
+    store = Store(tmp_path, monkeypatch, served)
+    rows = _records(hidden_week=2)  # the served diffs; in week 3 most clean ones FAIL for a hidden cause
     store.outcomes(rows)
     teacher = _lm("teacher")
 
     est = _recorded(tmp_path, store, teacher=teacher, dry_run=True)
-    assert est["teacher_calls"] == 60 and est["judge_calls"] == 0 and est["traces_read"] == 60
+    assert est["teacher_calls"] == 80 and est["judge_calls"] == 0 and est["traces_read"] == 80
     assert teacher.engine.calls == 0 and not (tmp_path / "state.json").exists() and not (tmp_path / "wd").exists()
 
     rec = _recorded(tmp_path, store, teacher=teacher)
-    assert teacher.engine.calls == 60 and rec.report["model_calls"] == {"judge": 0, "teacher": 60}
+    assert teacher.engine.calls == 80 and rec.report["model_calls"] == {"judge": 0, "teacher": 80}
     rerun = _rerun(tmp_path, store)
     assert [w["teacher"] for w in rec.windows] == [w["teacher"] for w in rerun.windows]
     assert rec.report["recommendation"] == rerun.report["recommendation"] == "give the judge better inputs"
@@ -263,11 +297,11 @@ def test_the_teacher_is_optional_its_calls_estimated_first_and_made_once(tmp_pat
     again = _recorded(tmp_path, store, teacher=teacher, dry_run=True)
     assert again["teacher_calls"] == 0, "decisions are kept in the state"
     _recorded(tmp_path, store, teacher=teacher)
-    assert teacher.engine.calls == 60
+    assert teacher.engine.calls == 80
 
 
-def test_a_verdict_logged_as_an_error_is_counted_apart_never_pass_or_fail(tmp_path, monkeypatch, counted):
-    store = Store(tmp_path, monkeypatch)
+def test_a_verdict_logged_as_an_error_is_counted_apart_never_pass_or_fail(tmp_path, monkeypatch, empty, counted):
+    store = Store(tmp_path, monkeypatch, empty)
     rows = _records(weeks=1)
     store.serve(rows, error_on={"w0-0", "w0-1"})
     store.outcomes(rows)
@@ -277,8 +311,8 @@ def test_a_verdict_logged_as_an_error_is_counted_apart_never_pass_or_fail(tmp_pa
     assert rec.report["judge_errors"] == 2 and rec.exit_code == 0
 
 
-def test_bad_input_is_an_error_naming_what_and_writes_nothing(tmp_path, monkeypatch, counted):
-    store = Store(tmp_path, monkeypatch)
+def test_bad_input_is_an_error_naming_what_and_writes_nothing(tmp_path, monkeypatch, empty, counted):
+    store = Store(tmp_path, monkeypatch, empty)
     rows = _records(weeks=1)
     store.serve(rows, judge=None)  # the judge logged nothing (or under another name)
     store.outcomes(rows)
