@@ -125,8 +125,8 @@ def test_cli_run_with_bad_tasks_exits_2_and_writes_nothing(tmp_path):
     tasks = _copy_tasks(tmp_path)
     (tasks / "job-queue" / "prompt.md").unlink()
     text = (ROOT / "examples" / "iac_tasks.toml").read_text()
-    text = text.replace('path = "examples/iac_tasks/tasks"', f'path = "{tasks}"').replace(
-        'policy_dir = "examples/iac_tasks/policies"', f'policy_dir = "{ORG}"').replace(
+    text = text.replace('path = "iac_tasks/tasks"', f'path = "{tasks}"').replace(
+        'policy_dir = "iac_tasks/policies"', f'policy_dir = "{ORG}"').replace(
         'workdir = ".verifirst"', f'workdir = "{tmp_path / "wd"}"')
     exp = tmp_path / "exp.toml"
     exp.write_text(text)

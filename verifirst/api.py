@@ -22,8 +22,9 @@ from verifirst.core.engine import Budget, EngineContext, resolve_engine
 from verifirst.core.errors import ConfigError, InputError
 from verifirst.config import DEFAULT_MAX_ERROR_RATE
 from verifirst.report.console import Console
+from verifirst.requests import MODEL_SPEC_EXPECTED, as_budget, check_model_spec  # noqa: F401 (vf.api's names)
 from verifirst.loop.splits import (DEFAULT_RATIOS, DEFAULT_SEED, SPLITS, SplitManifest, check_optimizer_needs,
-                                   check_ratios, check_seed, make_splits, split_options)
+                                   check_ratios, make_splits, split_options)
 
 DEFAULT_WORKDIR = ".verifirst"
 
@@ -138,56 +139,6 @@ def _is_lm(obj: Any) -> bool:
     import dspy
 
     return isinstance(obj, dspy.BaseLM)
-
-
-MODEL_SPEC_EXPECTED = "a model string, a dict with `model`, a list of endpoints, or a dspy.LM"
-
-
-def check_model_spec(spec: Any, field: str) -> None:
-    """Refuse a model spec make_models cannot build, naming the role: a str, a dict with `model`, a
-    list of endpoints (model strings or dicts). A dspy.LM is taken as it is before this check.
-
-    Args:
-        spec: the role's spec.
-        field: the role's field, e.g. `models.task`.
-    """
-    from verifirst.config import check_model_dict
-
-    if isinstance(spec, dict):  # a typo such as `temprature` is refused, not sent to the provider
-        check_model_dict(spec, field)
-    elif isinstance(spec, list):
-        if not spec:
-            raise InputError("an empty list of endpoints", field=field, expected=MODEL_SPEC_EXPECTED)
-        for i, endpoint in enumerate(spec):
-            if not isinstance(endpoint, (str, dict)):
-                raise InputError(f"endpoint {i} is a {type(endpoint).__name__}", field=f"{field}[{i}]",
-                                 expected="a model string or a dict with `model`")
-    elif not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"{spec!r} is not a model", field=field, expected=MODEL_SPEC_EXPECTED)
-
-
-def as_budget(budget: Any, threads: int) -> Budget:
-    """The run's Budget: the one given, one from a dict of its fields, or the default for `threads`.
-
-    Args:
-        budget: a Budget, a dict such as {"max_metric_calls": 200}, or None.
-        threads: the run's threads (the default budget's num_threads).
-    """
-    import dataclasses
-
-    if budget is None:
-        return Budget(num_threads=threads)
-    if isinstance(budget, Budget):
-        return budget
-    if not isinstance(budget, dict):
-        raise InputError(f"budget is a {type(budget).__name__}", field="budget",
-                         expected="a vf.Budget or a dict of its fields")
-    names = [f.name for f in dataclasses.fields(Budget)]
-    unknown = sorted(set(budget) - set(names))
-    if unknown:
-        raise InputError(f"unknown budget field {unknown[0]!r}", field=f"budget.{unknown[0]}",
-                         expected="one of " + ", ".join(names))
-    return Budget(**{"num_threads": threads, **budget})
 
 
 def build_models(models: Any) -> Any:
@@ -383,23 +334,23 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
 
     from verifirst.loop.objective import check_objective
 
-    # Everything that can refuse the run comes before anything is written.
+    # Everything that can refuse the run comes before anything is written: first every keyword, typed
+    from verifirst.config import RUN_DIR_EXPECTED, check_workdir
+    from verifirst.requests import (OptimizeRequest, check_compile_kwargs, check_names, check_optimizer_options,
+                                    default_run_name)
+
+    req = OptimizeRequest.build(call, drop_none=False)
+    workdir, run_dir, cache = req.workdir, req.run_dir, req.cache  # ~ expanded
     goal = check_objective(objective, margin)
     suite = to_suite(data, inputs=inputs, program=program)
-    name = name or suite.name
-    from verifirst.config import MAX_THREADS, RUN_DIR_EXPECTED, check_number, check_workdir
-
-    check_number(threads, 1, MAX_THREADS, "threads", integer=True)
-    check_seed(seed)
-    if max_error_rate is not None:
-        check_number(max_error_rate, 0.0, 1.0, "max_error_rate")
+    name = name or default_run_name(suite.name)  # a data set's name may hold what MLflow refuses (org/set)
+    check_names(name, tracking)  # a name MLflow would refuse after the run paid its calls
+    check_optimizer_options(optimizer, optimizer_options, "optimizer_options")  # what dspy.GEPA/SIMBA accept
+    check_compile_kwargs(optimizer, compile_kwargs, "compile_kwargs")
     check_workdir(workdir or DEFAULT_WORKDIR, "workdir")
     if run_dir:
         check_workdir(run_dir, "run_dir", expected=RUN_DIR_EXPECTED)
     manifest = make_manifest(suite.items, splits, seed, stratify, no_val=no_val, no_test=no_test)
-    bad = [s for s in eval_splits if s not in SPLITS]
-    if bad:
-        raise InputError(f"unknown split {bad[0]!r}", field="splits", expected=", ".join(SPLITS))
     eval_splits = tuple(s for s in eval_splits if manifest.sizes()[s])  # an empty split has nothing to score
     is_verifier = callable(getattr(getattr(metric, "metric", metric), "verify", None))
     scorer = Metric(metric, output_field_of(program, output_field) if is_verifier else output_field,
@@ -516,11 +467,14 @@ def load_config(path: Any, *, models: Any = None, offline: bool = False, trackin
     """
     from verifirst import config, experiment
     from verifirst.lm import make_models
+    from verifirst.requests import check_experiment
 
     exp = path if isinstance(path, config.Experiment) else config.load(path)
     ex, o, tr = exp.experiment, exp.optimizer, exp.tracking
     src = str(exp.path) if exp.path else None
     experiment.check_dirs(exp)  # a file or a read-only place as workdir refuses the run, nothing written
+    experiment.resolve_option_paths(exp)  # a component's path options: against the file's folder
+    check_experiment(exp, experiment.experiment_text(exp))  # names MLflow takes, options dspy.GEPA takes
     tracking = MLflow(uri=tracking_uri or tr.get("uri"), experiment=tr.get("experiment") or ex["name"],
                       traces=tr.get("traces", True), register_prompt=tr.get("register_prompt", True),
                       offline=offline) if tr["enabled"] else None

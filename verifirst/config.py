@@ -350,10 +350,40 @@ def validate(data: dict, path: Path | None = None, text: str = "") -> Experiment
 
     check_split_method(sp["by"], sp["time_field"], sp["windows"], source=src,
                        line=_line_of(text, "splits", "by") or _line_of(text, "splits", "windows"), error=ConfigError)
+    resolve_paths(sections, path)
     _validate_models(sections["models"], src, text)
     _validate_budget(sections["budget"], src, text)
     check_objective_section(sections["objective"], src, text)
     return Experiment(path, data, sections)
+
+
+def file_path(value: str, base: Path | None) -> str:
+    """A path an experiment file gives, as verifirst reads it: `~` expanded, a relative path joined
+    to the file's folder (`base`; None for an experiment built in Python: the working directory).
+
+    Args:
+        value: the path as written.
+        base: the experiment file's folder.
+    """
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() or base is None else base / p)
+
+
+def resolve_paths(sections: dict[str, dict[str, Any]], path: Path | None) -> None:
+    """Input paths (suite.path, splits.manifest) read against the file's folder, so a file runs the
+    same from any directory; workdir only has `~` expanded: it is where this command's outputs go,
+    as `verifirst ui` and `report` look for them (default ./.verifirst).
+
+    Args:
+        sections: the validated sections (changed in place).
+        path: the experiment file, or None.
+    """
+    base = Path(path).parent if path else None
+    for sec, key in (("suite", "path"), ("splits", "manifest")):
+        if isinstance(sections[sec].get(key), str) and sections[sec][key]:
+            sections[sec][key] = file_path(sections[sec][key], base)
+    if str(sections["experiment"]["workdir"]).startswith("~"):
+        sections["experiment"]["workdir"] = str(Path(sections["experiment"]["workdir"]).expanduser())
 
 
 def objective_flags(exp: Experiment, kind: str | None, margin: float | None) -> None:

@@ -165,7 +165,7 @@ def _relative_note(path: str) -> str:
     """For a relative path that does not exist: what it was resolved against, and the fix."""
     p = Path(path)
     if p.is_absolute() or p.exists():
-        return ""
+        return ""  # an experiment file's paths are made absolute against its folder (config.resolve_paths)
     cwd = Path.cwd()
     return (f"; a relative path is read from the current directory ({cwd}), so {cwd / p} was tried: give an "
             "absolute path, or run verifirst from the directory the path is relative to")
@@ -176,6 +176,38 @@ def _options_line(exp: Experiment, section: str) -> int | None:
 
     text = experiment_text(exp)
     return (_line_of(text, section, "options") or _line_of(text, f"{section}.options", None)) if text else None
+
+
+def _path_options(factory) -> set[str]:
+    """The options of a factory annotated as paths (`str | os.PathLike`, `Path`)."""
+    try:
+        sig = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory)
+    except (TypeError, ValueError):
+        return set()
+    return {n for n, p in sig.parameters.items() if "Path" in str(p.annotation)}
+
+
+def resolve_option_paths(exp: Experiment) -> None:
+    """Options of [suite], [program] and [verifier] that their component declares as paths are read
+    against the experiment file's folder, as suite.path is (config.resolve_paths); `~` expands.
+
+    Args:
+        exp: the experiment (its options are changed in place).
+    """
+    from verifirst.config import file_path
+
+    base = Path(exp.path).parent if exp.path else None
+    tables = {"suite": registry.SUITES, "program": registry.PROGRAMS, "verifier": registry.VERIFIERS}
+    src = str(exp.path) if exp.path else None
+    for section, table in tables.items():
+        body = getattr(exp, section)
+        options = body.get("options") or {}
+        if not options:
+            continue
+        factory = registry.resolve(section, table, body["name"], f"{section}.name", src)
+        for key in _path_options(factory) & set(options):
+            if isinstance(options[key], str) and options[key]:
+                options[key] = file_path(options[key], base)
 
 
 def check_component_options(exp: Experiment, section: str, factory) -> None:

@@ -31,12 +31,12 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError,
                       ValidationInfo)
 
 from verifirst.core.errors import InputError
 
-__all__ = ["Request", "RequestRefused", "refusal", "UserPath", "RunDir", "NonEmptyStr", "PositiveFloat",
+__all__ = ["Request", "RequestRefused", "refusal", "refused", "where_text", "expected_text", "interval", "UserPath", "RunDir", "NonEmptyStr", "PositiveFloat",
            "PositiveInt", "NonNegativeInt", "Fraction", "given_text"]
 
 _GIVEN_MAX = 80  # characters of a refused value shown back; a 10 MB string stays one line
@@ -70,8 +70,13 @@ def given_text(value: Any) -> str:
 _MISSING = object()
 
 
-def _expected(error: Mapping[str, Any], known: list[str]) -> str:
-    """What the field accepts, in words, from one pydantic error entry."""
+def expected_text(error: Mapping[str, Any], known: list[str] = ()) -> str:  # type: ignore[assignment]
+    """What a field accepts, in words, from one pydantic error entry (`err.errors()[i]`).
+
+    Args:
+        error: the entry.
+        known: the names a user may give, listed for an unknown one.
+    """
     kind, msg = error.get("type", ""), str(error.get("msg", ""))
     if kind == "missing":
         return "a value (it is required)"
@@ -91,6 +96,36 @@ def _field_path(loc: tuple) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def where_text(shown: str, path: str | Path | None = None, line: int | None = None) -> str:
+    """Where a refused value is, as every refusal says it: `[--flag]`, `file:line [section.key]`.
+
+    Args:
+        shown: what the user typed (a flag, a keyword, a file's key).
+        path: the file, if the value came from one.
+        line: its line there, if known.
+    """
+    where = f"[{shown}]"
+    if path:
+        where = f"{path}:{line} {where}" if line else f"{path} {where}"
+    return where
+
+
+def refused(problems: list[tuple[str, Any, str]], *, names: Mapping[str, str] | None = None,
+            path: str | Path | None = None, lines: Mapping[str, int] | None = None) -> RequestRefused:
+    """The refusal for problems a check found by itself (not through pydantic).
+
+    Args:
+        problems: (field, given value, expected) for each.
+        names: field -> what the user typed.
+        path: the file the values came from, if any.
+        lines: field -> line in `path`.
+    """
+    names, lines = names or {}, lines or {}
+    rows = [(where_text(names.get(f, f), path, lines.get(f)), given_text(v), e) for f, v, e in problems]
+    first = problems[0][0]
+    return RequestRefused(rows, path=str(path) if path else None, line=lines.get(first), field=names.get(first, first))
+
+
 def refusal(err: ValidationError, *, names: Mapping[str, str] | None = None, path: str | Path | None = None,
             lines: Mapping[str, int] | None = None, known: list[str] | None = None) -> RequestRefused:
     """The one error for a refused request, from pydantic's ValidationError.
@@ -98,7 +133,7 @@ def refusal(err: ValidationError, *, names: Mapping[str, str] | None = None, pat
     Args:
         err: what pydantic raised.
         names: field path ("budget.max_usd") -> what the user typed ("--max-usd", "[budget] max_usd");
-            a field not named here is shown by its path.
+            a field not named here is shown by its path; "" names a check of the whole request.
         path: the experiment file the values came from (shown as file:line with `lines`).
         lines: field path -> line in `path`.
         known: the names a user may give, listed when an unknown one was given.
@@ -109,11 +144,9 @@ def refusal(err: ValidationError, *, names: Mapping[str, str] | None = None, pat
         fpath = _field_path(e.get("loc", ()))
         shown = names.get(fpath) or names.get(fpath.split(".")[0]) or fpath or "request"
         line = lines.get(fpath) or lines.get(fpath.split(".")[0])
-        where = f"[{shown}]"
-        if path:
-            where = f"{path}:{line} {where}" if line else f"{path} {where}"
+        where = where_text(shown, path, line)
         given = given_text(e.get("input", _MISSING) if e.get("type") != "missing" else _MISSING)
-        problems.append((where, given, _expected(e, known or [])))
+        problems.append((where, given, expected_text(e, known or [])))
         if first is None:
             first = (shown, line)
     assert first is not None, "a ValidationError has at least one error"
@@ -130,7 +163,7 @@ class Request(BaseModel):
     @classmethod
     def build(cls, values: Mapping[str, Any], *, names: Mapping[str, str] | None = None,
               path: str | Path | None = None, lines: Mapping[str, int] | None = None,
-              base: str | Path | None = None):
+              base: str | Path | None = None, drop_none: bool = True):
         """Validate `values` into this request, or raise RequestRefused naming what the user typed.
 
         Args:
@@ -140,8 +173,10 @@ class Request(BaseModel):
             path: the file the values came from, if any.
             lines: field path -> line in `path`.
             base: folder relative paths resolve against (an experiment file's folder).
+            drop_none: drop None values (a flag not given); False where None means something (an API
+                keyword such as max_error_rate=None, "never stop").
         """
-        data = {k: v for k, v in values.items() if v is not None}
+        data = {k: v for k, v in values.items() if v is not None or not drop_none}
         try:
             return cls.model_validate(data, context={"base": str(base) if base is not None else None})
         except ValidationError as e:
@@ -197,10 +232,36 @@ def _number_text(v: Any) -> Any:
     return v
 
 
+def interval(low: float | None, high: float | None, *, low_open: bool = False, high_open: bool = False,
+             integer: bool = False) -> Any:
+    """A number type refused outside its interval with the interval in words: "a number in (0, 1]".
+
+    Args:
+        low: the lowest value, or None.
+        high: the highest value, or None.
+        low_open: low itself is refused.
+        high_open: high itself is refused.
+        integer: a whole number (a bool or 2.0 is not).
+    """
+    kind = "a whole number" if integer else "a number"
+    text = f"{kind} in {'(' if low_open else '['}{'-inf' if low is None else low}, " \
+           f"{'inf' if high is None else high}{')' if high_open or high is None else ']'}"
+
+    def check(v):
+        ok = (low is None or (v > low if low_open else v >= low)) and \
+             (high is None or (v < high if high_open else v <= high))
+        if not ok:
+            raise ValueError(text)
+        return v
+
+    base = StrictInt if integer else Annotated[float, BeforeValidator(_number_text)]
+    return Annotated[base, AfterValidator(check)]
+
+
 UserPath = Annotated[Path, BeforeValidator(_user_path)]
 RunDir = Annotated[Path, BeforeValidator(_user_path), AfterValidator(_run_dir)]
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 PositiveFloat = Annotated[float, BeforeValidator(_number_text), Field(gt=0), AfterValidator(_finite)]
-Fraction = Annotated[float, BeforeValidator(_number_text), Field(ge=0, le=1)]
+Fraction = interval(0, 1)
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
