@@ -230,3 +230,40 @@ def test_staging_takes_the_vendored_modules_but_not_the_rest_of_dot_terraform(tm
     assert (work / ".terraform" / "modules" / "modules.json").is_file()
     assert (work / ".terraform" / "modules" / "logs" / "main.tf").is_file()
     assert not (work / ".terraform" / "providers").exists() and not (work / ".terraform" / "terraform.tfstate").exists()
+
+
+needs_checkov = pytest.mark.skipif(__import__("verifirst.verifiers.terraform.checkov", fromlist=["x"]).find_checkov()
+                                   is None, reason="no checkov (make install-test)")
+
+
+@needs_checkov
+def test_checkov_scans_the_resources_inside_local_modules():
+    v = TerraformVerifier(backend="python", gates=["validate", "plan", "opa", "checkov"]).verify_config(
+        str(S.DATA / "vpc"))
+    assert v.stage == T.SCANNER_FAIL and "modules/vpc/main.tf" in v.feedback, v.feedback
+
+
+DYNAMIC = ('resource "aws_security_group" "s" {\n  name = "s"\n\n  dynamic "ingress" {\n    for_each = [443]\n'
+           '    content {\n      from_port   = ingress.value\n      to_port     = ingress.value\n'
+           '      protocol    = "tcp"\n      cidr_blocks = ["10.0.0.0/8"]\n    }\n  }\n}\n')
+# the study's bad_block_nesting moved a dynamic block's content one level up
+CONTENT_OUT = DYNAMIC.replace('  dynamic "ingress" {\n    for_each = [443]\n    content {', '  dynamic "ingress" {\n'
+                              '    for_each = [443]\n  }\n  content {').replace("    }\n  }\n}\n", "  }\n}\n")
+LOCAL_ATTR = 'locals {\n  net = { cidr = "10.0.0.0/16" }\n}\n\nresource "aws_vpc" "v" {\n  cidr_block = local.net.cdir\n}\n'
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+def test_a_dynamic_block_without_content_as_terraform_reports_it(backend):
+    """Found by the module study (count/modules/sg bad_block_nesting): terraform reads no reference
+    inside a block its schema lacks, and names the dynamic block's missing content."""
+    v = TerraformVerifier(backend=backend).verify_config(CONTENT_OUT)
+    assert v.stage == T.VALIDATE_FAIL and sorted(set(v.error_classes)) == [T.BLOCK_COUNT, T.SELF_DEFINED_PROPERTY], \
+        v.feedback
+    assert "Missing dynamic content block" in v.feedback and "ingress.value" not in v.feedback.split("How to fix")[0]
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+def test_an_attribute_an_object_lacks_is_classed_as_terraform_classes_it(backend):
+    v = TerraformVerifier(backend=backend).verify_config(LOCAL_ATTR)
+    assert v.stage == T.VALIDATE_FAIL and v.error_classes == [T.SELF_DEFINED_PROPERTY], v.feedback
+    assert 'does not have an attribute named "cdir"' in v.feedback

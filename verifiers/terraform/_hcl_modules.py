@@ -97,16 +97,35 @@ def read_module(directory: str, root: str) -> dict[str, str]:
     return out
 
 
+_PARSED: dict = {}  # (file name, text) -> parsed body: a module library's files parse once per process
+_PARSED_MAX, _PARSED_MAX_TEXT = 512, 256_000
+
+
 def _parse(files: dict, schema) -> tuple[dict, list]:
+    """Parse a module's files; an HCL file's parse is kept (bodies are never changed after parsing)."""
     from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
     from verifirst.verifiers.terraform._hcl_json import parse_json_body
     bodies, errors = {}, []
     for name, text in files.items():
         text = text[1:] if text.startswith("\ufeff") else text
-        try:
-            bodies[name] = parse_json_body(text, name, schema) if name.endswith(".tf.json") else parse_body(text, name)
-        except HclSyntaxError as e:
-            errors.append(e)
+        if name.endswith(".tf.json"):  # its parse depends on the schema
+            try:
+                bodies[name] = parse_json_body(text, name, schema)
+            except HclSyntaxError as e:
+                errors.append(e)
+            continue
+        hit = _PARSED.get((name, text))
+        if hit is None:
+            try:
+                hit = parse_body(text, name)
+            except HclSyntaxError as e:
+                errors.append(e)
+                continue
+            if len(text) <= _PARSED_MAX_TEXT:
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.pop(next(iter(_PARSED)))
+                _PARSED[(name, text)] = hit
+        bodies[name] = hit
     return bodies, errors
 
 

@@ -31,6 +31,13 @@ CHECKOV_FIX = (f"Fix: `make install-test` (installs checkov {CHECKOV_VERSION} in
 _PIP_TRAMPOLINE = re.compile(r"""exec'?\s+['"]([^'"]+)['"]""")
 
 
+def _relative(name: str) -> Path:
+    """A file's place in the scan folder: its path below the configuration (a module's file keeps
+    modules/net/main.tf, so checkov follows the module call); a path leaving it, its name alone."""
+    p = Path(name)
+    return p if not p.is_absolute() and ".." not in p.parts and p.parts else Path(p.name)
+
+
 class CheckovError(RuntimeError):
     """checkov crashed, timed out or could not read the configuration: nothing was observed, so the
     item is a verifier error (counted apart), never PASS or FAIL."""
@@ -221,7 +228,9 @@ class CheckovScanner:
                 d = Path(tmp) / str(i)
                 d.mkdir()
                 for name, text in files.items():
-                    (d / Path(name).name).write_text(text, encoding="utf-8")
+                    f = d / _relative(name)
+                    f.parent.mkdir(parents=True, exist_ok=True)
+                    f.write_text(text, encoding="utf-8")
                 dirs.append(str(d))
             t0 = time.perf_counter()
             if self.python is None:

@@ -7,16 +7,16 @@ optimizer learns from it; never a hang, never memory pressure on the host:
 
 | ceiling | value | where |
 |---|---|---|
-| MAX_CONFIG_BYTES | 2,000,000 bytes of configuration text | before parsing |
+| MAX_CONFIG_BYTES | 2,000,000 bytes of configuration text, the modules it calls included | before parsing |
 | MAX_NESTING | 100 nested brackets, braces, parentheses or interpolations | before parsing |
-| MAX_BLOCKS | 2,000 top-level blocks (resource, data, module, variable, ...) | after parsing |
-| MAX_INSTANCES | 1,000 resource and data instances after `count` / `for_each`, all together | plan |
+| MAX_BLOCKS | 2,000 top-level blocks (resource, data, module, variable, ...), in every module together | after parsing |
+| MAX_INSTANCES | 1,000 resource, data and module-call instances after `count` / `for_each`, in every module together | plan |
 | MAX_ELEMENTS | 100,000 elements in one list, set or map a function builds (`range`, ...) | plan |
 | MAX_STRING | 1,000,000 characters in one string value | plan |
 | MAX_STEPS | 1,000,000 evaluation steps (for-expression items, elements built, dynamic block arguments), all together | plan |
 | REGEX_S | 1 s for one `regex`, `regexall` or `replace` match | plan |
 | MAX_EVAL_S | 10 s of python evaluation (a backstop behind MAX_STEPS) | plan |
-| MAX_MODULE_DEPTH | 8 nested local module calls (a loop is past it) | validate (python backend) |
+| MAX_MODULE_DEPTH | 8 nested module calls, local or vendored (a loop is past it); the python backend expands no deeper | validate |
 
 The terraform backend checks the same ceilings with the python evaluator before terraform runs,
 then runs terraform under TERRAFORM_MEMORY_MB (RLIMIT_DATA: Go's heap is private writable

@@ -320,7 +320,7 @@ class TerraformVerifier:
             if policy_errors:
                 stage, errors = T.OPA_FAIL, policy_errors
         if stage == T.PASS and "checkov" in self.gates:
-            stage, errors = self._scan(files, details, timings, errors)
+            stage, errors = self._scan({**files, **_module_files(files, base_dir)}, details, timings, errors)
         details["plan"] = plan
         return self._verdict(stage, errors, warnings, timings, t0, details)
 
