@@ -38,6 +38,8 @@ class RunStart:
     params: dict
     tags: dict
     config: dict | None = None  # the experiment file's settings (credentials masked), when there is one
+    # {split: {"digest", "records"}}: the evaluated splits' items, for a tracker's datasets
+    datasets: dict | None = None
 
 
 @dataclass(frozen=True)

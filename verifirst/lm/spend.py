@@ -17,6 +17,12 @@ A part of the run's limits can be held back (`hold_back`): while held, admission
 less the held amounts, so the optimizer stops early enough for the test split to be scored with
 what is left; `release` gives the held part back and lifts a stop that only the holding caused.
 
+With a journal attached (`attach_journal`, RUN_DIR/calls.jsonl, see verifirst.lm.call_journal)
+every admission and settlement is also written as it happens, and the tallies start from what
+earlier invocations of the run directory spent: the limits hold across a kill and a resume. A stop
+request (a signal, verifirst.core.interrupts) refuses every admission after it with StopRequested.
+The run loop keeps a meter (without limits when the budget sets none) for every run for this.
+
 Prices are USD per 1M tokens: a user's table first, then LiteLLM's bundled price map (offline), and
 the embedded model and the scripted test models ("local/...") cost nothing.
 """
@@ -30,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from verifirst.core.errors import InputError, VerifirstError
+from verifirst.core.interrupts import StorageError, check_stop
 from verifirst.lm.base import is_local
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before any litellm import
@@ -231,6 +238,7 @@ class Ticket:
     price: tuple[float, float]  # USD per input, output token (settled at it)
     failed_attempts: int = 0  # requests an engine retried by itself (LiteLLM's Router) that failed
     deadline: float | None = None  # time.monotonic() when a max_wall_s it falls under runs out
+    jid: int | None = None  # its number in the run's call journal
     settled: bool = field(default=False, repr=False)
 
 
@@ -259,7 +267,29 @@ class SpendMeter:
         self.refusals = 0  # requests refused so far
         self._needs_price = total.max_usd is not None or any(
             lim.max_usd is not None for lim in self.per_role.values())
+        self.journal: Any = None
         self.start()
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit is set (a meter without one only accounts and journals)."""
+        return self.total.any or any(lim.any for lim in self.per_role.values())
+
+    def attach_journal(self, journal: Any) -> None:
+        """Write every admission and settlement to `journal` from now on, and count what its earlier
+        invocations spent against the limits (requests in flight when one died, at their worst case).
+
+        Args:
+            journal: a verifirst.lm.call_journal.CallJournal.
+        """
+        prior = journal.prior
+        with self._lock:
+            self.journal = journal
+            for name, t in [(None, prior.run)] + list(prior.roles.items()):
+                tally = self._run if name is None else self._roles.setdefault(name, _Tally())
+                tally.calls += t.requests + t.in_flight_at_kill
+                tally.tokens += t.prompt_tokens + t.completion_tokens + t.reserved_tokens
+                tally.usd += t.usd + t.reserved_usd
 
     def start(self) -> None:
         """(Re)start the wall clock that max_wall_s counts from."""
@@ -308,6 +338,7 @@ class SpendMeter:
                 before).
             InputError: a max_usd limit is set and the model has no known price.
         """
+        check_stop()  # a signal asked the run to stop: nothing new goes out
         p_tok = -(-max(int(prompt_chars), 0) // CHARS_PER_TOKEN)
         c_tok = DEFAULT_MAX_TOKENS if max_tokens is None else max(int(max_tokens), 0)
         if isinstance(model, str):
@@ -352,7 +383,46 @@ class SpendMeter:
                 tally.r_calls += 1
             self._in_flight += 1
             deadline = self._wall_deadline(role_limits)
-        return Ticket(role, model, usd, tokens, p_tok, c_tok, price, deadline=deadline)
+        ticket = Ticket(role, model, usd, tokens, p_tok, c_tok, price, deadline=deadline)
+        if self.journal is not None:
+            try:  # written before the request goes out: a kill after this still counts it
+                ticket.jid = self.journal.admitted(role, model, tokens, usd)
+            except OSError as e:
+                self.settle(ticket, None, None, cache_hit=True)  # not sent: the reservation goes
+                raise StorageError(f"the run's call journal {self.journal.path} cannot be written "
+                                   f"({e.strerror or e}); the request was not sent") from None
+        return ticket
+
+    def wall_deadline(self) -> float | None:
+        """When the run's max_wall_s (less what is held back for the test split) runs out, as a
+        time.monotonic() value; None without one. Work other than LM calls (a metric, a verifier)
+        is stopped there too (verifirst.loop.executor.within_wall)."""
+        with self._lock:
+            return self._wall_deadline(None)
+
+    def refuse_wall(self, what: str) -> BudgetExceeded:
+        """Record that the run's wall cap ran out while `what` was running (not an LM call): the run
+        stops as for a refused request, and every later admission is refused. Returns the refusal.
+
+        Args:
+            what: what was stopped, e.g. "the metric on item t3".
+        """
+        with self._lock:
+            cap = self.total.max_wall_s
+            held = self._held.max_wall_s or 0.0
+            elapsed = time.monotonic() - self._t0
+            shown = cap if cap is not None else elapsed
+            note = f"; {_fmt('max_wall_s', held)} s held back to score the test split" if held else ""
+            exc = BudgetExceeded("max_wall_s", None, elapsed, shown, message=(
+                f"stopped by budget: max_wall_s {_fmt('max_wall_s', shown, cap=True)} for the run reached while "
+                f"{what} ran ({_fmt('max_wall_s', elapsed)} s elapsed{note}); it was stopped and its item has no "
+                f"verdict"))
+            exc.held = bool(held)
+            self.refusals += 1
+            self._stopped.setdefault(None, exc)
+            if self._stopped_by is None:
+                self._stopped_by, self._first_refusal = exc.message, exc
+            return exc
 
     def _wall_deadline(self, role_limits: Limits | None) -> float | None:
         """When the first max_wall_s a request of this role falls under runs out (time.monotonic()):
@@ -419,6 +489,13 @@ class SpendMeter:
                 tally.usd += usd
                 tally.tokens += tokens
                 tally.calls += calls
+        if self.journal is not None and ticket.jid is not None:
+            p = c = 0
+            if not cache_hit and (prompt_tokens is not None or completion_tokens is not None):
+                p, c = int(prompt_tokens or 0), int(completion_tokens or 0)
+            self.journal.settled(ticket.jid, ticket.role, calls=calls, prompt_tokens=p, completion_tokens=c, usd=usd,
+                                 cache_hit=cache_hit, failed=not cache_hit and prompt_tokens is None
+                                 and completion_tokens is None)
 
     def spent(self) -> dict:
         """{"run": {usd, tokens, lm_calls}, "roles": {role: {...}}, "limits": {"run": {...},
@@ -433,6 +510,7 @@ class SpendMeter:
                 "wall_s": round(time.monotonic() - self._t0, 3),
                 "in_flight": self._in_flight,
                 "unpriced": sorted(self._unpriced),  # models counted at 0 USD (no max_usd was set)
+                **({"earlier_invocations": self.journal.prior.as_dict()} if self.journal is not None else {}),
             }
 
 

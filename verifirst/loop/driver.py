@@ -36,6 +36,11 @@ from verifirst.lm.spend import active_meter, refused
 from verifirst.core.metric import Metric
 from verifirst.loop.budget_stop import NOT_SCORED, TEST_COST_FILE, TestCost, stopped_section
 from verifirst.loop.run_items import write_items
+from verifirst.lm.call_journal import CALLS_FILE
+from verifirst.loop.executor import wall_capped
+from verifirst.loop.run_state import (USAGE_KEYS, RunRequest, _add_usage, _record_failure, _state,  # noqa: F401
+                                      budget_params, check_resume, failure_message, run_digest, run_params,
+                                      spend_meter)
 from verifirst.loop.splits import SPLITS, SplitManifest
 from verifirst.core.task import Item
 
@@ -187,6 +192,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         callback = RunCallback()
     if not isinstance(scorer, Metric):
         scorer = Metric(scorer)
+    scorer = wall_capped(scorer)  # a metric running past max_wall_s stops the run, naming the cap
     run_dir = Path(ctx.run_dir)
     ledger = ledger or ledger_for_run_dir(run_dir)
     scored_on_test: list[str] = []
@@ -219,7 +225,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
             ledger.record(manifest.digest, h, run_dir, phase)
         return res
 
-    test_cost = TestCost(active_meter(), run_dir)
+    test_cost = TestCost(_limited_meter(), run_dir)
     before = {}
     for s in splits:
         if s == "test":
@@ -298,7 +304,7 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
         after = dict(before)
     elif stopped is not None:
         after, not_scored = _score_stopped(best, program, before, splits, run_eval, run_dir)
-    elif active_meter() is None:
+    elif _limited_meter() is None:
         after = {s: run_eval(best, s, "after") for s in splits}
     else:  # the engine finished: test first, then what the budget leaves
         after, not_scored = _score_budgeted(best, splits, run_eval)
@@ -332,6 +338,12 @@ def _optimize(program: Any, scorer: Metric, items: Sequence[Item], manifest: Spl
     if stages:
         report["stage_order"] = list(stages)
     return OptimizationResult(best, report, before, after)
+
+
+def _limited_meter():
+    """The active spend meter when it has limits (every run has one; without limits it only accounts)."""
+    meter = active_meter()
+    return meter if meter is not None and meter.limited else None
 
 
 def _unless_refused(evaluate_split) -> EvalResult | None:
@@ -379,57 +391,9 @@ def _score_budgeted(best, splits, run_eval) -> tuple[dict, dict]:
     return after, not_scored
 
 
-USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens", "attempts",
-              "failed_attempts", "unusable")
-
-
-@dataclass
-class RunRequest:
-    """One run, checked and built by the caller (`vf.optimize`): what the loop runs and where.
-
-    program, scorer, items, manifest, engine, budget, ctx: as for `optimize`.
-    name: the run's name; suite: the data's name.
-    digest: what a run directory may be resumed with (see `run_digest`).
-    fresh: the run directory was made for this run (not given by the user).
-    config: the experiment file's settings with credentials masked, kept in run_state.json.
-    models: the model spec by role (for the report and the tracker's parameters).
-    lm_scope: a context the program runs in (dspy.context with the task LM and adapter), or None.
-    """
-
-    program: Any
-    scorer: Metric
-    items: Sequence[Item]
-    manifest: SplitManifest
-    engine: Engine | None
-    budget: Budget
-    ctx: EngineContext
-    name: str
-    suite: str
-    digest: str
-    fresh: bool = False
-    config: dict | None = None
-    models: dict = field(default_factory=dict)
-    splits: Sequence[str] = SPLITS
-    threads: int = 1
-    progress: bool | None = False
-    max_error_rate: float | None = None
-    ledger: TestLedger | None = None
-    executor: Any = None
-    lm_scope: Any = None
-
-
-def _add_usage(report: dict, usage_before: Any, meter: Any) -> None:
-    """The run's LM usage so far (and its spend, under a budget) into the report."""
-    used = USAGE.total()
-    report.update({"usage": USAGE.as_dict(), "usage_endpoints": USAGE.endpoints_as_dict(),
-                   "usage_this_run": {k: getattr(used, k) - getattr(usage_before, k) for k in USAGE_KEYS}})
-    if meter is not None:
-        report["spend"] = meter.spent()
-
-
 # What the loop itself keeps in a run directory; everything else there is the engine's own state.
 LOOP_FILES = {"eval", "split_manifest.json", "items.jsonl", "run_state.json", "run.lock", "optimized_program.json",
-              "engine_done.json", TEST_COST_FILE}
+              "engine_done.json", TEST_COST_FILE, CALLS_FILE}
 
 
 def _discard_engine_state(run_dir: Path) -> None:
@@ -443,121 +407,14 @@ def _discard_engine_state(run_dir: Path) -> None:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
-def spend_meter(budget: Budget):
-    """The meter that admits every LM call of a run against `budget`'s spend limits; None without any.
-
-    Args:
-        budget: the run's budget (max_usd, max_tokens, max_lm_calls, max_wall_s, per_role, prices).
-    """
-    if not getattr(budget, "spend_limited", False):
-        return None
-    from verifirst.lm.spend import Limits, Prices, SpendMeter
-
-    total = Limits(budget.max_usd, budget.max_tokens, budget.max_lm_calls, budget.max_wall_s)
-    return SpendMeter(total, {r: Limits(**lim) for r, lim in budget.per_role.items()}, Prices(budget.prices))
-
-
-def run_digest(program: Any, manifest: SplitManifest, scorer: Metric, optimizer: str, splits: Sequence[str],
-               config: dict | None = None) -> str:
-    """What a run directory may be resumed with: the same program, splits, metric, optimizer and
-    (for an experiment file) the same settings, credentials masked so a rotated key still resumes.
-
-    Args:
-        program: the program before optimization.
-        manifest: the split manifest.
-        scorer: the run's Metric.
-        optimizer: the engine's name.
-        splits: the splits evaluated.
-        config: the experiment file's settings (masked), or None.
-    """
-    import hashlib
-
-    body = {"program": program_hash(program), "split_digest": manifest.digest, "metric": scorer.name,
-            "output_field": scorer.output_field, "threshold": scorer.threshold, "optimizer": optimizer,
-            "splits": list(splits), "config": config}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def check_resume(run_dir: Path, digest: str) -> bool:
-    """Whether run_dir holds this run to resume; another run's directory is refused.
-
-    Args:
-        run_dir: the run directory.
-        digest: this run's `run_digest`.
-
-    Raises:
-        InputError: the directory's run_state.json names another run.
-    """
-    from verifirst.core.errors import InputError
-
-    state = Path(run_dir) / "run_state.json"
-    if not state.exists():
-        return False
-    try:
-        old = json.loads(state.read_text()).get("digest")
-    except (OSError, ValueError):
-        old = None
-    if old != digest:
-        raise InputError("this run directory belongs to another run (program, data, metric, optimizer or "
-                         "experiment settings differ)", path=str(state), field="digest",
-                         expected="the same arguments or experiment file to resume, or a new run directory")
-    return True
-
-
-def _state(req: RunRequest, status: str, run_id: str | None = None) -> dict:
-    body: dict[str, Any] = {"status": status, "digest": req.digest}
-    if req.config is not None:
-        body["config"] = req.config
-    if run_id:
-        body["run_id"] = run_id
-    return body
-
-
-def budget_params(budget: Budget) -> dict:
-    """The budget's limits that are set (a limit left unset is no parameter to compare runs on).
-
-    Args:
-        budget: the run's budget.
-    """
-    return {k: v for k, v in budget.__dict__.items() if v is not None and v != {}}
-
-
-def run_params(req: RunRequest, optimizer: str) -> dict:
-    """The parameters a tracker logs for a run: what runs are compared on (budget, splits, seed)
-    beside the split digest, models, suite size, optimizer, metric and the experiment file's settings.
-
-    Args:
-        req: the run.
-        optimizer: the engine's name.
-    """
-    m = req.manifest
-    splits = {**m.sizes(), "ratios": ", ".join(f"{r:g}" for r in m.ratios)}
-    return {"split_digest": m.digest, "models": req.models, "suite_size": len(req.items), "optimizer": optimizer,
-            "metric": req.scorer.name, "budget": budget_params(req.budget), "splits": splits, "seed": m.seed,
-            **({"config": req.config} if req.config else {})}
-
-
-def failure_message(exc: BaseException) -> str:
-    """What ended a run, for run_state.json and the tracker: the exception's type and message,
-    credentials masked.
-
-    Args:
-        exc: the exception the run raised to its caller.
-    """
-    from verifirst.core.redaction import redact_text
-
-    text = str(exc).strip()
-    return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:4000]
-
-
-def _record_failure(req: RunRequest, run_dir: Path, failure: str) -> None:
-    """Mark a started run as failed in run_state.json; its digest stays, so a rerun still resumes it."""
-    if (run_dir / "run_state.json").exists():  # a run refused before it started has no state to update
-        atomic.write_json(run_dir / "run_state.json", {**_state(req, "failed"), "failure": failure})
-
 
 def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[OptimizationResult, str | None]:
     """The one run loop: lock the run directory, resume or start it, run `optimize`, report.
+
+    Every LM request is journaled as it goes out (RUN_DIR/calls.jsonl), so a resumed run counts the
+    requests of every earlier invocation, in its usage and against its limits. SIGINT and SIGTERM
+    stop the run after the requests in flight (verifirst.loop.run_guard): every MLflow run it
+    opened ends KILLED, run_state.json holds usage and spend, and RunInterrupted says how to resume.
 
     Args:
         req: the checked run (`vf.optimize` builds it; so do `vf.run`, the CLI and calibration,
@@ -572,79 +429,102 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
     Raises:
         RunFailed: a split without a verdict or an engine that saw only errors; the run directory
             stays resumable, nothing is published.
+        RunInterrupted: SIGINT or SIGTERM (exit code 130 or 143); the run directory resumes.
+        StorageError: the disk or the run directory failed under the run (exit code 74).
     """
     import contextlib
     import time
 
+    from verifirst.core.callbacks import CallbackList
+    from verifirst.core.interrupts import RunInterrupted, StopRequested, stop_requested
     from verifirst.lm.spend import BudgetExceeded, metering
+    from verifirst.loop.run_guard import RunDirGuard, interrupted_message, open_meter, stop_on_signals, storage_failure
     from verifirst.loop.rundir import lock_run_dir
 
-    cb = as_callback(callbacks)
     check_resume(req.ctx.run_dir, req.digest)  # before the lock: a refused run writes nothing
     hold = lock_run_dir(req.ctx.run_dir, fresh=req.fresh)  # another process on this run dir is refused, by pid
     try:
         resumed = check_resume(hold.path, req.digest)  # again under the lock: another run may have started it
+        meter, journal = open_meter(req.budget, hold.path, spend_meter)
     except BaseException:
         hold.release()
         raise
     run_dir = req.ctx.run_dir = hold.path
+    cb = CallbackList([RunDirGuard(hold.fd, run_dir), as_callback(callbacks)])
     status, report, stopped_by, failure = "FAILED", None, None, None
-    meter = spend_meter(req.budget)
+
+    def end_state(status_: str, **extra: Any) -> dict:
+        return {**_state(req, status_), **extra, "usage_run_dir": journal.totals(),
+                "spend": meter.spent() if meter.limited else None}
+
     try:
-        opt = getattr(req.engine, "name", "none")
-        run_id = cb.on_run_start(RunStart(
-            name=req.name, run_dir=run_dir, suite=req.suite, n_items=len(req.items), sizes=req.manifest.sizes(),
-            split_digest=req.manifest.digest, optimizer=opt, resumed=resumed, config=req.config,
-            params=run_params(req, opt),
-            tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
-                  "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)}))
-        atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
-        usage_before, t0 = USAGE.total(), time.time()
-        with (req.lm_scope() if req.lm_scope else contextlib.nullcontext()), metering(meter):
-            res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
-                           threads=req.threads, splits=req.splits, progress=req.progress,
-                           max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb, executor=req.executor)
-            report = res.report
-            report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
-                           "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
-                           "models": req.models})
-            _add_usage(report, usage_before, meter)
-            cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a domain's post-step may ask the LM
-            _add_usage(report, usage_before, meter)  # with the post-steps' calls (a baseline, the anchors)
-        stop = report.get("stopped")
-        if stop:
-            stopped_by = stop["by"]
-        paths = list(publish(report, run_dir)) if publish else []
-        cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
-        if stop:  # resumable with a larger limit: the engine is redone, its calls served by the cache
-            atomic.write_json(run_dir / "run_state.json", {**_state(req, "stopped", run_id), "stopped_by": stopped_by,
-                                                           "spend": report.get("spend")})
-            if stop["test"] != "scored":
-                status = "KILLED"
-                first = meter.first_refusal
-                raise BudgetExceeded(first.limit, first.role, first.spent, first.cap, first.need, message=(
-                    f"{stopped_by}; test not scored: budget (the report in {run_dir} claims nothing). Nothing past "
-                    f"the limit was sent; rerun on the same run directory with a larger limit to resume"))
-        else:
-            atomic.write_json(run_dir / "run_state.json", _state(req, "finished", run_id))
-        status = "FINISHED"
-        return res, run_id
-    except KeyboardInterrupt as e:
-        status, failure = "KILLED", failure_message(e)
-        raise
+        with stop_on_signals():
+            opt = getattr(req.engine, "name", "none")
+            run_id = cb.on_run_start(RunStart(
+                name=req.name, run_dir=run_dir, suite=req.suite, n_items=len(req.items), sizes=req.manifest.sizes(),
+                split_digest=req.manifest.digest, optimizer=opt, resumed=resumed, config=req.config,
+                params=run_params(req, opt),
+                tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
+                      "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)},
+                datasets=split_datasets(req.items, req.manifest, req.splits)))
+            atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
+            usage_before, t0 = USAGE.total(), time.time()
+            with (req.lm_scope() if req.lm_scope else contextlib.nullcontext()), metering(meter):
+                res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
+                               threads=req.threads, splits=req.splits, progress=req.progress,
+                               max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb,
+                               executor=req.executor)
+                report = res.report
+                report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
+                               "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),
+                               "models": req.models})
+                _add_usage(report, usage_before, meter)
+                cb.on_report(ReportReady(report, run_dir, res))  # in the LM scope: a post-step may ask the LM
+                _add_usage(report, usage_before, meter)  # with the post-steps' calls (a baseline, the anchors)
+            stop = report.get("stopped")
+            if stop:
+                stopped_by = stop["by"]
+            paths = list(publish(report, run_dir)) if publish else []
+            cb.on_report_written(ReportWritten(report, run_dir, tuple(paths)))
+            if stop:  # resumable with a larger limit: the engine is redone, its calls served by the cache
+                atomic.write_json(run_dir / "run_state.json", {**end_state("stopped"), "run_id": run_id,
+                                                               "stopped_by": stopped_by})
+                if stop["test"] != "scored":
+                    status = "KILLED"
+                    first = meter.first_refusal
+                    raise BudgetExceeded(first.limit, first.role, first.spent, first.cap, first.need, message=(
+                        f"{stopped_by}; test not scored: budget (the report in {run_dir} claims nothing). Nothing "
+                        f"past the limit was sent; rerun on the same run directory with a larger limit to resume"))
+            else:
+                atomic.write_json(run_dir / "run_state.json", {**_state(req, "finished", run_id),
+                                                               "usage_run_dir": journal.totals()})
+            status = "FINISHED"
+            return res, run_id
+    except (StopRequested, KeyboardInterrupt) as e:
+        import signal
+
+        signum = getattr(e, "signum", None) or stop_requested() or signal.SIGINT
+        status = "KILLED"
+        failure = interrupted_message(signum, run_dir, journal)
+        _write_quietly(run_dir / "run_state.json", end_state("interrupted", signal=int(signum), failure=failure))
+        raise RunInterrupted(signum, failure) from None
     except Exception as e:
         failure = failure_message(e)
+        broken = storage_failure(e, run_dir)
+        if broken is not None:
+            failure = failure_message(broken)
+            _write_quietly(run_dir / "run_state.json", end_state("failed", failure=failure))
+            raise broken from None
         if report is not None and report.get("stopped"):
             raise  # stopped with its report published (test not scored): the state is written
         # A refused call stops the run, whatever an engine made of it (an error count, a failed step):
         # nothing past the cap was sent, and the run directory resumes with a larger limit.
-        refused = e if isinstance(e, BudgetExceeded) else (meter.first_refusal if meter is not None else None)
+        refused = e if isinstance(e, BudgetExceeded) else meter.first_refusal
         if refused is None:
             _record_failure(req, run_dir, failure)
             raise
         status, stopped_by = "KILLED", refused.message
-        state = {**_state(req, "stopped"), "stopped_by": refused.message, "spend": meter.spent() if meter else None}
-        atomic.write_json(run_dir / "run_state.json", state)
+        atomic.write_json(run_dir / "run_state.json", end_state("stopped", stopped_by=refused.message))
         stop = BudgetExceeded(refused.limit, refused.role, refused.spent, refused.cap, refused.need,
                               message=f"{refused.message}. Nothing past the limit was sent; rerun on the same run "
                                       f"directory ({run_dir}) with a larger limit to resume (finished evaluations "
@@ -654,5 +534,39 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
     finally:
         try:
             cb.on_run_end(RunEnd(status, run_dir, report, stopped_by, failure))
+        except Exception as e:  # an observer that cannot close (its store is full) after the run failed
+            if status == "FINISHED":
+                raise storage_failure(e, run_dir) or e
         finally:
+            journal.close()
             hold.release()
+
+
+def _write_quietly(path: Path, body: dict) -> None:
+    """Write run_state.json unless the storage that failed the run refuses it too."""
+    try:
+        atomic.write_json(path, body)
+    except OSError:
+        pass
+
+
+def split_datasets(items: Sequence[Item], manifest: SplitManifest, splits: Sequence[str]) -> dict:
+    """{split: {"digest", "records"}} of the evaluated splits, for a tracker's datasets (train,
+    validation, test). The digest is the split's: its manifest's digest and its item ids.
+
+    Args:
+        items: every item of the run.
+        manifest: the split manifest.
+        splits: the splits the run evaluates (train and val always reach the optimizer).
+    """
+    import hashlib
+
+    from verifirst.loop.run_items import item_record
+
+    out = {}
+    for s in dict.fromkeys(["train", "val", *splits]):
+        chosen = manifest.select(items, s)
+        ids = "\n".join(str(it.id) for it in chosen)
+        digest = hashlib.sha256(f"{manifest.digest}\n{s}\n{ids}".encode()).hexdigest()[:16]
+        out[s] = {"digest": digest, "records": [item_record(it, s) for it in chosen]}
+    return out

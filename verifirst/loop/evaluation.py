@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from verifirst.core.errors import ErrorRateExceeded
+from verifirst.core.interrupts import check_stop
 from verifirst.lm.spend import BudgetExceeded
 from verifirst.lm import USAGE, is_lm_error, usage_split
 from verifirst.core.metric import Metric
@@ -323,6 +324,7 @@ def evaluate(program: Any, items: Sequence[Item], scorer: Callable[[Item, Any], 
         return first_calls_failed()
 
     def one(item: Item) -> Row:
+        check_stop()  # a signal asked the run to stop: no new item
         with item_scope(item) if item_scope is not None else nullcontext():
             row = _one(item)
             if on_row is not None:

@@ -396,3 +396,96 @@ def from_config(executor: str, address: str | None, threads: int,
     if executor == "ray":
         return Ray(address=address, num_workers=threads if threads > 1 else None, verifier_factory=verifier_factory)
     return Threads(threads)
+
+
+# -- the run's wall cap, while a metric or verifier runs ------------------------------------------
+
+def within_wall(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args), stopped at the run's max_wall_s: past it the run stops by budget, naming the cap,
+    and the call's item gets no verdict (never a FAIL). Without a wall cap fn runs as it is.
+
+    The call runs in a daemon thread the caller waits on until the cap (a Python thread cannot be
+    killed: one left past the cap runs on unwaited, and ends with the process).
+
+    Args:
+        what: what runs, for the message ("the metric on item t3").
+        fn: the metric's or verifier's callable.
+        args, kwargs: its arguments.
+    """
+    import contextvars
+    import time
+
+    from verifirst.lm.spend import active_meter
+
+    meter = active_meter()
+    deadline = meter.wall_deadline() if meter is not None else None
+    if deadline is None:
+        return fn(*args, **kwargs)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise meter.refuse_wall(what)
+    box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()  # the item's split, request deadline and trace go along
+
+    def target() -> None:
+        try:
+            box["value"] = ctx.run(fn, *args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name="verifirst-metric", daemon=True)
+    worker.start()
+    worker.join(remaining)
+    if worker.is_alive():
+        raise meter.refuse_wall(what)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class WallCapped:
+    """A verifier whose verify (and explain) stop at the run's max_wall_s; other attributes read it."""
+
+    def __init__(self, local: Any):
+        self.local = local
+        if callable(getattr(local, "explain", None)):
+            self.explain = lambda item, cand, verdict: within_wall(
+                f"the verifier's explain on item {getattr(item, 'id', '?')}", local.explain, item, cand, verdict)
+
+    def verify(self, item: Any, candidate: Any) -> Any:
+        return within_wall(f"the verifier on item {getattr(item, 'id', '?')}", self.local.verify, item, candidate)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "local":
+            raise AttributeError(name)
+        return getattr(self.local, name)
+
+
+def wall_capped(metric: Any) -> Any:
+    """The run's Metric with its verifier (or plain metric) stopped at the run's max_wall_s, for
+    evaluation and the optimizer alike; the same Metric when no wall cap is set.
+
+    Args:
+        metric: the run's verifirst Metric.
+    """
+    import functools
+
+    from verifirst.core.metric import Metric
+    from verifirst.lm.spend import active_meter
+
+    meter = active_meter()
+    if meter is None or meter.wall_deadline() is None or not isinstance(metric, Metric):
+        return metric
+    inner = metric.metric
+    if isinstance(inner, (WallCapped, RemoteVerifier)) or getattr(inner, "_wall_capped", False):
+        return metric
+    if metric.is_verifier:
+        wrapped: Any = WallCapped(inner)
+    else:
+        @functools.wraps(inner)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            return within_wall(f"the metric {metric.name}", inner, *args, **kwargs)
+
+        wrapped._wall_capped = True  # type: ignore[attr-defined]
+    return Metric(wrapped, metric.output_field, threshold=metric.threshold if metric.threshold_given else None,
+                  name=metric.name)

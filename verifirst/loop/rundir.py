@@ -48,6 +48,11 @@ class RunDirLock:
     def __init__(self, path: Path, fd: int, created: bool):
         self.path, self._fd, self.created = path, fd, created
 
+    @property
+    def fd(self) -> int | None:
+        """The lock file's descriptor while held (its link count drops to 0 if the directory is deleted)."""
+        return self._fd
+
     def release(self) -> None:
         """Give the directory up (idempotent). A directory this run created and left with nothing
         but its lock file in it (a run refused after taking it) is removed, not left empty."""

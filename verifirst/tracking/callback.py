@@ -90,6 +90,13 @@ def evaluation_metrics(summary: dict) -> dict[str, float]:
     return out
 
 
+def _ended_as() -> str:
+    """How a nested run that raised ends: KILLED while a signal stops the run, else FAILED."""
+    from verifirst.core.interrupts import stop_requested
+
+    return "KILLED" if stop_requested() is not None else "FAILED"
+
+
 class MLflowCallback(RunCallback):
     """Log a run to MLflow.
 
@@ -130,8 +137,15 @@ class MLflowCallback(RunCallback):
     # -- the run ----------------------------------------------------------------------
     def on_run_start(self, event: RunStart) -> str | None:
         self.run_id = self.tracker.start(event.name, params=event.params, tags=event.tags)
+        if event.resumed:  # a killed predecessor's runs, left RUNNING, end KILLED
+            self.tracker.end_stale_runs(event.run_dir)
         if event.config is not None:
             self.tracker.log_json(event.config, "config.json")
+        if event.datasets:
+            try:
+                self.tracker.log_datasets(event.datasets, event.suite)
+            except Exception as e:  # best-effort, as traces: the items are in items.jsonl
+                self.tracker.note_failure("datasets of the run", e)
         return self.run_id
 
     def on_evaluation_start(self, event: EvaluationStart) -> None:
@@ -165,7 +179,7 @@ class MLflowCallback(RunCallback):
                 why = no_verdict_reason(event.phase, event.split, res)
                 t.set_tags({"verifirst.failure": why, "mlflow.note.content": why}, run_id=rid)
         finally:
-            self._close("eval", failed=res is None or no_verdict)
+            self._close("eval", failed=res is None or no_verdict, status=_ended_as())
 
     def on_optimizer_start(self, event: OptimizerStart) -> None:
         scope = self._scopes["opt"] = contextlib.ExitStack()
@@ -185,7 +199,7 @@ class MLflowCallback(RunCallback):
                 self.tracker.log_json(event.details, "details.json", run_id=self._opt_run)
         finally:
             self._opt_run = None
-            self._close("opt", failed=event.failed)
+            self._close("opt", failed=event.failed, status=_ended_as())
 
     def on_report(self, event: ReportReady) -> None:
         rep, t = event.report, self.tracker
@@ -223,21 +237,35 @@ class MLflowCallback(RunCallback):
                        **unscored_metrics(rep)})
 
     def on_run_end(self, event: RunEnd) -> None:
-        for name in list(self._scopes):
-            self._close(name, failed=event.status != "FINISHED")
+        # Every step is tried, so the parent run ends even when a nested one cannot (a full disk);
+        # the first failure is raised after the others ran.
+        first: Exception | None = None
+        steps = [lambda name=name: self._close(name, failed=event.status != "FINISHED",
+                                               status="KILLED" if event.status == "KILLED" else "FAILED")
+                 for name in list(self._scopes)]
         if event.stopped_by:
-            self.tracker.set_tags({"verifirst.stopped_by": event.stopped_by[:500]})
+            steps.append(lambda: self.tracker.set_tags({"verifirst.stopped_by": event.stopped_by[:500]}))
         if event.failure:  # the run's description too: the reason shows on the run's page
-            self.tracker.set_tags({"verifirst.failure": event.failure, "mlflow.note.content": event.failure})
-        self.tracker.finish(event.status)
+            steps.append(lambda: self.tracker.set_tags({"verifirst.failure": event.failure,
+                                                        "mlflow.note.content": event.failure}))
+        steps.append(lambda: self.tracker.finish(event.status))
+        for step in steps:
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - raised after every step ran
+                first = first or e
+        if first is not None:
+            raise first
 
-    def _close(self, name: str, failed: bool = False) -> None:
-        """Close a nested run's scope: FAILED when what it scoped raised, as a `with` block would be."""
+    def _close(self, name: str, failed: bool = False, status: str = "FAILED") -> None:
+        """Close a nested run's scope: `status` (FAILED, or KILLED for a run stopped by a signal) when
+        what it scoped raised, as a `with` block would be."""
         scope = self._scopes.pop(name, None)
         if scope is None:
             return
         if failed:
-            err = RuntimeError(f"{name} failed")
+            err = RuntimeError(f"{name} {status.lower()}")
+            err.mlflow_status = status  # type: ignore[attr-defined]
             scope.__exit__(RuntimeError, err, None)
         else:
             scope.close()
