@@ -248,8 +248,10 @@ def _read_store(client, exp_id: str, state: dict, *, judge: str, judge_rule: Lab
     for tid in recheck:
         try:
             t = client.get_trace(tid)
-        except Exception:  # deleted from the store since: it no longer waits
-            pending.pop(tid)
+        except Exception as e:
+            if getattr(e, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                raise  # the store failed: the run fails, the state stays as it was
+            pending.pop(tid)  # deleted from the store since: it no longer waits
             continue
         traces[tid] = t
         entries[tid] = _entry(t, judge, judge_rule, key)
