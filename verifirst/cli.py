@@ -14,8 +14,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import typer  # noqa: E402
 
+from verifirst.cli_common import DEMO_DIR, confirm_spend as _confirm_spend, fail as _fail  # noqa: E402
+from verifirst.cli_common import tracking_uri_option as _tracking_uri_option  # noqa: E402
 from verifirst.core.errors import InputError, VerifirstError  # noqa: E402
-from verifirst.loop.splits import DEFAULT_RATIOS  # noqa: E402
 
 app = typer.Typer(
     help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
@@ -35,7 +36,6 @@ schema_app = typer.Typer(
 app.add_typer(verify_app, name="verify")
 app.add_typer(schema_app, name="schema")
 
-DEMO_DIR = Path(".verifirst")
 
 # Libraries whose INFO lines and progress bars would interleave with ours; -v lets them speak.
 LIBRARY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "alembic")
@@ -105,40 +105,6 @@ def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
                                             "progress bars")):
     # No docstring: the app's help (typer.Typer(help=...)) stays the top-level help.
     set_verbosity(verbose)
-
-
-def _fail(e: Exception) -> None:
-    from verifirst.core.redaction import redact_text
-
-    typer.secho(f"error: {redact_text(str(e))}", fg=typer.colors.RED, err=True)  # a provider may quote the key
-    raise typer.Exit(getattr(e, "exit_code", 2))
-
-
-def _checked_tracking_uri(value: Optional[str]) -> Optional[str]:
-    """--tracking-uri, checked as it is parsed: a scheme MLflow has no store for exits 2 naming the
-    flag, before the command reads or writes anything.
-
-    Args:
-        value: the flag's value (None when not given).
-    """
-    if value is not None:
-        from verifirst.tracking import check_uri
-
-        try:
-            check_uri(value, "--tracking-uri")
-        except VerifirstError as e:
-            _fail(e)
-    return value
-
-
-def _tracking_uri_option(help_text: str = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite in "
-                                          "--workdir)"):
-    """The --tracking-uri option of every verb that logs to MLflow or reads from it.
-
-    Args:
-        help_text: the option's help text.
-    """
-    return typer.Option(None, "--tracking-uri", help=help_text, callback=_checked_tracking_uri)
 
 
 def _check_experiment_tracking_uri(exp, offline: bool) -> None:
@@ -213,52 +179,12 @@ def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None,
     return out
 
 
-def _ci_mode() -> bool:
-    """CI mode: the environment variable CI is set (to anything but empty, 0 or false)."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
-
-
-def _confirm_spend(yes: bool):
-    """The question a run asks before it starts when its spend estimate exceeds a max_usd limit: --yes
-    answers it; a terminal asks; CI mode or no terminal refuses the run (exit 2), naming --yes.
-
-    Args:
-        yes: --yes was given.
-    """
-    def confirm(estimate) -> bool:
-        over = estimate.over_limits()
-        typer.echo(estimate.render(), err=True, nl=False)  # the table, its notes and the limits it exceeds
-        typer.secho("the run may stop at the limit before it finishes", fg=typer.colors.YELLOW, err=True)
-        if yes:
-            typer.echo("starting anyway (--yes)", err=True)
-            return True
-        if _ci_mode() or not sys.stdin.isatty():
-            raise InputError(f"the run was not started: {over[0]}", field="--yes",
-                             expected="--yes to start it anyway (no terminal or CI mode: nothing is asked), "
-                                      "or a larger --max-usd")
-        return typer.confirm("Start the run anyway?", default=False, err=True)
-
-    return confirm
-
-
 def _print_estimate(estimate, as_json: bool) -> None:
     """A dry run's estimate: the table (or JSON with --json) on stdout."""
     if as_json:
         typer.echo(json.dumps(estimate.as_dict(), indent=2))
     else:
         typer.echo(estimate.render(), nl=False)
-
-
-def _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s):
-    """A vf.Budget from the --max-* flags (None when none is given); 0 or less is refused, naming the flag."""
-    from verifirst.core.engine import Budget, check_limit
-
-    limits = {"max_usd": max_usd, "max_tokens": max_tokens, "max_lm_calls": max_lm_calls, "max_wall_s": max_wall_s}
-    for key, value in limits.items():
-        if value is not None:
-            check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
-    given = {k: v for k, v in limits.items() if v is not None}
-    return Budget(**given) if given else None
 
 
 @app.command()
@@ -595,100 +521,9 @@ def schema_list(as_json: bool = typer.Option(False, "--json", help="print the sc
                    f"{r['licence']:<7}  {r['path']}")
 
 
-@app.command()
-def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome records: .jsonl or .csv (id, label, view "
-                                                                "fields); or use --from-mlflow"),
-              judge: str = typer.Option("passfail", help="passfail | rubric"),
-              prompt: Optional[str] = typer.Option(None, help="your judge prompt: a file, prompts:/NAME@ALIAS or "
-                                                              "prompts:/NAME/VERSION ({{ variable }} slots allowed)"),
-              view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables: "
-                                                            "title,diff (same names) or diff=patch (FIELD=VARIABLE)"),
-              name: Optional[str] = typer.Option(None, help="registry name for a prompt file's calibrated versions "
-                                                            "(default: the file's stem)"),
-              promote: Optional[str] = typer.Option(None, "--promote", metavar="ALIAS",
-                                                    help="move ALIAS to the new version on --promote-rule's "
-                                                         "validation evidence against its current one (never on test)"),
-              from_mlflow: Optional[str] = typer.Option(None, "--from-mlflow", metavar="EXPERIMENT",
-                                                        help="read records from this experiment's labelled traces"),
-              label: str = typer.Option("label", help="--from-mlflow: the assessment (feedback or expectation) "
-                                                      "holding the label"),
-              pass_at: Optional[float] = typer.Option(None, "--pass-at", help="numeric ratings at or above it are "
-                                                                              "PASS (e.g. 4 on a 1-5 scale)"),
-              label_map: Optional[str] = typer.Option(None, "--label-map", help="categorical labels: "
-                                                      "excellent=PASS,good=PASS,poor=FAIL"),
-              promote_rule: str = typer.Option("significant", "--promote-rule",
-                                               help="significant (validation Δπ interval above 0) | better | "
-                                                    "noninferior:MARGIN"),
-              repeats: int = typer.Option(1, help="judge runs per validation item (temperature > 0 above 1): "
-                                                  "π spread, flip rates; edits must beat that noise"),
-              model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
-              teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
-              proposer: Optional[str] = typer.Option(None, help="model proposing prompt edits (default: teacher)"),
-              max_iters: int = typer.Option(5, help="loop iterations at most"),
-              timeout_s: Optional[float] = typer.Option(None, "--timeout-s",
-                                                        help="seconds one request to a served model may take "
-                                                             "(default 60; each attempt, retries too)"),
-              splits: str = typer.Option(",".join(map(str, DEFAULT_RATIOS)),
-                                         help="train,val,test fractions (grouped, stratified)"),
-              no_test: bool = typer.Option(False, "--no-test", help="allow a test fraction of 0 (--splits 0.5,0.5,0): "
-                                                                    "no held-out number is reported"),
-              split_by: str = typer.Option("random", "--split-by", help="random (seeded, stratified) | time "
-                                           "(train oldest, test newest; needs --time-field)"),
-              time_field: Optional[str] = typer.Option(None, "--time-field", help="record field holding its time "
-                                                       "(ISO 8601, naive = UTC; a date; or epoch seconds)"),
-              windows: Optional[str] = typer.Option(None, "--windows", help="time split: evaluation windows, "
-                                                    "a duration (7d, 12h) or a count of equal windows (4)"),
-              workdir: Path = typer.Option(DEMO_DIR, help="cache, runs and the local MLflow store"),
-              run_dir: Optional[Path] = typer.Option(None, help="run directory; an unfinished one resumes"),
-              limit: Optional[int] = typer.Option(None, help="use the first N records (ICE-Score: N problems)"),
-              snippets: Optional[int] = typer.Option(None, help="ICE-Score: snippets per problem"),
-              seed: int = typer.Option(0), threads: int = typer.Option(1),
-              tracking_uri: Optional[str] = _tracking_uri_option(),
-              offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is configured"),
-              trace: bool = typer.Option(False, help="trace every judge and teacher call in MLflow (slower)"),
-              anchor: Optional[str] = typer.Option(None, metavar="ALIGNERS",
-                                                   help="also run MLflow make_judge + align() on the same split and "
-                                                        "compare: simba, gepa, memalign, a comma list or all "
-                                                        "(the flag takes a value)"),
-              baseline: Optional[str] = typer.Option(None, "--baseline", metavar="PROMPT",
-                                                     help="the judge deployed now (prompts:/NAME@champion or a "
-                                                          "file): scored beside the new one per time window"),
-              as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
-              max_usd: Optional[float] = typer.Option(None, "--max-usd", help="hard cap in USD, every role"),
-              max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="hard cap on tokens"),
-              max_lm_calls: Optional[int] = typer.Option(None, "--max-lm-calls", help="hard cap on model requests"),
-              max_wall_s: Optional[float] = typer.Option(None, "--max-wall-s", help="hard cap on wall seconds"),
-              dry_run: bool = typer.Option(False, "--dry-run", help="print the spend estimate (calls, tokens, USD "
-                                                                     "per role and phase) and exit: no model is "
-                                                                     "called, nothing is written"),
-              yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds "
-                                                             "--max-usd")):
-    """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
+from verifirst.judge.cli import mount as _mount_judge_verbs  # noqa: E402
 
-    Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
-    Prints the held-out report (π with paired bootstrap CI vs the uncalibrated judge, FAIL/PASS
-    recall, McNemar), writes the review queue and registers the prompt in MLflow's prompt registry.
-    """
-    try:
-        from verifirst.calibration import cli_calibrate
-        from verifirst.loop.splits import check_split_method
-
-        check_split_method(split_by, time_field, windows, prefix="--")
-        budget = _spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s)
-        if split_by != "random":
-            splits = {"ratios": splits, "by": split_by, "time_field": time_field, "windows": windows}  # type: ignore[assignment]
-        raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
-                                       proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
-                                       run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
-                                       tracking_uri=tracking_uri, offline=offline, trace=trace,
-                                       anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
-                                       name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
-                                       repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
-                                       label_map=label_map, promote_rule=promote_rule, budget=budget,
-                                       baseline=baseline, dry_run=dry_run,
-                                       **({} if dry_run else {"confirm": _confirm_spend(yes)})))
-    except VerifirstError as e:
-        _fail(e)
+_mount_judge_verbs(app)  # calibrate, judge, monitor: the judge domain's verbs
 
 
 @app.command()
@@ -725,100 +560,6 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="print the finding
     from verifirst.verifiers.bash.doctor import cli_doctor
 
     raise typer.Exit(cli_doctor(as_json))
-
-
-@app.command("judge")
-def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/VERSION or prompts:/NAME@champion"),
-              input: Path = typer.Option(..., "--input", help="records to judge (.jsonl/.csv; label optional)"),
-              kind: Optional[str] = typer.Option(None, help="passfail | rubric (default: the prompt's tag, else "
-                                                            "passfail; one that conflicts with the tag is refused)"),
-              model: str = typer.Option("local"), workdir: Path = typer.Option(DEMO_DIR),
-              threshold: Optional[float] = typer.Option(None, help="rubric threshold (default: the registered one)"),
-              view: Optional[str] = typer.Option(None, help="record fields for the prompt's variables (default: the "
-                                                            "view it was calibrated with)"),
-              tracking_uri: Optional[str] = _tracking_uri_option(
-                  "MLflow tracking URI holding the prompt registry (default: MLFLOW_TRACKING_URI, else sqlite "
-                  "in --workdir)"),
-              limit: Optional[int] = typer.Option(None, "--limit", help="judge only the first N records (one "
-                                                                       "model call each)")):
-    """Apply a (registered) judge prompt to records; prints one JSON verdict per line.
-
-    Example: verifirst judge --prompt prompts:/verifirst-passfail-judge@champion --input new.jsonl
-    A record the model could not judge gets verdict null and its LM error; exit 0 when some record
-    was judged, 1 when none was (the first LM error is shown), 2 bad input.
-    """
-    try:
-        from verifirst.calibration import cli_judge
-
-        raise typer.Exit(cli_judge(prompt, input, kind, model, workdir, threshold, view=view,
-                                   tracking_uri=tracking_uri, limit=limit))
-    except VerifirstError as e:
-        _fail(e)
-
-
-@app.command("monitor")
-def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompts:/NAME@champion, "
-                                                     "prompts:/NAME/VERSION or a prompt file"),
-                outcomes: Optional[Path] = typer.Option(None, help="labelled outcome records (.jsonl/.csv), each "
-                                                                  "with a time; or use --from-mlflow"),
-                from_mlflow: Optional[str] = typer.Option(None, "--from-mlflow", metavar="EXPERIMENT",
-                                                          help="read records from this experiment's labelled traces "
-                                                               "(a trace's time: its request time)"),
-                label: str = typer.Option("label", help="--from-mlflow: the assessment holding the label"),
-                windows: str = typer.Option("7d", "--windows", help="a duration (7d, 12h, 2w) or a count of "
-                                                                     "equal windows (4)"),
-                time_field: str = typer.Option("created_at", "--time-field", help="record field holding its time "
-                                               "(ISO 8601, naive = UTC; a date; or epoch seconds)"),
-                baseline_pi: Optional[float] = typer.Option(None, "--baseline-pi",
-                                                            help="the champion's validation π (default: the prompt "
-                                                                 "version's val_pi tag)"),
-                max_abstention: float = typer.Option(0.3, "--max-abstention",
-                                                     help="teacher abstention rate above which a window drifts"),
-                min_n: int = typer.Option(5, "--min-n", help="judged records a window needs to decide drift"),
-                kind: Optional[str] = typer.Option(None, help="passfail | rubric (default: the prompt's tag)"),
-                view: Optional[str] = typer.Option(None, help="record fields the judge reads (default: the view it "
-                                                              "was calibrated with)"),
-                pass_at: Optional[float] = typer.Option(None, "--pass-at", help="numeric ratings at or above it "
-                                                                                "are PASS"),
-                label_map: Optional[str] = typer.Option(None, "--label-map", help="categorical labels: "
-                                                        "excellent=PASS,good=PASS,poor=FAIL"),
-                model: str = typer.Option("local", help="judge model: 'local' or a LiteLLM model string"),
-                teacher: Optional[str] = typer.Option(None, help="informed-teacher model (default: --model)"),
-                threads: int = typer.Option(1), workdir: Path = typer.Option(DEMO_DIR),
-                run_dir: Optional[Path] = typer.Option(None, help="where report.json/md go (default: "
-                                                                  "WORKDIR/runs/monitor-TIME)"),
-                tracking_uri: Optional[str] = _tracking_uri_option(),
-                offline: bool = typer.Option(False, help="log to the local sqlite store even if a server is "
-                                                         "configured"),
-                no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
-                limit: Optional[int] = typer.Option(None, "--limit", help="judge only the N newest records (a "
-                                                    "judge and a teacher call each)"),
-                as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
-    """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
-
-    Example: verifirst monitor --prompt prompts:/NAME@champion --outcomes new.jsonl --windows 7d
-    A window drifts when its π interval lies below the champion's validation π or the informed
-    teacher abstains on more than --max-abstention of it. Exit 0 ok, 1 drift (recommends
-    "recalibrate" or "give the judge better inputs") or an LM failure (a window the judge or
-    teacher model left undecided; the first LM error is shown), 2 bad input, 3 no evidence (no
-    window had --min-n judged records: nothing was decided either way).
-    """
-    try:
-        from verifirst.api import MLflow
-        from verifirst.config import check_number
-        from verifirst.monitoring import DriftRule, cli_monitor
-
-        rule = DriftRule(baseline_pi, max_abstention, min_n)._checked("--")
-        if limit is not None:
-            check_number(limit, 1, None, "--limit", integer=True)
-        models = {"judge": model, "teacher": teacher or model}
-        tracking = None if no_tracking else MLflow(uri=tracking_uri, experiment="verifirst-monitor", offline=offline)
-        raise typer.Exit(cli_monitor(as_json=as_json, prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow,
-                                     label=label, models=models, windows=windows, time_field=time_field, view=view,
-                                     pass_at=pass_at, label_map=label_map, workdir=workdir, tracking=tracking,
-                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir, limit=limit))
-    except VerifirstError as e:
-        _fail(e)
 
 
 def _studies() -> dict:
