@@ -234,7 +234,8 @@ def _entry(trace, judge: str, judge_rule: LabelRule, key: str) -> dict:
 
 
 def _read_store(client, exp_id: str, state: dict, *, judge: str, judge_rule: LabelRule, key: str,
-                label: str | None, label_rule: LabelRule, file_outcomes: dict | None) -> dict:
+                label: str | None, label_rule: LabelRule, file_outcomes: dict | None,
+                max_wait_s: float | None = None) -> dict:
     """New traces and waiting ones, joined where their outcome is known. Returns the run's counts and
     the new state parts (nothing is written here)."""
     records, pending = dict(state["records"]), dict(state["pending"])
@@ -276,11 +277,17 @@ def _read_store(client, exp_id: str, state: dict, *, judge: str, judge_rule: Lab
         else:
             waiting[tid] = {k: e.get(k) for k in ("t", "id", "status", "error", "key")}
     records.update(joined)
+    expired = []
+    if max_wait_s is not None and waiting:  # bounds the state and the re-reads where most outcomes never come
+        newest = max([e["t"] for e in entries.values()] + [r["t"] for r in records.values()])
+        expired = [tid for tid, w in waiting.items() if newest - w["t"] > max_wait_s]
+        for tid in expired:
+            waiting.pop(tid)
     marks = [entries[t.info.trace_id]["ms"] for t in new] + ([since] if since is not None else [])
     watermark = max(marks) if marks else None
     return {"records": records, "pending": waiting, "watermark_ms": watermark, "traces": traces,
             "counts": {"traces_fetched": len(fetched), "traces_read": len(new), "waiting_rechecked": len(recheck),
-                       "joined_now": len(joined), "waiting": len(waiting),
+                       "joined_now": len(joined), "waiting": len(waiting), "expired": len(expired),
                        "unjudged": sum(e["status"] == "absent" for e in entries.values())},
             "new_ids": [t.info.trace_id for t in new]}
 
@@ -308,7 +315,7 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
                      prompt: str | None = None, baseline_pi: float | None = None, drift: Any = None,
                      windows: str | int = "7d", time_field: str = "request_time", pass_at: float | None = None,
                      label_map: Any = None, judge_pass_at: float | None = None, teacher: Any = None,
-                     view: str | None = None, threads: int = 1, n_boot: int = 2000,
+                     view: str | None = None, max_wait: str | None = None, threads: int = 1, n_boot: int = 2000,
                      workdir: str | Path | None = None, tracking_uri: str | None = None,
                      tracking: MLflow | None = None, run_dir: str | Path | None = None, dry_run: bool = False,
                      echo: Callable[[str], None] | None = None) -> MonitorResult | dict:
@@ -332,6 +339,8 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
         judge_pass_at: a rubric judge's recorded scores at or above it are PASS.
         teacher: a model string or dspy.LM for the informed teacher's abstention (None: off, no call).
         view: the fields the teacher reads (default: each trace's inputs/outputs, as monitor reads them).
+        max_wait: a duration ("30d"): a trace still waiting for its outcome or verdict that much older
+            than the newest trace read stops waiting (counted as `expired`); None: traces wait forever.
         threads: teacher threads.
         n_boot: bootstrap resamples for π's interval.
         workdir: the default state, the run directory and the local MLflow store (default .verifirst).
@@ -367,6 +376,12 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
     if baseline_pi is not None:
         rule = DriftRule(baseline_pi, rule.max_abstention, rule.min_n)._checked("")
     parse_windows(windows)
+    max_wait_s = None
+    if max_wait is not None:
+        unit, max_wait_s = parse_windows(max_wait, "--max-wait")
+        if unit != "duration":
+            raise InputError(f"max_wait {max_wait!r} is a count, not a duration", field="--max-wait",
+                             expected="a duration such as 30d or 12h")
     check_number(threads, 1, None, "threads", integer=True)
     label_rule = LabelRule.of(pass_at, label_map)
     judge_rule = LabelRule.of(judge_pass_at, None)
@@ -393,7 +408,8 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
     state_path = Path(state) if state is not None else default_state_path(workdir, str(experiment), judge)
     st = load_state(state_path, _identity(exp_id, str(experiment), judge, join))
     got = _read_store(client, exp_id, st, judge=judge, judge_rule=judge_rule, key=key,
-                      label=label if outcomes is None else None, label_rule=label_rule, file_outcomes=file_outcomes)
+                      label=label if outcomes is None else None, label_rule=label_rule, file_outcomes=file_outcomes,
+                      max_wait_s=max_wait_s)
     records = got["records"]
     c = got["counts"]
     if not records and not got["pending"]:

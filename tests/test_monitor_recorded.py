@@ -312,6 +312,19 @@ def test_a_verdict_logged_as_an_error_is_counted_apart_never_pass_or_fail(tmp_pa
     assert rec.report["judge_errors"] == 2 and rec.exit_code == 0
 
 
+def test_max_wait_stops_waiting_for_outcomes_that_never_come(tmp_path, monkeypatch, empty, counted):
+    store = Store(tmp_path, monkeypatch, empty)
+    rows = _records(weeks=1)  # one every 8 hours, the newest at 152 h
+    store.serve(rows)
+    store.outcomes(rows[:5])
+    rec = _recorded(tmp_path, store, windows=1, max_wait="2d")
+    r = rec.report["recorded"]
+    assert (r["joined_now"], r["expired"], r["waiting"]) == (5, 8, 7), "older than 104 h: k < 13 of the 15 waiting"
+    assert rec.exit_code == 0 and rec.windows[0]["n"] == 5
+    with pytest.raises(InputError, match="is a count, not a duration"):
+        _recorded(tmp_path, store, max_wait="3", state="other.json")
+
+
 def test_bad_input_is_an_error_naming_what_and_writes_nothing(tmp_path, monkeypatch, empty, counted):
     store = Store(tmp_path, monkeypatch, empty)
     rows = _records(weeks=1)
