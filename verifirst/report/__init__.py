@@ -442,6 +442,8 @@ def print_report(report: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from verifirst.report.tables import fit  # a table too wide for the console: one row at a time
+
     import sys
 
     console = console or Console(width=None if sys.stdout.isatty() else 140)
@@ -451,7 +453,7 @@ def print_report(report: dict, console=None) -> None:
         t.add_column(h)
     for r in split_rows(report):
         t.add_row(*[str(r[k]) for k, _ in HEADERS])
-    console.print(t)
+    console.print(fit(t, console))
     stages, rows = stage_rows(report)
     if stages:
         st = Table(title="verifier stage reached (items)")
@@ -459,14 +461,14 @@ def print_report(report: dict, console=None) -> None:
             st.add_column(h)
         for r in rows:
             st.add_row(*r)
-        console.print(st)
+        console.print(fit(st, console))
     if judge_rows(report):
         jt = Table(title=judge_title(report))
         for h in JUDGE_HEADERS:
             jt.add_column(h)
         for r in judge_rows(report):
             jt.add_row(*r)
-        console.print(jt)
+        console.print(fit(jt, console))
     for line in judge_lines(report):
         console.print(line, markup=False, soft_wrap=True)
     if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False \
@@ -484,6 +486,6 @@ def print_report(report: dict, console=None) -> None:
             ft.add_column(h)
         for r in table_rows(report["objective"]):
             ft.add_row(*[Text(c) for c in r])
-        console.print(ft)
+        console.print(fit(ft, console))
         for line in front_table(report).splitlines()[len(table_rows(report["objective"])) + 2:]:
             console.print(line, markup=False, soft_wrap=True)

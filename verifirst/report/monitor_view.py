@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verifirst.report.tables import fit
+
 
 def verdict(report: dict) -> str:
     """The run's verdict word: DRIFT, LM FAILURE (a model left windows undecided), NO EVIDENCE (no
@@ -104,7 +106,7 @@ def print_monitor(report: dict, console=None) -> None:
         t.add_column(h)
     for row in window_table_rows(report, short=True):
         t.add_row(*row)
-    con.print(t)
+    con.print(fit(t, con))  # too wide for the console: one row at a time
     con.print(f"drift rule: {report['drift_rule']['text']} (baseline: {report['drift_rule']['baseline_source']})",
               markup=False, soft_wrap=True)
     con.print(f"{verdict(report)} (exit {report['exit_code']})"
