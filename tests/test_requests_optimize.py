@@ -245,3 +245,10 @@ def test_experiment_file_third_party_values_refused_at_their_line(tmp_path, monk
     assert res.exit_code == 2, res.output
     assert says in res.output and f"{p}:" in res.output, res.output
     assert files(tmp_path) == before
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_an_infinite_spend_limit_is_refused_as_nan_is(value):
+    with pytest.raises(InputError) as e:
+        vf.Budget(max_usd=value)
+    assert "[budget.max_usd]" in str(e.value) and "finite" in str(e.value)

@@ -36,9 +36,9 @@ def check_limit(value: Any, field: str, *, integer: bool = False) -> None:
 
     kind = "an integer >= 1" if integer else "a number > 0"
     ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-    if not ok or not value > 0:  # `not > 0` is True for NaN too
+    if not ok or not 0 < value < float("inf"):  # False for NaN too; inf is refused as nan is (a limit is finite)
         raise InputError(f"{value!r} is not a limit", field=field,
-                         expected=f"{kind} (0 is not unlimited: leave the limit out for none)")
+                         expected=f"{kind}, finite (0 is not unlimited, nor is inf: leave the limit out for none)")
 
 
 @dataclass
