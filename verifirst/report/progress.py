@@ -71,12 +71,14 @@ class PhaseLines(RunCallback):
         heartbeat_s: a line also when this many seconds passed since the last one, at the next item.
         clock: seconds, monotonic (tests pass their own).
         announce: a line when the run starts (off where another observer already says it).
+        iterations: a line per optimizer iteration (off where another observer prints them, as
+            calibration's steps do).
     """
 
     def __init__(self, echo: Callable[[str], None], every: int | None = None, heartbeat_s: float = HEARTBEAT_S,
-                 clock: Callable[[], float] = time.monotonic, announce: bool = True):
+                 clock: Callable[[], float] = time.monotonic, announce: bool = True, iterations: bool = True):
         self.echo, self.every, self.heartbeat_s, self.clock = echo, every, heartbeat_s, clock
-        self.announce = announce
+        self.announce, self.iterations = announce, iterations
         self._lock = threading.Lock()  # rows arrive from the evaluation's worker threads
         self._t0 = self._last = clock()
         self._sizes: dict = {}
@@ -144,6 +146,8 @@ class PhaseLines(RunCallback):
         self._say(f"optimize {event.engine}: started")
 
     def on_iteration(self, event: Iteration) -> None:
+        if not self.iterations:
+            return
         with self._lock:
             self._say(f"optimize {self._engine}: iteration {event.step}")
 
