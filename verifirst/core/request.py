@@ -145,7 +145,11 @@ def refusal(err: ValidationError, *, names: Mapping[str, str] | None = None, pat
         shown = names.get(fpath) or names.get(fpath.split(".")[0]) or fpath or "request"
         line = lines.get(fpath) or lines.get(fpath.split(".")[0])
         where = where_text(shown, path, line)
-        given = given_text(e.get("input", _MISSING) if e.get("type") != "missing" else _MISSING)
+        value = e.get("input", _MISSING) if e.get("type") != "missing" else _MISSING
+        if not fpath and isinstance(value, dict):  # a check of the whole request: the value of the field it names
+            field = next((f for f, n in names.items() if f and n == shown and f in value), None)
+            value = value[field] if field else _MISSING
+        given = given_text(value)
         problems.append((where, given, expected_text(e, known or [])))
         if first is None:
             first = (shown, line)

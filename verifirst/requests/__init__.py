@@ -1,4 +1,4 @@
-"""The typed requests of the journeys optimize/run, verify, report and bench (verifirst.core.request).
+"""The typed request of the optimize/run journey (verifirst.core.request); the verbs' are in requests.verbs.
 
 Each is built once, from `vf.optimize` keywords, `verifirst run` flags plus an experiment file, or
 a verb's flags, and checked completely before anything is written or any model is called. What
@@ -11,15 +11,13 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping, Optional, Sequence
 
-from pydantic import (AfterValidator, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError,
-                      field_validator, model_validator)
+from pydantic import AfterValidator, ConfigDict, StrictBool, TypeAdapter, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from verifirst.config import DEFAULT_MAX_ERROR_RATE, MAX_THREADS
-from verifirst.core.request import (Fraction, NonEmptyStr, PositiveFloat, Request, expected_text, interval, refused,
+from verifirst.core.request import (Fraction, NonEmptyStr, Request, expected_text, interval, refused,
                                     RunDir, UserPath, refusal)
 from verifirst.loop.splits import DEFAULT_RATIOS, DEFAULT_SEED, SPLITS
 
@@ -340,126 +338,6 @@ class _TrackingNames(Request):
     experiment: Optional[ExperimentName] = None
 
 
-# ---- the verbs ---------------------------------------------------------------------------
-
-def _existing_file(p):
-    if not p.is_file():
-        raise ValueError(f"an existing file ({p} {'is a folder' if p.is_dir() else 'does not exist'})")
-    return p
-
-
-def _existing(p):
-    if not p.exists():
-        raise ValueError(f"an existing file or folder ({p} does not exist)")
-    return p
-
-
-def _command(v: str) -> str:
-    if not v.strip():
-        raise ValueError("a command (not empty)")
-    if "\x00" in v:
-        raise ValueError("a command without a NUL byte")
-    return v
-
-
-ExistingFile = Annotated[UserPath, AfterValidator(_existing_file)]
-ExistingPath = Annotated[UserPath, AfterValidator(_existing)]
-Command = Annotated[str, AfterValidator(_command)]
-TIMEOUT_MAX_S = 3600.0  # one command, one verdict: an hour is a typo's ceiling, not a wait
-Timeout = Annotated[PositiveFloat, Field(le=TIMEOUT_MAX_S)]
-
-
-class VerifyBashRequest(Request):
-    """`verifirst verify bash`: one field per flag."""
-
-    gold: Optional[Command] = None
-    pred: Command
-    fixture: NonEmptyStr = "nl2sh-fs1"
-    task: Optional[str] = None
-    llm: Literal["off", "confirm", "arbiter"] = "off"
-    model: NonEmptyStr = "local"
-    params: Optional[ExistingFile] = None
-    timeout: Timeout = 5.0
-    unsafe_local: StrictBool = False
-    check: Optional[ExistingFile] = None
-    as_json: StrictBool = False
-
-    @model_validator(mode="after")
-    def _gold_or_check(self):
-        if self.gold is None and self.check is None:
-            raise PydanticCustomError("gold_or_check", "--gold (a reference command) or --check (a check script)")
-        return self
-
-
-Gate = Literal["validate", "plan", "opa", "checkov"]
-
-
-class VerifyTerraformRequest(Request):
-    """`verifirst verify terraform`: one field per flag."""
-
-    path: ExistingPath
-    policy: Optional[ExistingFile] = None
-    backend: Literal["auto", "terraform", "python", "real"] = "auto"
-    schema_file: Optional[ExistingFile] = None
-    as_json: StrictBool = False
-    gates: Optional[Annotated[tuple[Gate, ...], Field(min_length=1)]] = None
-
-
-class ReportRequest(Request):
-    """`verifirst report`: one field per flag. A --workdir that does not exist is refused when RUN
-    is not a run directory (reading an MLflow store there would create an empty one)."""
-
-    run: NonEmptyStr
-    workdir: UserPath
-    html: Optional[UserPath] = None
-    as_json: StrictBool = False
-
-    @model_validator(mode="after")
-    def _workdir_exists(self):
-        if not (self.run != "latest" and Path(self.run).expanduser().is_dir()) and not self.workdir.is_dir():
-            raise PydanticCustomError("workdir", "an existing workdir holding runs ({dir} does not exist: nothing "
-                                      "was created)", {"dir": str(self.workdir)})
-        return self
-
-
-class UiRequest(Request):
-    """`verifirst ui`: one field per flag."""
-
-    workdir: UserPath
-    tracking_uri: Optional[NonEmptyStr] = None
-    port: Port = 5000
-    host: NonEmptyStr = "127.0.0.1"
-
-
-# Flags every study (`verifirst bench NAME ...`) that has them reads the same way.
-BENCH_COUNTS = ("--limit", "--threads", "--repeats", "--n", "--seed", "--snippets", "--max-metric-calls")
-
-
-class BenchRequest(Request):
-    """`verifirst bench NAME ARGS...`: the study's name and its arguments. Each study parses its own
-    flags; the counts every study shares (--limit, --threads, ...) are checked here, and no number
-    anywhere may be nan or inf."""
-
-    name: NonEmptyStr
-    args: tuple[str, ...] = ()
-
-    @field_validator("args")
-    @classmethod
-    def _counts(cls, args):
-        for i, a in enumerate(args):
-            flag, eq, value = a.partition("=")
-            if not eq:
-                value = args[i + 1] if i + 1 < len(args) else ""
-            if flag in BENCH_COUNTS and (eq or i + 1 < len(args)):
-                ok = value.isdigit() and (int(value) > 0 or flag == "--seed")
-                if not ok:
-                    raise PydanticCustomError("count", "{flag} takes a whole number{more}, not {value!r}",
-                                              {"flag": flag, "value": value,
-                                               "more": " >= 0" if flag == "--seed" else " > 0"})
-            if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity") and a.startswith("-"):
-                raise PydanticCustomError("finite", "{flag}: a finite number, not {value!r}",
-                                          {"flag": flag, "value": value})
-        return args
 
 
 def check_experiment(exp: Any, text: str) -> None:
