@@ -267,3 +267,38 @@ def test_an_attribute_an_object_lacks_is_classed_as_terraform_classes_it(backend
     v = TerraformVerifier(backend=backend).verify_config(LOCAL_ATTR)
     assert v.stage == T.VALIDATE_FAIL and v.error_classes == [T.SELF_DEFINED_PROPERTY], v.feedback
     assert 'does not have an attribute named "cdir"' in v.feedback
+
+
+QUEUE_MODULE = ('variable "name" {\n  type = string\n}\n\nresource "aws_sqs_queue" "q" {\n  name = var.name\n}\n\n'
+                'output "id" {\n  value = aws_sqs_queue.q.id\n}\n')
+CALL = 'module "store" {\n  source = "./modules/store"\n  name   = "q"\n}\n'
+# (root, module, stage, classes): what terraform reports, found by probing it; both backends must say the same
+EDGES = {
+    "attribute of a counted module": (CALL.replace('  name   = "q"', '  count  = 2\n  name   = "q${count.index}"')
+                                      + 'resource "aws_sns_topic" "t" {\n  name = module.store.id\n}\n', QUEUE_MODULE,
+                                      T.VALIDATE_FAIL, [T.SELF_DEFINED_PROPERTY]),
+    "count known after apply": ('resource "aws_vpc" "v" {\n  cidr_block = "10.0.0.0/16"\n}\n'
+                                + CALL.replace('  name   = "q"', '  count  = length(aws_vpc.v.arn)\n  name   = "q"'),
+                                QUEUE_MODULE, T.PLAN_FAIL, [T.OTHER]),
+    "default of the wrong type": ('module "store" {\n  source = "./modules/store"\n}\n',
+                                  'variable "size" {\n  type    = number\n  default = "abc"\n}\n', T.VALIDATE_FAIL,
+                                  [T.TYPE]),
+    "a list for a string from a root variable": ('variable "n" {\n  type    = string\n  default = "x"\n}\n\n'
+                                                 + CALL.replace('"q"', "[var.n]"), QUEUE_MODULE, T.VALIDATE_FAIL,
+                                                 [T.TYPE]),
+    "a module variable's value is known at plan only": (CALL, QUEUE_MODULE.replace(
+        "  name = var.name\n", "  name          = var.name\n  delay_seconds = var.name\n"), T.PLAN_FAIL, [T.TYPE]),
+    "a module that does not parse": ('module "store" {\n  source = "./modules/store"\n}\n',
+                                     'resource "aws_sqs_queue" "q" {\n  name = "q"\n', T.VALIDATE_FAIL, [T.SYNTAX]),
+    "an aliased provider passed in": ('provider "aws" {\n  alias  = "west"\n  region = "us-west-2"\n}\n\n'
+                                      + CALL.replace('  name   = "q"', '  providers = { aws = aws.west }\n  name = "q"'),
+                                      QUEUE_MODULE, T.PASS, []),
+}
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_module_edges_as_terraform_reports_them(tmp_path, backend, edge):
+    root, module, stage, classes = EDGES[edge]
+    v = TerraformVerifier(backend=backend).verify_config(str(_config(tmp_path, module, root)))
+    assert (v.stage, sorted(set(v.error_classes))) == (stage, classes), v.feedback

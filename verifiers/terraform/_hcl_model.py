@@ -234,7 +234,7 @@ class ModelEval:
 
     def _stage_for(self, expr) -> str:
         """Errors in expressions that reference nothing are found by validate already."""
-        return VALIDATE if M.known_at_validate(self, expr) else PLAN
+        return VALIDATE if M.known_at_validate(expr) else PLAN
 
     def instances(self, decl: ResourceDecl) -> list[Instance]:
         addr = decl.address

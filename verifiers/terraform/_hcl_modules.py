@@ -276,16 +276,12 @@ def _near(name, options) -> str:
     return _suggest(name, options)
 
 
-def known_at_validate(ev, expr) -> bool:
-    """Whether terraform validate knows an expression's value: it reads only locals, path,
-    terraform and the module's own variables that validate knows (no resource, count or each)."""
+def known_at_validate(expr) -> bool:
+    """Whether terraform validate knows an expression's value: it reads only locals, path and
+    terraform (validate gives every input variable, root or module, an unknown value of its type;
+    resources, count and each are unknown too)."""
     from verifirst.verifiers.terraform._hcl_config import raw_traversals
-    for root, steps, _line in raw_traversals(expr):
-        if root == "var" and steps and steps[0][1] in ev.validate_vars:
-            continue
-        if root not in ("local", "path", "terraform"):
-            return False
-    return True
+    return all(root in ("local", "path", "terraform") for root, _steps, _line in raw_traversals(expr))
 
 
 def module_value(ev, name: str):
@@ -305,7 +301,7 @@ def module_value(ev, name: str):
     if count_a is not None:
         n = ev._safe_eval(count_a.expr, scope, address, fname, count_a.line)
         if n is UNKNOWN:
-            return UNKNOWN
+            return _unknown_count(ev, address, fname, count_a.line, "count")
         try:
             n = int(convert(n, "number"))
         except (EvalError, TypeError):
@@ -315,8 +311,8 @@ def module_value(ev, name: str):
         keys = list(range(max(n, 0)))
     elif each_a is not None:
         fe = ev._safe_eval(each_a.expr, scope, address, fname, each_a.line)
-        if has_unknown(fe) and not isinstance(fe, dict):
-            return UNKNOWN
+        if fe is UNKNOWN or isinstance(fe, list) and has_unknown(fe):
+            return _unknown_count(ev, address, fname, each_a.line, "for_each")
         if isinstance(fe, dict):
             keys = sorted(fe.items())
         elif isinstance(fe, list) and all(isinstance(x, str) for x in fe):
@@ -349,16 +345,23 @@ def module_value(ev, name: str):
     return value
 
 
+def _unknown_count(ev, address, file, line, what: str):
+    """terraform plan's error for a module call whose count / for_each depends on a value known
+    only after apply (the call's value stays UNKNOWN)."""
+    ev.add(PLAN, "OTHER", f"Invalid {what} argument: The \"{what}\" value depends on resource attributes that "
+           "cannot be determined until apply, so Terraform cannot predict how many instances will be created.",
+           address, file, line)
+    return UNKNOWN
+
+
 def _instance(ev, child: Child, scope, address: str):
     """A ModelEval for one instance of a module call, its inputs evaluated in the caller."""
     inputs, known, where = {}, set(), {}
-    counted = {"count", "each"}
     for a in child.call.body.attributes.values():
         if a.name in CALL_META:
             continue
         inputs[a.name] = ev._safe_eval(a.expr, scope, f"module.{child.name}", child.call_file, a.line)
-        from verifirst.verifiers.terraform._hcl_config import raw_traversals
-        if known_at_validate(ev, a.expr) and not any(r in counted for r, _s, _l in raw_traversals(a.expr)):
+        if known_at_validate(a.expr):  # a module's variable is checked at validate against it
             known.add(a.name)
         where[a.name] = (child.call_file, a.line)
     known |= {v for v, b in child.module.variables.items() if v not in inputs and "default" in b.body.attributes}
@@ -418,10 +421,18 @@ def typed_input(ev, name: str, blk: A.Block, value, given: bool):
         file, line = ev.input_where.get(name, (ev.m.where.get(f"var.{name}"), blk.line)) if given else \
             (ev.m.where.get(f"var.{name}"), blk.line)
         what = "Invalid value for input variable" if given else "Invalid default value for variable"
-        ev.add(VALIDATE if name in ev.validate_vars else PLAN, "TYPE",
+        # validate knows a literal argument, and an argument's shape (a list for a string) whatever its values
+        ev.add(VALIDATE if name in ev.validate_vars or _shape_differs(value, ty) else PLAN, "TYPE",
                f"{what}: The given value is not suitable for {ev.prefix}.var.{name} declared at "
                f"{ev.m.where.get(f'var.{name}')}:{blk.line}: {e.detail}.", f"var.{name}", file, line)
         return UNKNOWN
+
+
+def _shape_differs(value, ty) -> bool:
+    """A collection given for a primitive type, or a primitive for a collection type."""
+    if ty == "dynamic":
+        return False
+    return isinstance(value, (list, dict)) != isinstance(ty, list)
 
 
 def run_validations(ev, name: str, blk: A.Block) -> None:

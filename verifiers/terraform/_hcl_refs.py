@@ -42,6 +42,11 @@ def check_references(ev):
             _check_expr_refs(ev, expr, f"module.{name}", m.where.get(f"module.{name}"), counted, each, dyn)
 
 
+def _expanded(call) -> bool:
+    """A module call with count or for_each (its value is a list or map of instances)."""
+    return "count" in call.body.attributes or "for_each" in call.body.attributes
+
+
 def _module_splats(ev, expr, address, file) -> None:
     """`module.x[*].out`: the output named after the splat must be one the module declares
     (terraform validate knows a module's output names even when its instances are unknown)."""
@@ -127,6 +132,13 @@ def _check_expr_refs(ev, expr, address, file, counted, each, dyn_names):
         elif kind in ("module", "module_output") and extra[0][7:] not in ev.m.module_calls:
             ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared module: No module call '
                    f'named "{extra[0][7:]}" is declared in the root module.', address, file, line)
+        elif kind == "module_output" and extra[1] is None and _expanded(ev.m.module_calls[extra[0][7:]]):
+            out = subject.rsplit(".", 1)[-1]
+            ev.add(VALIDATE, "SELF_DEFINED_PROPERTY", "Unsupported attribute: " + (
+                f"Can't access attributes on a list of objects. Did you mean to access attribute \"{out}\" for a "
+                "specific element of the list, or across all elements of the list?"
+                if "count" in ev.m.module_calls[extra[0][7:]].body.attributes else
+                f'This object does not have an attribute named "{out}".'), address, file, line)
         elif kind == "module_output" and extra[0][7:] in ev.children and \
                 subject.rsplit(".", 1)[-1] not in ev.children[extra[0][7:]].module.outputs:
             out, known = subject.rsplit(".", 1)[-1], ev.children[extra[0][7:]].module.outputs
@@ -162,7 +174,7 @@ def _check_resource_ref(ev, mode, extra, remains, address, file, line):
         kind = "data resource" if mode == "data" else "managed resource"
         known = [d.address for d in ev.m.resources if d.mode == mode]
         ev.add(VALIDATE, "BAD_REFERENCE", f'Reference to undeclared resource: A {kind} "{t}" '
-               f'"{n}" has not been declared in the root module.{_suggest(base, known)}', address,
+               f'"{n}" has not been declared in {ev.prefix or "the root module"}.{_suggest(base, known)}', address,
                file, line)
         return
     multi = "count" in decl.body.attributes or "for_each" in decl.body.attributes

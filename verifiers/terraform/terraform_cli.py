@@ -102,7 +102,7 @@ _RULES: list[tuple[str, str]] = [  # (regex on summary, class); first match wins
     (r"^Reference to undeclared|^Invalid reference|^Reference to unknown|^Call to unknown function"
      r"|^Invalid index|^Missing resource instance key|^Self-referential block|^Invalid self reference",
      T.BAD_REFERENCE),
-    (r"^Incorrect attribute value type|^Invalid value for|^Unsuitable value type|^Inconsistent "
+    (r"^Incorrect attribute value type|^Invalid value for|^Invalid default value for|^Unsuitable value type|^Inconsistent "
      r"conditional result|^Invalid template interpolation value|^Invalid operand|^Unsupported "
      r"operator|^Incorrect value type", T.TYPE),
     (r"^Argument or block definition required|^Invalid expression|^Unclosed configuration block"
@@ -210,6 +210,29 @@ def plain_error(text: str) -> dict:
     summary = next((ln[len("Error: "):] for ln in lines if ln.startswith("Error: ")), lines[0] if lines else
                    "terraform failed without output")
     return {"severity": "error", "summary": summary, "detail": "\n".join(lines[1:8])}
+
+
+_GET_ERROR_RE = re.compile(r"^Error: (.+?)\n\n(?:\s*on (\S+) line (\d+)[^\n]*\n)?(.*?)(?=^Error: |\Z)", re.M | re.S)
+
+
+def module_load_errors(stderr: str) -> list[Diagnostic]:
+    """The errors of a failed `terraform get` that are a module's own (it does not parse, a variable's
+    default does not fit its type), as diagnostics; [] when get failed for another reason (a module
+    it cannot download: validate then says "Module not installed", which is no verdict).
+
+    Args:
+        stderr: terraform get's standard error (-no-color).
+    """
+    out = []
+    for m in _GET_ERROR_RE.finditer(stderr or ""):
+        if not m.group(2):
+            continue
+        body = [ln for ln in m.group(4).splitlines() if ln.strip() and not re.match(r"^\s*\d+:", ln)]
+        d = parse_diagnostic({"severity": "error", "summary": m.group(1).strip(), "detail": " ".join(
+            ln.strip() for ln in body), "range": {"filename": m.group(2), "start": {"line": int(m.group(3))}}})
+        if d.cls not in (T.NOT_CHECKED, T.OTHER):
+            out.append(d)
+    return out
 
 
 # ---------------------------------------------------------------- the runner
@@ -433,7 +456,10 @@ class SchemaTerraform:
         d = write_workdir(files)
         try:
             if stage_modules(d, files, base_dir):
-                self.cli.run(["get", "-no-color"], d)  # a module it cannot install: validate says which
+                got = self.cli.run(["get", "-no-color"], d)  # a module it cannot install: validate says which
+                broken = module_load_errors(got.stderr) if got.returncode != 0 else []
+                if broken:  # a module that does not load (syntax, a bad default): validate would only say
+                    return StageResult(T.VALIDATE_FAIL, broken)  # "Module not installed"
             if self.provider is None:
                 return self.cli.gates(d, validate_first=validate_first, need_plan_json=need_plan_json)
             from verifirst.verifiers.terraform.tf_provider import declared_types
