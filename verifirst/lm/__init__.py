@@ -41,6 +41,7 @@ from verifirst.lm.base import (  # noqa: E402,F401
 )
 from verifirst.lm.router import RouterEngine, parse_endpoints  # noqa: E402
 from verifirst.lm import spend as _spend  # noqa: E402
+from verifirst.lm import cache_store as _cache_store  # noqa: E402
 from verifirst.lm.output_format import field_structure, placeholder_copies  # noqa: E402
 from verifirst.core.redaction import install_log_redaction, register_env_secrets, register_secrets  # noqa: E402
 
@@ -440,6 +441,7 @@ def configure_cache(directory: str | Path, enabled: bool = True) -> Path:
     replies that parsed stay in it (see FastJSONAdapter)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    directory = _cache_store.usable_cache_dir(directory)  # a corrupt cache is moved aside and rebuilt
     cache = ParsedOnlyCache(enable_disk_cache=enabled, enable_memory_cache=enabled, disk_cache_dir=str(directory),
                             disk_size_limit_bytes=dspy.clients.DISK_CACHE_LIMIT)
     with dspy._cache_lock:  # as dspy.configure_cache does: a racing first read must not replace it

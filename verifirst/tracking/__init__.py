@@ -99,6 +99,10 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         timeout_s: how long a server may take to answer /health.
     """
     check_uri(uri)
+    if uri.startswith("sqlite:///"):
+        from verifirst.tracking.runs import check_sqlite_store
+
+        check_sqlite_store(uri)
     if not uri.startswith(("http://", "https://")):
         return
     import urllib.request
@@ -250,63 +254,6 @@ class Tracker:
             self.client.set_terminated(rid, status=getattr(e, "mlflow_status", "FAILED"))
             raise
         self.client.set_terminated(rid, status="FINISHED")
-
-    def end_stale_runs(self, run_dir: str | Path) -> int:
-        """End as KILLED the runs a killed predecessor on `run_dir` left RUNNING (its parent run, tagged
-        with the run directory, and their nested runs). The run directory's lock says no other process
-        is running on it, so a RUNNING run of it is a dead one's.
-
-        Args:
-            run_dir: the run directory (as the tag verifirst.run_dir holds it).
-
-        Returns:
-            How many runs were ended.
-        """
-        if not self.enabled or self.experiment_id is None or "'" in str(run_dir):
-            return 0
-        client, n = self.client, 0
-        stale = client.search_runs([self.experiment_id], max_results=1000,
-                                   filter_string=f"tags.`verifirst.run_dir` = '{run_dir}' and "
-                                                 "attributes.status = 'RUNNING'")
-        for run in stale:
-            if run.info.run_id == self.parent_id:
-                continue
-            children = client.search_runs([self.experiment_id], max_results=1000,
-                                          filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}' and "
-                                                        "attributes.status = 'RUNNING'")
-            for child in children:
-                client.set_terminated(child.info.run_id, status="KILLED")
-                n += 1
-            client.set_tag(run.info.run_id, "verifirst.failure", "the process was killed; a later run resumed it")
-            client.set_terminated(run.info.run_id, status="KILLED")
-            n += 1
-        return n
-
-    def log_datasets(self, datasets: dict, name: str) -> None:
-        """Log the run's splits as MLflow datasets (the run page's Datasets section), each with its
-        digest and its context: train, validation or test.
-
-        Args:
-            datasets: {split: {"digest", "records"}} (verifirst.loop.driver.split_datasets).
-            name: the suite's name (each dataset is NAME-SPLIT).
-        """
-        if not self.enabled or not datasets:
-            return
-        import mlflow.data
-        import pandas as pd
-        from mlflow.entities import DatasetInput, InputTag
-        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
-
-        context = {"train": "train", "val": "validation", "test": "test"}
-        inputs = []
-        for split, body in datasets.items():
-            rows = [{"id": r["id"], "inputs": json.dumps(r.get("inputs"), default=str, sort_keys=True),
-                     "gold": json.dumps(r.get("gold"), default=str, sort_keys=True)} for r in body["records"]]
-            frame = pd.DataFrame(rows, columns=["id", "inputs", "gold"])
-            ds = mlflow.data.from_pandas(frame, name=f"{name}-{split}", digest=body["digest"])
-            inputs.append(DatasetInput(ds._to_mlflow_entity(),
-                                       tags=[InputTag(MLFLOW_DATASET_CONTEXT, context.get(split, split))]))
-        self.client.log_inputs(self.parent_id, datasets=inputs)  # records are redacted (items.jsonl's)
 
     # -- logging -----------------------------------------------------------------------
     def log_params(self, params: dict, run_id: str | None = None) -> None:

@@ -13,6 +13,7 @@ from verifirst.core.callbacks import (ArtifactWritten, EvaluationEnd, Evaluation
 from verifirst.loop.budget_stop import test_claimed
 from verifirst.loop.evaluation import has_no_verdict, no_verdict_reason
 from verifirst.tracking import Tracker
+from verifirst.tracking.runs import end_stale_runs, log_datasets
 
 
 def tracking_failures(tracker: Tracker, result: Any) -> dict:
@@ -138,12 +139,12 @@ class MLflowCallback(RunCallback):
     def on_run_start(self, event: RunStart) -> str | None:
         self.run_id = self.tracker.start(event.name, params=event.params, tags=event.tags)
         if event.resumed:  # a killed predecessor's runs, left RUNNING, end KILLED
-            self.tracker.end_stale_runs(event.run_dir)
+            end_stale_runs(self.tracker, event.run_dir)
         if event.config is not None:
             self.tracker.log_json(event.config, "config.json")
         if event.datasets:
             try:
-                self.tracker.log_datasets(event.datasets, event.suite)
+                log_datasets(self.tracker, event.datasets, event.suite)
             except Exception as e:  # best-effort, as traces: the items are in items.jsonl
                 self.tracker.note_failure("datasets of the run", e)
         return self.run_id
