@@ -302,3 +302,21 @@ def test_module_edges_as_terraform_reports_them(tmp_path, backend, edge):
     root, module, stage, classes = EDGES[edge]
     v = TerraformVerifier(backend=backend).verify_config(str(_config(tmp_path, module, root)))
     assert (v.stage, sorted(set(v.error_classes))) == (stage, classes), v.feedback
+
+
+@needs_tf
+def test_synthesized_plan_has_the_module_resources_real_terraform_plans():
+    tf = TerraformVerifier(backend="terraform")
+    for name in sorted(p.name for p in S.DATA.iterdir() if p.is_dir()):
+        real, synth = (v.verify_config(str(S.DATA / name)).details["plan"] for v in (tf, PY))
+
+        def rows(plan):
+            return sorted((r["address"], r.get("module_address"), r["type"]) for r in plan.get("resource_changes", []))
+
+        def tree(mod):
+            return sorted((c["address"], tree(c)) for c in mod.get("child_modules", []))
+        assert rows(synth) == rows(real), name
+        assert tree(synth["planned_values"]["root_module"]) == tree(real["planned_values"]["root_module"]), name
+        assert sorted(synth["configuration"]["root_module"].get("module_calls", {})) == \
+            sorted(real["configuration"]["root_module"].get("module_calls", {})), name
+        assert synth.get("output_changes") == real.get("output_changes"), name  # module outputs, partly known

@@ -55,11 +55,7 @@ def synthesize_plan(files: dict, schema=None, variables: dict | None = None,
     if changes:
         plan["resource_changes"] = changes
     if outputs:
-        plan["output_changes"] = {
-            n: {"actions": ["create"], "before": None,
-                "after": None if has_unknown(v) else v, "after_unknown": has_unknown(v),
-                "before_sensitive": False, "after_sensitive": _output_sensitive(m.outputs[n])}
-            for n, v in sorted(outputs.items())}
+        plan["output_changes"] = {n: _output_change(v, _output_sensitive(m.outputs[n])) for n, v in sorted(outputs.items())}
     if prior:
         plan["prior_state"] = {"format_version": "1.0", "terraform_version": terraform_version,
                                "values": {"root_module": {"resources": prior}}}
@@ -111,6 +107,17 @@ def _module_plan(ev, schema, node: dict, changes: list, prior: list) -> None:
             _module_plan(iev, schema, child, changes, prior)
             if child["resources"] or child.get("child_modules"):
                 node.setdefault("child_modules", []).append({k: v for k, v in child.items() if v})
+
+
+def _output_change(v, sensitive: bool) -> dict:
+    """An output's change as terraform shows it: `after` left out when wholly unknown, a partly
+    known value with its unknown parts null and marked in after_unknown."""
+    out: dict = {"actions": ["create"], "before": None}
+    if v is not UNKNOWN:
+        out["after"] = strip_unknown(v)
+    out["after_unknown"] = True if v is UNKNOWN else (unknown_shape(v) if has_unknown(v) else False)
+    out.update({"before_sensitive": False, "after_sensitive": sensitive})
+    return out
 
 
 def _provider_name(schema, decl) -> str:
