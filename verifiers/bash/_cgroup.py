@@ -1,18 +1,13 @@
-"""Per-run limits for the whole run, not per process: a memory and a pids cgroup per sandbox run,
-and (as root) a tmpfs of its own for the run's scratch.
+"""Per-run limits for the whole run, not per process: a memory and a pids cgroup per sandbox run
+(they count every process of the run and the tmpfs pages it writes), and as root a tmpfs of its
+own for the run's scratch.
 
-Per-process limits (RLIMIT_AS, RLIMIT_NPROC) leave a run free to use four processes of 800 MB
-each, or fill memory through tmpfs files. A cgroup counts every process of the run and the tmpfs
-pages it writes (the kernel charges shmem to the writer's memory cgroup), whatever it forks.
-
-Where: under this process's own cgroup (so a container's limit still covers the runs), cgroup v2
-where the unified hierarchy has the memory and pids controllers, else cgroup v1's memory and
-pids hierarchies (and its cpu one where there is one: each run then gets an equal share of the CPU,
-however many processes it starts). Made by the owner (root, or a user the hierarchy was delegated to); the
-launcher's pid 1 joins it before anything else runs (vf-sandbox `--join-cgroup FD`, written
-through a descriptor the owner opened), or for bubblewrap the wrapper that execs it. Where no
-cgroup can be made (an unprivileged user without delegation, a read-only cgroupfs), `available()`
-says why, runs keep the per-process limits, and `verifirst doctor` reports it.
+The cgroups are made under this process's own cgroup (so a container's limit still covers the
+runs): cgroup v2 where the unified hierarchy has the memory and pids controllers, else v1's memory
+and pids hierarchies (and its cpu one, for an equal share per run). Made by the owner (root, or a
+user the hierarchy was delegated to), joined by the launcher's pid 1 through descriptors the owner
+opened (vf-sandbox `--join-cgroup FD`; for bubblewrap, the wrapper that execs it). Where none can be
+made, `unavailable_reason()` says why and runs keep per-process limits (docs/sandbox-threat-model.md).
 """
 from __future__ import annotations
 
@@ -30,7 +25,7 @@ from pathlib import Path
 
 __all__ = ["RunCgroup", "available", "unavailable_reason", "private_scratch", "release_scratch", "unmount"]
 
-ROOT = Path(os.environ.get("VERIFIRST_CGROUP_ROOT", "/sys/fs/cgroup"))
+ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count()
 
 
@@ -50,8 +45,6 @@ def _own_paths() -> dict[str, str]:
 @functools.cache
 def _layout() -> tuple[tuple[tuple[Path, str], ...], str | None]:
     """((directory to make run cgroups in, its kind "v1-memory" | "v1-pids" | "v1-cpu" | "v2"), ...), why not."""
-    if os.environ.get("VERIFIRST_SANDBOX_CGROUPS", "1") == "0":
-        return (), "turned off by VERIFIRST_SANDBOX_CGROUPS=0"
     own = _own_paths()
     tries: list[tuple[tuple[Path, str], ...]] = []
     mem, pids = ROOT / "memory", ROOT / "pids"
@@ -184,16 +177,13 @@ class RunCgroup:
         dirs, self.dirs = self.dirs, []
         if dirs and len(fds) == len(dirs) and all(_empty(d) and _quiet(d) for d in dirs):
             with _FREE_LOCK:
-                if len(_FREE) < _MAX_FREE and _FREE_OWNER[0] == os.getpid():
+                if len(_FREE) < _MAX_FREE:
                     _FREE.append((dirs, self.limits, fds))
                     return
         for fd in fds:
             os.close(fd)
         for d in dirs:
             _rmdir(d)
-
-
-_FREE_OWNER = [os.getpid()]
 
 
 def _forget_in_child() -> None:
@@ -205,7 +195,6 @@ def _forget_in_child() -> None:
             os.close(fd)
     _FREE.clear()
     _SCRATCH_FREE.clear()  # the parent's to use
-    _FREE_OWNER[0] = os.getpid()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -296,7 +285,7 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
         if free:
             return free.pop(), True
     path = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base)
-    if os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_RUN_TMPFS", "1") == "0":
+    if os.geteuid() != 0:
         return path, False
     opts = f"size={size_bytes},nr_inodes={inodes},mode=0700".encode()
     return path, libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
@@ -311,8 +300,8 @@ def release_scratch(path: str, size_bytes: int) -> None:
     """
     st = os.statvfs(path)
     used = (st.f_files - st.f_ffree, (st.f_blocks - st.f_bfree) * st.f_frsize)
-    if used[0] <= _SCRATCH_SMALL[0] and used[1] <= _SCRATCH_SMALL[1] and _FREE_OWNER[0] == os.getpid() \
-            and sum(map(len, _SCRATCH_FREE.values())) < _MAX_FREE and _emptied(path):
+    if used[0] <= _SCRATCH_SMALL[0] and used[1] <= _SCRATCH_SMALL[1] and \
+            sum(map(len, _SCRATCH_FREE.values())) < _MAX_FREE and _emptied(path):
         with _FREE_LOCK:
             _SCRATCH_FREE.setdefault(size_bytes, []).append(path)
         return
@@ -352,7 +341,7 @@ def _emptied(path: str) -> bool:
 @atexit.register
 def _remove_bases() -> None:
     """This process's cgroup directories, at exit (each run's own is gone by then)."""
-    if not _layout.cache_info().currsize or _FREE_OWNER[0] != os.getpid():
+    if not _layout.cache_info().currsize:
         return
     for dirs, _, fds in _FREE:
         for fd in fds:

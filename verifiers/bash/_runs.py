@@ -236,7 +236,7 @@ class _Job:
         tag = "-next" if after is not None else ""
         self.usr = (usr_lower, os.path.join(self.run_dir, f"usr-up{tag}"), os.path.join(self.run_dir, f"usr-wk{tag}")) \
             if usr_lower else None
-        env_extra: dict[str, str] = {}
+        env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME, **fx.env, **sb.env}
         try:
             if not sb.unsafe_local and _cgroup.available():
                 self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
@@ -254,7 +254,7 @@ class _Job:
                     os.chown(d, *ids)
             if payload is not None:
                 fds.append(_memfd(payload))
-                env_extra["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
+                env["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
             if ids:
                 for d in (self.root, self.run_dir) + ((work,) if self.overlay else ()):
                     os.chown(d, *ids)
@@ -264,23 +264,18 @@ class _Job:
                 userns = _bwrap.admin_userns(ids, sb.limits["nproc"])
                 fds.append(userns)
             if not sb.unsafe_local:
-                limits = _bwrap.limits_fd(sb.limits, ids)
-                fds.append(limits)
+                limits = _bwrap.pipe_fd(lambda fd: _bwrap.limits_script(sb.limits, fd), ids)
                 seccomp = _seccomp.program_fd(ids)
-                if seccomp is not None:
-                    fds.append(seccomp)
+                fds += [fd for fd in (limits, seccomp) if fd is not None]
         except BaseException:
             _close(fds)
-            self._release()
+            self.release()
             raise
         self.t_copied = time.perf_counter()
-        env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME}
-        env.update(fx.env)
-        env.update(sb.env)
-        env.update(env_extra)
         if sb.unsafe_local:
             env["HOME"] = os.path.join(self.root, "root")
-            args = ["/usr/bin/prlimit", *sb._limit_flags(), "--", "/bin/bash", "-c", command]
+            limits = [f"--{name}={value}" for name, value in _bwrap._pid1_limits(sb.limits)]
+            args = ["/usr/bin/prlimit", *limits, "--", "/bin/bash", "-c", command]
             cwd = self.root
         else:
             etc = None if self.admin else str(_etc_dir(img / "etc" if img else Path("/etc")))
@@ -299,23 +294,17 @@ class _Job:
             spawner = _spawner.spawner(ids, binary=args[0]) if own else None
             if spawner is not None:  # vf-sandbox's fork server (at ids as root)
                 self.proc = spawner.popen(args, env, fds + cg_fds)
-            else:
-                if sb.unsafe_local:
-                    args, kw = _bwrap.as_user(args, ids)
-                elif own:
-                    args, kw = _bwrap.as_user(args, ids)
-                    fds = fds + cg_fds
-                else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
-                    args, kw = _bwrap.bwrap_wrapper(args, ids, sb.limits, self.cgroup.joins() if self.cgroup else ())
-                    fds = fds + cg_fds
+            else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
+                args, kw = _bwrap.as_user(args, ids) if own or sb.unsafe_local else \
+                    _bwrap.bwrap_wrapper(args, ids, sb.limits, self.cgroup.joins() if self.cgroup else ())
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True,
-                                             pass_fds=fds, start_new_session=True, **kw)
+                                             stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=fds + cg_fds,
+                                             start_new_session=True, **kw)
         except BaseException:
-            self._release()
+            self.release()
             raise
         finally:
-            _close([f for f in fds if f not in cg_fds])
+            _close(fds)
         self.deadline = time.monotonic() + sb.timeout_s
         self.out, self.err = bytearray(), bytearray()
         self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
@@ -323,7 +312,7 @@ class _Job:
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
 
-    def _release(self, after: "_sandbox_fs.Snapshot | None" = None, files: bool = True) -> None:
+    def release(self, after: "_sandbox_fs.Snapshot | None" = None, files: bool = True) -> None:
         """Remove the run's cgroups and, with `files`, its files (its processes are gone).
 
         Args:
@@ -348,10 +337,6 @@ class _Job:
             if st.f_bavail * st.f_frsize < SCRATCH_SLACK or st.f_favail < 64:
                 hit.append("scratch")
         return hit
-
-    def release(self) -> None:
-        """Remove the files of a run kept with keep=True."""
-        self._release()
 
     def kill(self) -> None:
         try:
@@ -381,7 +366,7 @@ class _Job:
         try:
             rc = self.proc.wait()
         except OSError:  # the spawner could not start it (Popen raises this at the start)
-            self._release()
+            self.release()
             raise
         t_ran = time.perf_counter()
         after = None
@@ -398,7 +383,7 @@ class _Job:
         finally:
             t_diffed = time.perf_counter()
             hit = self._limits_hit()
-            self._release(None if self.reused else after, files=not self.keep)
+            self.release(None if self.reused else after, files=not self.keep)
         t_end = time.perf_counter()
         killed = self.timed_out or self.flooded
         sig = None

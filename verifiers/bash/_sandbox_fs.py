@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 
+from verifirst.verifiers.bash import _cgroup
 from verifirst.verifiers.bash.fixtures import MOUNT_POINTS, Fixture, write_tree
 
 MAX_DEPTH = 128
@@ -82,17 +85,20 @@ def _opaque(name: str, dir_fd: int) -> bool:
         os.close(fd)
 
 
-def _hash_file(name: str, dir_fd: int, budget: list[int]) -> str | None:
+def _digest(kind: str, name: str, dir_fd: int, budget: list[int]) -> str | None:
+    """A file's sha256 ("unreadable", or "too-large" past the bytes left in `budget`), a
+    symlink's target's; None for other kinds."""
     try:
+        if kind == "symlink":
+            return hashlib.sha256(os.fsencode(os.readlink(name, dir_fd=dir_fd))).hexdigest()
+        if kind != "file":
+            return None
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return "unreadable"
     h = hashlib.sha256()
     try:
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
+        while chunk := os.read(fd, 1 << 20):
             budget[0] -= len(chunk)
             if budget[0] < 0:
                 return "too-large"
@@ -142,19 +148,11 @@ def snapshot(root: str, skip: tuple[str, ...] = MOUNT_POINTS, upper: bool = Fals
                     except OSError:
                         continue
                     kind = kind_of(st.st_mode)
-                    digest = None
                     if upper and kind == "chardev" and st.st_rdev == 0:
                         kind = WHITEOUT
                     elif upper and kind == "dir" and _opaque(ent.name, fd):
                         snap.opaque.add(path)
-                    if kind == "file":
-                        digest = _hash_file(ent.name, fd, budget)
-                    elif kind == "symlink":
-                        try:
-                            digest = hashlib.sha256(os.fsencode(os.readlink(ent.name, dir_fd=fd))).hexdigest()
-                        except OSError:
-                            digest = "unreadable"
-                    snap.records[path] = (kind, stat.S_IMODE(st.st_mode), digest)
+                    snap.records[path] = (kind, stat.S_IMODE(st.st_mode), _digest(kind, ent.name, fd, budget))
                     if kind == "dir":
                         subdirs.append(path)
             except OSError:
@@ -217,12 +215,7 @@ def host_records(upper: Snapshot, host_dir: str) -> Snapshot:
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             kind = kind_of(st.st_mode)
-            digest = None
-            if kind == "file":
-                digest = _hash_file(name, fd, [MAX_HASH_BYTES])
-            elif kind == "symlink":
-                digest = hashlib.sha256(os.fsencode(os.readlink(name, dir_fd=fd))).hexdigest()
-            out.records[path] = (kind, stat.S_IMODE(st.st_mode), digest)
+            out.records[path] = (kind, stat.S_IMODE(st.st_mode), _digest(kind, name, fd, [MAX_HASH_BYTES]))
         except OSError:
             continue
         finally:
@@ -317,9 +310,6 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
         parent: the scratch base.
         now: the current time (tests).
     """
-    import re
-    import time
-
     now = time.time() if now is None else now
     removed = []
     try:
@@ -344,8 +334,6 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
         except OSError:
             continue
         if os.path.ismount(path):
-            from verifirst.verifiers.bash import _cgroup
-
             _cgroup.unmount(path)
         remove_tree(path)
         removed.append(path)

@@ -1,11 +1,7 @@
-"""vf-sandbox's fork server: the launcher's start-up (and, as root, the uid drop) paid once per
-process, not once per run.
-
-The server is vf-sandbox itself, started once per process (and sandbox uid) with its end of a
-socket; for each run it clones the run's pid 1 straight into its new namespaces (see
-_forkserver.c) and reports its pid and exit status. It is the one way a run starts; where it
-cannot (no vf-sandbox built here, or VERIFIRST_SANDBOX_FORKSERVER=0), a run execs the launcher
-(vf-sandbox or bubblewrap) with Popen, through setpriv as root.
+"""vf-sandbox's fork server (_forkserver.c): the launcher's start-up (and, as root, the uid drop)
+paid once per process, not once per run. For each run the server clones the run's pid 1 straight
+into its new namespaces and reports its pid and exit status. Where there is none (bubblewrap,
+VERIFIRST_SANDBOX_FORKSERVER=0, a server that did not start), a run execs the launcher.
 
     sp = spawner(ids, binary=vf_sandbox)  # None: Popen
     proc = sp.popen(argv, env, pass_fds)  # .pid, .stdout, .stderr, .wait(timeout), .returncode
@@ -23,7 +19,6 @@ import socket
 import struct
 import subprocess
 import threading
-from typing import Callable
 
 from verifirst.verifiers.bash import _launcher
 
@@ -41,7 +36,6 @@ class SpawnedProcess:
         self._pid: int | None = None
         self._leader = True
         self._error: OSError | None = None
-        self.args = None
         self.returncode: int | None = None
 
     @property
@@ -51,8 +45,7 @@ class SpawnedProcess:
             if reply is None:
                 self._error = OSError("the sandbox spawner has gone")
             elif "pid" not in reply:
-                args = (reply["errno"], reply["error"]) + ((reply["filename"],) if reply.get("filename") else ())
-                self._error = OSError(*args)
+                self._error = OSError(reply["errno"], reply["error"])
             else:
                 self._pid, self._leader = reply["pid"], bool(reply.get("leader", True))
         if self._error is not None:
@@ -81,14 +74,13 @@ class SpawnedProcess:
         if self.returncode is None:
             status = self._owner.status(self.pid, timeout)
             if status is None:
-                raise subprocess.TimeoutExpired(self.args or "sandbox run", timeout)
+                raise subprocess.TimeoutExpired("sandbox run", timeout)
             self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
 
 class ForkServer:
-    """vf-sandbox as a fork server (its server built in: _forkserver.c), and the thread that reads
-    its replies. It starts only `binary`."""
+    """vf-sandbox as a fork server, and the thread that reads its replies. It starts only `binary`."""
 
     def __init__(self, ids: tuple[int, int] | None, binary: str):
         """Start `binary` as `ids`; RuntimeError when it does not come up.
@@ -103,7 +95,6 @@ class ForkServer:
             ours.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), _SNDBUF)
         except OSError:
             pass
-        self.pid_owner = os.getpid()
         self.cpu_s = 0.0  # CPU seconds of the runs it reaped (their own reaped children included)
         self.self_cpu_s = 0.0  # the server's own CPU seconds, as it last reported them
         self._sock = ours
@@ -113,8 +104,11 @@ class ForkServer:
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
         self._dead = False
+        env = {"VERIFIRST_FORKSERVER_FD": str(theirs.fileno()), "VERIFIRST_FORKSERVER_EXE": os.path.realpath(binary)}
+        drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
         try:
-            self._proc = self._start(ids, theirs.fileno())
+            self._proc = subprocess.Popen([binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, pass_fds=[theirs.fileno()], cwd="/", **drop)
         except BaseException:
             ours.close()
             raise
@@ -134,13 +128,6 @@ class ForkServer:
         ours.settimeout(None)
         self._reader = threading.Thread(target=self._read, name="sandbox-forkserver", daemon=True)
         self._reader.start()
-
-    def _start(self, ids: tuple[int, int] | None, fd: int) -> subprocess.Popen:
-        exe = os.path.realpath(self.binary)
-        env = {"VERIFIRST_FORKSERVER_FD": str(fd), "VERIFIRST_FORKSERVER_EXE": exe}
-        drop = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
-        return subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, pass_fds=[fd], close_fds=True, cwd="/", **drop)
 
     def _message(self, rid: int, argv: list[str], env: dict[str, str], targets: list[int]) -> bytes:
         if argv[0] != self.binary:
@@ -240,33 +227,26 @@ _SPAWNERS: dict[tuple, ForkServer | None] = {}
 
 def spawner(ids: tuple[int, int] | None, binary: str) -> ForkServer | None:
     """This process's fork server for vf-sandbox `binary`, started on first use; None when there
-    is none (a bubblewrap, a vf-sandbox not built here, VERIFIRST_SANDBOX_FORKSERVER=0, or a
-    server that did not start): the run then execs the launcher.
+    is none (VERIFIRST_SANDBOX_FORKSERVER=0, or a server that did not start): the run then execs
+    the launcher.
 
     Args:
         ids: (uid, gid) the sandbox runs as; None when it runs as we are (not root).
-        binary: the launcher every run names.
+        binary: the vf-sandbox every run names.
     """
-    if not _launcher.forkserver_enabled() or not _launcher.serves_itself(binary) or bool(ids) != (os.geteuid() == 0):
+    if not _launcher.forkserver_enabled():
         return None
-    return _registered((ids, binary), lambda: ForkServer(ids, binary))
-
-
-def _registered(key: tuple, start: Callable[[], ForkServer]) -> ForkServer | None:
-    """The live spawner under `key`, started on first use (None, and kept None, when it fails)."""
+    key = (ids, binary)
     with _LOCK:
         sp = _SPAWNERS.get(key)
-        if sp is not None and sp.pid_owner == os.getpid() and sp._dead:
+        if sp is not None and sp._dead:
             sp.close()  # it died (killed, say): reap it, then start another
-        if sp is not None and (sp.pid_owner != os.getpid() or sp._dead):
-            sp = None  # or a forked child: the server and its reader belong to the parent
-            _SPAWNERS.pop(key, None)
+            del _SPAWNERS[key]
         if key not in _SPAWNERS:
             try:
-                sp = start()
+                _SPAWNERS[key] = ForkServer(ids, binary)
             except (OSError, RuntimeError):
-                sp = None
-            _SPAWNERS[key] = sp
+                _SPAWNERS[key] = None  # and kept None
         return _SPAWNERS[key]
 
 
@@ -304,6 +284,6 @@ def close_all() -> None:
     """End every spawner of this process (at exit: no server outlives us)."""
     with _LOCK:
         for sp in _SPAWNERS.values():
-            if sp is not None and sp.pid_owner == os.getpid():
+            if sp is not None:
                 sp.close()
         _SPAWNERS.clear()

@@ -4,31 +4,25 @@
     r = sb.run('find /testbed -name "*.java" | wc -l', fixture="nl2sh-fs1")
     gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
 
-The sandbox is built by vf-sandbox (_launcher), the project's own launcher, from bubblewrap's
-options (_bwrap.argv); by bubblewrap where vf-sandbox cannot be built or cannot build it here.
-The command reaches `bash -c` as one argv element, exactly as written (no re-splitting).
-Each run gets its own 0700 scratch directory on a size-capped tmpfs. With vf-sandbox or a bwrap
-that has `--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written once per
-process and whose upper layer is the run's scratch directory, so a run copies nothing and the
-diff walks only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way
-the diff against the fixture (type, mode, sha256) is the run's file-system effect.
-As root, the launcher runs as an unprivileged uid. A long-lived spawner (_spawner) starts each
-run: the launcher's fork server, so a run pays no exec of it (nor, as root, of setpriv for the
-uid drop), else as root a helper already at that uid. With VERIFIRST_SANDBOX_POOL=1
-a run may take a sandbox started ahead for the same fixture and settings (_pool): as fresh and
-isolated, with its clock started when the command is sent.
+The sandbox is built by vf-sandbox (_launcher, started through its fork server: _spawner) from
+bubblewrap's options (_bwrap.argv); by bubblewrap where vf-sandbox cannot be built or cannot
+build it here. The command reaches `bash -c` as one argv element, exactly as written. Each run
+gets its own 0700 scratch directory (as root, a tmpfs of its own). With vf-sandbox or a bwrap
+that has `--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written
+once per process and whose upper layer is the run's, so a run copies nothing and the diff walks
+only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way the diff
+against the fixture (type, mode, sha256) is the run's file-system effect. As root, the launcher
+runs as an unprivileged uid. What a run can and cannot reach: docs/sandbox-threat-model.md.
 
 Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
 carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM)
-and the package database (/var/lib/dpkg: `dpkg -l`, `dpkg -s`), so useradd, gpasswd, passwd,
-sudo and su work and /etc changes are part of the diff; as root,
-the run gets a user namespace of 65536 ids (admin_userns). Network and limits are unchanged.
+and the package database (/var/lib/dpkg), so useradd, passwd, sudo and su work and /etc changes
+are part of the diff; as root, the run gets a user namespace of 65536 ids (admin_userns).
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from verifirst.core.errors import InputError
@@ -57,8 +51,8 @@ class Sandbox:
                  overlay: bool | None = None):
         """Args: limits as named; env adds to every command's environment; unsafe_local runs
         without isolation (hosts without user namespaces); bwrap names the binary; overlay
-        (default: when bwrap has it and VERIFIRST_SANDBOX_OVERLAY is not 0) runs on an overlay
-        of a prepared fixture copy instead of a fresh copy per run (see the module docstring)."""
+        (default: when the launcher has it) runs on an overlay of a prepared fixture copy
+        instead of a fresh copy per run (see the module docstring)."""
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
         self.timeout_s = float(timeout_s)
@@ -71,17 +65,10 @@ class Sandbox:
         # Found and probed as the uid that will run commands, which may not reach this venv.
         self._bwrap = None if unsafe_local else _bwrap.find_bwrap(
             bwrap, run_as=_ids(), copy_parents=_copy_parents)
-        if overlay is None:
-            overlay = os.environ.get("VERIFIRST_SANDBOX_OVERLAY", "1") != "0"
-        self._wants_overlay = bool(overlay) and not unsafe_local
+        self._wants_overlay = (overlay is None or bool(overlay)) and not unsafe_local
         self.overlay = self._wants_overlay and self._bwrap.has_overlay
         if not unsafe_local:
             self.probe()
-
-    def _limit_flags(self) -> list[str]:
-        L = self.limits
-        return [f"--nproc={L['nproc']}", f"--as={L['as_bytes']}", f"--cpu={L['cpu_s']}",
-                f"--fsize={L['fsize_bytes']}", f"--nofile={L['nofile']}", "--core=0"]
 
     @property
     def backend(self) -> str:
@@ -117,9 +104,7 @@ class Sandbox:
         if _STATE.get(key) == "no-overlay":
             self.overlay = False
             return
-        job = _Job(self, "ulimit -Hn", fixtures.build("empty"))
-        _drive([job])
-        r = job.finish()
+        r = _done(_Job(self, "ulimit -Hn", fixtures.build("empty")))
         if r.exit_code != 0 and self.overlay:
             self.overlay = False
             self._probe()
@@ -132,15 +117,9 @@ class Sandbox:
                                      f"were not applied (open files: {r.stdout.strip()!r}): {r.stderr[:300]}")
         _STATE[key] = "ok"
 
-    @staticmethod
-    def _check(command: str) -> None:
-        check_command(command)
-
     def run(self, command: str, fixture: str | fixtures.Fixture = "empty") -> RunResult:
-        self._check(command)
-        job = _Job(self, command, fixtures.resolve(fixture))
-        _drive([job])
-        return job.finish()
+        check_command(command)
+        return _done(_Job(self, command, fixtures.resolve(fixture)))
 
     def run_then(self, command: str, fixture: str | fixtures.Fixture,
                  then: "Callable[[RunResult], tuple[str, bytes] | None]") -> tuple[RunResult, RunResult | None]:
@@ -157,26 +136,23 @@ class Sandbox:
         Returns:
             (first result, second result or None).
         """
-        self._check(command)
+        check_command(command)
         first = _Job(self, command, fixtures.resolve(fixture), keep=True)
         try:
-            _drive([first])
-            r1 = first.finish()
+            r1 = _done(first)
             nxt = then(r1)
             if nxt is None:
                 return r1, None
-            self._check(nxt[0])
-            second = _Job(self, nxt[0], first.fx, after=first, keep=True, payload=nxt[1])
-            _drive([second])
-            return r1, second.finish()
+            check_command(nxt[0])
+            return r1, _done(_Job(self, nxt[0], first.fx, after=first, keep=True, payload=nxt[1]))
         finally:
             first.release()
 
     def run_pair(self, gold: str, candidate: str,
                  fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
         """Both commands in identical fresh copies of `fixture`, run concurrently."""
-        self._check(gold)
-        self._check(candidate)
+        check_command(gold)
+        check_command(candidate)
         fx = fixtures.resolve(fixture)
         jobs = [_Job(self, gold, fx)]
         try:
@@ -188,6 +164,11 @@ class Sandbox:
             raise
         _drive(jobs)
         return jobs[0].finish(), jobs[1].finish()
+
+
+def _done(job: _Job) -> RunResult:
+    _drive([job])
+    return job.finish()
 
 
 def check_command(command: str, field: str = "command") -> None:
