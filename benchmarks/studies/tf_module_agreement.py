@@ -2,9 +2,9 @@
 
     python benchmarks/studies/tf_module_agreement.py [--json] [--backend python]
 
-Every configuration under tests/data/tf_modules/<case>/ (a root calling local modules, one with
-`for_each`, one with `count`, nested modules, a Google module, a vendored registry module) is
-verified as it is (it must pass), then once per injected fault:
+Every configuration under tests/data/tf_modules/<case>/ (a root calling local modules, modules
+called with `for_each` and with `count`, nested modules, Google, Azure and Kubernetes modules, a
+vendored registry module) is verified as it is (it must pass), then once per injected fault:
 
 - inside a module (every module file that declares a resource): the provider agreement study's
   six faults (tf_provider_agreement.mutate: unknown resource type, unknown attribute, missing
@@ -41,10 +41,12 @@ _OUTPUT_REF_RE = re.compile(r"\bmodule\.(\w+)((?:\[[^\]]*\])?)\.(\w+)")
 
 
 def _schema(case: Path):
-    """The shipped schema of the provider a case uses (google for google_*, else aws)."""
+    """The shipped schemas of the providers a case uses, its modules' files included (the mutations
+    look resource types up in them)."""
     from verifirst.verifiers.terraform import tf_schema
-    provider = "google" if case.name.startswith("google") else "aws"
-    return tf_schema.load_schema(tf_schema.shipped_schemas(provider)[-1].path)
+    used = tf_schema.providers_used({str(f): f.read_text(encoding="utf-8") for f in _tf_files(case)})
+    paths = [str(tf_schema.shipped_schemas(p)[-1].path) for p in sorted(used) if tf_schema.shipped_schemas(p)]
+    return tf_schema.load_schema(tuple(paths) if len(paths) > 1 else paths[0])
 
 
 def _tf_files(case: Path) -> list[Path]:
