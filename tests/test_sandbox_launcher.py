@@ -49,7 +49,7 @@ def _normal(text: str, launcher: str) -> str:
 @pytest.mark.parametrize("fixture", ["nl2sh-fs1", "sysadmin"])
 def test_a_command_sees_what_it_sees_under_bubblewrap(fixture, monkeypatch):
     ours, theirs = Sandbox(), _bubblewrap(monkeypatch)
-    assert ours._bwrap.kind == "vf-sandbox" and ours.backend.startswith("vf-sandbox 1.1.1")
+    assert ours._bwrap.kind == "vf-sandbox" and ours.backend.startswith("vf-sandbox 1.1.2")
     a, b = ours.run(VIEW, fixture), theirs.run(VIEW, fixture)
     assert (a.exit_code, a.backend, b.backend) == (b.exit_code, "vf-sandbox", "bwrap"), a.stderr
     assert a.stderr == b.stderr and a.fs_diff == b.fs_diff and a.fs_diff.added
@@ -118,7 +118,7 @@ def test_it_refuses_what_it_does_not_implement():
     assert p.returncode == 1 and "every namespace must be unshared" in p.stderr
     p = _launch("--unshare-all", "--clearenv", "--ro-bind", "/usr", "/usr", "--", "/bin/true")
     assert p.returncode == 1 and "the first mount must be the root" in p.stderr
-    assert _launch("--version").stdout == "vf-sandbox 1.1.1\n"
+    assert _launch("--version").stdout == "vf-sandbox 1.1.2\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the launcher directly as root, where it can map id 0")
@@ -139,7 +139,7 @@ def _fake_launcher(body: str) -> str:
     d = Path(tempfile.mkdtemp(dir=_scratch_base()[0], prefix="fake-launcher-"))
     d.chmod(0o755)
     exe = d / "vf-sandbox"
-    exe.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'vf-sandbox 1.1.1' && exit 0\n{body}\n")
+    exe.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'vf-sandbox 1.1.2' && exit 0\n{body}\n")
     exe.chmod(0o755)
     return str(exe)
 
@@ -178,7 +178,7 @@ def test_a_launcher_the_sandbox_uid_cannot_run_is_passed_over_for_the_next_place
     a place after a launcher that runs is never built in."""
     real = next(_launcher.built(tuple(_copy_parents())))
     unrunnable = tmp_path / "vf-sandbox"
-    unrunnable.write_text("#!/bin/sh\necho 'vf-sandbox 1.1.1'\n")
+    unrunnable.write_text("#!/bin/sh\necho 'vf-sandbox 1.1.2'\n")
     unrunnable.chmod(0o644)
     places = {Path("/first"): str(unrunnable), Path("/second"): real}
     asked = []
@@ -308,7 +308,7 @@ def test_it_is_linked_statically_where_it_can_be_and_a_failed_static_build_is_no
                                                   []))
         dynamic = _launcher._built_in(tmp_path / "without")
         assert dynamic and _has_interpreter(dynamic)
-        assert subprocess.run([dynamic, "--version"], capture_output=True, text=True).stdout == "vf-sandbox 1.1.1\n"
+        assert subprocess.run([dynamic, "--version"], capture_output=True, text=True).stdout == "vf-sandbox 1.1.2\n"
         _launcher._built_in.cache_clear()  # another process: the dynamic build is found, nothing compiled
         compiled = []
         monkeypatch.setattr(_launcher.subprocess, "run", lambda *a, **k: compiled.append(a) or 1 / 0)

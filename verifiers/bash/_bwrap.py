@@ -59,7 +59,7 @@ class Bwrap:
 
     @property
     def name(self) -> str:
-        """Kind and version, as `backend` reports them ("bwrap 0.11.0", "vf-sandbox 1.1.1")."""
+        """Kind and version, as `backend` reports them ("bwrap 0.11.0", "vf-sandbox 1.1.2")."""
         return f"{self.kind} {'.'.join(map(str, self.version))}"
 
 

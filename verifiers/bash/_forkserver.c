@@ -1,28 +1,19 @@
 /* vf-sandbox's fork server: its start-up paid once per process, not once per sandbox run.
  *
- * Compiled into vf-sandbox (with _launcher.c): vf-sandbox's main calls forkserver_main, which,
- * with VERIFIRST_FORKSERVER_FD set and /proc/self/exe the VERIFIRST_FORKSERVER_EXE named,
- * serves requests on that socket; otherwise it runs the launcher's main once. Each request is
- * started by the launcher (launcher_spawn): a run that makes its own user namespace is cloned
- * straight into its new namespaces, so the server's child is the sandbox's pid 1 and the server
- * is its monitor; a run given a user namespace (sysadmin mode) is a fork whose main is the
- * monitor. The child runs the launcher's main with the request's argv and environment, exactly as
- * an exec of it with them would, minus the exec. A cloned pid 1 starts in the server's session
- * and process group (it makes a session of its own later); the reply says so ("leader": 0), and
- * the owner kills it by its pid, which ends its namespaces.
- *
- * The child sees what a vf-sandbox started by subprocess.Popen sees: the request's descriptors
- * at the numbers asked for and no other (stdin: the server's /dev/null), default signal
- * dispositions and an empty signal mask, cwd /. The server runs as the sandbox uid (as root;
- * else as we are), not dumpable, clears each request from its memory once served (the next
- * run's pid 1 is a copy of it), adopts and reaps what its runs orphan (a child subreaper), and
- * ends at end of file on its socket; --die-with-parent then ends every run still going.
+ * Compiled into vf-sandbox (with _launcher.c): with VERIFIRST_FORKSERVER_FD set and
+ * /proc/self/exe the VERIFIRST_FORKSERVER_EXE named, it serves requests on that socket; otherwise
+ * vf-sandbox runs once. Each request is started by launcher_spawn (_launcher.c): cloned straight
+ * into its new namespaces as pid 1 ("leader": 0 in the reply: the owner kills it by its pid), or
+ * with --userns a fork whose main is the monitor. The child sees what an exec of vf-sandbox by
+ * subprocess.Popen would: the request's descriptors at the numbers asked for and no other, default
+ * signal dispositions, an empty signal mask, cwd /. The server is not dumpable, clears each request
+ * from its memory once served (the next run's pid 1 is a copy of it), reaps what its runs orphan
+ * (a child subreaper), and ends at end of file on its socket; --die-with-parent ends the runs.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
  *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
  *            NUL-terminated strings; SCM_RIGHTS with nfds descriptors (targets 1, 2, then >= 3)
- *   replies  JSON, as the Python helper (_spawn_helper) sends them:
- *            {"ready": pid}, {"id", "pid", "leader"}, {"id", "errno", "error", "filename": null},
+ *   replies  JSON: {"ready": pid}, {"id", "pid", "leader"}, {"id", "errno", "error"},
  *            {"exit": pid, "status", "cpu", "self_cpu"}
  */
 #define _GNU_SOURCE
@@ -47,10 +38,8 @@
 #define LOW_FDS 1024 /* request targets lie below */
 #define MAX_REQUEST (8 << 20)
 
-typedef int (*main_fn)(int, char **, char **);
-static main_fn bwrap_main; /* the launcher's main (the name from when bwrap was served too) */
-
 pid_t launcher_spawn(int argc, char **argv, int *new_session); /* _launcher.c */
+int launch(int argc, char **argv);                             /* _launcher.c: its main */
 
 static void reply(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reply(int sock, const char *fmt, ...) {
@@ -92,7 +81,7 @@ static int take_live(pid_t pid) {
 }
 
 /* Reap every child that has ended: our runs (reported) and the orphans we adopt as a subreaper
- * (a run's sandbox init, left when bwrap's monitor exits first; not reported). */
+ * (a run's pid 1, left when its monitor exits first; not reported). */
 static void reap(int sock) {
   for (;;) {
     int status;
@@ -136,7 +125,7 @@ static void close_others(const int *targets, int n) {
 }
 
 /* In the child: descriptors, session (when the launcher asked for one), signals, dumpable,
- * environment; then bwrap. */
+ * environment; then the launcher. */
 static void run_child(const int *fds, const int *targets, int n, int new_session, int argc, char **argv,
                       char **envp) {
   sigset_t none;
@@ -156,7 +145,7 @@ static void run_child(const int *fds, const int *targets, int n, int new_session
   if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
     _exit(127);
   environ = envp;
-  exit(bwrap_main(argc, argv, envp));
+  exit(launch(argc, argv));
 }
 
 static int parse(char *buf, size_t len, uint32_t *id, int *targets, uint32_t *nfds, int *argc, char ***argv,
@@ -235,8 +224,8 @@ static void serve_one(int sock) {
   char **argv = NULL, **envp = NULL;
   if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
       parse(buf, (size_t)got, &id, targets, &nfds, &argc, &argv, &envp) != 0 || nfds != (uint32_t)nrecv) {
-    reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"malformed request (its descriptors, argv or size)\", "
-                "\"filename\": null}", id, EINVAL);
+    reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"malformed request (its descriptors, argv or size)\"}", id,
+          EINVAL);
   } else {
     int new_session = 1;
     pid_t pid = launcher_spawn(argc, argv, &new_session);
@@ -245,8 +234,7 @@ static void serve_one(int sock) {
       run_child(fds, targets, (int)nfds, new_session, argc, argv, envp);
     }
     if (pid < 0)
-      reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"%s\", \"filename\": null}", id, errno,
-            strerror(errno));
+      reply(sock, "{\"id\": %u, \"errno\": %d, \"error\": \"%s\"}", id, errno, strerror(errno));
     else if (add_live(pid) != 0)
       _exit(1); /* out of memory: the owner sees us gone, the run dies with us */
     else
@@ -273,10 +261,11 @@ static int is_the_server(void) {
   return strcmp(exe, want) == 0;
 }
 
-static int serve(int argc, char **argv, char **envp) {
+/* vf-sandbox's main: serve when started as the fork server, else launch once. */
+int main(int argc, char **argv) {
   const char *fd_text = getenv("VERIFIRST_FORKSERVER_FD");
   if (!fd_text || !is_the_server())
-    return bwrap_main(argc, argv, envp);
+    return launch(argc, argv);
   int sock = fcntl(atoi(fd_text), F_DUPFD_CLOEXEC, LOW_FDS + MAX_FDS);
   if (sock < 0)
     return 125;
@@ -284,8 +273,8 @@ static int serve(int argc, char **argv, char **envp) {
   unsetenv("VERIFIRST_FORKSERVER_FD");
   unsetenv("VERIFIRST_FORKSERVER_EXE");
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* processes at our uid (the runs) cannot ptrace us */
-  /* A run's sandbox init outlives bwrap's monitor for a moment; orphaned, it would wait for the
-   * host's init to reap it, and such zombies count against the sandbox uid's process limit. */
+  /* A run's pid 1 outlives its monitor for a moment; orphaned, it would wait for the host's init
+   * to reap it, and such zombies count against the sandbox uid's process limit. */
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   sigset_t chld;
   sigemptyset(&chld);
@@ -313,10 +302,4 @@ static int serve(int argc, char **argv, char **envp) {
     if (p[0].revents)
       serve_one(sock);
   }
-}
-
-/* vf-sandbox's main: serve when started as the fork server, else run `launcher` once. */
-int forkserver_main(main_fn launcher, int argc, char **argv, char **envp) {
-  bwrap_main = launcher;
-  return serve(argc, argv, envp);
 }

@@ -1,25 +1,17 @@
 /* vf-sandbox: the sandbox's own launcher, in place of bubblewrap for the options the sandbox uses.
  *
- * It takes bwrap's command line (the subset _bwrap.argv writes; anything else is refused) and
- * builds what bwrap builds from it: the same namespaces, mounts, /dev, /proc, ids, capabilities,
- * session, environment and exit status, so a command cannot tell the two apart but for pid 1's
- * name (tests/test_sandbox_launcher.py compares the whole view). It does the kernel's work only:
- * read-only binds are made with open_tree + mount_setattr (one call per tree, where bwrap remounts
- * each submount after re-reading the mount table), nothing is staged on a tmpfs, and the root is
- * entered with one pivot_root. Like bwrap run unprivileged it holds no privilege of its own: all
- * it does, an unprivileged user could do with unshare(1) and mount(8).
+ * It takes bwrap's command line (the subset _bwrap.argv writes, plus --sysfs, --rlimit and
+ * --join-cgroup; anything else is refused) and builds what bwrap builds from it, so a command
+ * cannot tell the two apart but for pid 1's name (tests/test_sandbox_launcher.py). It does the
+ * kernel's work only (open_tree + mount_setattr binds, one pivot_root) and holds no privilege of
+ * its own. Properties and their reasons: docs/sandbox-threat-model.md.
  *
- * Processes, as bwrap's: the monitor (the process started, in the host's namespaces) clones pid 1
- * into a new user and pid namespace (or, given --userns, enters that user namespace and clones
- * pid 1 into a new pid namespace), waits for it and exits with its status. Pid 1 makes the mount,
- * network, IPC, UTS and cgroup namespaces, builds the root, starts a session (--new-session),
- * enters a nested user namespace where no more can be created (--disable-userns), and forks the
- * command as pid 2, in its session; when the command exits, pid 1 exits with its status (128 +
- * the signal that killed it) and the kernel kills whatever the command left in the namespace.
- * --die-with-parent: pid 1 dies with the monitor, the monitor with its parent. Started by its
- * fork server (built in: _forkserver.c, launcher_spawn below), a run without --userns has no
- * monitor: the server clones pid 1 itself and reports its status as a monitor would.
- *
+ * Processes: the monitor (in the host's namespaces) clones pid 1 into a new user and pid
+ * namespace (given --userns, it enters that user namespace first), waits for it and exits with its
+ * status. Pid 1 makes the other namespaces, builds the root, and forks the command as pid 2;
+ * when the command exits, pid 1 exits with its status (128 + a killing signal) and the kernel
+ * kills whatever the command left. Started by its fork server (_forkserver.c, launcher_spawn
+ * below), a run without --userns has no monitor: the server clones pid 1 itself.
  * A failure before the command runs prints "vf-sandbox: WHAT: ERROR" and exits 1, as bwrap does.
  */
 #define _GNU_SOURCE
@@ -67,7 +59,7 @@ struct mount_attr {
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-#define VERSION "vf-sandbox 1.1.1"
+#define VERSION "vf-sandbox 1.1.2"
 #define MAX_OPS 64
 #define MAX_ENV 256
 
@@ -85,11 +77,7 @@ static void die(const char *fmt, ...) {
   _exit(1);
 }
 
-static void usage(const char *fmt, const char *arg) __attribute__((noreturn));
-static void usage(const char *fmt, const char *arg) {
-  errno = 0;
-  die(fmt, arg);
-}
+#define usage(...) (errno = 0, die(__VA_ARGS__)) /* a bad command line: no system error to add */
 
 /* ---- the command line --------------------------------------------------------------------- */
 
@@ -186,8 +174,22 @@ static int rlimit_number(const char *name) {
 static int descriptor(const char *text, const char *what) {
   long long fd = number(text, what);
   if (fd > 1 << 20)
-    usage("%s takes a descriptor number", what);
+    usage("%s takes a descriptor number, not %s", what, text);
   return (int)fd;
+}
+
+/* An option that sets one flag: whether `a` is one (and its flag is set). */
+static int flag(const char *a) {
+  static const struct { const char *name; int *flag; } flags[] = {
+      {"--unshare-user", &opt.unshare_user}, {"--unshare-ipc", &opt.unshare_ipc},
+      {"--unshare-pid", &opt.unshare_pid}, {"--unshare-net", &opt.unshare_net},
+      {"--unshare-uts", &opt.unshare_uts}, {"--unshare-cgroup-try", &opt.unshare_cgroup},
+      {"--disable-userns", &opt.disable_userns}, {"--assert-userns-disabled", &opt.assert_userns_disabled},
+      {"--die-with-parent", &opt.die_with_parent}, {"--new-session", &opt.new_session}};
+  for (int i = 0; i < (int)(sizeof flags / sizeof *flags); i++)
+    if (strcmp(flags[i].name, a) == 0)
+      return *flags[i].flag = 1;
+  return 0;
 }
 
 static void parse(int argc, char **argv) {
@@ -204,39 +206,16 @@ static void parse(int argc, char **argv) {
     } else if (strcmp(a, "--version") == 0) {
       printf("%s\n", VERSION);
       exit(0);
+    } else if (flag(a)) {
     } else if (strcmp(a, "--unshare-all") == 0) {
       opt.unshare_user = opt.unshare_ipc = opt.unshare_pid = opt.unshare_net = opt.unshare_uts = 1;
       opt.unshare_cgroup = 1;
-    } else if (strcmp(a, "--unshare-user") == 0) {
-      opt.unshare_user = 1;
-    } else if (strcmp(a, "--unshare-ipc") == 0) {
-      opt.unshare_ipc = 1;
-    } else if (strcmp(a, "--unshare-pid") == 0) {
-      opt.unshare_pid = 1;
-    } else if (strcmp(a, "--unshare-net") == 0) {
-      opt.unshare_net = 1;
-    } else if (strcmp(a, "--unshare-uts") == 0) {
-      opt.unshare_uts = 1;
-    } else if (strcmp(a, "--unshare-cgroup-try") == 0) {
-      opt.unshare_cgroup = 1;
-    } else if (strcmp(a, "--disable-userns") == 0) {
-      opt.disable_userns = 1;
-    } else if (strcmp(a, "--assert-userns-disabled") == 0) {
-      opt.assert_userns_disabled = 1;
-    } else if (strcmp(a, "--die-with-parent") == 0) {
-      opt.die_with_parent = 1;
-    } else if (strcmp(a, "--new-session") == 0) {
-      opt.new_session = 1;
     } else if (strcmp(a, "--clearenv") == 0) {
       opt.n_env = 0;
       cleared = 1;
     } else if (strcmp(a, "--userns") == 0) {
       NEED(1);
-      char *end;
-      long fd = strtol(argv[++i], &end, 10);
-      if (*end || fd < 0 || fd > 1 << 20)
-        usage("--userns takes a descriptor number, not %s", argv[i]);
-      opt.userns_fd = (int)fd;
+      opt.userns_fd = descriptor(argv[++i], a);
     } else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
       NEED(1);
       if (strcmp(argv[++i], "0") != 0)
@@ -306,14 +285,14 @@ static void parse(int argc, char **argv) {
     } else if (strcmp(a, "--rlimit") == 0) { /* vf-sandbox's own: NAME VALUE, set on pid 1 */
       NEED(2);
       if (opt.n_limits == MAX_LIMITS)
-        usage("more than %s --rlimit", "8");
+        usage("more than %d --rlimit", MAX_LIMITS);
       opt.limits[opt.n_limits].resource = rlimit_number(argv[i + 1]);
       opt.limits[opt.n_limits++].value = (rlim_t)number(argv[i + 2], a);
       i += 2;
     } else if (strcmp(a, "--join-cgroup") == 0 || strcmp(a, "--join-cgroup-try") == 0) { /* an open cgroup.procs */
       NEED(1);
       if (opt.n_cgroups == MAX_CGROUPS)
-        usage("more than %s --join-cgroup", "4");
+        usage("more than %d --join-cgroup", MAX_CGROUPS);
       opt.cgroup_try[opt.n_cgroups] = a[13] == '-';
       opt.cgroup_fds[opt.n_cgroups++] = descriptor(argv[++i], a);
     } else {
@@ -322,16 +301,16 @@ static void parse(int argc, char **argv) {
 #undef NEED
   }
   if (i >= argc)
-    usage("%s", "no command given");
+    usage("no command given");
   if (!cleared)
-    usage("%s", "--clearenv is required");
+    usage("--clearenv is required");
   if (!opt.unshare_user && opt.userns_fd < 0)
-    usage("%s", "a user namespace is required (--unshare-user or --userns)");
+    usage("a user namespace is required (--unshare-user or --userns)");
   if (!opt.unshare_pid || !opt.unshare_net || !opt.unshare_ipc || !opt.unshare_uts)
-    usage("%s", "every namespace must be unshared (--unshare-all, or with --userns each --unshare-*)");
+    usage("every namespace must be unshared (--unshare-all, or with --userns each --unshare-*)");
   if (opt.n_ops == 0 || strcmp(opt.ops[0].dest, "/") != 0 || opt.ops[0].kind == OP_RO_BIND ||
       (opt.ops[0].kind != OP_BIND && opt.ops[0].kind != OP_OVERLAY))
-    usage("%s", "the first mount must be the root (--bind DIR / or --overlay ... /)");
+    usage("the first mount must be the root (--bind DIR / or --overlay ... /)");
   opt.caps &= (1ULL << (CAP_LAST_CAP + 1)) - 1;
   opt.command = argv + i;
 }
@@ -402,18 +381,6 @@ static int dest_node(const char *path) {
     die("mount point %s (not a regular file, or a symbolic link)", path);
   close(d);
   return f;
-}
-
-/* An empty regular file at `name` in directory `dir`, as a mount point for a device. */
-static int dest_file(int dir, const char *name) {
-  int fd = openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0)
-    die("create /dev/%s", name);
-  close(fd);
-  fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    die("open /dev/%s", name);
-  return fd;
 }
 
 static int tree(const char *src, int recursive) {
@@ -537,11 +504,12 @@ static void mount_dev(const char *dest) {
   int dev = mount_new(dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=256");
   static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
   for (int i = 0; i < 6; i++) {
-    char src[32];
+    char src[32], at[4096];
     snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    snprintf(at, sizeof at, "%s/%s", dest, devices[i]);
     int t = tree(src, 0);
     set_attr(t, MOUNT_ATTR_NOSUID, 0, src);
-    attach(t, dest_file(dev, devices[i]), src);
+    attach(t, dest_node(at), src);
   }
   static const char *links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
                                    {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
@@ -822,7 +790,8 @@ static long clone_pid1(int user) {
 static int cloned_as_pid1;
 static unsigned server_uid, server_gid;
 
-static int launch(int argc, char **argv) {
+/* The launcher's main, for an exec of it or a request its fork server serves (_forkserver.c). */
+int launch(int argc, char **argv) {
   parse(argc, argv);
   if (cloned_as_pid1) /* no --userns (launcher_spawn), so parse saw --unshare-user or --unshare-all */
     return pid1(server_uid, server_gid);
@@ -866,12 +835,3 @@ pid_t launcher_spawn(int argc, char **argv, int *new_session) {
   }
   return fork();
 }
-
-int forkserver_main(int (*launcher)(int, char **, char **), int argc, char **argv, char **envp); /* _forkserver.c */
-
-static int launch_request(int argc, char **argv, char **envp) {
-  (void)envp; /* the fork server set environ to it */
-  return launch(argc, argv);
-}
-
-int main(int argc, char **argv) { return forkserver_main(launch_request, argc, argv, environ); }
