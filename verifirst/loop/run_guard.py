@@ -134,9 +134,10 @@ def storage_failure(exc: BaseException, run_dir: Path) -> StorageError | None:
                                 f"--run-dir {run_dir} to resume")
         text = str(e).lower()
         if "database or disk is full" in text or "disk i/o error" in text:
-            return StorageError(f"storage failed: the MLflow store reports its disk full ({str(e).splitlines()[0][:200]})"
-                                f". What was written before is kept in {run_dir}; free space, then rerun with "
-                                f"--run-dir {run_dir} to resume")
+            why = "database or disk is full" if "full" in text else "disk I/O error"
+            return StorageError(f"storage failed: the MLflow store's disk failed ({why}). What was written before "
+                                f"is kept in {run_dir}; free space (or fix the disk), then rerun with --run-dir "
+                                f"{run_dir} to resume")
     if not Path(run_dir).is_dir():
         return StorageError(f"the run directory {run_dir} was deleted while the run was going; nothing more could "
                             "be recorded. Start the run again (a new run directory)")

@@ -198,6 +198,9 @@ class Tracker:
         self._caller_experiment_env = os.environ.get("MLFLOW_EXPERIMENT_ID")  # set_experiment overwrites it
         mlflow.set_experiment(experiment_id=self.experiment_id)
         install_log_redaction()
+        from verifirst.tracking.runs import quiet_storage_failures
+
+        quiet_storage_failures()  # a full disk: the run's one message, not a traceback per span
         if self._autolog:
             import mlflow.dspy
             import mlflow.tracing

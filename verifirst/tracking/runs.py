@@ -4,6 +4,7 @@ left RUNNING (KILLED); each run logs its train, validation and test splits as ML
 from __future__ import annotations
 
 import json
+import logging
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,46 @@ def log_datasets(tracker: Any, datasets: dict, name: str) -> None:
         inputs.append(DatasetInput(ds._to_mlflow_entity(),
                                    tags=[InputTag(MLFLOW_DATASET_CONTEXT, context.get(split, split))]))
     tracker.client.log_inputs(tracker.parent_id, datasets=inputs)  # records are redacted (items.jsonl's)
+
+
+# -- a store whose disk failed: one message from the run, not a traceback per span ----------------
+
+STORAGE_MARKS = ("database or disk is full", "disk i/o error", "no space left on device",
+                 "attempt to write a readonly database", "unable to open database file")
+
+
+class StorageNoise(logging.Filter):
+    """Drops MLflow's log records about its store's disk failing (a full disk logs one traceback
+    per span, tag and metric MLflow tries to write): the run stops on that failure with one message
+    of its own (verifirst.loop.run_guard.storage_failure). Other records pass. Counts what it drops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                text += " " + repr(record.exc_info[1])
+        except Exception:  # noqa: BLE001 - a record that cannot render is left to the handler
+            return True
+        if any(m in text.lower() for m in STORAGE_MARKS):
+            self.dropped += 1
+            return False
+        return True
+
+
+STORAGE_NOISE = StorageNoise()
+
+
+def quiet_storage_failures() -> None:
+    """Put StorageNoise on the handlers MLflow logs through (its own "mlflow" handler, and the root
+    logger's where MLflow's records propagate); idempotent."""
+    mlflow_logger = logging.getLogger("mlflow")
+    handlers = list(mlflow_logger.handlers) + (list(logging.getLogger().handlers) if mlflow_logger.propagate else [])
+    for h in handlers:
+        if STORAGE_NOISE not in h.filters:
+            h.addFilter(STORAGE_NOISE)
+    if STORAGE_NOISE not in mlflow_logger.filters:  # records logged on "mlflow" itself
+        mlflow_logger.addFilter(STORAGE_NOISE)
