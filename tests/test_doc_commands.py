@@ -206,6 +206,24 @@ def memory_cgroup(name: str, limit: int) -> Path | None:
     return None
 
 
+def _kill_members(group: Path | None) -> None:
+    """Kill what is left in the command's cgroup (a process that started a session of its own)."""
+    if group is None:
+        return
+    try:
+        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (group / "cgroup.procs").read_text().split():
+        time.sleep(0.1)
+
+
 @dataclass
 class Outcome:
     rc: int
@@ -235,15 +253,19 @@ def run_bounded(script: str, cwd: Path, env: dict, ceiling: int = MEMORY_CEILING
         proc = subprocess.Popen(["bash", "-c", join + "set -e\n" + script], cwd=cwd, env=env, stdout=fh,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         peak, over = 0, False
-        while proc.poll() is None:
-            rss = _rss(_tree(proc.pid))
-            peak = max(peak, rss)
-            if rss > ceiling or time.monotonic() - t0 > timeout_s:
-                over = rss > ceiling
+        try:
+            while proc.poll() is None:
+                rss = _rss(_tree(proc.pid))
+                peak = max(peak, rss)
+                if rss > ceiling or time.monotonic() - t0 > timeout_s:
+                    over = rss > ceiling
+                    break
+                time.sleep(0.2)
+        finally:  # past the ceiling or the time, or this test interrupted: nothing of it is left running
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                break
-            time.sleep(0.2)
+            _kill_members(group)
     oom = False
     if group is not None:
         for name in ("memory.failcnt", "memory.events"):
@@ -284,6 +306,7 @@ def _param(c: DocCommand):
     return pytest.param(c, id=c.id, marks=marks)
 
 
+@pytest.mark.timeout(COMMAND_TIMEOUT_S + 120)  # the command's own limit ends it first
 @pytest.mark.parametrize("cmd", [_param(c) for c in COMMANDS])
 def test_documented_command_runs_to_its_end(cmd: DocCommand, scratch: Path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
