@@ -146,7 +146,9 @@ def run_backend(backend: str, items: list) -> tuple[dict, list]:
     v = TerraformVerifier(backend=backend)
     res, ms = {}, []
     with tempfile.TemporaryDirectory(prefix="vf-modstudy-") as tmp:
-        v.verify_config(str(items[0][1]))  # schema parse, provider start: once, not per config
+        for _cid, case, rel, _text, _fault in items:  # each provider's schema parse, provider start: once
+            if rel is None:
+                v.verify_config(str(case))
         for cid, case, rel, text, _fault in items:
             d = materialize(case, rel, text, Path(tmp))
             t0 = time.perf_counter()
