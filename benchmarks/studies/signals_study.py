@@ -29,30 +29,46 @@ from _signals_trial import run_trial  # noqa: E402
 CAP = 8
 
 
-def study(trials: int, seed: int, workers: int = 1) -> dict:
-    """Run `trials` trials per signal (half of them capped) and sum them up.
+def study(trials: int, seed: int, workers: int = 1, out: Path | None = None) -> dict:
+    """Run `trials` trials per signal (half of them capped) and sum them up; with `out`, the results
+    so far are written after every trial (a study cut short still leaves its numbers).
 
     Args:
         trials: trials per signal.
         seed: the first trial's seed (trial k uses seed + k).
         workers: trials run at once (each is two CLI processes and an endpoint).
+        out: the results JSON, rewritten after each trial.
     """
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [(sig, seed + k, CAP if k % 2 else None) for sig in ("SIGINT", "SIGTERM", "SIGKILL") for k in range(trials)]
+    # interleaved: a study cut short still has every signal
+    jobs = [(sig, seed + k, CAP if k % 2 else None) for k in range(trials) for sig in ("SIGINT", "SIGTERM", "SIGKILL")]
     t0 = time.time()
+    results: list[dict] = []
+    lock = threading.Lock()
 
     def one(job):
         sig, s, cap = job
         with tempfile.TemporaryDirectory(prefix="vf-signals-") as d:
-            out = run_trial(Path(d), sig, s, cap=cap)
-        print(f"{sig:7s} seed {s} cap {cap}: {'ok' if out['ok'] else 'FAILED ' + out.get('why', '')} "
-              f"(endpoint {out.get('endpoint_requests')}, journal {out.get('journal_requests')}, "
-              f"in flight at kill {out.get('in_flight_at_kill')})", flush=True)
-        return out
+            res = run_trial(Path(d), sig, s, cap=cap)
+        print(f"{sig:7s} seed {s} cap {cap}: {'ok' if res['ok'] else 'FAILED ' + res.get('why', '')} "
+              f"(endpoint {res.get('endpoint_requests')}, journal {res.get('journal_requests')}, "
+              f"in flight at kill {res.get('in_flight_at_kill')})", flush=True)
+        with lock:
+            results.append(res)
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(summarize(results, trials, seed, t0), indent=1) + "\n")
+        return res
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(one, jobs))
+        list(pool.map(one, jobs))
+    return summarize(results, trials, seed, t0)
+
+
+def summarize(results: list[dict], trials: int, seed: int, t0: float) -> dict:
+    """The study's summary per signal and its trials (JSON-able)."""
     summary = {}
     for sig in ("SIGINT", "SIGTERM", "SIGKILL"):
         rows = [r for r in results if r["signal"] == sig]
@@ -68,7 +84,8 @@ def study(trials: int, seed: int, workers: int = 1) -> dict:
             "exit_codes": sorted({r.get("first_rc") for r in rows}, key=str),
             "failures": [r.get("why") for r in rows if not r["ok"]],
         }
-    return {"study": "signals", "trials_per_signal": trials, "seed": seed, "wall_s": round(time.time() - t0, 1),
+    return {"study": "signals", "trials_per_signal_planned": trials, "seed": seed,
+            "wall_s": round(time.time() - t0, 1),
             "machine": f"{platform.machine()} {platform.system()}", "summary": summary, "trials": results}
 
 
@@ -79,11 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="trials at once")
     ap.add_argument("--out", type=Path, default=None, help="write the results JSON here")
     args = ap.parse_args(argv)
-    res = study(args.trials, args.seed, args.workers)
+    res = study(args.trials, args.seed, args.workers, args.out)
     print(json.dumps(res["summary"], indent=1))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(res, indent=1) + "\n")
     return 0 if all(s["ok"] == s["trials"] for s in res["summary"].values()) else 1
 
 
