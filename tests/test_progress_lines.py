@@ -111,7 +111,7 @@ def test_every_n_items_and_a_heartbeat_on_a_slow_split():
     now[0] += 1
     p.on_evaluation_end(EvaluationEnd("before", "val", Result([Row(s) for s in statuses]), Path(".")))
     p.on_optimizer_start(OptimizerStart("GEPA"))
-    p.on_iteration(Iteration({"val_score": 0.5}, 1))
+    p.on_iteration(Iteration({"val_score": 0.5, "metric_calls": 12, "note": "x"}, 1))
     PhaseLines(said.append, iterations=False).on_iteration(Iteration({}, 2))  # calibration prints its own
     p.on_optimizer_end(OptimizerEnd([], {}, failed=True))
     p.on_run_end(RunEnd("KILLED", Path("."), stopped_by="stopped by budget: max_lm_calls 10"))
@@ -122,7 +122,7 @@ def test_every_n_items_and_a_heartbeat_on_a_slow_split():
         "before val: 6/7 items (2 pass, 2 no verdict)",
         "before val: done, 7 items, 3 pass, 2 no verdict (107 s)",
         "optimize GEPA: started",
-        "optimize GEPA: iteration 1",
+        "optimize GEPA: iteration 1 (val_score 0.5, metric_calls 12)",
         "optimize GEPA: failed (0 s)",
         "run killed: stopped by budget: max_lm_calls 10",
     ]

@@ -148,8 +148,10 @@ class PhaseLines(RunCallback):
     def on_iteration(self, event: Iteration) -> None:
         if not self.iterations:
             return
+        shown = [f"{k} {v:g}" for k, v in (event.metrics or {}).items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)][:4]
         with self._lock:
-            self._say(f"optimize {self._engine}: iteration {event.step}")
+            self._say(f"optimize {self._engine}: iteration {event.step}" + (f" ({', '.join(shown)})" if shown else ""))
 
     def on_optimizer_end(self, event: OptimizerEnd) -> None:
         took = self.clock() - self._phase_t0.get("optimize", self._t0)
