@@ -320,3 +320,26 @@ def test_synthesized_plan_has_the_module_resources_real_terraform_plans():
         assert sorted(synth["configuration"]["root_module"].get("module_calls", {})) == \
             sorted(real["configuration"]["root_module"].get("module_calls", {})), name
         assert synth.get("output_changes") == real.get("output_changes"), name  # module outputs, partly known
+
+
+def test_a_fan_out_of_module_calls_stops_at_the_block_ceiling(tmp_path):
+    """Ten calls per level, seven levels down (10^7 module instances): the blocks read are counted
+    across modules, so the analysis stops after about 200 module reads."""
+    for i in range(7):
+        (tmp_path / f"l{i}").mkdir()
+        body = "".join(f'module "m{j}" {{\n  source = "../l{i + 1}"\n}}\n' for j in range(10)) if i < 6 else \
+            'resource "aws_sqs_queue" "q" {\n  name = "q"\n}\n'
+        (tmp_path / f"l{i}" / "main.tf").write_text(body)
+    (tmp_path / "main.tf").write_text("".join(f'module "m{j}" {{\n  source = "./l0"\n}}\n' for j in range(10)))
+    stage, errors, _ = hcl_check.check_dir(str(tmp_path))
+    assert stage == T.VALIDATE_FAIL and errors[0].cls == T.LIMIT and "top-level blocks with its modules" in \
+        errors[0].message
+
+
+def test_a_nested_module_outside_the_configuration_is_not_read(tmp_path):
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "main.tf").write_text(MODULE)
+    cfg = _config(tmp_path / "cfg", 'variable "name" {}\n\nmodule "up" {\n  source = "../../../outside"\n'
+                  '  name   = var.name\n}\n')  # modules/store calls a directory beside the configuration
+    v = PY.verify_config(str(cfg))
+    assert v.stage == INCONCLUSIVE and "outside the configuration's directory" in v.inconclusive, v.feedback
