@@ -343,3 +343,44 @@ def test_a_nested_module_outside_the_configuration_is_not_read(tmp_path):
                   '  name   = var.name\n}\n')  # modules/store calls a directory beside the configuration
     v = PY.verify_config(str(cfg))
     assert v.stage == INCONCLUSIVE and "outside the configuration's directory" in v.inconclusive, v.feedback
+
+
+POLICY_MODULE = ('resource "aws_iam_policy" "a" {\n  name   = "a"\n  policy = file("${path.module}/policy.json")\n}\n\n'
+                 'resource "aws_iam_policy" "b" {\n  name   = "b"\n  policy = file("policy.json")\n}\n')
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+def test_file_in_a_module_reads_relative_to_the_root_and_path_module_names_the_module(tmp_path, backend):
+    """terraform's path functions read relative to the working directory (the root), so a module
+    names its own files through path.module; a bare name is looked up at the root."""
+    doc = '{"Version":"2012-10-17","Statement":[]}'
+    cfg = _config(tmp_path / "a", POLICY_MODULE, 'module "store" {\n  source = "./modules/store"\n}\n')
+    (cfg / "modules" / "store" / "policy.json").write_text(doc)
+    v = TerraformVerifier(backend=backend).verify_config(str(cfg))
+    assert v.stage == T.VALIDATE_FAIL and 'no file exists at "policy.json"' in v.feedback, v.feedback
+    (cfg / "policy.json").write_text(doc)
+    v = TerraformVerifier(backend=backend).verify_config(str(cfg))
+    assert v.stage == T.PASS, v.feedback
+    after = {r["address"]: r["change"]["after"]["policy"] for r in v.details["plan"]["resource_changes"]}
+    assert after == {"module.store.aws_iam_policy.a": doc, "module.store.aws_iam_policy.b": doc}
+
+
+def test_the_configurations_own_files_are_staged_but_no_state_or_variables(tmp_path):
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    main = 'resource "aws_iam_policy" "b" {\n  name   = "b"\n  policy = file("policy.json")\n}\n'
+    for name, text in {"main.tf": main, "policy.json": "{}", "terraform.tfstate": "{}", "x.auto.tfvars.json": "{}"}.items():
+        (cfg / name).write_text(text)
+    work = tmp_path / "work"
+    work.mkdir()
+    assert not stage_modules(str(work), {"main.tf": main}, str(cfg))  # no module: no terraform get
+    assert sorted(os.listdir(work)) == ["policy.json"]
+
+
+@needs_tf
+def test_terraform_backend_reads_a_file_beside_the_configuration(tmp_path):
+    """Found by the module tests: the terraform backend wrote only the .tf files, so a directory
+    configuration's file("policy.json") failed there while the python backend read it."""
+    (tmp_path / "policy.json").write_text('{"Version":"2012-10-17","Statement":[]}')
+    (tmp_path / "main.tf").write_text('resource "aws_iam_policy" "b" {\n  name   = "b"\n  policy = file("policy.json")\n}\n')
+    assert TerraformVerifier(backend="terraform").verify_config(str(tmp_path)).stage == T.PASS

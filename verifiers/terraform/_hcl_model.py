@@ -61,7 +61,8 @@ class ModelEval:
         module: the parsed module.
         schema: the provider schema (None: nothing is checked against one).
         variables: input variable values (tfvars for the root, the call's arguments for a module).
-        base_dir: the module's directory (file() and local module sources are relative to it).
+        base_dir: the module's directory: its local module sources and path.module are relative
+            to it; file() and the other path functions read relative to the root's, as terraform does.
         parent: the calling module's ModelEval (None for the root).
         prefix: this module instance's address ("" for the root).
         validate_vars: the variables whose values terraform validate knows (a module's literal inputs).
@@ -71,7 +72,8 @@ class ModelEval:
     def __init__(self, module: Module, schema, variables: dict | None = None,
                  base_dir: str | None = None, files: dict | None = None, *, parent=None, prefix: str = "",
                  validate_vars=frozenset(), input_where: dict | None = None):
-        self.m, self.schema, self.base_dir = module, schema, base_dir
+        self.m, self.schema, self.module_dir = module, schema, base_dir
+        self.base_dir = parent.base_dir if parent is not None else base_dir  # where file() reads: the root's
         self.parent, self.prefix = parent, prefix
         self.sink = parent.sink if parent is not None else self  # where findings go: the root
         self.root_dir = parent.root_dir if parent is not None else base_dir
@@ -187,7 +189,7 @@ class ModelEval:
             return _Namespace(lambda k: self._module(k, node))
         if name == "path":
             d = self.base_dir or "."
-            return {"module": d, "root": d, "cwd": d}
+            return {"module": self.module_dir or d, "root": d, "cwd": d}
         if name == "terraform":
             return {"workspace": "default"}
         if name in ("count", "each", "self"):

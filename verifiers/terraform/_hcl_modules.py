@@ -132,7 +132,7 @@ def _parse(files: dict, schema) -> tuple[dict, list]:
 def _source_dir(ev, name: str, src: str) -> tuple[str | None, str | None]:
     """(module directory, None) or (None, why it cannot be read)."""
     if is_local(src):
-        d = os.path.join(ev.base_dir, src) if ev.base_dir else None
+        d = os.path.join(ev.module_dir, src) if ev.module_dir else None
         if d is not None and ev.root_dir and not _inside(d, ev.root_dir):  # read nothing from the host
             return None, (f'module "{name}": the local module "{src}" lies outside the configuration\'s '
                           "directory and was not read; its resources were not checked")

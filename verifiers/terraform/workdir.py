@@ -98,22 +98,45 @@ def _vendored_path(rel: str) -> bool:
     return parts[:1] == [VENDORED[0]] and (len(parts) == 1 or parts[1] == VENDORED[1])
 
 
+_NOT_STAGED = (".tf", ".tf.json", ".tfvars", ".tfvars.json")
+
+
+def _stage_root_files(workdir: str, root: str) -> tuple[int, int]:
+    """Copy the configuration directory's own other files (what its file() and templatefile() read,
+    policy.json beside main.tf) into the work directory: regular files only, the configuration's
+    files already written there kept. (count, bytes) staged."""
+    staged = size = 0
+    for f in sorted(os.listdir(root)):
+        src, dst = os.path.join(root, f), os.path.join(workdir, f)
+        if f.startswith(".") or f.endswith(_NOT_STAGED) or ".tfstate" in f or os.path.islink(src) \
+                or not os.path.isfile(src) or os.path.exists(dst):
+            continue  # configuration and variable files are the verifier's to write; a state file would be read
+        staged, size = staged + 1, size + os.path.getsize(src)
+        if staged > MAX_STAGED_FILES or size > MAX_STAGED_BYTES:
+            break
+        shutil.copyfile(src, dst)
+    return staged, size
+
+
 def stage_modules(workdir: str, files: dict[str, str], base_dir: str | None) -> bool:
-    """Copy the configuration directory's subdirectories (its local modules, what they read, and
-    the modules `terraform init` vendored in .terraform/modules) into the work directory,
+    """Copy the configuration directory's files and subdirectories (its local modules, what they
+    read, and the modules `terraform init` vendored in .terraform/modules) into the work directory,
     regular files only and none outside base_dir; True when there was something to stage (the
-    caller then runs `terraform get`, which needs no network for local or vendored modules).
+    caller then runs `terraform get`, which needs no network for local or vendored modules; the
+    configuration's own other files are copied whatever it calls).
 
     Args:
         workdir: terraform's work directory, the configuration's own files already in it.
         files: the configuration's files (their local module sources decide whether to stage).
         base_dir: the configuration's directory (None: text, nothing to stage).
     """
-    vendored = bool(base_dir) and os.path.isfile(os.path.join(base_dir, *VENDORED, "modules.json"))
-    if not base_dir or not (local_module_sources(files) or vendored):
+    if not base_dir:
         return False
     root = os.path.realpath(base_dir)
-    staged = size = 0
+    staged, size = _stage_root_files(workdir, root)
+    vendored = os.path.isfile(os.path.join(base_dir, *VENDORED, "modules.json"))
+    if not (local_module_sources(files) or vendored):
+        return False
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         in_dot_terraform = os.path.normpath(rel) == VENDORED[0]
