@@ -69,6 +69,21 @@ def test_unknown_provider_is_refused_naming_the_packs():
     assert "'datadog'" in str(e.value) and "google | azurerm | kubernetes" in str(e.value)
 
 
+def test_unknown_provider_in_an_experiment_file_is_exit_2_naming_its_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    text = (ROOT / "examples" / "iac_google.toml").read_text()
+    line = next(n for n, ln in enumerate(text.splitlines(), 1) if "provider =" in ln)
+    bad = tmp_path / "exp.toml"
+    bad.write_text(text.replace('provider = "google"', 'provider = "datadog"'))
+    res = CliRunner().invoke(app, ["run", str(bad), "--run-dir", str(tmp_path / "run"), "--dry-run"])
+    assert res.exit_code == 2, res.output
+    assert f"exp.toml:{line}" in res.output and "'datadog'" in res.output and "kubernetes" in res.output
+    assert not (tmp_path / "run").exists()
+
+
 def test_counterexample_is_one_small_edit_of_the_reference(pack):
     _, suite = pack
     for it in suite.items:
