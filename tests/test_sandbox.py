@@ -351,7 +351,7 @@ def _scratch_for_test():
 
 
 def test_limits_are_set_without_trace(sb):
-    """The limits arrive through BASH_ENV on an inherited pipe: in force, and invisible to the command."""
+    """The limits are pid 1's, which the command inherits: in force, and nothing of them visible to it."""
     r = sb.run('ulimit -Hu; ulimit -Hn; ulimit -Hv; ulimit -c; echo "[$BASH_ENV] $#"; ls /proc/self/fd | wc -l; '
                "ulimit -n 100000; echo raise=$?; bash -c 'echo \"child [$BASH_ENV]\"; ulimit -Hu'")
     lines = r.stdout.splitlines()
@@ -363,8 +363,7 @@ def test_limits_are_set_without_trace(sb):
 
 def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
     from verifirst.verifiers.bash import sandbox as sandbox_mod
-    monkeypatch.setattr(_bwrap, "limits_script", lambda limits, fd: b"unset BASH_ENV\n")
-    monkeypatch.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # neither bash nor pid 1 sets them
+    monkeypatch.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # pid 1 does not get them
     monkeypatch.setattr(_bwrap, "bwrap_wrapper", lambda args, ids, limits, fds: _bwrap.as_user(args, ids))
     monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
                                                  if not (isinstance(k, tuple) and k[0] == "probe")})

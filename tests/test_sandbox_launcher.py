@@ -235,7 +235,7 @@ def _cmdline(pid: int) -> str:
 
 
 def test_a_probe_that_fails_with_bubblewrap_too_does_not_refuse_the_launcher(monkeypatch):
-    """Limits that bash never applied fail under either launcher: the error is raised, and the next
+    """Limits that pid 1 never got fail under either launcher: the error is raised, and the next
     sandbox still uses the same vf-sandbox (it had been refused for the rest of the process, and
     one built in the next place used instead)."""
     from verifirst.verifiers.bash import sandbox as sandbox_mod
@@ -247,8 +247,7 @@ def test_a_probe_that_fails_with_bubblewrap_too_does_not_refuse_the_launcher(mon
     used = Sandbox(nofile=300)._bwrap.path
     fresh_probe_state()
     with monkeypatch.context() as m:
-        m.setattr(_bwrap, "limits_script", lambda limits, fd: b"unset BASH_ENV\n")
-        m.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # neither bash nor pid 1 sets them
+        m.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # pid 1 does not get them
         m.setattr(_bwrap, "bwrap_wrapper", lambda args, ids, limits, fds: _bwrap.as_user(args, ids))
         with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):
             Sandbox(nofile=300)

@@ -383,6 +383,19 @@ def feh_pairs(n: int = 20) -> dict:
     return out
 
 
+# The sandbox's own code (Python + C): issue 33 asked it smaller than the 3,780 lines it had then.
+SANDBOX_FILES = ("sandbox.py", "_runs.py", "_spawner.py", "_launcher.py", "_launcher.c", "_forkserver.c", "_bwrap.py",
+                 "_bwrap_access.py", "_sandbox_fs.py", "_sandbox_etc.py", "_cgroup.py", "_seccomp.py", "_usr_layer.py")
+CODE_LINES_GOAL = 3780
+
+
+def code_lines() -> dict:
+    """The sandbox's files' raw line counts (as `wc -l` counts them), in total and per file."""
+    here = Path(importlib.util.find_spec("verifirst.verifiers.bash").submodule_search_locations[0])
+    per_file = {name: (here / name).read_bytes().count(b"\n") for name in SANDBOX_FILES}
+    return {"total": sum(per_file.values()), "below": CODE_LINES_GOAL, "per_file": per_file}
+
+
 def bench(limit: int | None, timeout_s: float) -> dict:
     from verifirst.verifiers.bash.sandbox import Sandbox
 
@@ -427,7 +440,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": ours["median_ms_per_task"] <= 30,
         "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
         "launchers": lc, "limits_in_force": limits_in_force(sb),
-        "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(),
+        "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(), "code_lines": code_lines(),
     }
 
 

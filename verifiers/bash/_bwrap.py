@@ -1,12 +1,7 @@
 """The sandbox's launcher: find one the sandbox uid can run (vf-sandbox, _launcher, else
-bubblewrap), build its argv (bwrap's options, which both take), explain failures.
-
-Every namespace is unshared (no network but loopback), /usr, /sys and a curated /etc are
-read-only, the fixture is / (an overlay on a prepared copy, or a fresh copy), NO_NEW_PRIVS is set,
-the capability set is Docker's without CAP_SYS_ADMIN, and the rlimits are set on pid 1 and again by
-the sandbox's bash before the command (limits_script). As host root the launcher runs as an
-unprivileged uid, so RLIMIT_NPROC holds (the kernel exempts real root); inside, that uid is 0.
-That uid must reach the binary and its libraries: see _bwrap_access for bwrap's private copy.
+bubblewrap), build its argv (bwrap's options, which both take), explain failures. As host root
+the launcher runs as an unprivileged uid, so RLIMIT_NPROC holds (the kernel exempts real root);
+inside, that uid is 0. What the sandbox isolates, and how: docs/sandbox-threat-model.md.
 """
 from __future__ import annotations
 
@@ -215,8 +210,7 @@ def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr
     """The SandboxUnavailable message for a failed probe run: a path that uid cannot pass, else FIX.
 
     Args:
-        bw: the bwrap probed.
-        ids: the ids it ran as (None: ours).
+        bw, ids: the bwrap probed and the ids it ran as (None: ours).
         exit_code, stderr: what the probe run gave.
     """
     err = stderr.strip()
@@ -238,20 +232,6 @@ def _host_binds() -> tuple[str, ...]:
         if p.is_dir() and not p.is_symlink():
             args += ["--ro-bind", str(p), str(p)]
     return tuple(args)
-
-
-def limits_script(limits: dict[str, int], fd: int) -> bytes:
-    """What bash runs first (BASH_ENV=/dev/fd/FD): set the hard and soft limits, forget itself.
-    The command cannot raise them (no CAP_SYS_RESOURCE inside), and sees no BASH_ENV nor the fd.
-
-    Args:
-        limits: nproc, as_bytes, cpu_s, fsize_bytes, nofile.
-        fd: the descriptor number the script arrives on.
-    """
-    return (f"ulimit -u {limits['nproc']} -v {limits['as_bytes'] >> 10} -t {limits['cpu_s']} "
-            f"-f {limits['fsize_bytes'] >> 10} -n {limits['nofile']} -c 0 || "
-            "{ echo 'verifirst: the sandbox could not set its resource limits' >&2; exit 125; }\n"
-            f"unset BASH_ENV\nexec {fd}<&-\n").encode()
 
 
 def pipe_fd(content: Callable[[int], bytes], ids: tuple[int, int] | None) -> int:
@@ -280,9 +260,8 @@ ADMIN_IDS = 65536  # ids 0..65535 inside, so useradd, chown and su to new users 
 
 def admin_userns(ids: tuple[int, int], nproc: int) -> int:
     """An open fd of a fresh user namespace for one sysadmin run: ids 0..65535 inside map to
-    ids[0].. outside (root writes the maps, so setgroups stays allowed for sudo and su), nested
-    user namespaces are disabled inside, and every process in it, whatever its uid, counts
-    against `nproc` (the kernel caps a namespace at its creator's RLIMIT_NPROC).
+    ids[0].. outside (root writes the maps, so setgroups stays allowed for sudo and su), no nested
+    user namespaces, and all its processes count against `nproc` (its creator's RLIMIT_NPROC).
 
     Args:
         ids: the unprivileged (uid, gid) the namespace belongs to; we must be root.
@@ -317,20 +296,17 @@ SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a siz
 
 
 def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, str], hostname: str,
-         limits_fd: int, lower: str | None = None, work: str | None = None,
+         lower: str | None = None, work: str | None = None,
          userns_fd: int | None = None, seccomp_fd: int | None = None, usr: tuple[str, str, str] | None = None,
          usr_ro: str = "/usr", host_binds: bool = True, binds: tuple[tuple[str, str], ...] = (),
          rlimits: dict[str, int] | None = None, cgroup_fds: tuple[tuple[int, bool], ...] = ()) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
-        bw: the bwrap binary.
+        bw: the launcher.
         root: the run's root: a copy of the fixture, or the overlay's upper directory.
         etc: the read-only curated /etc; None when the root carries its own (sysadmin mode).
-        command: the command, passed on unchanged.
-        env: the command's environment.
-        hostname: the sandbox's host name.
-        limits_fd: the fd of limits_script(), inherited by bwrap.
+        command, env, hostname: the command (passed on unchanged), its environment, the host name.
         lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
         userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
         seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
@@ -368,7 +344,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
             a += ["--join-cgroup" if required else "--join-cgroup-try", str(fd)]
     for cap in CAPS:
         a += ["--cap-add", cap]
-    for k, v in {**env, "BASH_ENV": f"/dev/fd/{limits_fd}"}.items():
+    for k, v in env.items():
         a += ["--setenv", k, v]
     return a + ["--", "/bin/bash", "-c", command]
 
@@ -380,13 +356,11 @@ def _pid1_limits(limits: dict[str, int]) -> list[tuple[str, int]]:
 
 def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
                   cgroup_fds: tuple[tuple[int, bool], ...]) -> tuple[list[str], dict]:
-    """(argv, Popen keywords) that start bubblewrap with the run's limits already on it, so its
-    pid 1 holds them too (not only the command's bash), inside the run's cgroups, as `ids`.
+    """(argv, Popen keywords) that start bubblewrap as `ids` with the run's limits already on it,
+    so its pid 1 holds them too, inside the run's cgroups.
 
     Args:
-        args: bubblewrap's argv (argv()).
-        ids: the sandbox's host ids (None: as we are).
-        limits: as Sandbox.limits.
+        args, ids, limits: bubblewrap's argv (argv()), the sandbox's host ids, Sandbox.limits.
         cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined and
             closed by the wrapper's shell.
     """

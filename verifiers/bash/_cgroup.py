@@ -1,13 +1,8 @@
-"""Per-run limits for the whole run, not per process: a memory and a pids cgroup per sandbox run
-(they count every process of the run and the tmpfs pages it writes), and as root a tmpfs of its
-own for the run's scratch.
-
-The cgroups are made under this process's own cgroup (so a container's limit still covers the
-runs): cgroup v2 where the unified hierarchy has the memory and pids controllers, else v1's memory
-and pids hierarchies (and its cpu one, for an equal share per run). Made by the owner (root, or a
-user the hierarchy was delegated to), joined by the launcher's pid 1 through descriptors the owner
-opened (vf-sandbox `--join-cgroup FD`; for bubblewrap, the wrapper that execs it). Where none can be
-made, `unavailable_reason()` says why and runs keep per-process limits (docs/sandbox-threat-model.md).
+"""Limits per run, not per process: a memory and a pids cgroup per sandbox run (counting every
+process of the run and the tmpfs pages it writes), and as root a tmpfs of its own for its scratch.
+Made under this process's own cgroup (cgroup v2, else v1's memory, pids and cpu hierarchies) by the
+owner (root, or a user the hierarchy was delegated to); the launcher's pid 1 joins them through
+descriptors the owner opened. Where none can be made, `unavailable_reason()` says why.
 """
 from __future__ import annotations
 
@@ -103,11 +98,17 @@ _MAX_FREE = 8
 # global threadgroup lock (a percpu rwsem: an RCU grace period per write) that cgroup.procs takes;
 # pid 1 has one thread then, so it is the whole process. v2 has only cgroup.procs.
 _JOIN_FILE = {False: "cgroup.procs", True: "tasks"}
+# What a run's cgroup of each kind is given: (file, value, whether it must take it). v1's memsw may
+# never be below the memory limit: raised first, lowered after. A cpu group keeps the default shares.
+_KNOBS = {"v1-memory": (("memory.memsw.limit_in_bytes", "memory", False), ("memory.limit_in_bytes", "memory", True),
+                        ("memory.memsw.limit_in_bytes", "memory", False), ("memory.oom_control", "0", False)),
+          "v1-pids": (("pids.max", "pids", True),), "v1-cpu": (),
+          "v2": (("memory.max", "memory", True), ("memory.swap.max", "0", False), ("pids.max", "pids", True))}
 
 
 class RunCgroup:
-    """One run's cgroups: `fds` are open files (`tasks`, v2's `cgroup.procs`) for pid 1 to join; close() gives
-    them back (empty, so the next run starts from nothing) or removes them.
+    """One run's cgroups: `fds` are open files for pid 1 to join; close() keeps them for the next
+    run or removes them.
 
     Args:
         memory_bytes: the run's memory limit (all its processes and tmpfs pages).
@@ -127,21 +128,12 @@ class RunCgroup:
                 if not reuse:
                     d.mkdir()
                 self.dirs.append(d)
-                if set_to == self.limits:
-                    pass  # a cgroup given back with these limits: nothing to write
-                elif kind == "v1-memory":  # memsw may never be below the memory limit: raise it first,
-                    _try_write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))  # lower it after
-                    (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
-                    _try_write(d / "memory.memsw.limit_in_bytes", str(memory_bytes))
-                    _try_write(d / "memory.oom_control", "0")
-                elif kind == "v1-pids":
-                    (d / "pids.max").write_text(str(pids))
-                elif kind == "v1-cpu":
-                    pass  # the default shares: every run's group weighs the same
-                else:
-                    (d / "memory.max").write_text(str(memory_bytes))
-                    _try_write(d / "memory.swap.max", "0")
-                    (d / "pids.max").write_text(str(pids))
+                values = {"memory": str(memory_bytes), "pids": str(pids), "0": "0"}
+                for knob, value, required in _KNOBS[kind] if set_to != self.limits else ():  # else set already
+                    if required:
+                        (d / knob).write_text(values[value])
+                    else:
+                        _try_write(d / knob, values[value])
                 self.fds.append(fds[i] if fds else os.open(d / _JOIN_FILE[kind != "v2"], os.O_WRONLY | os.O_CLOEXEC))
             self._start = self._counts()  # a cgroup used again keeps its counts: this run's are the rise
         except BaseException:
@@ -149,8 +141,8 @@ class RunCgroup:
             raise
 
     def joins(self) -> tuple[tuple[int, bool], ...]:
-        """(cgroup.procs descriptor, whether joining it must succeed): a cpu group may refuse a
-        real-time process (cgroup v1 gives it no real-time runtime), and is only a fair share."""
+        """(descriptor, whether joining it must succeed): a v1 cpu group, only a fair share, may
+        refuse a real-time process."""
         return tuple((fd, kind != "v1-cpu") for fd, (_, kind) in zip(self.fds, _layout()[0]))
 
     def _counts(self) -> dict[str, int]:
@@ -170,9 +162,8 @@ class RunCgroup:
         return [k for k, v in now.items() if v > self._start.get(k, 0)]
 
     def close(self) -> None:
-        """Close the descriptors; the cgroups, empty now (the run's pid 1 is reaped, and its
-        namespace's processes died before it), are kept for the next run when nothing is charged
-        to them any more (a kept root's files are), else removed (their charge moves up)."""
+        """Close the descriptors; the cgroups, empty now, are kept for the next run when little is
+        charged to them (a kept root's files are), else removed (their charge moves up)."""
         fds, self.fds = self.fds, []
         dirs, self.dirs = self.dirs, []
         if dirs and len(fds) == len(dirs) and all(_empty(d) and _quiet(d) for d in dirs):
@@ -272,8 +263,8 @@ _SCRATCH_SMALL = (256, 16 << 20)  # (files, bytes) a tmpfs may hold and still be
 
 
 def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[str, bool]:
-    """(a new, empty run directory under `base`, whether it is a tmpfs of its own of `size_bytes`).
-    Its name carries this process's pid, so a later start can sweep what a killed owner left.
+    """(a new, empty run directory under `base`, named with our pid for sweep_lowers, whether it is
+    a tmpfs of its own of `size_bytes`).
 
     Args:
         base: the scratch base directory.
@@ -293,7 +284,7 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
 
 def release_scratch(path: str, size_bytes: int) -> None:
     """Give back a private_scratch() tmpfs: emptied and kept for the next run when little was
-    written in it, else unmounted (its files go with it) and removed.
+    written in it, else unmounted and removed.
 
     Args:
         path, size_bytes: as given by and to private_scratch.
@@ -309,7 +300,7 @@ def release_scratch(path: str, size_bytes: int) -> None:
 
 
 def unmount(path: str) -> None:
-    """Unmount a run tmpfs (lazily: nothing of the run may still hold it) and remove its directory.
+    """Unmount a run tmpfs (lazily) and remove its directory.
 
     Args:
         path: the mount point.

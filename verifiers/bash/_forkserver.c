@@ -1,14 +1,9 @@
-/* vf-sandbox's fork server: its start-up paid once per process, not once per sandbox run.
- *
- * Compiled into vf-sandbox (with _launcher.c): with VERIFIRST_FORKSERVER_FD set and
- * /proc/self/exe the VERIFIRST_FORKSERVER_EXE named, it serves requests on that socket; otherwise
- * vf-sandbox runs once. Each request is started by launcher_spawn (_launcher.c): cloned straight
- * into its new namespaces as pid 1 ("leader": 0 in the reply: the owner kills it by its pid), or
- * with --userns a fork whose main is the monitor. The child sees what an exec of vf-sandbox by
- * subprocess.Popen would: the request's descriptors at the numbers asked for and no other, default
- * signal dispositions, an empty signal mask, cwd /. The server is not dumpable, clears each request
- * from its memory once served (the next run's pid 1 is a copy of it), reaps what its runs orphan
- * (a child subreaper), and ends at end of file on its socket; --die-with-parent ends the runs.
+/* vf-sandbox's fork server (compiled into vf-sandbox): its start-up paid once per process, not
+ * once per run. Started with VERIFIRST_FORKSERVER_FD set and /proc/self/exe the
+ * VERIFIRST_FORKSERVER_EXE named, it serves requests on that socket, each started by launcher_spawn
+ * (_launcher.c) with what an exec by subprocess.Popen would give: the request's descriptors and no
+ * other, default signals, cwd /. It is not dumpable, clears each request once served (the next
+ * run's pid 1 is a copy of it), reaps what its runs orphan, and ends at end of file on its socket.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
  *   request  u32 id, u32 nfds, i32 target[nfds], u32 argc, u32 envc, then argc + envc
@@ -97,30 +92,16 @@ static void reap(int sock) {
   }
 }
 
+/* Every descriptor from 3 up but the targets, in ranges between them. */
 static void close_others(const int *targets, int n) {
-  /* every descriptor from 3 up but the targets; targets are few, so close around them */
-  int keep[MAX_FDS + 1], k = 0;
-  for (int i = 0; i < n; i++)
-    if (targets[i] >= 3)
-      keep[k++] = targets[i];
-  for (int i = 1; i < k; i++) /* insertion sort */
-    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-      int t = keep[j]; keep[j] = keep[j - 1]; keep[j - 1] = t;
-    }
-  unsigned int from = 3;
-  for (int i = 0; i <= k; i++) {
-    unsigned int to = i < k ? (unsigned int)keep[i] : ~0U;
-#ifdef SYS_close_range
-    int closed = to > from ? (int)syscall(SYS_close_range, from, to - 1, 0) : 0;
-#else
-    int closed = -1;
-#endif
-    if (to > from && closed != 0) {
-      long max = sysconf(_SC_OPEN_MAX);
-      for (long fd = from; fd < (i < k ? (long)to : max); fd++)
+  for (unsigned int from = 3, to = 0; to != ~0U; from = to + 1) {
+    to = ~0U; /* the lowest target at or above `from` */
+    for (int i = 0; i < n; i++)
+      if ((unsigned int)targets[i] >= from && (unsigned int)targets[i] < to)
+        to = (unsigned int)targets[i];
+    if (to > from && syscall(SYS_close_range, from, to - 1, 0) != 0)
+      for (long fd = from, max = sysconf(_SC_OPEN_MAX); fd < (to == ~0U ? max : (long)to); fd++)
         close((int)fd);
-    }
-    from = to + 1;
   }
 }
 

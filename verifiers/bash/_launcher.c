@@ -79,8 +79,6 @@ static void die(const char *fmt, ...) {
 
 #define usage(...) (errno = 0, die(__VA_ARGS__)) /* a bad command line: no system error to add */
 
-/* ---- the command line --------------------------------------------------------------------- */
-
 enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS, OP_SYSFS };
 struct op {
   enum op_kind kind;
@@ -105,13 +103,13 @@ static struct {
   char **command;
   int seccomp_fd;                   /* --seccomp: a BPF program the command runs under */
   unsigned long long next_size;     /* --size, for the next --tmpfs */
-  int next_perms;                   /* --perms, for the next --tmpfs; -1: 0755 */
+  unsigned next_perms;              /* --perms, for the next --tmpfs */
   struct { int resource; rlim_t value; } limits[MAX_LIMITS]; /* --rlimit: pid 1's, inherited */
   int n_limits;
   int cgroup_fds[MAX_CGROUPS];      /* --join-cgroup: cgroup.procs files pid 1 moves itself into */
   int cgroup_try[MAX_CGROUPS];      /* --join-cgroup-try: one it may fail to join (a cpu group: RT) */
   int n_cgroups;
-} opt = {.userns_fd = -1, .seccomp_fd = -1, .next_perms = -1};
+} opt = {.userns_fd = -1, .seccomp_fd = -1, .next_perms = 0755};
 
 static int cap_number(const char *name) {
   static const char *names[] = {
@@ -144,12 +142,13 @@ static void set_env(const char *key, const char *value) {
   opt.env[opt.n_env++] = kv;
 }
 
-static void add_op(enum op_kind kind, const char *src, const char *dest) {
+static struct op *add_op(enum op_kind kind, const char *src, const char *dest) {
   if (opt.n_ops == MAX_OPS)
     die("more than %d mounts", MAX_OPS);
   if (dest[0] != '/')
     usage("the destination %s is not an absolute path", dest);
-  opt.ops[opt.n_ops++] = (struct op){kind, src, dest, NULL, NULL, 0, 0755};
+  opt.ops[opt.n_ops] = (struct op){kind, src, dest, NULL, NULL, 0, 0755};
+  return &opt.ops[opt.n_ops++];
 }
 
 static long long number(const char *text, const char *what) {
@@ -192,14 +191,20 @@ static int flag(const char *a) {
   return 0;
 }
 
+/* The `n` arguments of option argv[*i], past which *i then points; usage() where there are fewer. */
+static char **args_of(int argc, char **argv, int *i, int n) {
+  if (*i + n >= argc)
+    usage("%s takes more arguments", argv[*i]);
+  *i += n;
+  return argv + *i - n + 1;
+}
+
 static void parse(int argc, char **argv) {
   int cleared = 0;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
-#define NEED(n)                                                                                  \
-  if (i + (n) >= argc)                                                                           \
-    usage("%s takes more arguments", a);
+#define ARG(n) args_of(argc, argv, &i, n)
     if (strcmp(a, "--") == 0) {
       i++;
       break;
@@ -214,91 +219,72 @@ static void parse(int argc, char **argv) {
       opt.n_env = 0;
       cleared = 1;
     } else if (strcmp(a, "--userns") == 0) {
-      NEED(1);
-      opt.userns_fd = descriptor(argv[++i], a);
+      opt.userns_fd = descriptor(ARG(1)[0], a);
     } else if (strcmp(a, "--uid") == 0 || strcmp(a, "--gid") == 0) {
-      NEED(1);
-      if (strcmp(argv[++i], "0") != 0)
+      if (strcmp(ARG(1)[0], "0") != 0)
         usage("only id 0 inside is supported, not %s", argv[i]);
     } else if (strcmp(a, "--hostname") == 0) {
-      NEED(1);
-      opt.hostname = argv[++i];
+      opt.hostname = ARG(1)[0];
     } else if (strcmp(a, "--chdir") == 0) {
-      NEED(1);
-      opt.chdir_to = argv[++i];
+      opt.chdir_to = ARG(1)[0];
     } else if (strcmp(a, "--setenv") == 0) {
-      NEED(2);
-      set_env(argv[i + 1], argv[i + 2]);
-      i += 2;
+      char **v = ARG(2);
+      set_env(v[0], v[1]);
     } else if (strcmp(a, "--bind") == 0 || strcmp(a, "--ro-bind") == 0) {
-      NEED(2);
-      add_op(a[2] == 'r' ? OP_RO_BIND : OP_BIND, argv[i + 1], argv[i + 2]);
-      i += 2;
+      char **v = ARG(2);
+      add_op(a[2] == 'r' ? OP_RO_BIND : OP_BIND, v[0], v[1]);
     } else if (strcmp(a, "--overlay-src") == 0) {
-      NEED(1);
       if (opt.overlay_src)
         usage("%s: one lower layer only", a);
-      opt.overlay_src = argv[++i];
+      opt.overlay_src = ARG(1)[0];
     } else if (strcmp(a, "--overlay") == 0) {
-      NEED(3);
+      char **v = ARG(3);
       if (!opt.overlay_src)
         usage("%s needs --overlay-src first", a);
-      add_op(OP_OVERLAY, opt.overlay_src, argv[i + 3]);
-      opt.ops[opt.n_ops - 1].upper = argv[i + 1];
-      opt.ops[opt.n_ops - 1].work = argv[i + 2];
+      struct op *o = add_op(OP_OVERLAY, opt.overlay_src, v[2]);
+      o->upper = v[0];
+      o->work = v[1];
       opt.overlay_src = NULL;
-      i += 3;
-    } else if (strcmp(a, "--proc") == 0 || strcmp(a, "--dev") == 0) {
-      NEED(1);
-      add_op(a[2] == 'p' ? OP_PROC : OP_DEV, NULL, argv[++i]);
+    } else if (strcmp(a, "--proc") == 0 || strcmp(a, "--dev") == 0 || strcmp(a, "--sysfs") == 0) {
+      add_op(a[2] == 'p' ? OP_PROC : a[2] == 'd' ? OP_DEV : OP_SYSFS, NULL, ARG(1)[0]); /* --sysfs: ours */
     } else if (strcmp(a, "--cap-drop") == 0 || strcmp(a, "--cap-add") == 0) {
-      NEED(1);
-      const char *name = argv[++i];
+      const char *name = ARG(1)[0];
       int all = strcmp(name, "ALL") == 0, cap = all ? 0 : cap_number(name);
       if (!all && cap < 0)
         usage("unknown capability %s", name);
       unsigned long long bits = all ? ~0ULL : 1ULL << cap;
       opt.caps = a[6] == 'a' ? opt.caps | bits : opt.caps & ~bits;
     } else if (strcmp(a, "--seccomp") == 0) {
-      NEED(1);
-      opt.seccomp_fd = descriptor(argv[++i], a);
+      opt.seccomp_fd = descriptor(ARG(1)[0], a);
     } else if (strcmp(a, "--size") == 0) {
-      NEED(1);
-      opt.next_size = (unsigned long long)number(argv[++i], a);
+      opt.next_size = (unsigned long long)number(ARG(1)[0], a);
     } else if (strcmp(a, "--perms") == 0) {
-      NEED(1);
       char *end;
-      long mode = strtol(argv[++i], &end, 8);
+      long mode = strtol(ARG(1)[0], &end, 8);
       if (*end || mode < 0 || mode > 07777)
         usage("--perms takes an octal mode, not %s", argv[i]);
-      opt.next_perms = (int)mode;
+      opt.next_perms = (unsigned)mode;
     } else if (strcmp(a, "--tmpfs") == 0) {
-      NEED(1);
-      add_op(OP_TMPFS, NULL, argv[++i]);
-      opt.ops[opt.n_ops - 1].size = opt.next_size;
-      opt.ops[opt.n_ops - 1].perms = opt.next_perms < 0 ? 0755 : (unsigned)opt.next_perms;
+      struct op *o = add_op(OP_TMPFS, NULL, ARG(1)[0]);
+      o->size = opt.next_size;
+      o->perms = opt.next_perms;
       opt.next_size = 0;
-      opt.next_perms = -1;
-    } else if (strcmp(a, "--sysfs") == 0) { /* vf-sandbox's own: a sysfs of the run's network namespace */
-      NEED(1);
-      add_op(OP_SYSFS, NULL, argv[++i]);
+      opt.next_perms = 0755;
     } else if (strcmp(a, "--rlimit") == 0) { /* vf-sandbox's own: NAME VALUE, set on pid 1 */
-      NEED(2);
+      char **v = ARG(2);
       if (opt.n_limits == MAX_LIMITS)
         usage("more than %d --rlimit", MAX_LIMITS);
-      opt.limits[opt.n_limits].resource = rlimit_number(argv[i + 1]);
-      opt.limits[opt.n_limits++].value = (rlim_t)number(argv[i + 2], a);
-      i += 2;
-    } else if (strcmp(a, "--join-cgroup") == 0 || strcmp(a, "--join-cgroup-try") == 0) { /* an open cgroup.procs */
-      NEED(1);
+      opt.limits[opt.n_limits].resource = rlimit_number(v[0]);
+      opt.limits[opt.n_limits++].value = (rlim_t)number(v[1], a);
+    } else if (strcmp(a, "--join-cgroup") == 0 || strcmp(a, "--join-cgroup-try") == 0) { /* ours */
       if (opt.n_cgroups == MAX_CGROUPS)
         usage("more than %d --join-cgroup", MAX_CGROUPS);
       opt.cgroup_try[opt.n_cgroups] = a[13] == '-';
-      opt.cgroup_fds[opt.n_cgroups++] = descriptor(argv[++i], a);
+      opt.cgroup_fds[opt.n_cgroups++] = descriptor(ARG(1)[0], a);
     } else {
       usage("unsupported option %s (vf-sandbox takes the options the verifirst sandbox uses)", a);
     }
-#undef NEED
+#undef ARG
   }
   if (i >= argc)
     usage("no command given");
@@ -308,14 +294,12 @@ static void parse(int argc, char **argv) {
     usage("a user namespace is required (--unshare-user or --userns)");
   if (!opt.unshare_pid || !opt.unshare_net || !opt.unshare_ipc || !opt.unshare_uts)
     usage("every namespace must be unshared (--unshare-all, or with --userns each --unshare-*)");
-  if (opt.n_ops == 0 || strcmp(opt.ops[0].dest, "/") != 0 || opt.ops[0].kind == OP_RO_BIND ||
+  if (opt.n_ops == 0 || strcmp(opt.ops[0].dest, "/") != 0 ||
       (opt.ops[0].kind != OP_BIND && opt.ops[0].kind != OP_OVERLAY))
     usage("the first mount must be the root (--bind DIR / or --overlay ... /)");
   opt.caps &= (1ULL << (CAP_LAST_CAP + 1)) - 1;
   opt.command = argv + i;
 }
-
-/* ---- small system helpers ----------------------------------------------------------------- */
 
 static void write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -362,8 +346,7 @@ static int dest_dir(const char *path) {
 }
 
 /* A regular file at `path` (absolute, inside the new root) as an O_PATH fd, created empty when
- * missing, for a bind of a file: its directories walked as dest_dir walks them (no symbolic link
- * followed), the file itself refused when it is a link or not a regular file. */
+ * missing: its directories walked as dest_dir walks them, no symbolic link followed. */
 static int dest_node(const char *path) {
   char dir[4096];
   const char *slash = strrchr(path, '/');
@@ -413,8 +396,6 @@ static void bind_tree(const char *src, const char *dest, int read_only) {
   set_attr(t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0), 1, src);
   attach(t, S_ISDIR(st.st_mode) ? dest_dir(dest) : dest_node(dest), dest);
 }
-
-/* ---- the root and what is mounted in it --------------------------------------------------- */
 
 /* The length of the directory prefix (through its last '/') that paths a and b share. */
 static size_t common_dir(const char *a, const char *b) {
@@ -526,15 +507,6 @@ static void mount_dev(const char *dest) {
   close(dev);
 }
 
-static void mount_tmpfs(const struct op *o) {
-  char data[96];
-  if (o->size)
-    snprintf(data, sizeof data, "mode=%o,size=%llu", o->perms, o->size);
-  else
-    snprintf(data, sizeof data, "mode=%o", o->perms);
-  close(mount_new(o->dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, data));
-}
-
 static void build_root(void) {
   if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
     die("make the mount namespace a slave");
@@ -554,9 +526,14 @@ static void build_root(void) {
     case OP_DEV:
       mount_dev(o->dest);
       break;
-    case OP_TMPFS:
-      mount_tmpfs(o);
+    case OP_TMPFS: {
+      char data[96];
+      int n = snprintf(data, sizeof data, "mode=%o", o->perms);
+      if (o->size) /* else the kernel's default size */
+        snprintf(data + n, sizeof data - (size_t)n, ",size=%llu", o->size);
+      close(mount_new(o->dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, data));
       break;
+    }
     case OP_SYSFS: /* read-only, its own: the host's network devices and cgroup tree are not in it */
       close(mount_new(o->dest, "sysfs", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
       break;
@@ -576,11 +553,8 @@ static void build_root(void) {
     die("chdir /");
 }
 
-/* ---- ids, capabilities, the command ------------------------------------------------------- */
-
-/* Per-uid kernel objects are counted per user namespace and again for the uid above it, which
- * every run shares: a run holding them all (inotify instances, say) would starve a concurrent
- * run. Its own namespace's share is capped here, below the host's per-uid default (128). */
+/* Per-uid kernel objects (inotify instances) count for the uid above too, which every run shares:
+ * a run's own namespace is capped below the host's per-uid default (128), so it cannot starve another. */
 static void cap_ucounts(void) {
   static const char *caps[][2] = {{"/proc/sys/user/max_inotify_instances", "16"},
                                    {"/proc/sys/user/max_inotify_watches", "8192"}};
@@ -660,8 +634,8 @@ static int wait_for(pid_t pid) {
   }
 }
 
-/* The command's seccomp filter (--seccomp: a struct sock_filter array, bwrap's format), read
- * by pid 1 before it forks the command, installed by the command last before its exec. */
+/* The command's seccomp filter (--seccomp: bwrap's format), read by pid 1, installed by the
+ * command last before its exec. */
 static struct sock_fprog seccomp_prog;
 
 static void read_seccomp(void) {
@@ -669,23 +643,14 @@ static void read_seccomp(void) {
     return;
   static struct sock_filter code[4096];
   size_t got = 0;
-  for (;;) {
-    ssize_t n = read(opt.seccomp_fd, (char *)code + got, sizeof code - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      die("read the seccomp program");
-    if (n == 0)
-      break;
-    got += (size_t)n;
-    if (got == sizeof code)
-      die("the seccomp program is too long");
-  }
+  ssize_t n;
+  while ((n = read(opt.seccomp_fd, (char *)code + got, sizeof code - got)) > 0 || (n < 0 && errno == EINTR))
+    got += n > 0 ? (size_t)n : 0;
+  if (n < 0)
+    die("read the seccomp program");
   close(opt.seccomp_fd);
-  if (got == 0 || got % sizeof *code) {
-    errno = 0;
-    die("the seccomp program is not a whole number of instructions");
-  }
+  if (got == 0 || got == sizeof code || got % sizeof *code)
+    usage("the seccomp program is empty, too long, or not a whole number of instructions");
   seccomp_prog.len = (unsigned short)(got / sizeof *code);
   seccomp_prog.filter = code;
 }
@@ -700,8 +665,8 @@ static void set_limits(void) {
   }
 }
 
-/* Into the run's own cgroups (memory, pids), before the cgroup namespace is made: the files
- * were opened by the owner, who made the cgroups; the command never sees the descriptors. */
+/* Into the run's own cgroups, before the cgroup namespace is made, through files the owner
+ * opened; the command never sees the descriptors. */
 static void join_cgroups(void) {
   for (int i = 0; i < opt.n_cgroups; i++) {
     if (write(opt.cgroup_fds[i], "0\n", 2) != 2 && !opt.cgroup_try[i])
@@ -725,8 +690,7 @@ static void exec_command(void) {
   die("execvp %s", opt.command[0]);
 }
 
-/* The namespaces pid 1 makes for itself: all but the user and pid namespaces it was cloned into.
- * Made here, not in that clone, so the clone is short: the fork server clones one run after
+/* The namespaces pid 1 makes for itself, not in its clone: the fork server clones one run after
  * another, and a network namespace alone takes longer to make than the rest of a clone. */
 static void unshare_rest(void) {
   int flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
@@ -737,9 +701,8 @@ static void unshare_rest(void) {
     die("create the namespaces");
 }
 
-/* Pid 1 of the new pid namespace: make the other namespaces, build the root, then run the
- * command as pid 2 and wait. Its own user namespace (not given by --userns) maps id 0 to the
- * ids of the process that cloned it (the monitor, or the fork server). */
+/* Pid 1: make the other namespaces, build the root, run the command as pid 2 and wait. Its own
+ * user namespace (not given by --userns) maps id 0 to the ids of the process that cloned it. */
 static int pid1(unsigned uid, unsigned gid) {
   if (opt.die_with_parent)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -785,8 +748,7 @@ static long clone_pid1(int user) {
   return syscall(SYS_clone, CLONE_NEWPID | (user ? CLONE_NEWUSER : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
-/* Set in a run the fork server cloned into its namespaces (launcher_spawn): it is pid 1 already,
- * and its user namespace maps id 0 to the server's ids. */
+/* A run the fork server cloned as pid 1 (launcher_spawn), and the server's ids. */
 static int cloned_as_pid1;
 static unsigned server_uid, server_gid;
 
@@ -811,13 +773,10 @@ int launch(int argc, char **argv) {
   return wait_for((pid_t)pid);
 }
 
-/* How the fork server (_forkserver.c) starts a request. Options without --userns (a run in a
- * user namespace of its own): cloned straight into a new user and pid namespace, so the server's
- * child is pid 1 and the server its monitor, one process fewer per run; the server leaves its
- * session alone (*new_session 0): pid 1 makes its own (--new-session), as it does under a
- * monitor, and until then it is in the server's process group. With --userns (its
- * monitor must enter that namespace first; an option's value that reads "--userns" counts too),
- * or when the clone fails (the monitor then reports why): a fork, whose main is the monitor. */
+/* How the fork server (_forkserver.c) starts a request. Without --userns: cloned straight into a
+ * new user and pid namespace, so the server is pid 1's monitor (*new_session 0: pid 1 makes its
+ * own session). With --userns (an option's value that reads "--userns" counts too), or when the
+ * clone fails (the monitor then reports why): a fork, whose main is the monitor. */
 pid_t launcher_spawn(int argc, char **argv, int *new_session) {
   int given_userns = 0;
   for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)

@@ -1,12 +1,8 @@
 """vf-sandbox, the sandbox's own launcher (_launcher.c, its fork server _forkserver.c built in),
-built once per machine where the sandbox uid can run it, and used in place of bubblewrap.
-
-It takes the bwrap options _bwrap.argv writes and builds the same sandbox (tests/test_sandbox_launcher.py
-compares what a command sees under both). It is compiled with the C compiler on PATH into a
-directory that is ours and writable by nobody else, linked statically where the C library's
-archive is there. Bubblewrap is used instead with VERIFIRST_SANDBOX_LAUNCHER=bwrap, when a bwrap
-is named (Sandbox(bwrap=...), VERIFIRST_BWRAP), without a compiler or a build, or when the
-sandbox's probe finds vf-sandbox cannot build the sandbox on this kernel.
+compiled once per machine with the C compiler on PATH into a directory that is ours and writable
+by nobody else, and used in place of bubblewrap. Bubblewrap is used instead with
+VERIFIRST_SANDBOX_LAUNCHER=bwrap, when a bwrap is named (Sandbox(bwrap=...), VERIFIRST_BWRAP),
+without a compiler, or when the sandbox's probe finds vf-sandbox cannot build the sandbox here.
 """
 from __future__ import annotations
 
@@ -36,12 +32,10 @@ def enabled() -> bool:
 
 def built(parents: tuple[Path, ...]) -> Iterator[str]:
     """vf-sandbox built in `parents`, in their order, each built when reached: a caller stops at
-    the first the sandbox uid can run (the scratch base may be mounted noexec), so the next ones
-    are never built; nothing without a compiler.
+    the first the sandbox uid can run (the scratch base may be mounted noexec).
 
     Args:
-        parents: directories the sandbox uid can traverse, in order of preference (the sandbox's
-            scratch base, then a directory of ours in the temp dir).
+        parents: directories the sandbox uid can traverse, in order of preference.
     """
     return (path for path in map(_built_in, parents) if path is not None)
 
@@ -61,7 +55,7 @@ def _built_in(parent: Path) -> str | None:
 
 def refuse(refused: bool = True) -> None:
     """Record that vf-sandbox cannot build the sandbox here (bubblewrap from now on in this
-    process), or, with `refused` False, take that back (bubblewrap could not either).
+    process), or take that back (bubblewrap could not either).
 
     Args:
         refused: whether it is refused.
@@ -85,11 +79,9 @@ def _compiler() -> str | None:
 
 
 def built_c(flags: list[str], parent: Path, build: bool = True) -> str | None:
-    """SOURCES compiled together (-O2 + `flags`) as NAME in `parent`, in a directory named by the
-    digest of the sources, flags and compiler, so it is rebuilt only when they change; None
-    without a compiler or a source, or when the build failed. Whoever could replace it would run
-    code in every sandbox run: a directory that is not ours, or that others can write, is passed
-    over (_bwrap_access.built_once).
+    """SOURCES compiled (-O2 + `flags`) as NAME in `parent`, in a directory named by the digest of
+    the sources, flags and compiler (None without a compiler or a source, or when the build
+    failed). Whoever could replace it would run code in every run: see _bwrap_access.built_once.
 
     Args:
         flags: compiler flags before the sources.

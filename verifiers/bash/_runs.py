@@ -1,8 +1,6 @@
-"""One sandbox run and the process-wide state runs share (the scratch base, the curated /etc, the
-sysadmin trees): _Job starts a run through the launcher (its fork server, else an exec), _drive
-reads the output of runs in flight, finish() takes the FS diff and releases the run's files and
-cgroups. sandbox.Sandbox is the public way in; see its module docstring and
-docs/sandbox-threat-model.md.
+"""One sandbox run (_Job: started through the launcher, read by _drive, diffed and released by
+finish()) and the state runs share: the scratch base, the curated /etc, the sysadmin trees.
+sandbox.Sandbox is the public way in.
 """
 from __future__ import annotations
 
@@ -93,9 +91,7 @@ class RunResult:
         return self.exit_code == 0 and not self.timed_out
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d["fs_diff"] = self.fs_diff.as_dict()
-        return d
+        return asdict(self)
 
 
 # ---- process-wide state: scratch area, curated /etc, probe -------------------------------
@@ -181,8 +177,8 @@ atexit.register(_sandbox_fs.remove_lowers)
 
 
 def _copy_parents() -> list[Path]:
-    """Where a private bwrap copy may go: the scratch base (0711 as root), else a directory of
-    ours in the temp dir, for when the scratch base sits on a noexec /dev/shm (Docker)."""
+    """Where vf-sandbox or a private bwrap copy may go: the scratch base, else (a noexec /dev/shm,
+    in Docker) a directory of ours in the temp dir."""
     return [_scratch_base()[0], Path(tempfile.gettempdir()) / f"verifirst-bin-{os.geteuid()}"]
 
 
@@ -190,11 +186,8 @@ class _Job:
     """One sandboxed command in flight.
 
     Args:
-        sb: the sandbox and its settings.
-        command: the command (one `bash -c` argument).
-        fx: the fixture its root starts from.
-        after: a finished run kept with keep=True: this run starts from the root it left
-            (its processes are gone: pid 1 died, and with it its pid namespace).
+        sb, command, fx: the sandbox, the command (one `bash -c` argument), the fixture.
+        after: a finished run kept with keep=True, whose root this run starts from.
         keep: keep the root after finish() for a run `after` this one (release() removes it).
         payload: bytes the command may read on descriptor $VERIFIRST_PAYLOAD_FD (a memfd).
     """
@@ -210,12 +203,12 @@ class _Job:
                              field="fixture", expected="a fixture without sysadmin mode, or no unsafe_local")
         self.tree = run_tree(fx)
         self.skip = _sandbox_fs.skipped(self.admin)
-        self.overlay = sb.overlay and not sb.unsafe_local
+        self.overlay = sb.overlay
         base, _ = _scratch_base()
         ids = _ids() if not sb.unsafe_local else None
         lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
-        fds: list[int] = []  # what the launcher inherits: a user namespace, the limits script, seccomp, payload
-        userns = limits = seccomp = None
+        fds: list[int] = []  # what the launcher inherits: a user namespace, seccomp, the payload
+        userns = seccomp = None
         self.cgroup: _cgroup.RunCgroup | None = None
         if after is not None:
             self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
@@ -229,7 +222,8 @@ class _Job:
         work = os.path.join(self.run_dir, "wk")
         # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
         img = image_root(fx)
-        self.usr_src = str(img / "usr") if img else "/usr"
+        host = img or Path("/")  # the task image's tree, else the host's
+        self.usr_src = str(host / "usr")
         usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
         # A run after another (a task's check) gets a fresh /usr: it must not run what the one before
         # wrote there (a python3 or grep of the candidate's); that run's /usr changes are in its diff.
@@ -263,10 +257,8 @@ class _Job:
             if self.admin and ids:
                 userns = _bwrap.admin_userns(ids, sb.limits["nproc"])
                 fds.append(userns)
-            if not sb.unsafe_local:
-                limits = _bwrap.pipe_fd(lambda fd: _bwrap.limits_script(sb.limits, fd), ids)
-                seccomp = _seccomp.program_fd(ids)
-                fds += [fd for fd in (limits, seccomp) if fd is not None]
+            if not sb.unsafe_local and (seccomp := _seccomp.program_fd(ids)) is not None:
+                fds.append(seccomp)
         except BaseException:
             _close(fds)
             self.release()
@@ -278,15 +270,13 @@ class _Job:
             args = ["/usr/bin/prlimit", *limits, "--", "/bin/bash", "-c", command]
             cwd = self.root
         else:
-            etc = None if self.admin else str(_etc_dir(img / "etc" if img else Path("/etc")))
+            etc = None if self.admin else str(_etc_dir(host / "etc"))
             # the loader's and NSS's files of the host (or image), not what a run before wrote to its /etc
-            pristine = _pristine_etc(img / "etc" if img else Path("/etc")) if after is not None and self.admin else ()
-            args = _bwrap.argv(sb._bwrap, self.root, etc, command, usr_ro=self.usr_src, host_binds=img is None,
-                               binds=pristine,
-                               env=env, hostname=HOSTNAME, limits_fd=limits, lower=lower or None,
-                               work=work if self.overlay else None, userns_fd=userns,
-                               seccomp_fd=seccomp, rlimits=sb.limits, usr=self.usr,
-                               cgroup_fds=self.cgroup.joins() if self.cgroup else ())
+            pristine = _pristine_etc(host / "etc") if after is not None and self.admin else ()
+            args = _bwrap.argv(sb._bwrap, self.root, etc, command, env=env, hostname=HOSTNAME, lower=lower or None,
+                               work=work if self.overlay else None, userns_fd=userns, seccomp_fd=seccomp,
+                               usr=self.usr, usr_ro=self.usr_src, host_binds=img is None, binds=pristine,
+                               rlimits=sb.limits, cgroup_fds=self.cgroup.joins() if self.cgroup else ())
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         cg_fds = list(self.cgroup.fds) if self.cgroup else []
         try:
@@ -317,7 +307,7 @@ class _Job:
 
         Args:
             after: the snapshot of what it wrote, which tells a shared scratch what to remove.
-            files: False for a run kept for the next (keep=True): release() removes them later.
+            files: False for a run kept for the next (keep=True).
         """
         if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
             if self.private:
@@ -409,9 +399,8 @@ LOADER_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf")
 
 
 def _pristine_etc(src: Path) -> tuple[tuple[str, str], ...]:
-    """(host path, sandbox path) read-only binds over a writable /etc: the loader's cache and
-    configuration and NSS's from `src`, and an empty /etc/ld.so.preload, so nothing a run before
-    wrote there loads into every program of this one."""
+    """(host path, sandbox path) read-only binds over a writable /etc: the loader's and NSS's files
+    from `src` and an empty ld.so.preload, so nothing a run before wrote there loads into this one."""
     base, _ = _scratch_base()
     empty = base / "empty-file"
     if not empty.exists():
@@ -433,13 +422,11 @@ def _add_usr_changes(fs: FsDiff, upper: str, src: str) -> None:
 
 
 def _memfd(data: bytes) -> int:
-    """A descriptor to read `data` from, at offset 0 (no file anywhere: the run reads the
-    descriptor it inherits, never a path)."""
+    """A descriptor (a memfd, no path) to read `data` from, at offset 0."""
     fd = os.memfd_create("verifirst-payload", os.MFD_CLOEXEC)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(data)
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
@@ -462,26 +449,20 @@ def _drive(jobs: list[_Job]) -> None:
         for j in jobs:
             sel.register(j.proc.stdout, selectors.EVENT_READ, (j, j.out))
             sel.register(j.proc.stderr, selectors.EVENT_READ, (j, j.err))
-        live = set(id(j) for j in jobs)
-        grace: dict[int, float] = {}
+        live, grace = set(jobs), {}
         while live:
             now = time.monotonic()
-            waits = []
-            for j in jobs:
-                if id(j) not in live:
-                    continue
+            for j in list(live):
                 if not j.timed_out and now >= j.deadline:
                     j.timed_out = True
                     j.kill()
-                    grace[id(j)] = now + 2.0
-                if id(j) in grace and now >= grace[id(j)]:
+                    grace[j] = now + 2.0
+                if j in grace and now >= grace[j]:
                     _close_streams(sel, j)  # something kept the pipe open past the kill
-                    live.discard(id(j))
-                    continue
-                waits.append((grace.get(id(j)) or j.deadline) - now)
+                    live.discard(j)
             if not live:
                 break
-            for key, _ in sel.select(timeout=max(0.0, min(waits)) if waits else 0.05):
+            for key, _ in sel.select(timeout=max(0.0, min(grace.get(j) or j.deadline for j in live) - now)):
                 j, buf = key.data
                 try:
                     data = os.read(key.fd, 65536)
@@ -491,14 +472,14 @@ def _drive(jobs: list[_Job]) -> None:
                     data = b""
                 if data:
                     j.take(buf, data)
-                    if j.flooded and id(j) not in grace:
-                        grace[id(j)] = time.monotonic() + 2.0
+                    if j.flooded and j not in grace:
+                        grace[j] = time.monotonic() + 2.0
                 else:
                     sel.unregister(key.fileobj)
                     key.fileobj.close()
                     j.open_streams -= 1
                     if j.open_streams == 0:
-                        live.discard(id(j))
+                        live.discard(j)
     finally:
         sel.close()
         for j in jobs:

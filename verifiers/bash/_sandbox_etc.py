@@ -1,17 +1,15 @@
-"""The curated, read-only /etc the sandbox binds: what programs need, no host secrets.
-
-Copied from the host: loader cache, alternatives links, tool configs. Written by us: passwd,
-group, hosts, resolv.conf (a local resolver that refuses at once, so `dig` fails fast offline),
-shells, hostname. Never copied: shadow, gshadow, ssh keys, sudoers, machine credentials.
+"""The curated, read-only /etc the sandbox binds: what programs need, no host secrets (never
+shadow, gshadow, ssh keys, sudoers); and sysadmin mode's writable /etc and package database.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import shutil
 from pathlib import Path
 
 from verifirst.core.atomic import publish_dir
+from verifirst.verifiers.bash.fixtures import Entry, Fixture, write_tree
 
 HOSTNAME = "verifirst"
 
@@ -116,42 +114,24 @@ def _fingerprint(host_etc: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _curated(host_etc: Path, copy: tuple[str, ...], never: tuple[str, ...]) -> list[Entry]:
+    """Fixture entries under `etc/`: the host's files named in `copy`, _WRITTEN and _LINKS, less `never`."""
+    out: list[Entry] = []
+    for name in copy:
+        if name not in _WRITTEN and name not in _LINKS:
+            _entries_from(host_etc / name, f"etc/{name}", out)
+    out += [Entry(f"etc/{name}", "file", 0o644, text.encode()) for name, text in _WRITTEN.items()]
+    out += [Entry(f"etc/{name}", "symlink", 0o777, target.encode()) for name, target in _LINKS.items()]
+    return [e for e in out if not any(e.path == f"etc/{n}" or e.path.startswith(f"etc/{n}/") for n in never)]
+
+
 def build_etc(parent: Path, host_etc: Path = Path("/etc")) -> Path:
     """Create (once, atomically) <parent>/etc-<fingerprint> readable by everyone; return it."""
-    dest = parent / f"etc-{_fingerprint(host_etc)}"
-
     def fill(tmp: Path) -> None:
-        for name in _COPY:
-            src = host_etc / name
-            if not (src.exists() or src.is_symlink()) or name in _WRITTEN or name in _LINKS:
-                continue
-            try:
-                if src.is_dir() and not src.is_symlink():
-                    shutil.copytree(src, tmp / name, symlinks=True, ignore_dangling_symlinks=True)
-                else:
-                    shutil.copy2(src, tmp / name, follow_symlinks=False)
-            except OSError:
-                continue  # an unreadable optional file only costs fidelity
-        for name, text in _WRITTEN.items():
-            (tmp / name).write_text(text)
-        for name, target in _LINKS.items():
-            os.symlink(target, tmp / name)
-        for bad in _NEVER:
-            victim = tmp / bad
-            if victim.is_dir() and not victim.is_symlink():
-                shutil.rmtree(victim)
-            elif victim.exists() or victim.is_symlink():
-                victim.unlink()
-        for root, dirs, files in os.walk(tmp):
-            for d in dirs:
-                if not os.path.islink(os.path.join(root, d)):
-                    os.chmod(os.path.join(root, d), 0o755)
-            for f in files:
-                p = os.path.join(root, f)
-                if not os.path.islink(p):
-                    os.chmod(p, 0o644 | (os.stat(p).st_mode & 0o111))
+        entries = [dataclasses.replace(e, path=e.path[4:]) for e in _curated(host_etc, _COPY, _NEVER)]
+        write_tree(Fixture("etc", entries), tmp)
 
-    return publish_dir(dest, fill, prefix=".etc.")
+    return publish_dir(parent / f"etc-{_fingerprint(host_etc)}", fill, prefix=".etc.")
 
 
 # ---- sysadmin mode: a writable /etc that is part of the run's root (see sandbox.py) -------------
@@ -190,11 +170,9 @@ def _merged(host_etc: Path, name: str, curated: str, width: int) -> dict[str, li
 
 
 def account_files(host_etc: Path = Path("/etc")) -> dict[str, tuple[str, int]]:
-    """passwd, group, shadow, gshadow for sysadmin mode: {name: (text, mode)}.
-
-    Entries come from the host's passwd/group (names, ids, members: no secrets there) plus the
-    container's standard ones; shadow and gshadow are written here with locked placeholders
-    (`*` for system ids, `!` for users), never read from the host.
+    """passwd, group, shadow, gshadow for sysadmin mode: {name: (text, mode)}: the host's
+    passwd/group entries (no secrets there) plus the container's standard ones; shadow and gshadow
+    with locked placeholders (`*` for system ids, `!` for users), never read from the host.
 
     Args:
         host_etc: the host's /etc.
@@ -213,10 +191,8 @@ def account_files(host_etc: Path = Path("/etc")) -> dict[str, tuple[str, int]]:
     }
 
 
-def _entries_from(src: Path, rel: str, out: list) -> None:
+def _entries_from(src: Path, rel: str, out: list[Entry]) -> None:
     """Host file or tree `src` as fixture entries under `rel` (symlinks kept, unreadable skipped)."""
-    from verifirst.verifiers.bash.fixtures import Entry
-
     try:
         st = os.lstat(src)
     except OSError:
@@ -237,43 +213,28 @@ def _entries_from(src: Path, rel: str, out: list) -> None:
 
 
 def sysadmin_entries(host_etc: Path = Path("/etc")) -> list:
-    """The sysadmin /etc as fixture entries under `etc/`: the curated files, the account files,
-    sudoers, PAM and the tools' defaults. Written into each run's root, so it is per run,
-    writable, and part of the file-system diff.
+    """The sysadmin /etc as fixture entries under `etc/` (written into each run's root: per run,
+    writable, in the diff): the curated files, the accounts, sudoers, PAM, the tools' defaults.
 
     Args:
         host_etc: the host's /etc.
     """
-    from verifirst.verifiers.bash.fixtures import Entry
-
-    out: list = []
-    for name in _COPY + _ADMIN_COPY:
-        if name not in _WRITTEN and name not in _LINKS:
-            _entries_from(host_etc / name, f"etc/{name}", out)
-    texts = {name: (text, 0o644) for name, text in _WRITTEN.items()}
-    texts.update(account_files(host_etc))
-    texts["sudoers"] = (SUDOERS, 0o440)
-    for name, (text, mode) in texts.items():
-        out.append(Entry(f"etc/{name}", "file", mode, text.encode()))
-    for name, target in _LINKS.items():
-        out.append(Entry(f"etc/{name}", "symlink", 0o777, target.encode()))
-    never = tuple(f"etc/{n}" for n in _NEVER if n not in ("shadow", "gshadow", "sudoers")) + tuple(
-        f"etc/{n}" for n in _ADMIN_NEVER)
-    return [e for e in out if not any(e.path == n or e.path.startswith(n + "/") for n in never)]
+    texts = {**account_files(host_etc), "sudoers": (SUDOERS, 0o440)}
+    never = tuple(n for n in _NEVER if n not in texts) + _ADMIN_NEVER
+    return [e for e in _curated(host_etc, _COPY + _ADMIN_COPY, never) if e.path[4:] not in texts] + [
+        Entry(f"etc/{name}", "file", mode, text.encode()) for name, (text, mode) in texts.items()]
 
 
 _DPKG = ("status", "available", "diversions", "alternatives")
 
 
 def dpkg_entries(host_dpkg: Path = Path("/var/lib/dpkg")) -> list:
-    """The package database package tools read (`dpkg -l`, `dpkg -s`), as fixture entries under
-    `var/lib/dpkg/`, with the empty directories dpkg expects (per-package file lists left out).
+    """The package database (`dpkg -l`, `dpkg -s`) as fixture entries under `var/lib/dpkg/`, with the
+    empty directories dpkg expects (per-package file lists left out).
 
     Args:
         host_dpkg: the host's /var/lib/dpkg.
     """
-    from verifirst.verifiers.bash.fixtures import Entry
-
     if not host_dpkg.is_dir():
         return []
     out: list = [Entry("var/lib/dpkg", "dir", 0o755)]

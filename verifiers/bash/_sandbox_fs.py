@@ -1,11 +1,8 @@
 """File-system snapshots of a sandbox root and their diff (type, mode, sha256; never mtimes).
 
-The walk uses directory file descriptors, so hostile trees (deep nesting, odd names, symlinks
-pointing out) are read without following links or building over-long paths; it stops at a
-depth and entry budget and says so.
-
-With an overlay root, only the upper directory is walked: whiteouts and opaque directories
-say what the run removed from the prepared lower copy, and merged() rebuilds the view.
+The walk uses directory descriptors, so hostile trees (deep nesting, odd names, symlinks out) are
+read without following links or building long paths, within a depth and entry budget. With an
+overlay root only the upper directory is walked: merged() lays it over the fixture's snapshot.
 """
 from __future__ import annotations
 
@@ -27,9 +24,7 @@ MAX_DEPTH = 128
 MAX_ENTRIES = 50_000
 MAX_HASH_BYTES = 256 << 20
 
-_KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"),
-          (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "chardev"),
-          (stat.S_ISBLK, "blockdev"))
+_KINDS = {"d": "dir", "-": "file", "l": "symlink", "p": "fifo", "s": "socket", "c": "chardev", "b": "blockdev"}
 
 Record = tuple[str, int, "str | None"]  # kind, permission bits incl. setuid/sticky, digest
 WHITEOUT = "whiteout"  # an overlay upper's mark of a removed lower entry
@@ -37,10 +32,7 @@ _OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 
 
 def kind_of(mode: int) -> str:
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "other"
+    return _KINDS.get(stat.filemode(mode)[0], "other")
 
 
 @dataclass
@@ -197,9 +189,8 @@ def merged(lower: Snapshot, upper: Snapshot) -> Snapshot:
 
 
 def host_records(upper: Snapshot, host_dir: str) -> Snapshot:
-    """What the host's `host_dir` (a read-only lower layer shared with the host: /usr) holds at the
-    paths an overlay `upper` names, and below its opaque directories: the `lower` for merged() and
-    diff() of a layer far too large to snapshot whole on every run.
+    """What the host's `host_dir` (/usr, a lower layer far too large to snapshot on every run) holds
+    at the paths an overlay `upper` names and below its opaque directories: the lower for merged().
 
     Args:
         upper: snapshot(upper_dir, upper=True) of that layer's upper directory.
@@ -232,8 +223,8 @@ SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # a merged /u
 
 def restore_system_links(root: str, fx: Fixture, overlay: bool) -> None:
     """Put the fixture's own top-level system entries (/bin -> usr/bin, /lib64 -> usr/lib64, ...)
-    back in a run's root before another run starts on it: a run that pointed /lib64 at a program
-    interpreter of its own, or /bin at its own bash, must not run it in the next (a task's check).
+    back in a run's root before another run (a task's check) starts on it: a /lib64 or /bin the
+    run pointed at a loader or bash of its own must not run in the next.
 
     Args:
         root: the run's root: the overlay's upper directory, or the fresh copy.
@@ -267,7 +258,7 @@ _LOWERS_LOCK = threading.Lock()
 
 def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
     """The fixture written once per process under `parent`, owned by `owner`: the read-only lower
-    layer of every overlay run on it. Removed at exit (remove_lowers).
+    layer of every overlay run on it, removed at exit.
 
     Args:
         fx: the fixture (its entries and build-time mtimes).
@@ -302,9 +293,8 @@ STALE_S = 3600
 
 
 def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
-    """Remove lower layers and run directories (a run's tmpfs unmounted first) left by processes
-    that died without their exit hooks (kill -9): those whose process is gone and that are older
-    than STALE_S. Returns what was removed.
+    """Remove, and return, the lower layers and run directories (a tmpfs unmounted first) older
+    than STALE_S left by processes that died without their exit hooks (kill -9).
 
     Args:
         parent: the scratch base.
@@ -371,15 +361,15 @@ def diff(before: Snapshot, after: Snapshot) -> tuple[list[dict], list[dict], lis
 
 
 def remove_known(run_dir: str, root: str, snap: Snapshot, overlay: bool = False) -> None:
-    """Delete a run's scratch tree from its snapshot (children first), then the directories the
-    snapshot does not name; anything unexpected (a mount point written to, say) -> remove_tree.
+    """Delete a run's scratch tree from its snapshot, then the directories it does not name; on
+    anything unexpected (a mount point written to, say), remove_tree.
 
     Args:
         run_dir: the run's scratch directory.
         root: the directory `snap` was taken of: the fresh copy, or with `overlay` the upper one.
         snap: its snapshot, taken with every process of the run gone.
-        overlay: the run's root was an overlay: left over are the upper directory and overlayfs's
-            work directory (empty after the unmount), not the copy's mount points.
+        overlay: the root was an overlay: left over are the upper and work directories, not the
+            copy's mount points.
     """
     if snap.truncated:
         remove_tree(run_dir)

@@ -1,15 +1,9 @@
 """The seccomp filter every sandboxed command runs under, built with libseccomp (through ctypes).
 
-A shell command never needs these calls, and each is a way for a candidate to reach past its
-run: kernel keyrings are shared by uid (a concurrent run's key, or the user's own secrets);
-ptrace, process_vm_readv/writev, pidfd_open and pidfd_getfd on pid 1 would let it read the
-launcher's memory or make pid 1 fork outside the command's limits; the rest are kernel attack
-surface a command has no use for (Docker's default profile denies them too). Denied calls fail
-with EPERM, so a tool that tries one reports an error instead of dying.
-
-The program is exported once per process as a `struct sock_filter` array, the format bubblewrap's
-`--seccomp FD` reads, and vf-sandbox reads the same option: one filter for both launchers. Where
-libseccomp is missing, `program()` is None and `Sandbox` says so (`verifirst doctor` too).
+What it denies and why: docs/sandbox-threat-model.md, (e). Denied calls fail with EPERM, so a tool
+that tries one reports an error instead of dying. The program is exported once per process in the
+format bubblewrap's `--seccomp FD` reads, which vf-sandbox reads too. Where libseccomp is missing,
+`program()` is None and `verifirst doctor` says so.
 """
 from __future__ import annotations
 
@@ -69,12 +63,9 @@ def unavailable_reason() -> str | None:
 
 @functools.cache
 def program() -> bytes | None:
-    """The filter as bubblewrap's `--seccomp` reads it (None where libseccomp is missing).
-
-    A call this kernel's architecture does not have is skipped (libseccomp resolves names per
-    architecture), and a call from a foreign architecture (32-bit code) kills the process, as
-    libseccomp's default says: no sandbox task runs 32-bit binaries.
-    """
+    """The filter as bubblewrap's `--seccomp` reads it (None where libseccomp is missing). A call
+    this architecture does not have is skipped; a call from a foreign architecture (32-bit code)
+    kills the process, libseccomp's default."""
     lib = _lib()
     if lib is None:
         return None

@@ -1,6 +1,5 @@
 """vf-sandbox's fork server (_forkserver.c): the launcher's start-up (and, as root, the uid drop)
-paid once per process, not once per run. For each run the server clones the run's pid 1 straight
-into its new namespaces and reports its pid and exit status. Where there is none (bubblewrap,
+paid once per process, not once per run. Where there is none (bubblewrap,
 VERIFIRST_SANDBOX_FORKSERVER=0, a server that did not start), a run execs the launcher.
 
     sp = spawner(ids, binary=vf_sandbox)  # None: Popen
@@ -27,9 +26,8 @@ _SNDBUF = 8 << 20
 
 
 class SpawnedProcess:
-    """A run sent to the spawner, with the parts of Popen the sandbox uses. The request is not
-    waited for: `pid` (and so wait and kill) waits for the server's reply, and raises the
-    OSError Popen would have raised when the run could not start."""
+    """A run sent to the server, with the parts of Popen the sandbox uses; `pid` waits for the
+    server's reply, and raises the OSError Popen would have raised when the run could not start."""
 
     def __init__(self, owner: "ForkServer", rid: int, stdout, stderr):
         self._owner, self._rid, self.stdout, self.stderr = owner, rid, stdout, stderr
@@ -54,8 +52,8 @@ class SpawnedProcess:
 
     @property
     def leader(self) -> bool:
-        """Whether the run leads a process group of its own (killpg reaches it); vf-sandbox's pid 1,
-        which its fork server clones straight into the namespaces, does not (killing it ends them)."""
+        """Whether the run leads a process group of its own (killpg reaches it); a pid 1 the server
+        cloned does not (killing it ends its namespaces)."""
         self.pid  # noqa: B018 - the reply says
         return self._leader
 
@@ -162,16 +160,13 @@ class ForkServer:
                 self._cond.notify_all()
 
     def popen(self, argv: list[str], env: dict[str, str], pass_fds: list[int]) -> SpawnedProcess:
-        """Start `argv` as the server's uid: stdin /dev/null, stdout and stderr pipes to us,
-        `pass_fds` at their own numbers, a new session, cwd /.
+        """Start `argv` as the server's uid (stdin /dev/null, stdout and stderr pipes to us, cwd /),
+        not waiting for the reply: a run that cannot start raises Popen's OSError from `pid`, `wait`.
 
         Args:
             argv: the command (argv[0] a path).
             env: its whole environment.
             pass_fds: our descriptors it inherits, at the same numbers.
-
-        The server's reply is not waited for: a run that cannot start (a binary that cannot
-        run, an argument list too long) raises the OSError Popen would from `pid` and `wait`.
         """
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -251,8 +246,7 @@ def spawner(ids: tuple[int, int] | None, binary: str) -> ForkServer | None:
 
 
 def task_ids() -> list[int]:
-    """The servers' process ids and their reader threads' ids: what a benchmark that sets a
-    scheduling policy for the sandbox sets it for, besides its own thread."""
+    """The servers' process ids and their reader threads' ids (a benchmark sets their scheduling)."""
     live = [sp for sp in list(_SPAWNERS.values()) if sp is not None and not sp._dead]
     return [sp._proc.pid for sp in live] + [sp._reader.native_id for sp in live if sp._reader.native_id]
 
@@ -263,8 +257,7 @@ def cpu_s() -> float:
 
 
 def _forget_in_child() -> None:
-    """In a forked child: drop the parent's servers (closing our copy of each socket; shutting
-    it down would end the parent's server too)."""
+    """In a forked child: drop the parent's servers (closing, not shutting down, each socket)."""
     global _LOCK
     _LOCK = threading.Lock()
     for sp in _SPAWNERS.values():

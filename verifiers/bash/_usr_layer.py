@@ -1,14 +1,10 @@
 """The host's /usr as a lower layer a run can write over (copy-on-write), as root.
 
-A task's setup may replace a binary (`cp stub /usr/bin/hostname`), as the benchmark containers
-allow. An overlay over /usr keeps the host's files unchanged, but inside a run's user namespace the
-host's root-owned files belong to nobody, so the kernel refuses to copy them up. As root we make,
-once per process, a read-only idmapped clone of /usr in which the host's uid and gid 0 appear as
-the sandbox's uid and gid (root inside a run; in sysadmin mode every host id below 65536
-shows as itself): the run's overlay uses it as its lower layer. It is
-never writable (MOUNT_ATTR_RDONLY) and is attached under the scratch base, which only root can
-enter. Where this cannot be made (not root, a kernel or file system without idmapped mounts),
-`lower()` is None and /usr stays a read-only bind.
+A task's setup may replace a binary (`cp stub /usr/bin/hostname`). Inside a run's user namespace
+the host's root-owned files belong to nobody, so an overlay could not copy them up: as root we
+make, once per process, a read-only idmapped clone of /usr in which host ids 0.. show as the
+sandbox's (root inside a run), attached under the scratch base, which only root can enter. Where
+it cannot be made (not root, no idmapped mounts), `lower()` is None and /usr is a read-only bind.
 """
 from __future__ import annotations
 
@@ -60,13 +56,8 @@ def _make(at: str, ids: tuple[int, int], src: str) -> str:
 
 
 def _detach(at: str, owner: int) -> None:
-    if os.getpid() != owner:
-        return
-    _cgroup.libc().umount2(os.fsencode(at), 2)  # MNT_DETACH
-    try:
-        os.rmdir(at)
-    except OSError:
-        pass
+    if os.getpid() == owner:
+        _cgroup.unmount(at)
 
 
 def lower(base: str, ids: tuple[int, int] | None, src: str = "/usr") -> str | None:
@@ -77,8 +68,8 @@ def lower(base: str, ids: tuple[int, int] | None, src: str = "/usr") -> str | No
         ids: the sandbox's host ids; None (not root): no clone.
         src: the tree: the host's /usr, or a task image's.
     """
-    if ids is None or os.geteuid() != 0 or os.environ.get("VERIFIRST_SANDBOX_WRITABLE_USR", "1") == "0":
-        _STATE.setdefault("why", "not root: /usr is read-only in runs" if ids is None else "turned off")
+    if ids is None or os.geteuid() != 0:
+        _STATE.setdefault("why", "not root: /usr is read-only in runs")
         return None
     key = f"{base}:{ids}:{os.getpid()}:{src}"
     if key not in _STATE:

@@ -4,20 +4,13 @@
     r = sb.run('find /testbed -name "*.java" | wc -l', fixture="nl2sh-fs1")
     gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
 
-The sandbox is built by vf-sandbox (_launcher, started through its fork server: _spawner) from
-bubblewrap's options (_bwrap.argv); by bubblewrap where vf-sandbox cannot be built or cannot
-build it here. The command reaches `bash -c` as one argv element, exactly as written. Each run
-gets its own 0700 scratch directory (as root, a tmpfs of its own). With vf-sandbox or a bwrap
-that has `--overlay` (>= 0.10), the root is an overlay whose lower layer is the fixture written
-once per process and whose upper layer is the run's, so a run copies nothing and the diff walks
-only what it wrote; otherwise the run gets a fresh copy of the fixture. Either way the diff
-against the fixture (type, mode, sha256) is the run's file-system effect. As root, the launcher
-runs as an unprivileged uid. What a run can and cannot reach: docs/sandbox-threat-model.md.
-
-Sysadmin mode (a fixture with `sysadmin=True`, e.g. the built-in "sysadmin"): the run's root
-carries its own writable /etc (passwd, group, locked shadow/gshadow placeholders, sudoers, PAM)
-and the package database (/var/lib/dpkg), so useradd, passwd, sudo and su work and /etc changes
-are part of the diff; as root, the run gets a user namespace of 65536 ids (admin_userns).
+Built by vf-sandbox (_launcher, through its fork server: _spawner), else bubblewrap, from the
+options _bwrap.argv writes; the command reaches `bash -c` as one argv element. The root is an
+overlay on the fixture written once per process (or, without overlays, a fresh copy), and the
+run's file-system effect is its diff against the fixture (type, mode, sha256). What a run can and
+cannot reach: docs/sandbox-threat-model.md. Sysadmin mode (a fixture with `sysadmin=True`): the
+run's root carries its own writable /etc (accounts with locked passwords, sudoers, PAM) and
+/var/lib/dpkg, so useradd, passwd, sudo and su work and /etc changes are part of the diff.
 """
 from __future__ import annotations
 
@@ -112,7 +105,7 @@ class Sandbox:
             return
         if r.exit_code != 0:
             raise SandboxUnavailable(_bwrap.probe_failure(self._bwrap, _ids(), r.exit_code, r.stderr))
-        if r.stdout.strip() != str(self.limits["nofile"]):  # bash read no BASH_ENV: no limits
+        if r.stdout.strip() != str(self.limits["nofile"]):  # pid 1 did not get the limits
             raise SandboxUnavailable(f"{self._bwrap.kind} ({self._bwrap.path}) ran, but the sandbox's resource limits "
                                      f"were not applied (open files: {r.stdout.strip()!r}): {r.stderr[:300]}")
         _STATE[key] = "ok"
@@ -124,8 +117,7 @@ class Sandbox:
     def run_then(self, command: str, fixture: str | fixtures.Fixture,
                  then: "Callable[[RunResult], tuple[str, bytes] | None]") -> tuple[RunResult, RunResult | None]:
         """`command`, then (unless `then` says None) a second command on the root it left, in a
-        new sandbox: the first run's processes are all gone (its pid namespace died with its pid 1)
-        before the second starts, so nothing of the first can touch the second (a task's check).
+        new sandbox started once the first run's processes are all gone (a task's check).
 
         Args:
             command: the first command (a candidate).
