@@ -125,7 +125,7 @@ def _optimize(tmp_path, **kw):
     ({"threads": 0}, InputError, ["[threads]: got 0", "a whole number in [1, 256]"]),
     ({"threads": 100000}, InputError, ["[threads]: got 100000", "a whole number in [1, 256]"]),
     ({"max_error_rate": 2.0}, InputError, ["[max_error_rate]: got 2.0", "a number in [0, 1]"]),
-    ({"workdir": "/etc/passwd"}, InputError, ["[workdir]", "/etc/passwd is a file"]),
+    ({"workdir": "/etc/passwd"}, ConfigError, ["[workdir]", "is not a directory"]),
     ({"optimizer": "gepa", "splits": SplitManifest([], ["q0", "q1"], ["q2"], 0, (0.0, 0.67, 0.33))},
      ConfigError, ["[splits]", "optimizer 'gepa' needs items in the training split"]),
 ])

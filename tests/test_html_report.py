@@ -141,7 +141,8 @@ def test_cli_report_latest_and_clear_errors(tmp_path):
     res = CliRunner().invoke(app, ["report", "latest", "--workdir", str(tmp_path / "empty")])
     assert res.exit_code == 2 and "no finished run" in res.output
     res = CliRunner().invoke(app, ["report", "0123deadbeef", "--workdir", str(wd)])
-    assert res.exit_code == 2 and "neither a run directory nor" in res.output
+    assert res.exit_code == 2 and "[--workdir]" in res.output and "nothing was created" in res.output, res.output
+    assert not (wd / "mlflow.db").exists()  # a run id is not looked up in a store that is not there
 
 
 def test_stage_rows_show_the_whole_iac_funnel():

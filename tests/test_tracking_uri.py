@@ -26,7 +26,7 @@ def _iac_copy(tmp_path: Path, tracking: str = "") -> Path:
     """examples/iac_tasks.toml with its workdir under tmp_path (and its paths absolute), plus `tracking`."""
     text = (REPO / "examples" / "iac_tasks.toml").read_text(encoding="utf-8")
     text = text.replace('workdir = ".verifirst"', f'workdir = "{tmp_path / "wd"}"')
-    text = text.replace('"examples/', f'"{REPO}/examples/')
+    text = text.replace('"iac_tasks/', f'"{REPO}/examples/iac_tasks/')  # relative to the example's folder
     path = tmp_path / "exp.toml"
     path.write_text(text + tracking, encoding="utf-8")
     return path

@@ -14,9 +14,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import typer  # noqa: E402
 
-from verifirst.cli_common import DEMO_DIR, confirm_spend as _confirm_spend, fail as _fail  # noqa: E402
+from verifirst.cli_common import DEMO_DIR, fail as _fail  # noqa: E402
 from verifirst.cli_common import tracking_uri_option as _tracking_uri_option  # noqa: E402
 from verifirst.core.errors import InputError, VerifirstError  # noqa: E402
+from verifirst.cli_run import (demo_config, demo_outcome, run_experiment as _run_experiment,  # noqa: E402,F401
+                               set_verbosity)
 
 app = typer.Typer(
     help="Optimize code-generator and code-judge prompts against verifiers and workflow outcomes.\n\n"
@@ -37,154 +39,12 @@ app.add_typer(verify_app, name="verify")
 app.add_typer(schema_app, name="schema")
 
 
-# Libraries whose INFO lines and progress bars would interleave with ours; -v lets them speak.
-LIBRARY_LOGGERS = ("dspy", "gepa", "mlflow", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "alembic")
-# Their per-call warnings and tracebacks (truncated replies, failed items) repeat what the run's rows say.
-MODEL_CALL_LOGGERS = ("dspy", "gepa", "litellm", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
-# Plumbing below those libraries: WARNING even with -v (SQLAlchemy alone logs thousands of mapper lines).
-PLUMBING_LOGGERS = ("httpx", "httpcore", "urllib3", "sqlalchemy", "matplotlib", "sentence_transformers",
-                    "chromadb", "llama_cpp", "filelock", "asyncio")
-_VERBOSE = [False]
-
-
-def set_verbosity(verbose: bool) -> None:
-    """Quiet (default): library loggers at WARNING and their tqdm bars off, so a run prints one
-    progress display per phase and the final tables. Verbose: everything at INFO and bars on.
-
-    Called again after heavy imports: some libraries set their own levels when first imported.
-
-    Args:
-        verbose: True for `-v`.
-    """
-    import logging
-
-    _VERBOSE[0] = verbose
-    level = logging.INFO if verbose else logging.WARNING
-    _library_bars(verbose)
-    if not verbose:
-        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-        os.environ.setdefault("LITELLM_LOG", "ERROR")
-    for name in LIBRARY_LOGGERS:
-        logging.getLogger(name).setLevel(level)
-    if not verbose:  # a failed LM call is an ERROR row in the report; its traceback is -v's business
-        for name in MODEL_CALL_LOGGERS:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-    for name in PLUMBING_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    if verbose:
-        logging.basicConfig(level=logging.INFO)
-
-
-# GEPA's one bar over its metric calls is the optimize phase's progress display on a terminal.
-PHASE_BARS = ("GEPA Optimization",)
-
-
-def _library_bars(on: bool) -> None:
-    """tqdm bars on or off for this process. DSPy and GEPA pass disable=False explicitly (so
-    TQDM_DISABLE cannot reach them); our own phases use rich progress, which this leaves alone.
-    Off still lets GEPA's phase bar through on a terminal, never its nested evaluation bars."""
-    import tqdm
-
-    original = tqdm.tqdm.__dict__.get("_verifirst_init") or tqdm.tqdm.__init__
-    tqdm.tqdm._verifirst_init = original
-    if on:
-        tqdm.tqdm.__init__ = original
-        return
-
-    def quiet_init(self, *args, **kwargs):
-        if not (kwargs.get("desc") in PHASE_BARS and sys.stderr.isatty()):
-            kwargs["disable"] = True
-        original(self, *args, **kwargs)
-
-    tqdm.tqdm.__init__ = quiet_init
-
-
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
                                        help="show library INFO logs (DSPy, GEPA, MLflow, LiteLLM) and their "
                                             "progress bars")):
     # No docstring: the app's help (typer.Typer(help=...)) stays the top-level help.
     set_verbosity(verbose)
-
-
-def _check_experiment_tracking_uri(exp, offline: bool) -> None:
-    """The URI an experiment would track to without --tracking-uri (the file's tracking.uri, else
-    MLFLOW_TRACKING_URI), checked before anything is written; an error names the file and line, or
-    the variable.
-
-    Args:
-        exp: the loaded experiment.
-        offline: --offline (the local store is used whatever the URI).
-    """
-    from verifirst.config import _line_of
-    from verifirst.experiment import experiment_text
-    from verifirst.tracking import _USER_URI, check_uri
-
-    if offline or not exp.tracking.get("enabled", True):
-        return
-    uri = exp.tracking.get("uri")
-    text = experiment_text(exp) if uri else ""
-    if text:
-        check_uri(uri, "tracking.uri", path=str(exp.path), line=_line_of(text, "tracking", "uri"))
-    elif uri:
-        check_uri(uri, "tracking.uri")
-    elif _USER_URI:
-        check_uri(_USER_URI, "MLFLOW_TRACKING_URI")
-
-
-def _check_run_dir(run_dir: Path) -> None:
-    """--run-dir: a directory for one run (a new one, or an unfinished run's to resume) that can be written.
-
-    Args:
-        run_dir: the flag's value.
-    """
-    from verifirst.config import RUN_DIR_EXPECTED, check_workdir
-
-    check_workdir(run_dir, field="--run-dir", expected=RUN_DIR_EXPECTED)
-
-
-def _run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, limits=None, dry_run=False,
-                    yes=False):
-    """`verifirst run`: vf.run(exp), which is vf.optimize(**vf.load_config(exp)), printed."""
-    from verifirst import api
-    from verifirst.report import print_report
-
-    set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
-    if run_dir:
-        _check_run_dir(run_dir)
-    if not tracking_uri:  # the flag was checked as it was parsed
-        _check_experiment_tracking_uri(exp, offline)
-    if dry_run:
-        est = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, limits=limits, dry_run=True)
-        _print_estimate(est, as_json)
-        return est
-    out = api.run(exp, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, progress=progress,
-                  echo=(lambda m: typer.echo(m, err=True)) if as_json else typer.echo, limits=limits,
-                  confirm=_confirm_spend(yes))
-    if as_json:
-        from verifirst.report import report_json
-
-        typer.echo(report_json(out.report))
-        return out
-    print_report(out.report)
-    typer.echo(f"report: {out.run_dir / 'report.md'}")
-    if out.run_id:
-        typer.echo(f"MLflow run {out.run_id} in {out.tracking_uri}")
-        typer.echo(f"inspect it: verifirst ui --workdir {exp.experiment['workdir']}")
-    if out.report.get("prompt_uri"):
-        typer.echo(f"optimized prompt registered as {out.report['prompt_uri']}")
-    elif out.report.get("engine") not in (None, "none") and not out.report.get("instructions_changed"):
-        typer.echo("the start instructions were kept (stopped by budget): no prompt registered"
-                   if out.report.get("stopped") else "the optimizer kept the seed instructions: no prompt registered")
-    return out
-
-
-def _print_estimate(estimate, as_json: bool) -> None:
-    """A dry run's estimate: the table (or JSON with --json) on stdout."""
-    if as_json:
-        typer.echo(json.dumps(estimate.as_dict(), indent=2))
-    else:
-        typer.echo(estimate.render(), nl=False)
 
 
 @app.command()
@@ -214,17 +74,20 @@ def run(experiment: Path = typer.Argument(..., help="experiment TOML file"),
     stop, to resume: calls already made come from the cache.) `--dry-run` prints what the run would
     spend; with a max_usd whose limit the estimate exceeds, the run asks first (--yes: start anyway).
     """
+    given = dict(locals())  # the flags, before any import adds a name
     from verifirst import config
     from verifirst.core.engine import check_limit
+    from verifirst.requests.verbs import RUN_FLAG_FIELDS, RunFlags
 
     try:
+        flags = RunFlags.build(given, names=RUN_FLAG_FIELDS)  # every flag, before the file is read
         limits = {"max_usd": max_usd, "max_tokens": max_tokens, "max_lm_calls": max_lm_calls, "max_wall_s": max_wall_s}
-        for key, value in limits.items():  # refused before the file is read: 0 is never "unlimited"
+        for key, value in limits.items():  # 0 is never "unlimited"
             if value is not None:
                 check_limit(value, "--" + key.replace("_", "-"), integer=key in ("max_tokens", "max_lm_calls"))
-        exp = config.load(experiment)
+        exp = config.load(flags.experiment)
         config.objective_flags(exp, objective, margin)
-        _run_experiment(exp, run_dir, tracking_uri, offline, as_json, limits=limits, dry_run=dry_run, yes=yes)
+        _run_experiment(exp, flags.run_dir, tracking_uri, offline, as_json, limits=limits, dry_run=dry_run, yes=yes)
     except VerifirstError as e:
         _fail(e)
 
@@ -236,45 +99,6 @@ file names.
 Example: verifirst optimize examples/bash_gepa.toml --dry-run
 (prints what the run would spend; without --dry-run it runs, e.g. with --run-dir runs/bash1 --max-usd 5.)
 """)(run)
-
-
-def demo_config(workdir: Path, budget: int = 24, model: str | None = None) -> dict:
-    """The demo's experiment: GEPA on the built-in bash pack, on the embedded model or `model`.
-
-    Args:
-        workdir: where the cache, runs and MLflow store go.
-        budget: GEPA metric calls.
-        model: a LiteLLM model string for the task and reflection roles (None: the embedded model).
-    """
-    return {
-        "experiment": {"name": "demo-bash-gepa", "workdir": str(workdir), "seed": 0, "threads": 1,
-                       "description": f"built-in NL->Bash pack, GEPA on {model or 'the embedded SmolLM2-135M'}"},
-        "suite": {"name": "bash-builtin", "limit": 24},
-        "program": {"name": "bash-generator", "options": {"variant": "predict"}},
-        "verifier": {"name": "bash-pack"},
-        "splits": {"ratios": [0.34, 0.33, 0.33]},
-        "optimizer": {"name": "gepa", "max_metric_calls": budget},
-        # Short answers keep the 135M model fast: a bash command fits in 128 tokens.
-        "models": {"task": model, "reflection": model} if model else
-                  {"task": {"model": "local", "max_tokens": 128}, "reflection": "local"},
-    }
-
-
-def demo_outcome(report: dict) -> str:
-    """One line on what the held-out split shows, and where a real model goes when nothing improved.
-
-    Args:
-        report: the demo run's report.
-    """
-    t = (report.get("splits") or {}).get("test") or {}
-    b, a = t.get("before") or {}, t.get("after") or {}
-    what = f"test {b.get('pass')}/{b.get('scored')} -> {a.get('pass')}/{a.get('scored')} passed"
-    if b.get("scored") and a.get("scored") and a["pass"] / a["scored"] > b["pass"] / b["scored"]:
-        return f"held-out result: {what} (interval and McNemar's p in the table above)"
-    task = (report.get("models") or {}).get("task") or "task"
-    task = "embedded 135M" if task == "local" else task
-    return (f"no improvement on held-out items ({what}): the {task} model is the limit; for a result plug a real one: verifirst demo --model openai/gpt-4o-mini, "
-            "or task = \"openai/gpt-4o-mini\" under [models] in examples/bash_gepa.toml")
 
 
 @app.command()
@@ -301,29 +125,31 @@ def demo(workdir: Path = typer.Option(DEMO_DIR, help="where the cache, runs and 
 
 
 @app.command()
-def ui(workdir: Path = typer.Option(DEMO_DIR, help="workdir whose MLflow store to open"),
+def ui(workdir: Optional[Path] = typer.Option(None, help="workdir whose MLflow store to open (default: "
+                                                        "MLFLOW_TRACKING_URI when set, else .verifirst)"),
        tracking_uri: Optional[str] = _tracking_uri_option("open this store instead of --workdir's"),
        port: int = typer.Option(5000), host: str = typer.Option("127.0.0.1")):
     """Start the MLflow UI on the run store (127.0.0.1 only by default).
 
     Example: verifirst ui --workdir .verifirst --port 5001
-    (then open http://127.0.0.1:5001; a run prints the --workdir to pass.)
+    (then open http://127.0.0.1:5001; a run prints the command that opens its store.)
+    Exit 2 when it cannot serve: no store in --workdir (none is created), a host that does not
+    resolve, a port in use.
     """
-    from verifirst.config import check_number
-    from verifirst.tracking import default_uri
+    from verifirst.requests.verbs import UI_FLAGS, UiRequest
 
     try:
-        check_number(port, 1, 65535, "--port", integer=True)
+        req = UiRequest.build(dict(workdir=workdir, tracking_uri=tracking_uri, port=port, host=host), names=UI_FLAGS)
+        uri = req.check_can_serve(DEMO_DIR)
     except VerifirstError as e:
         _fail(e)
-
-    uri = tracking_uri or default_uri(workdir)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     typer.echo(f"MLflow UI for {uri} at http://{host}:{port}  (Ctrl-C stops it)")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
-    if uri.startswith("sqlite:"):
-        cmd += ["--default-artifact-root", (Path(workdir) / "mlartifacts").resolve().as_uri()]
+    if uri.startswith("sqlite:"):  # artifacts beside the store, as the runs logged them
+        store = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+        cmd += ["--default-artifact-root", (store.parent / "mlartifacts").resolve().as_uri()]
     os.execvpe(cmd[0], cmd, env)
 
 
@@ -337,7 +163,7 @@ def _latest_run(workdir: Path) -> Path:
 
 
 def _load_report(run: str, workdir: Path) -> dict:
-    path = _latest_run(workdir) if run == "latest" else Path(run)
+    path = _latest_run(workdir) if run == "latest" else Path(run).expanduser()  # as ReportRequest read it
     if (path / "report.json").exists():
         return json.loads((path / "report.json").read_text())
     if path.is_dir():
@@ -369,8 +195,11 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
     Example: verifirst report latest --html report.html
     """
     from verifirst.report import markdown, print_report
+    from verifirst.requests.verbs import REPORT_FLAGS, ReportRequest
 
     try:
+        req = ReportRequest.build(dict(run=run, workdir=workdir, html=html, as_json=as_json), names=REPORT_FLAGS)
+        run, workdir, html = req.run, req.workdir, req.html
         rep = _load_report(run, workdir)
         if html is not None:
             from verifirst.report.html import write_html  # type: ignore[attr-defined]
@@ -416,15 +245,18 @@ def verify_bash(gold: Optional[str] = typer.Option(None, help="reference command
     With the task's own check instead of a reference (exit 0 pass, 1 fail, 3 no verdict):
     verifirst verify bash --check tests.sh --pred 'echo 42 > answer.txt' --fixture empty
     """
+    from verifirst.requests.verbs import VERIFY_BASH_FLAGS, VerifyBashRequest
+
     try:
+        req = VerifyBashRequest.build(dict(gold=gold, pred=pred, fixture=fixture, task=task, llm=llm, model=model,
+                                           params=params, timeout=timeout, unsafe_local=unsafe_local, check=check,
+                                           as_json=as_json), names=VERIFY_BASH_FLAGS)
+        params, check = req.params, req.check  # ~ expanded
         if check is not None:
             from verifirst.verifiers.bash.oracle import cli_verify_check
 
             raise typer.Exit(cli_verify_check(str(check), pred, fixture, as_json, timeout_s=max(timeout, 10.0),
                                               unsafe_local=unsafe_local))
-        if gold is None:
-            raise InputError("give --gold (a reference command) or --check (the task's check script)",
-                             field="--gold", expected="a command, or --check FILE")
         from verifirst.verifiers.bash.feh import cli_verify_bash  # type: ignore[attr-defined]
 
         raise typer.Exit(cli_verify_bash(gold, pred, fixture, as_json, task=task, llm=llm,
@@ -460,11 +292,16 @@ def verify_terraform(path: Path = typer.Argument(..., help=".tf file or director
     Without terraform installed, with the scanner gate too (this config fails it: exit 1):
     verifirst verify terraform examples/iac --backend python --gates validate,plan,opa,checkov
     """
+    from verifirst.requests.verbs import VERIFY_TERRAFORM_FLAGS, VerifyTerraformRequest
+
     try:
+        req = VerifyTerraformRequest.build(dict(path=path, policy=policy, backend=backend, schema_file=schema,
+                                                as_json=as_json, gates=tuple(gates.split(",")) if gates else None),
+                                           names=VERIFY_TERRAFORM_FLAGS)
         from verifirst.verifiers.terraform.verifier import cli_verify_terraform  # type: ignore[attr-defined]
 
-        raise typer.Exit(cli_verify_terraform(path, policy, backend, schema, as_json,
-                                              gates=gates.split(",") if gates else None))
+        raise typer.Exit(cli_verify_terraform(req.path, req.policy, backend, req.schema_file, as_json,
+                                              gates=list(req.gates) if req.gates else None))
     except VerifirstError as e:
         _fail(e)
 
@@ -588,11 +425,13 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="a registered
     Example: verifirst bench judge-validation --suite bash-pack --limit 10 --judge-lm openai/gpt-4o-mini --json
     """
     from verifirst.core import registry
+    from verifirst.requests.verbs import BENCH_FLAGS, BenchRequest
 
     studies = _studies()
     if name not in studies:
         _fail(VerifirstError(f"unknown experiment {name!r}; one of {', '.join(studies)}"))
     try:
+        BenchRequest.build({"name": name, "args": tuple(ctx.args)}, names=BENCH_FLAGS)  # shared counts, no nan/inf
         main_fn = registry.component("study", name)
         rc = main_fn(list(ctx.args))
     except VerifirstError as e:

@@ -28,7 +28,7 @@ filesystem root, the home folder itself and system folders.
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Annotated, Any, Mapping
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError,
@@ -62,6 +62,8 @@ def given_text(value: Any) -> str:
     Args:
         value: the refused value (pydantic's `input`).
     """
+    if isinstance(value, PurePath):  # a path as typed, not PosixPath('...')
+        value = str(value)
     text = "nothing" if value is _MISSING else repr(value)
     text = text.replace("\n", "\\n")
     return text if len(text) <= _GIVEN_MAX else text[:_GIVEN_MAX - 3] + "..."
@@ -213,11 +215,10 @@ _SYSTEM_DIRS = {"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc",
 
 
 def _run_dir(p: Path) -> Path:
+    # a file, or a folder that cannot be written, is config.check_workdir's: it probes the place
     resolved = p.resolve()
     if str(resolved) in _SYSTEM_DIRS or resolved == Path.home().resolve():
         raise ValueError(f"a folder of its own for verifirst's files, not {resolved}")
-    if resolved.exists() and not resolved.is_dir():
-        raise ValueError(f"a folder ({resolved} is a file)")
     return p
 
 

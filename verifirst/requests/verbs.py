@@ -20,12 +20,6 @@ def _existing_file(p):
     return p
 
 
-def _existing(p):
-    if not p.exists():
-        raise ValueError(f"an existing file or folder ({p} does not exist)")
-    return p
-
-
 def _command(v: str) -> str:
     if not v.strip():
         raise ValueError("a command (not empty)")
@@ -35,7 +29,6 @@ def _command(v: str) -> str:
 
 
 ExistingFile = Annotated[UserPath, AfterValidator(_existing_file)]
-ExistingPath = Annotated[UserPath, AfterValidator(_existing)]
 Command = Annotated[str, AfterValidator(_command)]
 TIMEOUT_MAX_S = 3600.0  # one command, one verdict: an hour is a typo's ceiling, not a wait
 Timeout = Annotated[PositiveFloat, Field(le=TIMEOUT_MAX_S)]
@@ -67,12 +60,13 @@ Gate = Literal["validate", "plan", "opa", "checkov"]
 
 
 class VerifyTerraformRequest(Request):
-    """`verifirst verify terraform`: one field per flag."""
+    """`verifirst verify terraform`: one field per flag (whether PATH, --policy and --schema exist and
+    parse is the verifier's check: it names the file and line)."""
 
-    path: ExistingPath
-    policy: Optional[ExistingFile] = None
+    path: UserPath
+    policy: Optional[UserPath] = None
     backend: Literal["auto", "terraform", "python", "real"] = "auto"
-    schema_file: Optional[ExistingFile] = None
+    schema_file: Optional[UserPath] = None
     as_json: StrictBool = False
     gates: Optional[Annotated[tuple[Gate, ...], Field(min_length=1)]] = None
 
@@ -82,9 +76,9 @@ def _store_of(workdir: Path) -> Path:
 
 
 class ReportRequest(Request):
-    """`verifirst report`: one field per flag. RUN that is no run directory is looked up in
-    --workdir's runs or its MLflow store, which must exist: opening a store that is not there would
-    create an empty one (a mistyped --workdir). MLFLOW_TRACKING_URI, when set, is the store."""
+    """`verifirst report`: one field per flag. RUN that is neither `latest` nor a run directory is a
+    run id looked up in --workdir's MLflow store, which must exist: opening a store that is not
+    there would create an empty one (a mistyped --workdir). MLFLOW_TRACKING_URI, when set, is the store."""
 
     run: NonEmptyStr
     workdir: UserPath
@@ -93,14 +87,11 @@ class ReportRequest(Request):
 
     @model_validator(mode="after")
     def _workdir_exists(self):
-        if self.run != "latest" and Path(self.run).expanduser().is_dir():
-            return self
-        if self.run != "latest" and os.environ.get("MLFLOW_TRACKING_URI"):
+        if self.run == "latest" or Path(self.run).expanduser().is_dir():
+            return self  # read from files only: a missing workdir has no finished run, and nothing is created
+        if os.environ.get("MLFLOW_TRACKING_URI"):
             return self  # a run id in the user's own store
-        if not self.workdir.is_dir():
-            raise PydanticCustomError("workdir", "a workdir that holds runs ({dir} does not exist; nothing was created)",
-                                      {"dir": str(self.workdir)})
-        if self.run != "latest" and not _store_of(self.workdir).is_file():
+        if not _store_of(self.workdir).is_file():
             raise PydanticCustomError("workdir", "a run directory, or a workdir with an MLflow store ({store} does "
                                       "not exist; nothing was created)", {"store": str(_store_of(self.workdir))})
         return self
@@ -207,7 +198,7 @@ class RunFlags(Request):
     """`verifirst run`'s own options, checked before the experiment file is read; with the file they
     make the OptimizeRequest (RUN_FLAGS says which field each sets)."""
 
-    experiment: ExistingFile
+    experiment: UserPath  # config.load says when it is not there, or not a file
     run_dir: Optional[RunDir] = None
     tracking_uri: Optional[NonEmptyStr] = None
     offline: StrictBool = False
