@@ -71,7 +71,7 @@ test-security: $(STAMPS)/install-test $(STAMPS)/apt
 	$(BIN)/python -m pytest -q -rs -m security tests
 
 fuzz: $(STAMPS)/install-test
-	VERIFIRST_FUZZ=long $(BIN)/python -m pytest -q tests/test_fuzz_inputs.py
+	VERIFIRST_FUZZ=long $(BIN)/python -m pytest -q tests/test_fuzz_inputs.py tests/test_fuzz_requests.py
 
 # One benchmark at a time (they time themselves); each results file records cores, load and date.
 PERF := benchmarks/perf
