@@ -12,7 +12,9 @@ INTRO = """# Command line
 
 `verifirst --help` lists the verbs; each has `--help` with an example. Bad input (a file that
 does not parse, an unknown name, a value out of range) exits 2 with a message naming the file and
-line or the option, and writes nothing.
+line or the option, and writes nothing. Each verb's options make one typed request
+(`verifirst.requests`), checked whole before the verb reads, writes or starts anything; a refusal
+reads `[--option]: got VALUE (expected: WHAT)`, and nan or inf is refused for every number.
 
 This page is generated from the command-line app (`verifirst/cli.py`).
 """

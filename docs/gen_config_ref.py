@@ -15,6 +15,16 @@ named (exit 2). `verifirst run FILE` runs it; `vf.run(FILE)` is the same from Py
 
 This page is generated from the schema in `verifirst/config.py`, so it lists exactly what the
 validator accepts.
+
+Paths: `suite.path`, `splits.manifest` and the path options of a suite, program or verifier (a
+Terraform verifier's `policy_dir`, ...) are read against the experiment file's folder, so the file
+runs the same from any directory; `workdir` is where the command runs (where `verifirst ui` and
+`verifirst report` look); `~` expands in every path. Numbers are finite (`nan` and `inf` are
+refused alike). What reaches DSPy or MLflow is checked against what they accept before the run:
+`[optimizer] options` against `dspy.GEPA`'s or `dspy.SIMBA`'s constructor (names and annotated
+types; the arguments verifirst sets itself, such as `max_full_evals`, are refused with where to set
+them), `experiment.name` and `tracking.experiment` against MLflow's name rules. Each refusal reads
+`file:line [section.key]: what was given (expected: what is accepted)`.
 """
 
 

@@ -24,7 +24,8 @@ DEFAULT_MAX_ERROR_RATE = 0.5  # the one default for files, the CLI and the Pytho
 SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     "experiment": {
         "name": ((str,), "experiment", "name of the MLflow experiment and run"),
-        "workdir": ((str,), ".verifirst", "directory for cache, runs and the local MLflow store"),
+        "workdir": ((str,), ".verifirst", "directory for cache, runs and the local MLflow store (where the command "
+                                          "runs; ~ expands)"),
         "seed": ((int,), 0, "seed for splits and optimizers"),
         "threads": ((int,), 1, "parallel program calls during evaluation and optimization"),
         "max_error_rate": ((float, int), DEFAULT_MAX_ERROR_RATE, "stop (exit 1) when more than this fraction of items are LM errors "
@@ -36,7 +37,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     },
     "suite": {
         "name": ((str,), None, "suite to load (see `verifirst components`)"),
-        "path": ((str,), None, "file or directory the suite reads, where it needs one"),
+        "path": ((str,), None, "file or directory the suite reads, where it needs one (relative to this file's "
+                                "folder)"),
         "limit": ((int,), None, "use only the first N items (after a seeded shuffle)"),
         "options": ((dict,), {}, "suite-specific options"),
     },
@@ -51,7 +53,8 @@ SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], Any, str]]] = {
     "splits": {
         "ratios": ((list,), list(DEFAULT_RATIOS), "train, val, test fractions"),
         "stratify": ((str,), None, "item meta field to stratify on"),
-        "manifest": ((str,), None, "reuse a saved split manifest instead of splitting"),
+        "manifest": ((str,), None, "reuse a saved split manifest instead of splitting (relative to this file's "
+                                    "folder)"),
         "no_val": ((bool,), False, "run with an empty validation split (ratios give val 0)"),
         "no_test": ((bool,), False, "run without a held-out test split (ratios give test 0): no test number"),
         "by": ((str,), "random", "random (seeded hash, grouped, stratified) | time (train oldest, test newest)"),
