@@ -81,7 +81,7 @@ def _running_mlflow_runs(workdir: Path) -> list[str]:
 
 
 def run_trial(base: Path, sig: str, seed: int, cap: int | None = None, latency_s: float = 0.02,
-              timeout_s: float = 180.0) -> dict:
+              timeout_s: float = float(os.environ.get("VERIFIRST_SIGNALS_TIMEOUT_S", 600))) -> dict:
     """Start, stop with `sig` once the endpoint has seen a random number of requests, resume.
 
     Args:
@@ -121,6 +121,8 @@ def run_trial(base: Path, sig: str, seed: int, cap: int | None = None, latency_s
         out.update(first_rc=proc.returncode, requests_at_signal=sent_at_signal, requests_after_first=fake.requests,
                    first_stderr=err.strip().splitlines()[-3:])
         out["running_after_first"] = len(_running_mlflow_runs(workdir))
+        out["first_wall_s"] = round(time.time() - t0, 1)
+        t1 = time.time()
         resumed = _cli(exp, run_dir, cap)
         try:
             _, err2 = resumed.communicate(timeout=timeout_s)
@@ -128,7 +130,7 @@ def run_trial(base: Path, sig: str, seed: int, cap: int | None = None, latency_s
             resumed.kill()
             return {**out, "ok": False, "why": "the resumed run did not end"}
         time.sleep(0.05)  # a request the resumed run abandoned still reaches the counter
-        out.update(resume_rc=resumed.returncode, endpoint_requests=fake.requests,
+        out.update(resume_rc=resumed.returncode, endpoint_requests=fake.requests, resume_wall_s=round(time.time() - t1, 1),
                    resume_stderr=err2.strip().splitlines()[-3:])
     try:
         state = json.loads((run_dir / "run_state.json").read_text())
