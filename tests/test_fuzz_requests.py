@@ -172,6 +172,7 @@ def test_run_flags(no_runs, flags):
 @example(run="latest", workdir="missing", as_json=False)
 @example(run="0123456789abcdef", workdir="typo", as_json=False)
 @example(run="~", workdir="wd", as_json=False)  # found by the ci profile: ~ was a folder to the check, a run id to the reader
+@example(run="~0", workdir="wd", as_json=False)  # found by the long profile: ~user of no user was a RuntimeError
 def test_report_flags(run, workdir, as_json):
     from verifirst.cli import app
 

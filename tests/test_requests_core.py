@@ -97,3 +97,19 @@ def test_refusal_from_a_bare_validation_error():
     except ValidationError as err:
         e = refusal(err, names=NAMES)
     assert str(e).startswith("[--limit]: got 'many' (expected: a valid integer")
+
+
+def test_a_tilde_user_this_machine_does_not_know_stays_as_written():
+    from verifirst.core.request import expand_user
+
+    assert expand_user("~no-such-user-0/x") == Path("~no-such-user-0/x")  # as a shell leaves it; no RuntimeError
+    assert _R.build({"pred": "x", "data": "~0"}).data == Path("~0")
+
+
+def test_an_experiment_workdir_of_an_unknown_user_is_no_traceback(tmp_path):
+    from verifirst import config
+
+    p = tmp_path / "e.toml"
+    p.write_text('[experiment]\nworkdir = "~no-such-user-0/w"\n[suite]\nname = "bash-builtin"\n'
+                 '[program]\nname = "bash-generator"\n[verifier]\nname = "exact"\n')
+    assert config.load(p).experiment["workdir"] == "~no-such-user-0/w"

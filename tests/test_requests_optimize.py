@@ -252,3 +252,64 @@ def test_an_infinite_spend_limit_is_refused_as_nan_is(value):
     with pytest.raises(InputError) as e:
         vf.Budget(max_usd=value)
     assert "[budget.max_usd]" in str(e.value) and "finite" in str(e.value)
+
+
+# -- every experiment-file key: a bad value is refused at its key, before anything is written --------
+
+FILE_BASE = {"experiment": {"name": '"e"', "workdir": '"wd"'},
+             "suite": {"name": '"outcomes"', "path": '"data.jsonl"'},
+             "program": {"name": '"passfail-judge"', "options": '{ view = "title" }'},
+             "verifier": {"name": '"label"'}, "optimizer": {"name": '"none"'},
+             "models": {"task": '"openai/gpt-4o-mini"'}, "tracking": {"enabled": "false"}}
+BAD_KEYS = {
+    "experiment.name": '"' + "x" * 300 + '"', "experiment.workdir": '"/etc/passwd"', "experiment.seed": "-1",
+    "experiment.threads": "0", "experiment.max_error_rate": "nan", "experiment.executor": '"gpu"',
+    "experiment.ray_address": "3", "experiment.description": "3",
+    "suite.name": '"nope"', "suite.path": '"missing.jsonl"', "suite.limit": "0", "suite.options": "{ bogus = 1 }",
+    "program.name": '"nope"', "program.options": '{ veiw = "x" }',
+    "verifier.name": '"nope"', "verifier.options": "{ bogus = 1 }",
+    "splits.ratios": "[0.5, 0.5]", "splits.stratify": "3", "splits.manifest": '"missing.json"',
+    "splits.no_val": '"yes"', "splits.no_test": '"yes"', "splits.by": '"size"', "splits.time_field": "3",
+    "splits.windows": "true",
+    "optimizer.name": '"nope"', "optimizer.options": "{ bogus = 1 }", "optimizer.max_metric_calls": "0",
+    "optimizer.auto": '"huge"', "optimizer.max_iters": "0",
+    "models.task": '""', "models.reflection": "3", "models.teacher": "3", "models.judge": "3",
+    "models.temperature": "5",
+    "budget.max_usd": "inf", "budget.max_tokens": "0", "budget.max_lm_calls": "-1", "budget.max_wall_s": "nan",
+    "budget.per_role": "{ tusk = { max_usd = 1 } }", "budget.prices": '{ x = 3 }',
+    "objective.kind": '"cheap"', "objective.margin": "1.5", "objective.models": '"x"', "objective.reference": "3",
+    "objective.candidates": "3",
+    "tracking.uri": '"bogus://x"', "tracking.experiment": '""', "tracking.enabled": '"yes"',
+    "tracking.register_prompt": '"yes"', "tracking.traces": '"yes"',
+}
+
+
+def test_every_experiment_key_has_a_bad_value_case():
+    assert set(BAD_KEYS) == set(EXPERIMENT_FIELDS)
+
+
+@pytest.mark.parametrize("key", sorted(BAD_KEYS))
+def test_each_experiment_key_is_checked_before_anything_is_written(key, tmp_path, monkeypatch):
+    import verifirst.loop.driver
+
+    def reached(*a, **k):
+        raise AssertionError(f"{key}: the run reached the driver")
+
+    monkeypatch.setattr(verifirst.loop.driver, "run", reached)
+    sec, k = key.split(".")
+    secs = {s: dict(b) for s, b in FILE_BASE.items()}
+    secs.setdefault(sec, {})[k] = BAD_KEYS[key]
+    if sec == "tracking" and k != "enabled":
+        secs["tracking"]["enabled"] = "true"
+    (tmp_path / "data.jsonl").write_text("".join(
+        f'{{"id": "r{i}", "label": "{"PASS" if i % 2 else "FAIL"}", "title": "t{i}"}}\n' for i in range(8)))
+    (tmp_path / "e.toml").write_text("".join(f"[{s}]\n" + "".join(f"{a} = {v}\n" for a, v in b.items())
+                                             for s, b in secs.items()))
+    monkeypatch.chdir(tmp_path)
+    before = files(tmp_path)
+    res = CliRunner().invoke(app, ["run", "e.toml"])
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise AssertionError(f"{key}: a traceback: {res.exception!r}") from res.exception
+    assert res.exit_code == 2, res.output
+    assert "e.toml" in res.output and key in res.output, res.output
+    assert files(tmp_path) == before, f"{key}: files written for a refused file"

@@ -163,7 +163,9 @@ def _latest_run(workdir: Path) -> Path:
 
 
 def _load_report(run: str, workdir: Path) -> dict:
-    path = _latest_run(workdir) if run == "latest" else Path(run).expanduser()  # as ReportRequest read it
+    from verifirst.core.request import expand_user
+
+    path = _latest_run(workdir) if run == "latest" else expand_user(run)  # as ReportRequest read it
     if (path / "report.json").exists():
         return json.loads((path / "report.json").read_text())
     if path.is_dir():

@@ -368,7 +368,9 @@ def file_path(value: str, base: Path | None) -> str:
         value: the path as written.
         base: the experiment file's folder.
     """
-    p = Path(value).expanduser()
+    from verifirst.core.request import expand_user
+
+    p = expand_user(value)
     return str(p if p.is_absolute() or base is None else base / p)
 
 
@@ -386,7 +388,7 @@ def resolve_paths(sections: dict[str, dict[str, Any]], path: Path | None) -> Non
         if isinstance(sections[sec].get(key), str) and sections[sec][key]:
             sections[sec][key] = file_path(sections[sec][key], base)
     if str(sections["experiment"]["workdir"]).startswith("~"):
-        sections["experiment"]["workdir"] = str(Path(sections["experiment"]["workdir"]).expanduser())
+        sections["experiment"]["workdir"] = file_path(sections["experiment"]["workdir"], None)
 
 
 def objective_flags(exp: Experiment, kind: str | None, margin: float | None) -> None:

@@ -298,7 +298,14 @@ def make_executor(exp: Experiment):
 def make_manifest(exp: Experiment, suite: Suite) -> SplitManifest:
     sp = exp.splits
     if sp.get("manifest"):
-        m = SplitManifest.load(sp["manifest"])
+        try:
+            m = SplitManifest.load(sp["manifest"])
+        except InputError as e:  # the manifest's own error, and the key of the experiment file that led there
+            field, line = _field_and_line(exp, "splits", "manifest")
+            src = str(exp.path) if exp.path else None
+            led = f"{field} at {src}:{line}" if src and line else (f"{field} in {src}" if src else field)
+            raise InputError(f"{e.message} (read through {led})", path=e.path, line=e.line, field=e.field,
+                             expected=e.expected) from None
         ids = {it.id for it in suite.items}
         missing = [i for i in m.train + m.val + m.test if i not in ids]
         if missing:

@@ -36,8 +36,9 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from verifirst.core.errors import InputError
 
-__all__ = ["Request", "RequestRefused", "refusal", "refused", "where_text", "expected_text", "interval", "UserPath", "RunDir", "NonEmptyStr", "PositiveFloat",
-           "PositiveInt", "NonNegativeInt", "Fraction", "given_text"]
+__all__ = ["Request", "RequestRefused", "refusal", "refused", "where_text", "expected_text", "interval", "expand_user",
+           "UserPath", "RunDir", "NonEmptyStr", "PositiveFloat", "PositiveInt", "NonNegativeInt", "Fraction",
+           "given_text"]
 
 _GIVEN_MAX = 80  # characters of a refused value shown back; a 10 MB string stays one line
 
@@ -198,12 +199,25 @@ def _finite(v: float) -> float:
     return v
 
 
+def expand_user(path: str | Path) -> Path:
+    """`~` and `~user` expanded as a shell does: a user this machine does not know leaves the path as
+    written (pathlib raises RuntimeError there).
+
+    Args:
+        path: the path as given.
+    """
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
 def _user_path(v: Any, info: ValidationInfo) -> Path:
     if isinstance(v, str) and (v == "" or "\x00" in v):
         raise ValueError("a path (not empty, no NUL byte)")
     if not isinstance(v, (str, Path)):
         raise ValueError("a path")
-    p = Path(v).expanduser()
+    p = expand_user(v)
     base = (info.context or {}).get("base") if info.context else None
     if not p.is_absolute() and base:
         p = Path(base) / p

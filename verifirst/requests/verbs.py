@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifirst.core.request import NonEmptyStr, PositiveFloat, Request, UserPath, interval, refused
+from verifirst.core.request import NonEmptyStr, PositiveFloat, Request, UserPath, expand_user, interval, refused
 from verifirst.requests import Margin, Port, RunDir
 
 
@@ -87,7 +87,7 @@ class ReportRequest(Request):
 
     @model_validator(mode="after")
     def _workdir_exists(self):
-        if self.run == "latest" or Path(self.run).expanduser().is_dir():
+        if self.run == "latest" or expand_user(self.run).is_dir():
             return self  # read from files only: a missing workdir has no finished run, and nothing is created
         if os.environ.get("MLFLOW_TRACKING_URI"):
             return self  # a run id in the user's own store
