@@ -152,3 +152,25 @@ _scripted_run(Path({str(tmp_path)!r}), tracking=True)
     statuses = sorted((r.data.tags.get("mlflow.runName"), r.info.status) for r in client.search_runs(ids))
     assert "RUNNING" not in {s for _, s in statuses}, statuses
     assert sum(s == "KILLED" for _, s in statuses) == 2  # the dead parent and its nested run
+
+
+def test_a_run_refused_after_taking_its_fresh_directory_leaves_no_directory(tmp_path):
+    """The call journal is opened with the run directory: a run refused before any call (an observer
+    failing at the start) removes the empty journal with the directory it created."""
+    import verifirst as vf
+    from verifirst.core.callbacks import RunCallback
+    from verifirst.lm import FastJSONAdapter
+    from verifirst.lm.testing import json_answer, scripted_lm
+    from verifirst.programs.bash import BashGenerator
+
+    class Refuses(RunCallback):
+        def on_run_start(self, event):
+            raise RuntimeError("refused at the start")
+
+    with pytest.raises(RuntimeError, match="refused at the start"):
+        vf.optimize(BashGenerator(), [{"task": f"t{i}", "command": "ls"} for i in range(6)],
+                    lambda ex, pred, trace=None: 1.0, None, models={"task": scripted_lm(lambda m: json_answer(
+                        command="ls"))}, workdir=tmp_path / "wd", inputs=["task"], callbacks=[Refuses()],
+                    adapter=FastJSONAdapter())
+    runs = tmp_path / "wd" / "runs"
+    assert not runs.exists() or not list(runs.iterdir())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from verifirst.core.errors import VerifirstError
+from verifirst.lm.call_journal import CALLS_FILE
 
 LOCK_FILE = "run.lock"
 
@@ -55,11 +56,16 @@ class RunDirLock:
 
     def release(self) -> None:
         """Give the directory up (idempotent). A directory this run created and left with nothing
-        but its lock file in it (a run refused after taking it) is removed, not left empty."""
+        but its lock file (and an empty call journal) in it (a run refused after taking it) is
+        removed, not left empty."""
         if self._fd is None:
             return
         try:
-            if self.created and sorted(p.name for p in self.path.iterdir()) == [LOCK_FILE]:
+            found = {p.name: p for p in self.path.iterdir()}
+            journal = found.pop(CALLS_FILE, None)  # opened at the start: empty if no call was made
+            if self.created and list(found) == [LOCK_FILE] and (journal is None or journal.stat().st_size == 0):
+                if journal is not None:
+                    journal.unlink()
                 (self.path / LOCK_FILE).unlink()
                 self.path.rmdir()  # while still locked: no other run can be inside
         except OSError:
