@@ -477,7 +477,7 @@ def wall_capped(metric: Any) -> Any:
     if meter is None or meter.wall_deadline() is None or not isinstance(metric, Metric):
         return metric
     inner = metric.metric
-    if isinstance(inner, (WallCapped, RemoteVerifier)) or getattr(inner, "_wall_capped", False):
+    if isinstance(inner, WallCapped) or getattr(inner, "_wall_capped", False):  # a Ray proxy is capped too
         return metric
     if metric.is_verifier:
         wrapped: Any = WallCapped(inner)
