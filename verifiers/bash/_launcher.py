@@ -42,14 +42,34 @@ def built(parents: tuple[Path, ...]) -> Iterator[str]:
 
 @functools.cache
 def _built_in(parent: Path) -> str | None:
-    """vf-sandbox built in `parent` (once per process), or None: a build that is there already
-    (static first), else the first of BUILDS that succeeds; so a machine without the static C
-    library pays for the failed static build once, not once per process."""
-    for build in (False, True):
-        for flags in BUILDS:
-            path = built_c(flags, parent, build=build)
-            if path is not None:
-                return path
+    """vf-sandbox built in `parent` (once per process), in a directory named by the digest of the
+    sources, flags and compiler: a build there already (static first), else the first of BUILDS
+    that compiles, so a machine without the static C library pays for the failed build once; None
+    without a compiler. Whoever could replace it would run code in every run: see built_once."""
+    cc = _compiler()
+    try:
+        text = b"".join(s.read_bytes() for s in SOURCES)
+    except OSError:
+        return None
+    if cc is None:
+        return None
+    homes = [(flags, f"launcher-{hashlib.sha256(text + cc.encode() + ' '.join(flags).encode()).hexdigest()[:16]}")
+             for flags in BUILDS]
+    ready = lambda d: _bwrap_access.trusted(d / NAME, stat.S_ISREG)  # noqa: E731
+    for _, home in homes:
+        if (found := _bwrap_access.built_already(parent, home, ready)) is not None:
+            return str(found / NAME)
+    for flags, home in homes:
+        def fill(tmp: Path) -> None:
+            subprocess.run([cc, "-O2", "-o", str(tmp / NAME), *flags, *map(str, SOURCES)], check=True,
+                           capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            os.chmod(tmp / NAME, 0o755)
+            os.chmod(tmp, 0o755)  # the sandbox uid runs it
+
+        try:
+            return str(_bwrap_access.built_once(parent, home, fill, ready) / NAME)
+        except (OSError, subprocess.SubprocessError):
+            continue
     return None
 
 
@@ -76,39 +96,3 @@ def forkserver_enabled() -> bool:
 
 def _compiler() -> str | None:
     return next((c for c in (os.environ.get("CC"), shutil.which("cc"), shutil.which("gcc")) if c), None)
-
-
-def built_c(flags: list[str], parent: Path, build: bool = True) -> str | None:
-    """SOURCES compiled (-O2 + `flags`) as NAME in `parent`, in a directory named by the digest of
-    the sources, flags and compiler (None without a compiler or a source, or when the build
-    failed). Whoever could replace it would run code in every run: see _bwrap_access.built_once.
-
-    Args:
-        flags: compiler flags before the sources.
-        parent: a directory the sandbox uid can traverse.
-        build: False: only an existing build is returned (None where there is none).
-    """
-    cc = _compiler()
-    try:
-        text = b"".join(s.read_bytes() for s in SOURCES)
-    except OSError:
-        return None
-    if cc is None:
-        return None
-    digest = hashlib.sha256(text + cc.encode() + " ".join(flags).encode()).hexdigest()[:16]
-    home = f"{SOURCES[0].stem.strip('_')}-{digest}"
-    ready = lambda d: _bwrap_access.trusted(d / NAME, stat.S_ISREG)  # noqa: E731
-    if not build:
-        found = _bwrap_access.built_already(parent, home, ready)
-        return None if found is None else str(found / NAME)
-
-    def fill(tmp: Path) -> None:
-        subprocess.run([cc, "-O2", "-o", str(tmp / NAME), *flags, *map(str, SOURCES)], check=True,
-                       capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        os.chmod(tmp / NAME, 0o755)
-        os.chmod(tmp, 0o755)  # the sandbox uid runs it
-
-    try:
-        return str(_bwrap_access.built_once(parent, home, fill, ready) / NAME)
-    except (OSError, subprocess.SubprocessError):
-        return None

@@ -63,9 +63,6 @@ class FsDiff:
                 parts.append(f"{label}: {shown}{more}")
         return "; ".join(parts) or "no file-system changes"
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class RunResult:
@@ -79,11 +76,9 @@ class RunResult:
     timings: dict[str, float]
     backend: str = "bwrap"  # what built the sandbox: "vf-sandbox", "bwrap" or "unsafe-local"
     fixture: str = ""
-    # sha256 of the whole stream, kept part and cut part: equal prefixes past the cap can still differ
-    stdout_sha256: str = ""
+    stdout_sha256: str = ""  # of the whole stream: equal prefixes past the cap can still differ
     stderr_sha256: str = ""
-    # the run's limits it met: "memory" (killed at memory_mb), "processes" (a fork refused at
-    # nproc), "scratch" (it left less than SCRATCH_SLACK of its own scratch free)
+    # "memory" (killed at memory_mb), "processes" (a fork refused at nproc), "scratch" (filled)
     limits_hit: list[str] = field(default_factory=list)
 
     @property
@@ -110,12 +105,10 @@ def _scratch_base() -> tuple[Path, bool]:
         base = Path(root) / f"verifirst-{euid}"
         base.mkdir(mode=0o711 if euid == 0 else 0o700, exist_ok=True)
         quota = os.path.ismount(base)
-        if euid == 0 and not quota:
-            # Our own tmpfs: a disk fill stops at the quota, and nosuid makes setuid bits inert.
-            r = subprocess.run(["mount", "-t", "tmpfs", "-o",
-                                f"size={SCRATCH_QUOTA_MB}m,nr_inodes=400000,mode=0711,nosuid,nodev",
-                                "verifirst-scratch", str(base)], capture_output=True)
-            quota = r.returncode == 0 or os.path.ismount(base)
+        if euid == 0 and not quota:  # our own tmpfs: a disk fill stops at the quota; nosuid: setuid bits inert
+            opts = f"size={SCRATCH_QUOTA_MB}m,nr_inodes=400000,mode=0711".encode()
+            quota = _cgroup.libc().mount(b"verifirst-scratch", os.fsencode(base), b"tmpfs",
+                                         _cgroup.MS_NOSUID | _cgroup.MS_NODEV, opts) == 0 or os.path.ismount(base)
         os.chmod(base, 0o711 if euid == 0 else 0o700)
         _STATE["base"], _STATE["quota"] = base, quota
         return base, quota
@@ -194,7 +187,7 @@ class _Job:
 
     def __init__(self, sb: "Sandbox", command: str, fx: fixtures.Fixture, *, after: "_Job | None" = None,
                  keep: bool = False, payload: bytes | None = None):
-        self.sb, self.command, self.fx, self.keep, self.reused = sb, command, fx, keep, after is not None
+        self.sb, self.command, self.fx, self.keep = sb, command, fx, keep
         self.t0 = time.perf_counter()
         self.admin = bool(getattr(fx, "sysadmin", False))
         if self.admin and sb.unsafe_local:
@@ -212,21 +205,17 @@ class _Job:
         self.cgroup: _cgroup.RunCgroup | None = None
         if after is not None:
             self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
-        else:
-            # As root, the run writes into a tmpfs of its own: it cannot fill a concurrent run's scratch.
-            if sb.unsafe_local:
-                self.run_dir, self.private = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base), False
-            else:
-                self.run_dir, self.private = _cgroup.private_scratch(str(base), sb.limits["as_bytes"])
+        else:  # as root, a tmpfs of its own: a run cannot fill a concurrent run's scratch
+            self.run_dir, self.private = (tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base), False) \
+                if sb.unsafe_local else _cgroup.private_scratch(str(base), sb.limits["as_bytes"])
             self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
         work = os.path.join(self.run_dir, "wk")
-        # /usr copy-on-write where the launcher overlays and root can lend it (a setup may stub a binary)
         img = image_root(fx)
         host = img or Path("/")  # the task image's tree, else the host's
         self.usr_src = str(host / "usr")
         usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
-        # A run after another (a task's check) gets a fresh /usr: it must not run what the one before
-        # wrote there (a python3 or grep of the candidate's); that run's /usr changes are in its diff.
+        # /usr copy-on-write where root can lend it; a run after another (a task's check) gets a fresh
+        # one: it must not run what the one before wrote there (that run's changes are in its diff).
         tag = "-next" if after is not None else ""
         self.usr = (usr_lower, os.path.join(self.run_dir, f"usr-up{tag}"), os.path.join(self.run_dir, f"usr-wk{tag}")) \
             if usr_lower else None
@@ -244,14 +233,12 @@ class _Job:
                     fixtures.write_tree(self.tree, self.root, owner=ids)
             for d in (self.usr or ())[1:]:
                 os.mkdir(d, 0o755)
+            for d in (self.root, self.run_dir, *((work,) if self.overlay else ()), *(self.usr or ())[1:]):
                 if ids:
                     os.chown(d, *ids)
             if payload is not None:
                 fds.append(_memfd(payload))
                 env["VERIFIRST_PAYLOAD_FD"] = str(fds[-1])
-            if ids:
-                for d in (self.root, self.run_dir) + ((work,) if self.overlay else ()):
-                    os.chown(d, *ids)
             os.chmod(self.root, 0o755)
             os.chmod(self.run_dir, 0o700)
             if self.admin and ids:
@@ -302,20 +289,17 @@ class _Job:
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
 
-    def release(self, after: "_sandbox_fs.Snapshot | None" = None, files: bool = True) -> None:
+    def release(self, files: bool = True) -> None:
         """Remove the run's cgroups and, with `files`, its files (its processes are gone).
 
         Args:
-            after: the snapshot of what it wrote, which tells a shared scratch what to remove.
             files: False for a run kept for the next (keep=True).
         """
         if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
             if self.private:
                 _cgroup.release_scratch(self.run_dir, self.sb.limits["as_bytes"])
-            elif after is None:
-                _sandbox_fs.remove_tree(self.run_dir)
             else:
-                _sandbox_fs.remove_known(self.run_dir, self.root, after, overlay=self.overlay)
+                _sandbox_fs.remove_tree(self.run_dir)
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None
@@ -359,7 +343,6 @@ class _Job:
             self.release()
             raise
         t_ran = time.perf_counter()
-        after = None
         try:
             before = _sandbox_fs.fixture_snapshot(self.tree, self.skip)
             after = _sandbox_fs.snapshot(self.root, self.skip, upper=self.overlay)
@@ -373,11 +356,10 @@ class _Job:
         finally:
             t_diffed = time.perf_counter()
             hit = self._limits_hit()
-            self.release(None if self.reused else after, files=not self.keep)
+            self.release(files=not self.keep)
         t_end = time.perf_counter()
-        killed = self.timed_out or self.flooded
         sig = None
-        if killed:
+        if self.timed_out or self.flooded:
             sig, rc = _signal.SIGKILL, -_signal.SIGKILL
         elif rc < 0:
             sig = -rc
@@ -457,8 +439,11 @@ def _drive(jobs: list[_Job]) -> None:
                     j.timed_out = True
                     j.kill()
                     grace[j] = now + 2.0
-                if j in grace and now >= grace[j]:
-                    _close_streams(sel, j)  # something kept the pipe open past the kill
+                if j in grace and now >= grace[j]:  # something kept the pipe open past the kill
+                    for s in (j.proc.stdout, j.proc.stderr):
+                        if not s.closed:
+                            sel.unregister(s)
+                            s.close()
                     live.discard(j)
             if not live:
                 break
@@ -494,14 +479,3 @@ def _drive(jobs: list[_Job]) -> None:
             j.kill()
         except OSError:
             pass  # never started: finish() raises it
-
-
-def _close_streams(sel: selectors.BaseSelector, j: _Job) -> None:
-    for s in (j.proc.stdout, j.proc.stderr):
-        try:
-            sel.unregister(s)
-        except (KeyError, ValueError):
-            pass
-        s.close()
-
-

@@ -66,12 +66,8 @@ def _opaque(name: str, dir_fd: int) -> bool:
     except OSError:
         return False
     try:
-        for attr in _OPAQUE:
-            try:
-                if os.getxattr(fd, attr) == b"y":
-                    return True
-            except OSError:
-                continue
+        return any(attr in _OPAQUE and os.getxattr(fd, attr) == b"y" for attr in os.listxattr(fd))
+    except OSError:
         return False
     finally:
         os.close(fd)
@@ -108,8 +104,7 @@ def snapshot(root: str, skip: tuple[str, ...] = MOUNT_POINTS, upper: bool = Fals
     Args:
         root: the directory to walk.
         skip: top-level names not walked (mount points).
-        upper: `root` is an overlay upper directory: record whiteouts (kind WHITEOUT) and the
-            opaque directories (in `opaque`).
+        upper: `root` is an overlay upper directory: record whiteouts and opaque directories.
     """
     snap = Snapshot()
     budget = [MAX_HASH_BYTES]
@@ -161,10 +156,8 @@ def snapshot(root: str, skip: tuple[str, ...] = MOUNT_POINTS, upper: bool = Fals
 
 
 def merged(lower: Snapshot, upper: Snapshot) -> Snapshot:
-    """The overlay's view after a run: the lower snapshot with the upper's entries laid over it.
-
-    A whiteout removes the lower entry and all below it; a non-directory or an opaque directory
-    hides everything the lower had below it. Entries copied up unchanged compare equal.
+    """The overlay's view after a run: the lower snapshot with the upper's entries laid over it (a
+    whiteout, a non-directory or an opaque directory hides all the lower had below it).
 
     Args:
         lower: the prepared copy's snapshot (the fixture's).
@@ -261,8 +254,7 @@ def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
     layer of every overlay run on it, removed at exit.
 
     Args:
-        fx: the fixture (its entries and build-time mtimes).
-        parent: the scratch base.
+        fx, parent: the fixture, the scratch base.
         owner: the ids the sandbox runs as (None: ours).
     """
     key = (fx.content_hash, owner, parent)
@@ -309,15 +301,8 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
     for name in names:
         m = re.fullmatch(r"(?:lower|run)-(\d+)-\w+", name)
         path = os.path.join(parent, name)
-        if not m or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-            continue  # alive (or a pid reused): leave it
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
+        if not m or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
+            continue  # ours, or its owner is alive (or its pid reused): leave it
         try:
             if now - os.lstat(path).st_mtime < STALE_S:
                 continue
@@ -358,35 +343,6 @@ def diff(before: Snapshot, after: Snapshot) -> tuple[list[dict], list[dict], lis
             d["before"] = {"type": b[0], "mode": f"{b[1]:04o}", "sha256": b[2]}
             modified.append(d)
     return added, deleted, modified, before.truncated or after.truncated
-
-
-def remove_known(run_dir: str, root: str, snap: Snapshot, overlay: bool = False) -> None:
-    """Delete a run's scratch tree from its snapshot, then the directories it does not name; on
-    anything unexpected (a mount point written to, say), remove_tree.
-
-    Args:
-        run_dir: the run's scratch directory.
-        root: the directory `snap` was taken of: the fresh copy, or with `overlay` the upper one.
-        snap: its snapshot, taken with every process of the run gone.
-        overlay: the root was an overlay: left over are the upper and work directories, not the
-            copy's mount points.
-    """
-    if snap.truncated:
-        remove_tree(run_dir)
-        return
-    if overlay:  # and the /usr overlay's, where there is one (empty unless the run wrote to /usr)
-        rest = [root, os.path.join(run_dir, "wk", "work"), os.path.join(run_dir, "wk")]
-        rest += [p for p in (os.path.join(run_dir, "usr-up"), os.path.join(run_dir, "usr-wk", "work"),
-                             os.path.join(run_dir, "usr-wk")) if os.path.lexists(p)]
-    else:  # sysadmin mode diffs /etc: removed with the rest
-        rest = [os.path.join(root, m) for m in MOUNT_POINTS if "/" + m not in snap.records] + [root]
-    try:
-        for path in sorted(snap.records, reverse=True):
-            (os.rmdir if snap.records[path][0] == "dir" else os.unlink)(root + path)
-        for d in [*rest, run_dir]:
-            os.rmdir(d)
-    except OSError:
-        remove_tree(run_dir)
 
 
 def remove_tree(path: str) -> None:

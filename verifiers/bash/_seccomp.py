@@ -73,14 +73,10 @@ def program() -> bytes | None:
     if not ctx:
         raise OSError(ctypes.get_errno(), "seccomp_init failed")
     try:
-        for name in DENIED:
+        for name, index in [(name, None) for name in DENIED] + list(DENIED_ON_PID1):
             nr = lib.seccomp_syscall_resolve_name(name.encode())
             if nr >= 0:
-                _add(lib, ctx, nr, [])
-        for name, index in DENIED_ON_PID1:
-            nr = lib.seccomp_syscall_resolve_name(name.encode())
-            if nr >= 0:
-                _add(lib, ctx, nr, [_ArgCmp(index, _CMP_MASKED_EQ, 0xFFFFFFFF, 1)])
+                _add(lib, ctx, nr, [] if index is None else [_ArgCmp(index, _CMP_MASKED_EQ, 0xFFFFFFFF, 1)])
         with tempfile.TemporaryFile() as fh:
             rc = lib.seccomp_export_bpf(ctx, fh.fileno())
             if rc != 0:

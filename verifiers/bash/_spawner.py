@@ -59,7 +59,7 @@ class SpawnedProcess:
 
     @property
     def reaped(self) -> bool:
-        """Whether the server reaped it: its pid may belong to another process by now."""
+        """Whether the server reaped it (its pid may be another process's by now)."""
         with self._owner._cond:
             return self.returncode is not None or self._pid in self._owner._statuses
 
@@ -67,7 +67,7 @@ class SpawnedProcess:
         """The exit code (negative: killed by that signal), as Popen.wait.
 
         Args:
-            timeout: seconds; past it subprocess.TimeoutExpired, as Popen raises.
+            timeout: seconds; past it subprocess.TimeoutExpired.
         """
         if self.returncode is None:
             status = self._owner.status(self.pid, timeout)
@@ -93,8 +93,7 @@ class ForkServer:
             ours.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), _SNDBUF)
         except OSError:
             pass
-        self.cpu_s = 0.0  # CPU seconds of the runs it reaped (their own reaped children included)
-        self.self_cpu_s = 0.0  # the server's own CPU seconds, as it last reported them
+        self.cpu_s = self.self_cpu_s = 0.0  # CPU seconds of the runs it reaped, and its own
         self._sock = ours
         self._cond = threading.Condition()
         self._replies: dict[int, dict] = {}
@@ -131,8 +130,7 @@ class ForkServer:
         if argv[0] != self.binary:
             raise ValueError(f"the fork server runs {self.binary} only, not {argv[0]}")
         words = [os.fsencode(w) + b"\0" for w in (*argv, *(f"{k}={v}" for k, v in env.items()))]
-        # what an exec would refuse (Popen raises it), though none happens here: one string over
-        # MAX_ARG_STRLEN (32 pages), or all of them past ARG_MAX
+        # what an exec would refuse (Popen raises it): a string over MAX_ARG_STRLEN, all past ARG_MAX
         if max(map(len, words)) > 32 * os.sysconf("SC_PAGE_SIZE") or \
                 sum(len(w) + 8 for w in words) > os.sysconf("SC_ARG_MAX"):
             raise OSError(errno.E2BIG, os.strerror(errno.E2BIG), argv[0])

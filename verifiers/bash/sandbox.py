@@ -43,9 +43,8 @@ class Sandbox:
                  env: dict[str, str] | None = None, unsafe_local: bool = False, bwrap: str | None = None,
                  overlay: bool | None = None):
         """Args: limits as named; env adds to every command's environment; unsafe_local runs
-        without isolation (hosts without user namespaces); bwrap names the binary; overlay
-        (default: when the launcher has it) runs on an overlay of a prepared fixture copy
-        instead of a fresh copy per run (see the module docstring)."""
+        without isolation (hosts without user namespaces); bwrap names the binary; overlay=False
+        gives each run a fresh copy of the fixture (see the module docstring)."""
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be positive, got {timeout_s}", field="timeout_s")
         self.timeout_s = float(timeout_s)
@@ -71,8 +70,7 @@ class Sandbox:
 
     def probe(self) -> None:
         """Once per process and binary: can the launcher build our sandbox here? Raises with the
-        fix. A kernel that refuses the overlay falls back to fresh copies (overlay off, said in
-        `backend`); one where vf-sandbox cannot build the sandbox, to bubblewrap."""
+        fix. Without overlays, fresh copies (said in `backend`); where vf-sandbox cannot, bubblewrap."""
         try:
             self._probe()
         except SandboxUnavailable as exc:
@@ -194,9 +192,7 @@ def cli_run_bash(command: str, fixture: str = "empty", as_json: bool = False, ti
     if as_json:
         print(json.dumps(r.as_dict(), indent=2))
     else:
-        print(r.stdout, end="")
-        if r.stderr:
-            print(r.stderr, end="")
+        print(r.stdout + r.stderr, end="")
         print(f"[exit {r.exit_code}{' timed out' if r.timed_out else ''}"
               f"{' truncated' if r.truncated else ''}] {r.fs_diff.summary()}")
     return 0
