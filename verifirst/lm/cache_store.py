@@ -19,18 +19,20 @@ log = logging.getLogger("verifirst.lm.cache")
 
 
 def _unreadable(db: Path) -> str | None:
-    """sqlite's complaint about `db`, or None when its header and schema read."""
+    """sqlite's complaint about `db` when it is not a database (or a malformed one), else None.
+    Opened as diskcache opens it (read-write: a journal a killed run left is rolled back, as it
+    would be); a lock, a read-only file or an I/O error is no corruption and is left to the cache."""
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-    except sqlite3.Error as e:
-        return str(e)
+        con = sqlite3.connect(str(db), timeout=10)
+    except sqlite3.Error:
+        return None
     try:
         con.execute("pragma schema_version").fetchone()
         con.execute("select count(*) from sqlite_master").fetchone()
         return None
-    except sqlite3.OperationalError as e:  # locked by another run: not corrupt
-        return None if "locked" in str(e) else str(e)
-    except sqlite3.DatabaseError as e:
+    except sqlite3.OperationalError:
+        return None
+    except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
         return str(e)
     finally:
         con.close()

@@ -27,18 +27,16 @@ def check_sqlite_store(uri: str) -> None:
     db = Path(urllib.parse.unquote(uri[len("sqlite:///"):].split("?", 1)[0]))
     if not db.is_file() or db.stat().st_size == 0:
         return
-    try:
+    try:  # read-only: the store is MLflow's to write; a lock or an I/O error is no corruption
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
         try:
             con.execute("pragma schema_version").fetchone()
             con.execute("select count(*) from sqlite_master").fetchone()
         finally:
             con.close()
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e):
-            return
-        why = str(e)
-    except sqlite3.DatabaseError as e:
+    except sqlite3.OperationalError:
+        return
+    except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
         why = str(e)
     else:
         return
