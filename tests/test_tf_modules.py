@@ -384,3 +384,20 @@ def test_terraform_backend_reads_a_file_beside_the_configuration(tmp_path):
     (tmp_path / "policy.json").write_text('{"Version":"2012-10-17","Statement":[]}')
     (tmp_path / "main.tf").write_text('resource "aws_iam_policy" "b" {\n  name   = "b"\n  policy = file("policy.json")\n}\n')
     assert TerraformVerifier(backend="terraform").verify_config(str(tmp_path)).stage == T.PASS
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("terraform", marks=needs_tf)])
+def test_errors_wait_across_module_boundaries_as_in_terraforms_walk(tmp_path, backend):
+    """terraform's validate walk skips what is downstream of a failed node, through module outputs
+    (a root resource reading a failed module resource) and module inputs (a module resource fed
+    by a failed root resource); only the upstream error is reported until it is fixed."""
+    module = ('variable "n" {\n  default = "q"\n}\n\nresource "aws_sqs_queue" "q" {\n  name  = var.n\n'
+              '  turbo = true\n}\n\noutput "id" {\n  value = aws_sqs_queue.q.id\n}\n')
+    reads = 'module "store" {\n  source = "./modules/store"\n}\n\nresource "aws_sns_topic" "t" {\n' \
+            '  name  = module.store.id\n  bogus = 1\n}\n'
+    v = TerraformVerifier(backend=backend).verify_config(str(_config(tmp_path / "a", module, reads)))
+    assert '"turbo"' in v.feedback and '"bogus"' not in v.feedback, v.feedback
+    feeds = 'resource "aws_sns_topic" "t" {\n  name  = "t"\n  bogus = 1\n}\n\nmodule "store" {\n' \
+            '  source = "./modules/store"\n  n      = aws_sns_topic.t.name\n}\n'
+    v = TerraformVerifier(backend=backend).verify_config(str(_config(tmp_path / "b", module, feeds)))
+    assert '"bogus"' in v.feedback and '"turbo"' not in v.feedback, v.feedback

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from verifirst.verifiers.terraform import iac_taxonomy as T
 from verifirst.verifiers.terraform import limits
-from verifirst.verifiers.terraform._hcl_ast import HclSyntaxError, parse_body
+from verifirst.verifiers.terraform._hcl_ast import Body, HclSyntaxError, parse_body
 from verifirst.verifiers.terraform._hcl_json import parse_json_body
 from verifirst.verifiers.terraform._hcl_config import (META_ARGS, Module, build_module, raw_traversals, parse_ref,
                                                        RefError)
@@ -125,6 +125,12 @@ def _check_module(ev: ModelEval) -> None:
     _check_cycles(ev, g)
     M.check_calls(ev)
     ev.sink.graph.update({ev.qualify(n): {ev.qualify(d) for d in ds} for n, ds in g.items()})
+    for child in ev.children.values():  # a module's variable waits on what its argument references
+        for arg in child.call.body.attributes.values():
+            if arg.name not in M.CALL_META:
+                b = Body()
+                b.attributes[arg.name] = arg
+                ev.sink.graph[ev.qualify(f"module.{child.name}.var.{arg.name}")] = {ev.qualify(d) for d in body_deps(b)}
     for child in ev.children.values():
         child.static = ModelEval(child.module, ev.schema, None, child.dir, parent=ev,
                                  prefix=ev.qualify(f"module.{child.name}"))
@@ -425,31 +431,39 @@ def _first_line(body):
 
 
 # --- dependency graph -------------------------------------------------------------------------
+def body_deps(body) -> set:
+    """The nodes a body's expressions reference: resources by base address, local.x, var.x,
+    module.x, and module.x.output.y for an output read (the module's own graph holds that node).
+
+    Args:
+        body: an _hcl_ast.Body.
+    """
+    from verifirst.verifiers.terraform._hcl_refs import _body_exprs
+    out = set()
+    for expr, _line, dyn in _body_exprs(body):
+        for root, steps, line in raw_traversals(expr, frozenset(dyn)):
+            try:
+                kind, subject, extra, _rem = parse_ref(root, steps, line)
+            except RefError:
+                continue
+            if kind in ("managed", "data", "module"):
+                out.add(extra[0])
+            elif kind == "module_output":
+                out |= {extra[0], f"{extra[0]}.output.{subject.rsplit('.', 1)[-1]}"}
+            elif kind in ("local", "var"):
+                out.add(subject)
+    return out
+
+
 def dependency_graph(m: Module, block_schema=None) -> dict[str, set]:
     """node -> nodes it references (resources by base address, local.x, var.x, module.x); with
     block_schema (a resource declaration -> its block schema), only what the schema declares."""
-    from verifirst.verifiers.terraform._hcl_refs import _body_exprs, schema_body
+    from verifirst.verifiers.terraform._hcl_refs import schema_body
     g: dict[str, set] = {}
-
-    def deps(body):
-        out = set()
-        for expr, _line, dyn in _body_exprs(body):
-            for root, steps, line in raw_traversals(expr, frozenset(dyn)):
-                try:
-                    kind, subject, extra, _rem = parse_ref(root, steps, line)
-                except RefError:
-                    continue
-                if kind in ("managed", "data"):
-                    out.add(extra[0])
-                elif kind in ("module", "module_output"):
-                    out.add(extra[0])
-                elif kind in ("local", "var"):
-                    out.add(subject)
-        return out
+    deps = body_deps
     for r in m.resources:
         g[r.address] = deps(schema_body(r.body, block_schema(r) if block_schema else None))
     for name, a in m.locals.items():
-        from verifirst.verifiers.terraform._hcl_ast import Body
         b = Body()
         b.attributes[name] = a
         g[f"local.{name}"] = deps(b)
