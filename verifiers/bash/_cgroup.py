@@ -106,8 +106,7 @@ _KNOBS = {"v1-memory": (("memory.memsw.limit_in_bytes", "memory", False), ("memo
 
 
 class RunCgroup:
-    """One run's cgroups: `fds` are open files for pid 1 to join; close() keeps them for the next
-    run or removes them.
+    """One run's cgroups: `fds` are open files for pid 1 to join; close() keeps or removes them.
 
     Args:
         memory_bytes: the run's memory limit (all its processes and tmpfs pages).
@@ -280,8 +279,7 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
 
 
 def release_scratch(path: str, size_bytes: int) -> None:
-    """Give back a private_scratch() tmpfs: emptied and kept for the next run when little was
-    written in it, else unmounted and removed.
+    """Give back a private_scratch() tmpfs: emptied and kept when little was written, else unmounted.
 
     Args:
         path, size_bytes: as given by and to private_scratch.

@@ -335,10 +335,8 @@ static int dest_dir(const char *path) {
 static int dest_node(const char *path) {
   char dir[4096];
   const char *slash = strrchr(path, '/');
-  if (!slash || slash[1] == 0 || (size_t)(slash - path) >= sizeof dir)
+  if (!slash || slash[1] == 0 || snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir)
     die("mount point %s is not a file path", path);
-  memcpy(dir, path, (size_t)(slash - path));
-  dir[slash - path] = 0;
   int d = dest_dir(dir[0] ? dir : "/");
   int f = openat(d, slash + 1, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (f >= 0)

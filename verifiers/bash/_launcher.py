@@ -31,8 +31,8 @@ def enabled() -> bool:
 
 
 def built(parents: tuple[Path, ...]) -> Iterator[str]:
-    """vf-sandbox built in `parents`, in their order, each built when reached: a caller stops at
-    the first the sandbox uid can run (the scratch base may be mounted noexec).
+    """vf-sandbox built in `parents`, each when reached: a caller stops at the first the sandbox uid
+    can run (the scratch base may be mounted noexec).
 
     Args:
         parents: directories the sandbox uid can traverse, in order of preference.

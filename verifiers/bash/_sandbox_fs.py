@@ -215,9 +215,8 @@ SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # a merged /u
 
 
 def restore_system_links(root: str, fx: Fixture, overlay: bool) -> None:
-    """Put the fixture's own top-level system entries (/bin -> usr/bin, /lib64 -> usr/lib64, ...)
-    back in a run's root before another run (a task's check) starts on it: a /lib64 or /bin the
-    run pointed at a loader or bash of its own must not run in the next.
+    """Put the fixture's own /bin, /lib64... (-> usr/bin, ...) back in a run's root before another run
+    (a task's check) starts on it: a loader or bash the run pointed them at must not run in the next.
 
     Args:
         root: the run's root: the overlay's upper directory, or the fresh copy.

@@ -219,9 +219,8 @@ _SPAWNERS: dict[tuple, ForkServer | None] = {}
 
 
 def spawner(ids: tuple[int, int] | None, binary: str) -> ForkServer | None:
-    """This process's fork server for vf-sandbox `binary`, started on first use; None when there
-    is none (VERIFIRST_SANDBOX_FORKSERVER=0, or a server that did not start): the run then execs
-    the launcher.
+    """This process's fork server for vf-sandbox `binary`, started on first use; None (the run then
+    execs the launcher) with VERIFIRST_SANDBOX_FORKSERVER=0, or when a server did not start.
 
     Args:
         ids: (uid, gid) the sandbox runs as; None when it runs as we are (not root).
