@@ -191,6 +191,40 @@ def test_report_flags(run, workdir, as_json):
         assert tree(folder) == before, f"report created {tree(folder) - before}"
 
 
+REPORT_VALUE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)),
+                            lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                    st.dictionaries(st.sampled_from(
+                                                        ["splits", "before", "after", "pass", "scored", "engine",
+                                                         "experiment", "usage", "models", "instructions", "test",
+                                                         "train", "val", "pass_rate", "errors", "comparison"]),
+                                                        inner, max_size=4)), max_leaves=12)
+
+
+@budget(15)
+@given(content=st.one_of(REPORT_VALUE.map(lambda v: json.dumps(v, allow_nan=True)), TEXT,
+                         st.binary(max_size=32).map(lambda b: b.decode("latin-1"))),
+       as_json=st.booleans())
+@example(content='{"a":', as_json=False)
+@example(content='{"splits": 3}', as_json=False)
+def test_report_files(content, as_json):
+    from verifirst.cli import app
+
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        (folder / "run").mkdir()
+        (folder / "run" / "report.json").write_bytes(content.encode("utf-8", "surrogatepass"))
+        before = tree(folder)
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            res = CliRunner().invoke(app, ["report", "run"] + (["--json"] if as_json else []))
+        finally:
+            os.chdir(cwd)
+        _no_traceback(res)
+        assert res.exit_code in (0, 2), res.output
+        assert tree(folder) == before
+
+
 VERIFY_CMD = st.sampled_from(["ls /testbed | wc -l", "echo hi", "true", "", " ", "exit 3", "cat /nonexistent",
                               "echo $((1/0))", "printf '\\x00'", "sleep 0", ":(){ :|:& };:", "echo ${"])
 

@@ -163,3 +163,18 @@ def test_the_hint_after_a_run_opens_the_store_it_logged_to(tmp_path):
     other = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
     assert _ui_hint(other, str(tmp_path / "wd")) == f"verifirst ui --tracking-uri {other}"
     assert _ui_hint("http://mlflow:5000", ".verifirst") == "http://mlflow:5000"
+
+
+@pytest.mark.parametrize("content, says", [
+    (b'{"a":\n', "report.json:2: report is not JSON"),
+    (b"[1, 2]", "report is a JSON list, not an object"),
+    (b'{"splits": 3}', "not a verifirst report"),
+    (b"\xff\xfe", "not UTF-8"),
+])
+def test_report_of_a_corrupt_report_json_exits_2_naming_it(tmp_path, monkeypatch, content, says):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_bytes(content)
+    for extra in ([], ["--json"], ["--html", "out.html"]):
+        res = _invoke(tmp_path, monkeypatch, ["report", "run", *extra])
+        assert res.exit_code == 2 and says in res.output, res.output
+        assert not (tmp_path / "out.html").exists()

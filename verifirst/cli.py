@@ -167,7 +167,7 @@ def _load_report(run: str, workdir: Path) -> dict:
 
     path = _latest_run(workdir) if run == "latest" else expand_user(run)  # as ReportRequest read it
     if (path / "report.json").exists():
-        return json.loads((path / "report.json").read_text())
+        return _read_report(path / "report.json")
     if path.is_dir():
         raise InputError(f"{path} has no report.json: the run did not finish", field="RUN",
                          expected="a finished run directory (resume this one with the same --run-dir)")
@@ -183,7 +183,33 @@ def _load_report(run: str, workdir: Path) -> dict:
         raise InputError(f"{run!r} is neither a run directory nor a run with a report in {tr.uri} "
                          f"({type(e).__name__})", field="RUN",
                          expected="a run directory, an MLflow run id, or 'latest'") from None
-    return json.loads(Path(local).read_text())
+    return _read_report(Path(local))
+
+
+def _read_report(path: Path) -> dict:
+    """A report.json as a dict, or an InputError naming the file (and line): not UTF-8, not JSON,
+    not an object."""
+    from verifirst.core.textfile import read_text
+
+    text = read_text(path, "report")
+    try:
+        rep = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"report is not JSON: {e.msg}", path=str(path), line=e.lineno,
+                         expected="the report.json a finished run wrote") from None
+    if not isinstance(rep, dict):
+        raise InputError(f"report is a JSON {type(rep).__name__}, not an object", path=str(path),
+                         expected="the report.json a finished run wrote") from None
+    return rep
+
+
+def _shown(show, rep: dict, where: str):
+    """show(rep); a report it cannot read (a hand-edited or foreign file) is bad input."""
+    try:
+        return show(rep)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise InputError(f"not a verifirst report: {type(e).__name__}: {e}", path=where,
+                         expected="the report.json a finished run wrote") from None
 
 
 @app.command()
@@ -203,19 +229,21 @@ def report(run: str = typer.Argument(..., help="a run directory, an MLflow run i
         req = ReportRequest.build(dict(run=run, workdir=workdir, html=html, as_json=as_json), names=REPORT_FLAGS)
         run, workdir, html = req.run, req.workdir, req.html
         rep = _load_report(run, workdir)
+        where = str(_latest_run(workdir) if run == "latest" else run)
+        text = _shown(markdown, rep, where)  # a report the pages cannot show is refused before --html writes
         if html is not None:
             from verifirst.report.html import write_html  # type: ignore[attr-defined]
 
-            write_html(rep, html)
+            _shown(lambda r: write_html(r, html), rep, where)
             typer.echo(f"wrote {html}")
         if as_json:
             from verifirst.report import report_json
 
             typer.echo(report_json(rep))
         else:
-            print_report(rep)
+            _shown(print_report, rep, where)
             if html is None:
-                typer.echo(markdown(rep))
+                typer.echo(text)
     except VerifirstError as e:
         _fail(e)
 
