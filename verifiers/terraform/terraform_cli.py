@@ -373,7 +373,8 @@ def feedback_text(stage: str, backend: str, errors: list[VerifierError],
                             for e in errors[:max_errors]]
                          + ["How to fix: use providers the verifier has a schema for (`verifirst schema list`), or "
                             "give --schema a `terraform providers schema -json` output that includes them; vendor "
-                            "registry modules or use local ones (the terraform backend checks inside those)."])
+                            "registry modules (`terraform init` leaves them in .terraform/modules) or use local ones "
+                            "(both backends check inside those)."])
     if stage == T.PASS:
         text = f"PASS ({backend}): terraform validate, plan and policy checks succeeded."
         if warnings:
