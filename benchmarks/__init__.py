@@ -21,8 +21,6 @@ def register(registry) -> None:
     add("suite", "iac-eval-v1", "verifirst.benchmarks.iac_eval:load_iac_eval_v1", "IaC-Eval v1 CSV")
     add("suite", "iac-eval-v2", "verifirst.benchmarks.iac_eval:load_iac_eval_v2", "IaC-Eval v2 CSV")
     add("suite", "iac-tasks", "verifirst.benchmarks.iac_tasks:load_tasks", "a user's NL->Terraform tasks (folders or JSONL)")
-    add("suite", "outcomes", "verifirst.benchmarks.outcomes:load_outcomes", "outcome records (JSONL/CSV)")
-    add("suite", "ice-score", "verifirst.benchmarks.outcomes:load_ice_score", "HumanEval snippets with execution grades")
     add("verifier", "bash-pack", "verifirst.benchmarks.bash_pack:PackVerifier", "the built-in pack's own checks")
     for name, module, help in (
         ("judge-validation", "judge_validation", "S0 Task 1: bash judges vs execution ground truth"),

@@ -81,7 +81,12 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                                      "per role and phase) and exit: no model is "
                                                                      "called, nothing is written"),
               yes: bool = typer.Option(False, "--yes", help="start even when the spend estimate exceeds "
-                                                             "--max-usd")):
+                                                             "--max-usd"),
+              robustness: Optional[str] = typer.Option(None, "--robustness", metavar="PERTURBATIONS",
+                                                       help="gate promotion on perturbed validation items: builtin "
+                                                            "(instruction, padding, reorder, comment) or a comma "
+                                                            "list of those; refused when the calibrated judge flips "
+                                                            "significantly more often than the champion")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
     Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
@@ -89,23 +94,20 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
     recall, McNemar), writes the review queue and registers the prompt in MLflow's prompt registry.
     """
     try:
-        from verifirst.calibration import cli_calibrate
-        from verifirst.loop.splits import check_split_method
+        from verifirst.judge.calibrate import cli_calibrate
+        from verifirst.judge.requests import CALIBRATE_FLAGS, CalibrateRequest
 
-        check_split_method(split_by, time_field, windows, prefix="--")
-        budget = spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s)
-        if split_by != "random":
-            splits = {"ratios": splits, "by": split_by, "time_field": time_field, "windows": windows}  # type: ignore[assignment]
-        raise typer.Exit(cli_calibrate(outcomes=outcomes, judge=judge, model=model, teacher=teacher,
-                                       proposer=proposer, max_iters=max_iters, splits=splits, workdir=workdir,
-                                       run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
-                                       tracking_uri=tracking_uri, offline=offline, trace=trace,
-                                       anchor=anchor or False, as_json=as_json, prompt_source=prompt, view=view,
-                                       name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
-                                       repeats=repeats, timeout_s=timeout_s, no_test=no_test, pass_at=pass_at,
-                                       label_map=label_map, promote_rule=promote_rule, budget=budget,
-                                       baseline=baseline, dry_run=dry_run,
-                                       **({} if dry_run else {"confirm": confirm_spend(yes)})))
+        flags = dict(outcomes=outcomes, judge=judge, model=model, teacher=teacher, proposer=proposer,
+                     max_iters=max_iters, splits=splits, split_by=split_by, time_field=time_field, windows=windows,
+                     workdir=workdir, run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
+                     tracking_uri=tracking_uri, offline=offline, trace=trace, anchor=anchor or False,
+                     as_json=as_json, prompt=prompt, view=view, name=name, promote_alias=promote,
+                     from_mlflow=from_mlflow, label=label, repeats=repeats, timeout_s=timeout_s, no_test=no_test,
+                     pass_at=pass_at, label_map=label_map, promote_rule=promote_rule, baseline=baseline,
+                     dry_run=dry_run, budget=spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s),
+                     robustness=True if robustness in ("builtin", "all") else robustness)
+        request = CalibrateRequest.build(flags, names=CALIBRATE_FLAGS)  # every flag checked before any read
+        raise typer.Exit(cli_calibrate(request, confirm=None if dry_run else confirm_spend(yes)))
     except VerifirstError as e:
         fail(e)
 
@@ -130,10 +132,13 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     was judged, 1 when none was (the first LM error is shown), 2 bad input.
     """
     try:
-        from verifirst.calibration import cli_judge
+        from verifirst.judge.apply import cli_judge
+        from verifirst.judge.requests import JUDGE_FLAGS, JudgeRequest
 
-        raise typer.Exit(cli_judge(prompt, input, kind, model, workdir, threshold, view=view,
-                                   tracking_uri=tracking_uri, limit=limit))
+        request = JudgeRequest.build(dict(prompt=prompt, input=input, kind=kind, model=model, workdir=workdir,
+                                          threshold=threshold, view=view, tracking_uri=tracking_uri, limit=limit),
+                                     names=JUDGE_FLAGS)
+        raise typer.Exit(cli_judge(**request.apply_kwargs()))
     except VerifirstError as e:
         fail(e)
 
@@ -185,19 +190,16 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
     window had --min-n judged records: nothing was decided either way).
     """
     try:
-        from verifirst.api import MLflow
-        from verifirst.config import check_number
-        from verifirst.monitoring import DriftRule, cli_monitor
+        from verifirst.judge.monitoring import cli_monitor
+        from verifirst.judge.requests import MONITOR_FLAGS, MonitorRequest
 
-        rule = DriftRule(baseline_pi, max_abstention, min_n)._checked("--")
-        if limit is not None:
-            check_number(limit, 1, None, "--limit", integer=True)
-        models = {"judge": model, "teacher": teacher or model}
-        tracking = None if no_tracking else MLflow(uri=tracking_uri, experiment="verifirst-monitor", offline=offline)
-        raise typer.Exit(cli_monitor(as_json=as_json, prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow,
-                                     label=label, models=models, windows=windows, time_field=time_field, view=view,
-                                     pass_at=pass_at, label_map=label_map, workdir=workdir, tracking=tracking,
-                                     drift=rule, kind=kind, threads=threads, run_dir=run_dir, limit=limit))
+        request = MonitorRequest.build(dict(
+            prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow, label=label, windows=windows,
+            time_field=time_field, baseline_pi=baseline_pi, max_abstention=max_abstention, min_n=min_n, kind=kind,
+            view=view, pass_at=pass_at, label_map=label_map, model=model, teacher=teacher, threads=threads,
+            workdir=workdir, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, no_tracking=no_tracking,
+            limit=limit, as_json=as_json), names=MONITOR_FLAGS)  # every flag checked before any read
+        raise typer.Exit(cli_monitor(**request.monitor_kwargs()))
     except VerifirstError as e:
         fail(e)
 

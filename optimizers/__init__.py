@@ -3,9 +3,9 @@
 The run loop (`verifirst.loop.driver`: `vf.optimize` is its only entry), the engine protocol
 (`verifirst.core.engine`) and the metric (`verifirst.core.metric`) live in the kernel; the names
 below stay importable from here, loaded on first use so that registering costs no import.
-`register` adds the engines, the calibration parts and the public AutoRefine classes to the
-component registry (entry point `optimizers` of the group `verifirst.components`, declared in
-verifirst's pyproject.toml as a plugin declares its own); engines are then found by name.
+`register` adds the engines and the AutoRefine teleprompter to the component registry (entry point
+`optimizers` of the group `verifirst.components`, declared in verifirst's pyproject.toml as a plugin
+declares its own); engines are then found by name.
 """
 from __future__ import annotations
 
@@ -31,22 +31,12 @@ _LAZY = {
 
 
 def register(registry) -> None:
-    """The engines an experiment's [optimizer] names, the AutoRefine parts `verifirst calibrate`
-    composes, and the classes reachable as `verifirst.AutoRefine` / `verifirst.AutoRefineAligner`."""
+    """The engines an experiment's [optimizer] names and the class reachable as `verifirst.AutoRefine`
+    (AutoRefine's engine and aligner are the judge domain's: verifirst.judge registers them)."""
     add = registry.add
     add("engine", "gepa", "verifirst.optimizers.gepa:GEPAEngine", "GEPA reflective prompt evolution")
     add("engine", "simba", "verifirst.optimizers.simba:SIMBAEngine", "SIMBA stochastic introspective mini-batch ascent")
-    add("engine", "autorefine", "verifirst.optimizers.autorefine:AutoRefineEngine", "AutoRefine judge calibration")
-    add("calibration", "run-judge", "verifirst.optimizers.autorefine:run_judge", "a judge's scores over items")
-    add("calibration", "verdicts-at", "verifirst.optimizers.autorefine:verdicts_at", "PASS/FAIL verdicts at a threshold")
-    add("calibration", "judge-report", "verifirst.optimizers.autorefine:judge_report",
-        "the judge section of a calibration report")
-    add("calibration", "teacher-review", "verifirst.optimizers._teacher:review_items",
-        "the informed teacher's decisions on labelled items (monitoring: its abstention rate)")
-    add("calibration", "align-anchor", "verifirst.optimizers.mlflow_align:align_anchor", "MLflow make_judge + align() anchor")
     add("public", "AutoRefine", "verifirst.optimizers.teleprompter:AutoRefine", "AutoRefine as a DSPy teleprompter")
-    add("public", "AutoRefineAligner", "verifirst.optimizers.aligner:AutoRefineAligner",
-        "AutoRefine as an MLflow judge aligner")
 
 
 def __getattr__(name: str) -> Any:

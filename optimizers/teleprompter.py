@@ -17,7 +17,7 @@ import dspy
 from dspy.teleprompt import Teleprompter
 
 from verifirst.core.errors import InputError
-from verifirst.programs.judges import JudgeError
+from verifirst.judge.programs import JudgeError
 from verifirst.loop.splits import make_splits
 from verifirst.core.task import ITEM_ID, Item
 from verifirst.core.verdicts import normalize_label
@@ -158,7 +158,7 @@ class AutoRefine(Teleprompter):
             valset: labelled dspy.Examples that select the prompt; default a seeded share of trainset.
             kwargs: refused: AutoRefine's options go to the constructor.
         """
-        from verifirst.optimizers.autorefine import refine_judge
+        from verifirst.judge.autorefine import refine_judge
 
         if teacher is not None:  # DSPy's teacher program has no role here: say so rather than ignore it
             raise InputError(f"AutoRefine.compile got a teacher program ({type(teacher).__name__}); AutoRefine's "

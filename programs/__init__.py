@@ -1,4 +1,4 @@
-"""Programs: the DSPy modules verifirst optimizes (NL->Bash, NL->Terraform, judges).
+"""Programs: the DSPy modules verifirst optimizes (NL->Bash, NL->Terraform, and the judges' registered names).
 
 `register` adds them to the component registry (entry point `programs` of the group
 `verifirst.components`, declared in verifirst's pyproject.toml as a plugin declares its own).
@@ -6,7 +6,7 @@
 
 
 def register(registry) -> None:
-    """The programs experiment files name, and the judge factory calibration composes."""
+    """The programs experiment files name (the judge programs' kinds live in verifirst.judge.programs)."""
     add = registry.add
     add("program", "bash-generator", "verifirst.programs.bash:BashGenerator", "NL->Bash (options: variant=predict|cot)")
     add("program", "iac-generator", "verifirst.programs.builders:iac_program",
@@ -15,4 +15,3 @@ def register(registry) -> None:
         "PASS/FAIL judge over an outcome view (options: view, prompt, prompt_file)")
     add("program", "rubric-judge", "verifirst.programs.builders:rubric_judge",
         "weighted-rubric judge (options: view, prompt, prompt_file, threshold)")
-    add("calibration", "make-judge", "verifirst.programs.judges:make_judge", "a judge program by kind (passfail | rubric)")

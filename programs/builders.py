@@ -56,7 +56,7 @@ def judge_program(kind: str = "passfail", items: Sequence | None = None, view: s
         threshold: the rubric's PASS threshold (rubric only).
     """
     from verifirst.core.errors import ConfigError
-    from verifirst.programs.judges import make_judge
+    from verifirst.judge.programs import make_judge
 
     if kind not in ("passfail", "rubric"):
         raise ConfigError(f"unknown judge kind {kind!r}", field="program.options.kind", expected="passfail | rubric")

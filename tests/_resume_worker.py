@@ -139,8 +139,8 @@ def run_autorefine(run_dir: Path, workdir: Path) -> dict:
     from test_autorefine import RuleFollowingLM, make_world
 
     from verifirst.lm import configure_cache
-    from verifirst.optimizers.autorefine import refine_judge
-    from verifirst.programs.judges import PassFailJudge
+    from verifirst.judge.autorefine import refine_judge
+    from verifirst.judge.programs import PassFailJudge
     from verifirst.loop.splits import make_splits
 
     import time

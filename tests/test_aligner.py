@@ -19,7 +19,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 import pytest
 
 from verifirst.core.errors import InputError
-from verifirst.optimizers.mlflow_align import _env, _mlflow_at
+from verifirst.judge.mlflow_align import _env, _mlflow_at
 from verifirst.lm.testing import ScriptedEngine, json_answer, scripted_lm
 
 FIELD_RE = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.S)
@@ -241,7 +241,7 @@ def test_a_trace_judge_is_calibrated_on_the_rendered_trace(aligned_run):
 
 
 def test_a_rewrite_that_drops_a_template_variable_gets_it_back():
-    from verifirst.optimizers.aligner import keep_template_variables
+    from verifirst.judge.mlflow_program import keep_template_variables
 
     assert keep_template_variables("Judge {{ inputs }} and {{outputs}}.", ["inputs", "outputs"]).endswith(".")
     fixed = keep_template_variables("Judge the code strictly.", ["inputs", "outputs"])
@@ -347,8 +347,8 @@ class _FakeJudge:
 
 
 def test_judge_replies_are_kept_only_when_they_read_as_a_verdict(tmp_path):
-    from verifirst.optimizers.aligner import JudgeReplyCache, MLflowJudgeProgram
-    from verifirst.programs.judges import JudgeError
+    from verifirst.judge.mlflow_program import JudgeReplyCache, MLflowJudgeProgram
+    from verifirst.judge.programs import JudgeError
 
     path = tmp_path / "cache" / "replies.jsonl"
     judge = _FakeJudge([RuntimeError("HTTP 500"), _FakeFeedback("MAYBE"), _FakeFeedback(None, error="bad JSON"),

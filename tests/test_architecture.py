@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 KERNEL = Path(__file__).resolve().parents[1] / "verifirst"
-DOMAINS = ("programs", "verifiers", "optimizers", "retrieval", "benchmarks")
+DOMAINS = ("judge", "programs", "verifiers", "optimizers", "retrieval", "benchmarks")
 # The grep of the issue, line by line: `from .programs ...`, `import verifirst.verifiers ...`.
 IMPORT_RE = re.compile(r"^\s*(from|import)\s+(\.|verifirst\.)(" + "|".join(DOMAINS) + r")\b")
 
@@ -65,7 +65,7 @@ def test_builtins_register_through_the_entry_point_group_each_naming_only_its_ow
     from verifirst.core import registry
 
     eps = [ep for ep in distribution("verifirst").entry_points if ep.group == registry.ENTRY_POINT_GROUP]
-    assert {ep.name for ep in eps} >= {"programs", "verifiers", "optimizers", "benchmarks"}, \
+    assert {ep.name for ep in eps} >= {"judge", "programs", "verifiers", "optimizers", "benchmarks"}, \
         "verifirst's pyproject.toml declares its domains' register functions (reinstall: pip install -e .)"
     for ep in eps:
         package = ep.value.split(":")[0]

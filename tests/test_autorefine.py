@@ -21,12 +21,12 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 
 from verifirst.benchmarks.studies.noise_injection import flip_labels, run_noise_injection
 from verifirst.core.errors import ErrorRateExceeded, InputError, LeakageError
-from verifirst.optimizers import _edits
-from verifirst.optimizers.autorefine import (STATE_FILE, AutoRefineEngine, CalibrationMismatch,
-                                             choose_threshold, held_out_report, refine_judge,
-                                             run_calibration)
+from verifirst.judge import edits as _edits
+from verifirst.judge.autorefine import STATE_FILE, AutoRefineEngine, CalibrationMismatch, choose_threshold, refine_judge
+from verifirst.judge.calibrate import run_calibration
+from verifirst.judge.judge_report import held_out_report
 from verifirst.optimizers.base import Budget, EngineContext
-from verifirst.programs.judges import PassFailJudge, RubricJudge
+from verifirst.judge.programs import PassFailJudge, RubricJudge
 from verifirst.loop.splits import make_splits
 from verifirst.core.task import Item, Suite
 
@@ -543,13 +543,13 @@ def test_lm_errors_are_not_fails(world, tmp_path):
         refine_judge(PassFailJudge(["code", "task"]), train, val, lm, lm, judge_lm=lm, run_dir=tmp_path)
     state = json.loads((tmp_path / STATE_FILE).read_text())
     assert state["teacher_done"] and not state["iterations"]  # the teacher pass is kept
-    from verifirst.optimizers.autorefine import run_judge
+    from verifirst.judge.autorefine import run_judge
     run = run_judge(PassFailJudge(["code", "task"]), train[:3], lm)
     assert all(v["verdict"] is None and v["error"] for v in run.values())
 
 
 def test_one_label_class_on_test_is_flagged_and_validation_verdicts_are_reported(tmp_path, capsys):
-    from verifirst.calibration import print_calibration
+    from verifirst.judge.printing import print_calibration
     from verifirst.loop.splits import SplitManifest
 
     suite = make_world(n_groups=10, seed=3, opaque_rate=0.0)
@@ -619,7 +619,7 @@ class NoisyJudgeLM(RuleFollowingLM):
 
 
 def test_repeats_report_pi_spread_and_flip_rates(world):
-    from verifirst.optimizers.autorefine import repeat_stats
+    from verifirst.judge.autorefine import repeat_stats
 
     suite, manifest = world
     train, val = manifest.select(suite.items, "train"), manifest.select(suite.items, "val")
@@ -640,7 +640,7 @@ def test_repeats_report_pi_spread_and_flip_rates(world):
 
 
 def test_an_edit_within_the_repeat_noise_is_not_accepted():
-    from verifirst.optimizers.autorefine import _select
+    from verifirst.judge.autorefine import _select
 
     labels = {f"i{k}": ("PASS" if k % 2 else "FAIL") for k in range(8)}
     right = dict(labels)
@@ -660,7 +660,7 @@ def test_an_edit_within_the_repeat_noise_is_not_accepted():
 
 
 def test_repeats_reach_the_loop_through_the_driver_and_the_report_prints_them(tmp_path, capsys):
-    from verifirst.calibration import print_calibration
+    from verifirst.judge.printing import print_calibration
 
     suite = make_world(n_groups=6, seed=2)
     manifest = make_splits(suite.items, group="group", seed=1)

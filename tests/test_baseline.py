@@ -63,7 +63,7 @@ def lm_counting():
 
 def test_baseline_table_shows_the_old_judge_ahead_on_old_windows_and_the_calibrated_ahead_now(tmp_path):
     import verifirst as vf
-    from verifirst.calibration import print_calibration
+    from verifirst.judge.printing import print_calibration
 
     src = tmp_path / "outcomes.jsonl"
     recs = write_workflow(src)
@@ -119,7 +119,7 @@ def test_baseline_table_shows_the_old_judge_ahead_on_old_windows_and_the_calibra
     assert "ahead by π (calibrated vs baseline): current (test): calibrated;" in md
     printed = []
     from rich.console import Console
-    import verifirst.calibration as cal
+    import verifirst.judge.printing as cal
 
     con = Console(width=400, record=True)
     cal._print_baseline(rep["baseline"], con)
@@ -152,7 +152,7 @@ def test_a_registered_champion_is_a_baseline(tmp_path):
     src = tmp_path / "outcomes.jsonl"
     write_workflow(src, days=12)
     wd = tmp_path / "wd"
-    from verifirst.calibration import _registry_client
+    from verifirst.judge.prompts import _registry_client
 
     client = _registry_client(wd, None)
     pv = client.register_prompt("change-judge", OLD_JUDGE)

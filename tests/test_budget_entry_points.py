@@ -36,7 +36,7 @@ def align_world(tmp_path_factory):
     from mlflow.genai.judges import make_judge
 
     from verifirst.lm.local_server import serve_local
-    from verifirst.optimizers.mlflow_align import _env, _mlflow_at
+    from verifirst.judge.mlflow_align import _env, _mlflow_at
 
     tmp = tmp_path_factory.mktemp("align-budget")
     engine = ScriptedEngine(judge_answer)

@@ -6,8 +6,10 @@ import mlflow
 import pytest
 
 from test_autorefine import RuleFollowingLM, make_world
-from verifirst.calibration import apply_judge, calibrate_outcomes, print_calibration
-from verifirst.optimizers import autorefine
+from verifirst.judge.apply import apply_judge
+from verifirst.judge.calibrate import calibrate_outcomes
+from verifirst.judge.printing import print_calibration
+from verifirst.judge import steps
 
 
 def write_outcomes(path, n_groups=10):
@@ -77,14 +79,14 @@ def test_champion_is_decided_on_validation_never_on_test(tmp_path, monkeypatch, 
     assert first["champion"]["moved"] is True and first["judge"]["loop"]["selected_iteration"] > 0
 
     # the starting prompt again, with a lucky test split: only test π improves
-    real = autorefine.judge_report
+    real = steps.judge_report
 
     def lucky_on_test(*a, **kw):
         section = real(*a, **kw)
         section["test"]["judges"]["calibrated"]["pi"] = 1.0
         return section
 
-    monkeypatch.setattr(autorefine, "judge_report", lucky_on_test)
+    monkeypatch.setattr(steps, "judge_report", lucky_on_test)
     second = calibrate_outcomes(src, workdir=tmp_path / "wd", models=models, max_iters=0, echo=lambda m: None)
     assert second["prompt_uri"] != first["prompt_uri"]
     assert second["judge"]["test"]["judges"]["calibrated"]["pi"] > first["judge"]["test"]["judges"]["calibrated"]["pi"]
@@ -123,7 +125,7 @@ def test_champion_moves_when_validation_improves(tmp_path):
 
 def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch):
     from verifirst.loop.preflight import VerifierUnavailable
-    from verifirst.verifiers.label import LabelVerifier
+    from verifirst.judge.label_verifier import LabelVerifier
 
     def broken(self):
         raise RuntimeError("outcome labels cannot be read")
@@ -141,7 +143,7 @@ def test_calibrate_checks_its_verifiers_before_any_lm_call(tmp_path, monkeypatch
 def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
     import verifirst as vf
     from verifirst.core.errors import InputError
-    from verifirst.programs.judges import DEFAULT_PASSFAIL_PROMPT
+    from verifirst.judge.programs import DEFAULT_PASSFAIL_PROMPT
 
     src = tmp_path / "outcomes.jsonl"
     write_outcomes(src)
@@ -165,7 +167,7 @@ def test_vf_calibrate_returns_the_api_result_and_takes_a_prompt_file(tmp_path):
 def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_judge(tmp_path, monkeypatch, capsys):
     import types
 
-    import verifirst.calibration as cal
+    import verifirst.judge.anchor as cal
     from test_autorefine import make_world
     from verifirst.core.errors import InputError
     from verifirst.loop.splits import make_splits
@@ -186,8 +188,7 @@ def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_j
         return types.SimpleNamespace(verdicts={f"mlflow_{a}": dict(truth) for a in aligners}, errors={},
                                      instructions={}, metadata={})
 
-    real_part = cal._part
-    monkeypatch.setattr(cal, "_part", lambda name: fake_align if name == "align-anchor" else real_part(name))
+    monkeypatch.setattr(cal, "align_anchor", fake_align)
     rep = {"judge": {"view_fields": ["code", "task"],
                      "test_verdicts": {"calibrated": dict(truth), "uncalibrated": flip}}}
     out = cal.run_anchor(suite, manifest, rep, "local", tmp_path, aligners=["simba", "gepa"])
@@ -197,6 +198,6 @@ def test_anchor_takes_a_list_of_aligners_and_tables_them_with_the_uncalibrated_j
     assert set(cmp["comparisons"]) == {"calibrated_vs_uncalibrated", "calibrated_vs_mlflow_simba",
                                        "calibrated_vs_mlflow_gepa"}
     assert cmp["comparisons"]["calibrated_vs_uncalibrated"]["pi_delta"] > 0
-    cal.print_calibration({"anchor": out, "splits": {}, "details": {}})
+    print_calibration({"anchor": out, "splits": {}, "details": {}})
     printed = capsys.readouterr().out
     assert "AutoRefine (calibrated)" in printed and "uncalibrated" in printed and "mlflow_gepa" in printed

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from test_autorefine import RuleFollowingLM, rule_verdict
 from test_calibrate import write_outcomes
-from verifirst.calibration import calibrate_outcomes, print_calibration
+from verifirst.judge.calibrate import calibrate_outcomes
+from verifirst.judge.printing import print_calibration
 from verifirst.cli import app
 from verifirst.core.errors import InputError
-from verifirst.loop.judge_prompt import bind_view, render, template_variables
-from verifirst.programs.judges import TemplatePassFailJudge, make_judge
+from verifirst.judge.template import bind_view, render, template_variables
+from verifirst.judge.programs import TemplatePassFailJudge, make_judge
 
 # A user's judge prompt: MLflow-style slots; the code is fenced so a scripted judge can tell it from rules.
 USER_PROMPT = """You review a generated Python function before it is merged.
@@ -189,7 +190,7 @@ def _cli(args, wd):
 
 def test_bad_input_exits_2_naming_what_is_missing_before_any_lm_call(records, monkeypatch):
     root, src, prompt = records
-    import verifirst.calibration as cal
+    import verifirst.judge.calibrate as cal
 
     def no_models(*a, **k):
         raise AssertionError("an LM was built before the input was checked")
@@ -237,7 +238,7 @@ def test_cli_calibrates_the_example_prompt_on_the_embedded_model(tmp_path):
 
 
 def test_verifirst_judge_applies_the_registered_template_with_its_view(file_run, records, monkeypatch):
-    import verifirst.calibration as cal
+    import verifirst.judge.apply as cal
 
     root, src, _ = records
     rep, _ = file_run

@@ -76,7 +76,7 @@ def test_verify_bash_bad_llm_mode_is_exit_2():
 
 
 def test_judge_summary_counts_errors_and_agreement():
-    from verifirst.calibration import judge_summary as _judge_summary
+    from verifirst.judge.apply import judge_summary as _judge_summary
 
     rows = [{"verdict": "PASS", "label": "PASS"}, {"verdict": "FAIL", "label": "FAIL"},
             {"verdict": "FAIL", "label": "PASS"}, {"verdict": None, "label": "FAIL"}]

@@ -218,7 +218,7 @@ def test_verifirst_calibrate_on_a_held_run_dir_exits_2_before_any_lm_call(tmp_pa
     from test_calibrate import write_outcomes
     from typer.testing import CliRunner
 
-    from verifirst import calibration as calibrate_module
+    from verifirst.judge import calibrate as calibrate_module
     from verifirst.cli import app
 
     write_outcomes(tmp_path / "outcomes.jsonl")

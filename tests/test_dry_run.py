@@ -110,7 +110,7 @@ def test_cli_dry_run_prints_the_table_and_exits_0(tmp_path, scripted_cli):
 
 def test_cli_calibrate_dry_run_prints_the_table(tmp_path, monkeypatch):
     engine = ScriptedEngine(bench.stubborn_answer)
-    monkeypatch.setattr("verifirst.calibration.make_lm", lambda spec, role="task", **k: AccountedLM(
+    monkeypatch.setattr("verifirst.judge.calibrate.make_lm", lambda spec, role="task", **k: AccountedLM(
         f"local/{role}", role=role, spec=role, engine=engine, num_retries=0))
     r = CliRunner().invoke(app, ["calibrate", "--outcomes", str(bench.EXAMPLES / "outcomes.jsonl"), "--dry-run",
                                  "--max-iters", "2", "--workdir", str(tmp_path / "wd")])
@@ -165,7 +165,7 @@ def test_dry_run_on_a_run_directory_to_resume_says_it_makes_fewer_calls(tmp_path
 
 def test_cli_calibrate_over_max_usd_needs_yes_in_ci_mode(tmp_path, monkeypatch):
     engine = ScriptedEngine(bench.stubborn_answer)
-    monkeypatch.setattr("verifirst.calibration.make_lm", lambda spec, role="task", **k: AccountedLM(
+    monkeypatch.setattr("verifirst.judge.calibrate.make_lm", lambda spec, role="task", **k: AccountedLM(
         "openai/gpt-4o-mini", role=role, spec="gpt-4o-mini", engine=engine, num_retries=0))  # LiteLLM's price
     monkeypatch.setenv("CI", "1")
     args = ["calibrate", "--outcomes", str(bench.EXAMPLES / "outcomes.jsonl"), "--max-iters", "1",

@@ -44,7 +44,7 @@ def test_example_runs(name, tmp_path):
 
 
 def test_outcomes_example_loads():
-    from verifirst.benchmarks.outcomes import load_outcomes
+    from verifirst.judge.outcomes import load_outcomes
 
     s = load_outcomes(EXAMPLES / "outcomes.jsonl")
     assert len(s) >= 30 and {it.gold["label"] for it in s.items} == {"PASS", "FAIL"}

@@ -84,7 +84,7 @@ def test_every_fault_kind_is_an_error_row_after_bounded_retries(kind, sleeps):
 
 
 def test_verdict_outside_its_literal_is_an_error_not_a_fail(sleeps):
-    from verifirst.programs.judges import PassFailJudge
+    from verifirst.judge.programs import PassFailJudge
     from verifirst.verifiers.base import Verdict
 
     class Label:

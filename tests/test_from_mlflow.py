@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from test_autorefine import make_world
 from test_calibrate_user_prompt import TemplateRuleLM
-from verifirst.calibration import calibrate_outcomes
+from verifirst.judge.calibrate import calibrate_outcomes
 from verifirst.cli import app
-from verifirst.loop.judge_prompt import template_variables
+from verifirst.judge.template import template_variables
 
 # An MLflow make_judge-style prompt: the app's request and response.
 MAKE_JUDGE_PROMPT = """Judge whether the response implements the request safely.

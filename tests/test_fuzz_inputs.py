@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from verifirst import config  # noqa: E402
-from verifirst.benchmarks.outcomes import load_outcomes  # noqa: E402
+from verifirst.judge.outcomes import load_outcomes  # noqa: E402
 from verifirst.core.data import records_of  # noqa: E402
 from verifirst.core.errors import InputError  # noqa: E402
 from verifirst.core.textfile import lines, read_jsonl  # noqa: E402

@@ -53,8 +53,8 @@ def prompt(tmp_path) -> Path:
 
 def _scripted(monkeypatch, fn) -> None:
     """The CLI's model strings resolve to a scripted LM answering with fn."""
-    import verifirst.calibration as cal
-    import verifirst.monitoring as mon
+    import verifirst.judge.apply as cal
+    import verifirst.judge.monitoring as mon
 
     def make(spec, role="task", **kw):
         return scripted_lm(fn, role=role, name=f"{fn.__name__}-{role}")
@@ -135,7 +135,7 @@ def test_judge_with_every_record_an_lm_error_exits_1_naming_the_first_error(tmp_
 
 
 def test_judge_prints_the_verdict_null_rows_before_failing(tmp_path, prompt, monkeypatch, capsys):
-    from verifirst.calibration import NothingJudged, cli_judge
+    from verifirst.judge.apply import NothingJudged, cli_judge
 
     _scripted(monkeypatch, _down)
     with pytest.raises(NothingJudged) as e:
@@ -148,7 +148,7 @@ def test_judge_prints_the_verdict_null_rows_before_failing(tmp_path, prompt, mon
 
 
 def test_judge_with_some_lm_errors_exits_0_and_its_summary_names_the_first(tmp_path, prompt, monkeypatch, capsys):
-    from verifirst.calibration import cli_judge
+    from verifirst.judge.apply import cli_judge
 
     def flaky(messages):
         if "eval(s1)" in messages[-1]["content"]:
@@ -236,7 +236,7 @@ def rubric_champion(tmp_path) -> str:
 
 def test_judge_runs_a_registered_rubric_prompt_as_rubric_and_refuses_a_conflicting_kind(tmp_path, rubric_champion,
                                                                                         monkeypatch):
-    from verifirst.calibration import apply_judge
+    from verifirst.judge.apply import apply_judge
     from verifirst.core.errors import InputError
 
     _scripted(monkeypatch, _rubric_or_passfail)

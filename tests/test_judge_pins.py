@@ -38,7 +38,7 @@ def _patch_cli_models(monkeypatch, fn, name: str) -> None:
     """The CLI's model strings (`--model local`) resolve to a scripted LM in the module that builds them."""
     import importlib
 
-    for mod in ("verifirst.judge.apply", "verifirst.calibration"):
+    for mod in ("verifirst.judge.apply",):
         try:
             m = importlib.import_module(mod)
         except ImportError:

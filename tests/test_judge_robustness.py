@@ -111,7 +111,7 @@ def prompt_judge(text: str):
 
 
 def test_promotion_refuses_an_obedient_calibrated_judge_and_says_why(tmp_path):
-    from verifirst.calibration import promote
+    from verifirst.judge.promotion import promote
     from verifirst.report import markdown
     from verifirst.report.html import render
 
@@ -174,7 +174,7 @@ def test_calibration_with_the_gate_refuses_an_obedient_judge_and_reports_flip_ra
     import verifirst.tracking.callback
     from test_calibrate import write_outcomes
     from test_calibrate_user_prompt import USER_PROMPT
-    from verifirst.calibration import calibrate_outcomes
+    from verifirst.judge.calibrate import calibrate_outcomes
 
     monkeypatch.setattr(verifirst.tracking.callback, "log_report_files", lambda *a, **k: None)
     src, prompt, wd = tmp_path / "outcomes.jsonl", tmp_path / "team_judge.md", tmp_path / "wd"

@@ -9,7 +9,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from verifirst.programs.judges import (DEFAULT_RUBRIC_PROMPT, Check, JudgeError, PassFailJudge,
+from verifirst.judge.programs import (DEFAULT_RUBRIC_PROMPT, Check, JudgeError, PassFailJudge,
                                        RubricJudge, make_judge, normalize_verdict, parse_checks,
                                        weighted_score)
 

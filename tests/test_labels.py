@@ -1,4 +1,4 @@
-"""Labels as teams record them: one LabelRule (verifirst.loop.labels) read by outcome files (CLI and API),
+"""Labels as teams record them: one LabelRule (verifirst.judge.labels) read by outcome files (CLI and API),
 `--from-mlflow` and `judge.align(..., optimizer=AutoRefineAligner(pass_at=, label_map=))`.
 A value the rule does not cover is refused with its record ids, never guessed."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ from test_aligner import FAIL_RULE, MODEL, PASS_RULE, log_labelled_traces, roles
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
 from verifirst.core.errors import InputError
-from verifirst.loop.labels import LabelRule, parse_label_map
-from verifirst.optimizers.mlflow_align import _env, _mlflow_at
+from verifirst.judge.labels import LabelRule, parse_label_map
+from verifirst.judge.mlflow_align import _env, _mlflow_at
 from verifirst.core.task import Item
 from verifirst.lm.testing import ScriptedEngine, scripted_lm
 
@@ -136,7 +136,7 @@ def test_rating_traces_align_with_pass_at_and_the_judge_stays_a_rating_judge(end
     from mlflow.genai.judges import make_judge
 
     import verifirst
-    from verifirst.optimizers.aligner import traces_to_items
+    from verifirst.judge.aligner import traces_to_items
 
     rows = rated(world(16))
     traces = log_labelled_traces(rows, "safety")
@@ -181,7 +181,7 @@ def test_categorical_feedback_aligns_with_a_label_map(endpoint):
     from mlflow.genai.judges import make_judge
 
     import verifirst
-    from verifirst.optimizers.aligner import traces_to_items
+    from verifirst.judge.aligner import traces_to_items
 
     words = {"PASS": ("excellent", "good"), "FAIL": ("poor",)}
     rows = [(i, o, words[lab][n % len(words[lab])]) for n, (i, o, lab) in enumerate(world(8))]
@@ -196,7 +196,7 @@ def test_categorical_feedback_aligns_with_a_label_map(endpoint):
 
 
 def test_repeated_views_split_by_trace_instead_of_refusing():
-    from verifirst.optimizers.aligner import split_traces
+    from verifirst.judge.aligner import split_traces
 
     items = [Item(f"t{n}", {"inputs": "same", "outputs": "same"}, {"label": "PASS" if n % 2 else "FAIL"},
                   group="one-view") for n in range(12)]

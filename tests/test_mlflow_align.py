@@ -12,7 +12,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 import pytest
 
 from verifirst.core.errors import InputError, LeakageError
-from verifirst.optimizers.mlflow_align import (
+from verifirst.judge.mlflow_align import (
     JUDGE_NAME, MIN_TRACES, _mlflow_at, align_anchor, judge_instructions, log_outcome_traces, render_view)
 from verifirst.loop.splits import SplitManifest
 from verifirst.core.task import Item
@@ -209,7 +209,7 @@ def hashed_words(texts: list[str]) -> list[list[float]]:
 def test_aligners_are_parsed_and_detected(monkeypatch):
     import mlflow.genai.judges.optimizers as opts
 
-    from verifirst.optimizers.mlflow_align import available_aligners, parse_aligners
+    from verifirst.judge.mlflow_align import available_aligners, parse_aligners
 
     assert parse_aligners("all") == ["simba", "gepa", "memalign"]
     assert parse_aligners("memalign, simba") == ["simba", "memalign"]

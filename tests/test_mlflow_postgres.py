@@ -70,7 +70,7 @@ def team(tmp_path_factory):
             pytest.skip(str(e))
     from test_calibrate import write_outcomes
     from test_autorefine import RuleFollowingLM
-    from verifirst.calibration import calibrate_outcomes
+    from verifirst.judge.calibrate import calibrate_outcomes
 
     root = tmp_path_factory.mktemp("team")
     pg = team_server.start_postgres()  # throwaway data directory, owned by `nobody` when we are root

@@ -71,7 +71,7 @@ def _write(path: Path, rows) -> Path:
 @pytest.fixture
 def scripted(monkeypatch):
     """The CLI's model strings resolve to the scripted LM."""
-    import verifirst.monitoring as mon
+    import verifirst.judge.monitoring as mon
 
     monkeypatch.setattr(mon, "make_lm", lambda spec, role="task", **kw: _lm(role))
 
@@ -229,7 +229,7 @@ def test_bad_input_exits_2_naming_the_file_or_field(tmp_path, scripted):
 @pytest.fixture
 def counted(monkeypatch):
     """Like `scripted`, counting the model calls."""
-    import verifirst.monitoring as mon
+    import verifirst.judge.monitoring as mon
 
     calls = []
 
@@ -297,7 +297,7 @@ def test_a_limit_below_one_is_refused(tmp_path, counted, bad):
 
 
 def test_judge_limit_judges_the_first_records(tmp_path, monkeypatch):
-    import verifirst.calibration as cal
+    import verifirst.judge.apply as cal
 
     calls = []
     monkeypatch.setattr(cal, "make_lm", lambda spec, role="task", **kw: scripted_lm(

@@ -9,7 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
-from verifirst.benchmarks import outcomes as oc
+from verifirst.judge import outcomes as oc
 from verifirst.core.errors import InputError
 from verifirst.loop.splits import make_splits
 from verifirst.core.task import Item
@@ -208,10 +208,10 @@ LABEL_CASES = [("PASS", "PASS"), (" fail ", "FAIL"), ("Merged", "PASS"), ("aband
 def test_every_label_reader_agrees(raw, want):
     """Outcome files, MLflow feedback, the label verifier, judge answers and the MLflow anchor read
     a label the same way, through verifirst.core.verdicts."""
-    from verifirst.optimizers import mlflow_align
-    from verifirst.programs.judges import JudgeError, normalize_verdict
+    from verifirst.judge import mlflow_align
+    from verifirst.judge.programs import JudgeError, normalize_verdict
     from verifirst.core.verdicts import normalize_label
-    from verifirst.verifiers import label
+    from verifirst.judge import label_verifier as label
 
     assert normalize_label(raw) == want
     assert label.normalize_label(raw) == want
@@ -228,9 +228,9 @@ def test_every_label_reader_agrees(raw, want):
 
 def test_label_vocabulary_is_defined_once():
     import verifirst.core.verdicts as vd
-    from verifirst.optimizers import autorefine
-    from verifirst.programs import judges
-    from verifirst.verifiers import label
+    from verifirst.judge import autorefine
+    from verifirst.judge import programs as judges
+    from verifirst.judge import label_verifier as label
 
     assert label.normalize_label is vd.normalize_label and label.LABELS == oc.LABELS == vd.LABELS == ("PASS", "FAIL")
     assert (judges.PASS, judges.FAIL, autorefine.PASS, autorefine.FAIL) == (vd.PASS, vd.FAIL, vd.PASS, vd.FAIL)

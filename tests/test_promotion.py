@@ -1,4 +1,4 @@
-"""Promotion on evidence (verifirst.loop.promotion through calibrate.promote): the champion alias moves
+"""Promotion on evidence (verifirst.judge.promotion through calibrate.promote): the champion alias moves
 only when the rule's validation evidence holds, a first champion needs a π interval above zero on
 both label classes, the report says the smallest detectable Δπ and why, and an error reading the
 alias never moves it."""
@@ -10,9 +10,9 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, RESOURCE_DOES_NOT_EXIST
 
-from verifirst.calibration import promote
+from verifirst.judge.promotion import promote
 from verifirst.core.errors import InputError
-from verifirst.loop.promotion import detectable_delta, parse_rule
+from verifirst.judge.promotion import detectable_delta, parse_rule
 
 DIGEST = "d1"
 
@@ -125,7 +125,7 @@ def test_rules_parse_and_bad_ones_are_named():
 def test_no_such_alias_in_a_real_store_means_first_champion(tmp_path):
     import mlflow
 
-    from verifirst.loop.promotion import read_alias
+    from verifirst.judge.promotion import read_alias
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)

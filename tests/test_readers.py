@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from verifirst import config
-from verifirst.benchmarks.outcomes import load_outcomes
+from verifirst.judge.outcomes import load_outcomes
 from verifirst.core.data import records_of
 from verifirst.core.errors import ConfigError, InputError
 from verifirst.core.textfile import lines, read_jsonl, read_text

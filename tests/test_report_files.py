@@ -103,7 +103,7 @@ def test_every_report_the_project_writes_is_strict_json(tmp_path, run027):
     from test_autorefine import RuleFollowingLM
     from test_calibrate import write_outcomes
 
-    from verifirst.calibration import calibrate_outcomes
+    from verifirst.judge.calibrate import calibrate_outcomes
 
     run = run027
     src = tmp_path / "outcomes.jsonl"

@@ -13,7 +13,8 @@ from rich.console import Console
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
 from verifirst import api, config, experiment
-from verifirst.calibration import calibrate_outcomes, print_calibration
+from verifirst.judge.calibrate import calibrate_outcomes
+from verifirst.judge.printing import print_calibration
 from verifirst.lm import Models
 from verifirst.report import HEADERS, JUDGE_HEADERS, markdown, print_report
 from verifirst.lm.testing import json_answer, scripted_lm

@@ -11,8 +11,9 @@ import pytest
 
 from test_autorefine import RuleFollowingLM
 from test_calibrate import write_outcomes
-from verifirst.calibration import calibrate_outcomes, print_calibration
-from verifirst.tracking.records import load_trace_suite
+from verifirst.judge.calibrate import calibrate_outcomes
+from verifirst.judge.printing import print_calibration
+from verifirst.judge.traces import load_trace_suite
 
 
 @pytest.fixture(scope="module")

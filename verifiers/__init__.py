@@ -17,6 +17,5 @@ def register(registry) -> None:
     add("verifier", "bash-syntax", "verifirst.verifiers.bash.shell_gates:BashSyntaxGate", "bash -n syntax gate")
     add("verifier", "shellcheck", "verifirst.verifiers.bash.shell_gates:ShellcheckGate", "shellcheck gate")
     add("verifier", "terraform", "verifirst.verifiers.terraform.verifier:TerraformVerifier", "validate -> plan -> OPA")
-    add("verifier", "label", "verifirst.verifiers.label:LabelVerifier", "judge verdict vs recorded outcome")
     add("verifier", "exact", "verifirst.verifiers.exact:ExactMatch", "exact match with the reference (baseline)")
     add("stages", "terraform", "verifirst.verifiers.terraform.iac_taxonomy:STAGES", "validate -> plan -> OPA")

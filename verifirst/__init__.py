@@ -33,8 +33,6 @@ _LAZY = {
     "evaluate": ("verifirst.api", "evaluate"),
     "run": ("verifirst.api", "run"),
     "load_config": ("verifirst.api", "load_config"),
-    "calibrate": ("verifirst.calibration", "calibrate"),
-    "monitor": ("verifirst.monitoring", "monitor"),
     "robustness": ("verifirst.judging.robustness", "robustness"),
     "compare_robustness": ("verifirst.judging.robustness", "compare"),
     "label_agreement": ("verifirst.judging.agreement", "label_agreement"),
@@ -72,11 +70,11 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(mod), attr)
     if name in _MODULES:  # `vf.stats.wilson(...)`: a kernel module by its short name
         return importlib.import_module(_MODULES[name])
-    if not name.startswith("__"):  # classes a domain package registers as "public" (AutoRefine, AutoRefineAligner)
+    if not name.startswith("__"):  # names a domain registers as "public" (calibrate, monitor, AutoRefine, ...)
         public = importlib.import_module("verifirst.core.registry").PUBLIC
         if name in public:
             return public[name].load()
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 
 
-__all__ = list(_LAZY) + ["AutoRefine", "AutoRefineAligner", "stats", "__version__"]
+__all__ = list(_LAZY) + ["calibrate", "monitor", "AutoRefine", "AutoRefineAligner", "stats", "__version__"]

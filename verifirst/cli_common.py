@@ -1,8 +1,8 @@
 """What every `verifirst` verb shares, whichever package defines the verb: the error exit, the
 --tracking-uri option, the spend limits and the question asked before a run over --max-usd.
 
-verifirst/cli.py (the composition root) and the domain packages' command modules (e.g.
-verifirst.judge.cli: calibrate, monitor, judge) both import it; it imports no domain.
+verifirst/cli.py (the composition root) and the domain packages' command modules (the judge
+domain's calibrate, monitor and judge) both import it; it imports no domain.
 """
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def mlflow_model_uri(spec: str) -> str | None:
 def load_suite_and_splits(outcomes: str | None, problems: int | None, snippets: int | None,
                           splits: str, seed: int):
     from verifirst.benchmarks import outcomes as oc
-    from verifirst.calibration import load_outcome_suite, parse_ratios
+    from verifirst.judge.options import load_outcome_suite, parse_ratios
     from verifirst.loop.splits import make_splits
 
     if outcomes is None or (Path(outcomes).suffix == ".json" and "grade" in Path(outcomes).name):
@@ -146,8 +146,8 @@ def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, 
     import dspy
 
     from verifirst.lm import USAGE, FastJSONAdapter, make_lm
-    from verifirst.optimizers.mlflow_align import align_anchor, parse_aligners
-    from verifirst.programs.judges import DEFAULT_PASSFAIL_PROMPT
+    from verifirst.judge.mlflow_align import align_anchor, parse_aligners
+    from verifirst.judge.programs import DEFAULT_PASSFAIL_PROMPT
 
     parse_aligners(aligners)  # a bad name stops the run before any model call
     workdir = Path(workdir)
@@ -168,7 +168,7 @@ def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, 
         manifest.admit_to_optimizer(manifest.train + manifest.val, who="autorefine (report)")
         source = f"report {report}"
     else:
-        from verifirst.optimizers.autorefine import run_calibration
+        from verifirst.judge.calibrate import run_calibration
 
         judge_lm = make_lm(model, role="judge")
         with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):

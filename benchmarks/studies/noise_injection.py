@@ -25,7 +25,7 @@ import numpy as np
 from verifirst.core.stats import fisher_exact
 from verifirst.core.task import Item
 
-from verifirst.optimizers._teacher import CORRECT, ERROR, SKIP, InformedTeacher, run_teacher
+from verifirst.judge.teacher import CORRECT, ERROR, SKIP, InformedTeacher, run_teacher
 
 
 def flip_labels(items: Sequence[Item], fraction: float, seed: int = 0) -> tuple[list[Item], set[str]]:
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--teacher", default="local", help="LM spec for verifirst.lm.make_lm")
     args = ap.parse_args(argv)
-    from verifirst.benchmarks.outcomes import load_ice_score, load_outcomes
+    from verifirst.judge.outcomes import load_ice_score, load_outcomes
     from verifirst.lm import make_lm
 
     suite = load_outcomes(args.outcomes) if args.outcomes else load_ice_score(problems=args.problems)

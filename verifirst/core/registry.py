@@ -72,10 +72,9 @@ PROGRAMS = Table("program")
 VERIFIERS = Table("verifier")
 ENGINES = Table("engine")  # optimizer engines by name; "none" (evaluate only) is not an engine
 STAGE_ORDERS = Table("stages")  # failing stages in funnel order, PASS last, for report tables
-CALIBRATION = Table("calibration")  # the parts `verifirst calibrate` composes around outcomes and labels
-PUBLIC = Table("public")  # classes reachable as `verifirst.NAME` (resolved lazily by verifirst/__init__.py)
+PUBLIC = Table("public")  # names reachable as `verifirst.NAME` (resolved lazily by verifirst/__init__.py)
 STUDIES = Table("study")  # research studies, `verifirst bench NAME`: their main(argv)
-_TABLES = {t.kind: t for t in (SUITES, PROGRAMS, VERIFIERS, ENGINES, STAGE_ORDERS, CALIBRATION, PUBLIC, STUDIES)}
+_TABLES = {t.kind: t for t in (SUITES, PROGRAMS, VERIFIERS, ENGINES, STAGE_ORDERS, PUBLIC, STUDIES)}
 
 
 def tables() -> dict[str, Table]:
@@ -192,7 +191,7 @@ def component(kind: str, name: str) -> Any:
     domain's code without importing it.
 
     Args:
-        kind: a key of tables(), e.g. "suite", "verifier", "calibration".
+        kind: a key of tables(), e.g. "suite", "verifier", "engine".
         name: the registered name.
     """
     return resolve(kind, _TABLES[kind], name, f"{kind}.name", None)
@@ -210,9 +209,8 @@ class Registrar:
 
         Args:
             kind: "suite", "program", "verifier", "engine" (an optimizer), "stages" (a tuple of
-                stage names in funnel order, PASS last, that report tables follow), "calibration"
-                (a part `verifirst calibrate` composes), "public" (a class reachable as
-                `verifirst.NAME`) or "study" (a research study's `main(argv)`, `verifirst bench NAME`).
+                stage names in funnel order, PASS last, that report tables follow), "public" (a class or
+                function reachable as `verifirst.NAME`) or "study" (a research study's `main(argv)`, `verifirst bench NAME`).
             name: the name experiment files and the CLI use; a name already taken is refused.
             target: "package.module:attr", or the factory (class or function) itself; for
                 "stages", also the tuple of stage names.

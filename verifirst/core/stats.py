@@ -193,16 +193,31 @@ def judge_pi(y: Sequence[str], pred: Sequence[str]) -> float:
     return scotts_pi(list(y), list(pred))
 
 
-def pi_interval(y: Sequence[str], pred: Sequence[str], n_boot: int = 2000, seed: int = 0) -> list[float]:
-    """Percentile 95% interval of Scott's π over items resampled with replacement."""
-    import numpy as np
+def pi_interval(y: Sequence[str], pred: Sequence[str], n_boot: int = 2000, seed: int = 0, *,
+                skip_undefined: bool = False) -> list[float]:
+    """Percentile 95% interval of Scott's π over items resampled with replacement (the one
+    implementation: reports, agreement and promotion all call it).
+
+    Args:
+        y: labels.
+        pred: verdicts.
+        n_boot: bootstrap resamples.
+        seed: the bootstrap seed.
+        skip_undefined: leave out resamples where π is undefined (one class only: NaN) instead of
+            letting them make the interval NaN; [nan, nan] when every resample is undefined.
+    """
+    import math
 
     rng = np.random.default_rng(seed)
     y, pred = list(y), list(pred)
     vals = []
     for _ in range(n_boot):
         ix = rng.integers(0, len(y), len(y))
-        vals.append(judge_pi([y[i] for i in ix], [pred[i] for i in ix]))
+        v = judge_pi([y[i] for i in ix], [pred[i] for i in ix])
+        if not (skip_undefined and math.isnan(v)):
+            vals.append(v)
+    if not vals:
+        return [float("nan"), float("nan")]
     lo, hi = np.quantile(vals, [0.025, 0.975])
     return [float(lo), float(hi)]
 

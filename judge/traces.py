@@ -5,7 +5,7 @@ outputs are the judge's view (`inputs`, `outputs`, and each key of a dict among 
 field) and its label is the assessment (human feedback or expectation) named `label`. Traces
 without that label are counted and skipped, never guessed.
 
-`export_review_queue` logs the items a human should look at as traces (the view as inputs; the
+`review_queue_to_mlflow` logs the items a human should look at as traces (the view as inputs; the
 judge's verdict and reasoning, the teacher's decision and justification and the recorded label as
 assessments) and merges them into an MLflow evaluation dataset a labeling session can load; a
 label a reviewer adds to such a trace is read back by `load_trace_suite`.
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from verifirst.core.errors import InputError
 from verifirst.core.task import Item, Suite
-from verifirst.loop.labels import LabelRule
+from verifirst.judge.labels import LabelRule
 
 PAGE = 500
 ITEM_ID_TAG = "verifirst.item_id"
@@ -182,7 +182,7 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
     return suite, stats
 
 
-def export_review_queue(rows: Sequence[dict], tracking_uri: str, experiment: str, dataset_name: str,
+def review_queue_to_mlflow(rows: Sequence[dict], tracking_uri: str, experiment: str, dataset_name: str,
                         run_id: str | None = None) -> dict:
     """The review queue as traces in `experiment` and an evaluation dataset of them.
 

@@ -20,10 +20,13 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
 
 from verifirst.core.errors import InputError
-from verifirst.core.stats import paired_bootstrap, scotts_pi
+from verifirst.core.stats import paired_bootstrap, pi_interval, scotts_pi
+from typing import Any, Callable
+
+from verifirst.judge.options import held_out_pi, judge_section
+from verifirst.tracking import Tracker
 
 RULES = ("significant", "better", "noninferior")
 Z_ALPHA, Z_POWER = 1.96, 0.84  # two-sided 5% test, 80% power
@@ -106,30 +109,6 @@ def decide(rule: PromoteRule, y: Sequence[str], champion: Sequence[str], new: Se
             "why": why}
 
 
-def pi_interval(y: Sequence[str], pred: Sequence[str], n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
-    """(π, lower, upper) with a percentile bootstrap 95% interval over items (NaN resamples dropped).
-
-    Args:
-        y: labels.
-        pred: verdicts.
-        n_boot: bootstrap resamples.
-        seed: the bootstrap seed.
-    """
-    y, pred = list(y), list(pred)
-    pi = scotts_pi(y, pred)
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n_boot):
-        ix = rng.integers(0, len(y), len(y))
-        v = scotts_pi([y[j] for j in ix], [pred[j] for j in ix])
-        if not math.isnan(v):
-            vals.append(v)
-    if not vals:
-        return pi, float("nan"), float("nan")
-    lo, hi = np.quantile(vals, [0.025, 0.975])
-    return pi, float(lo), float(hi)
-
-
 def first_champion(y: Sequence[str], pred: Sequence[str], n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Whether a first prompt may become champion: both label classes on validation and a π
     interval above zero.
@@ -148,7 +127,8 @@ def first_champion(y: Sequence[str], pred: Sequence[str], n_boot: int = N_BOOT, 
         return {"move": False, "pi": None, "pi_ci95": None,
                 "why": f"the validation split holds one label class ({', '.join(classes) or 'none'}): "
                        f"π cannot show agreement beyond chance"}
-    pi, lo, hi = pi_interval(y, pred, n_boot, seed)
+    pi = scotts_pi(y, pred)
+    lo, hi = pi_interval(y, pred, n_boot, seed, skip_undefined=True)  # core.stats: the one implementation
     move = not math.isnan(lo) and lo > 0
     why = (f"validation π {pi:.3f}, 95% bootstrap [{lo:.3f}, {hi:.3f}] on {len(y)} items "
            f"{'lies above zero' if move else 'does not lie above zero'}")
@@ -176,3 +156,92 @@ def read_alias(client, name: str, alias: str):
         if absent:
             return None, None
         return None, f"{type(e).__name__} {code}: {text}".replace("  ", " ")
+
+
+CHAMPION = "champion"
+
+
+def _val_pi(y: list, pred: list) -> float:
+    return scotts_pi(list(y), list(pred))
+
+
+def promote(tracker: Tracker, name: str, version: int, report: dict,
+            rescore: Callable[[str, float | None], dict[str, str | None]] | None = None,
+            alias: str = CHAMPION, rule=None, robustness: Callable[[str, Any], dict] | None = None) -> dict:
+    """Move `alias` (default `champion`) to this version only on validation evidence against the alias's
+    current version, paired on the same validation items (verifirst.judge.promotion: rule, first champion,
+    detectable Δπ); test π is reported and never decides. An error reading the alias moves nothing.
+
+    A current version calibrated on another split is not comparable (its prompt may have been chosen
+    on this run's validation items); one that names no split (written by hand) is re-scored.
+
+    Args:
+        tracker: the run's Tracker (its MLflow client holds the registry).
+        name: the registered prompt name.
+        version: the version this run registered.
+        report: the calibration report (split_digest; its judge section's validation labels and
+            verdicts, test).
+        rescore: (prompt text, threshold) -> verdict per validation item id, running a prompt with
+            this run's judge LM on this run's validation items; it scores the current champion.
+        alias: the alias to move.
+        rule: a verifirst.judge.promotion.PromoteRule (default: significant).
+        robustness: (champion text, threshold) -> verifirst.judging.robustness.compare(); a refusal keeps the alias.
+
+    Returns:
+        {"moved", "decided_on": "validation", "reason", "val_pi", "champion_val_pi", "pi" (test π,
+        reported only), ...}.
+    """
+    client = tracker.client
+    val = judge_section(report).get("validation") or {}
+    labels = val.get("labels") or {}
+    mine = (val.get("verdicts") or {}).get("calibrated") or {}
+    rule = parse_rule(rule)
+    out: dict[str, Any] = {"moved": False, "decided_on": "validation", "pi": held_out_pi(report),
+                           "val_pi": val.get("pi"), "alias": alias, "rule": str(rule)}
+    cur, error = read_alias(client, name, alias)
+    if error is not None:
+        return {**out, "error": error, "reason": f"the {alias} alias could not be read ({error}); "
+                                                 f"promotion stopped, the alias did not move"}
+    if not labels or not any(v is not None for v in mine.values()):
+        return {**out, "reason": "no validation verdicts to decide on (test π never decides)"}
+    if cur is None:
+        ids = [i for i in labels if mine.get(i) is not None]
+        first = first_champion([labels[i] for i in ids], [mine[i] for i in ids])
+        out.update({"val_pi_ci95": first["pi_ci95"], "paired_n": len(ids)})
+        if not first["move"]:
+            return {**out, "reason": f"no first {alias}: {first['why']} (decided on validation)"}
+        client.set_prompt_alias(name, alias, version)
+        return {**out, "moved": True, "reason": f"first {alias}: {first['why']} (decided on validation)"}
+    if int(cur.version) == int(version):
+        return {**out, "reason": f"v{version} is already the {alias} (decided on validation)"}
+    tags = dict(getattr(cur, "tags", {}) or {})
+    if tags.get("split_digest") not in (None, "", report["split_digest"]):
+        return {**out, "reason": f"{alias} v{cur.version} was calibrated on another split "
+                                 f"({tags.get('split_digest')}): its validation items are not this run's; "
+                                 f"not comparable (decided on validation)"}
+    if rescore is None:
+        return {**out, "reason": f"the {alias} cannot be re-scored on this run's validation items"}
+    th = tags.get("threshold")
+    theirs = rescore(cur.template, None if th in (None, "", "None") else float(th))
+    ids = [i for i in labels if mine.get(i) is not None and theirs.get(i) is not None]
+    if not ids:
+        return {**out, "reason": f"{alias} v{cur.version} got no validation verdict (LM errors)"}
+    y = [labels[i] for i in ids]
+    a, b = [theirs[i] for i in ids], [mine[i] for i in ids]
+    d = decide(rule, y, a, b)
+    gate = robustness(cur.template, None if th in (None, "", "None") else float(th)) if robustness else None
+    out.update({"robustness": gate} if gate else {})
+    lo, hi = d["ci95"]
+    pm, pt = _val_pi(y, b), _val_pi(y, a)
+    out.update({"val_pi": pm, "champion_val_pi": pt, "paired_n": len(ids), "excluded": len(labels) - len(ids),
+                "val_pi_delta_ci95": [lo, hi], "champion_version": int(cur.version),
+                "detectable_delta": d["detectable_delta"]})
+    cmp = (f"validation π {pm:.3f} vs {alias} v{cur.version} {pt:.3f} on the same {len(ids)} validation "
+           f"items (Δ {d['delta']:+.3f}, 95% paired bootstrap [{lo:+.3f}, {hi:+.3f}]); {d['why']}; "
+           f"decided on validation, test π reported only")
+    if d["move"] and gate and gate["refuse"]:
+        return {**out, "reason": f"refused by the robustness gate: {gate['reason']}; {cmp}"}
+    if d["move"]:
+        client.set_prompt_alias(name, alias, version)
+        return {**out, "moved": True, "reason": f"beats ({rule}): {cmp}"}
+    return {**out, "reason": f"does not beat ({rule}): {cmp}"}

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 
 import dspy
 
-from verifirst.loop.judge_prompt import bind_view, missing_variables, parse_view, render, template_variables
+from verifirst.judge.template import bind_view, missing_variables, parse_view, render, template_variables
 from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
 DEFAULT_PASSFAIL_PROMPT = (

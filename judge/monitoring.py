@@ -143,11 +143,12 @@ def _models(models: Any) -> tuple[Any, Any]:
 def _load_records(outcomes, from_mlflow, label, rule, workdir: Path, tracking_uri: str | None, time_field: str):
     """(suite, source, record lines) from the outcomes file or an MLflow experiment's labelled traces.
     A trace's time is its request time (meta `request_time`) unless it carries `time_field`."""
-    from verifirst.calibration import check_store_has, load_outcome_suite
+    from verifirst.judge.options import load_outcome_suite
+    from verifirst.judge.prompts import check_store_has
 
     if from_mlflow:
         from verifirst.tracking import Tracker
-        from verifirst.tracking.records import load_trace_suite
+        from verifirst.judge.traces import load_trace_suite
 
         uri = tracking_uri or Tracker(workdir, enabled=False).uri
         check_store_has(uri, f"MLflow experiment {from_mlflow!r}", "--from-mlflow", "an experiment with labelled traces")
@@ -359,11 +360,13 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
         recommendation, lm_failure.
     """
-    from verifirst.calibration import (_part, check_record_source, judge_kind, judge_threshold, make_judge_program,
-                                       resolve_start_prompt)
+    from verifirst.judge.autorefine import run_judge, verdicts_at
+    from verifirst.judge.options import check_record_source
+    from verifirst.judge.prompts import judge_kind, judge_threshold, make_judge_program, resolve_start_prompt
     from verifirst.config import RUN_DIR_EXPECTED, check_number, check_workdir
-    from verifirst.loop.judge_prompt import template_variables
-    from verifirst.loop.labels import LabelRule
+    from verifirst.judge.template import template_variables
+    from verifirst.judge.labels import LabelRule
+    from verifirst.judge.teacher import review_items
     from verifirst.loop.rundir import new_run_dir
     from verifirst.loop.timesplit import item_times, parse_windows, time_windows
 
@@ -413,10 +416,10 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     echo(f"{source}: {len(suite.items)} records in {len(wins)} window(s) of {windows} on {time_field}; "
          f"judge {spec}" + (f"; the {limit} newest of {limited['records']} (--limit)" if limited else ""))
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
-        run = _part("run-judge")(program, suite.items, judge_lm, threads)
-    verdicts = _part("verdicts-at")(run, threshold)
+        run = run_judge(program, suite.items, judge_lm, threads, fail_fast=True)
+    verdicts = verdicts_at(run, threshold)
     with dspy.context(lm=teacher_lm, adapter=FastJSONAdapter()):
-        teacher = _part("teacher-review")(list(program.view_fields), suite.items, teacher_lm, threads)
+        teacher = review_items(list(program.view_fields), suite.items, teacher_lm, threads, fail_fast=True)
     labels = {it.id: it.gold["label"] for it in suite.items}
     judge_errors = _judge_lm_errors(run)
     rows = [_window_row(k, w, labels, verdicts, teacher, rule, baseline, n_boot, judge_errors)

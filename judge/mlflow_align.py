@@ -42,7 +42,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 from verifirst.core.errors import InputError  # noqa: E402
 from verifirst.core.task import Item  # noqa: E402
-from verifirst.core.verdicts import FAIL, PASS, normalize_label  # noqa: E402
+from verifirst.core.verdicts import normalize_label
 
 JUDGE_NAME = "outcome"
 LOCAL_MODEL_URI = "openai:/smollm2"

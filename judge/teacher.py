@@ -17,6 +17,7 @@ import dspy
 
 from verifirst.core.stats import fisher_exact
 from verifirst.core.task import Item
+from verifirst.judge.failfast import FIRST_CALLS_ALL_FAILED, not_sent
 
 KEEP, CORRECT, SKIP, ERROR = "KEEP", "CORRECT", "SKIP", "ERROR"
 OUTCOME_FIELD = "outcome_label"
@@ -155,7 +156,8 @@ def _fisher(groups: dict[str, list]) -> dict | None:
             "odds_ratio": res.odds_ratio, "p_value": res.p_value}
 
 
-def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num_threads: int = 1) -> dict[str, dict]:
+def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num_threads: int = 1,
+                 fail_fast: bool = False) -> dict[str, dict]:
     """The informed teacher AutoRefine runs, on these items with their recorded labels (a monitoring
     window): item id -> {"decision": KEEP | CORRECT | SKIP | ERROR, "final_label", "justification",
     "error"}. SKIP is an abstention: the outcome cannot be explained from what the judge sees.
@@ -165,6 +167,20 @@ def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num
         items: the items, each with gold["label"] PASS/FAIL.
         lm: the teacher's LM (None: the configured one).
         num_threads: threads.
+        fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED reviews all failed (an endpoint
+            that is down): the items not asked get decision ERROR and an error saying so.
     """
-    decisions = run_teacher(InformedTeacher(view_fields), items, lm, num_threads)
-    return {k: d.to_dict() for k, d in decisions.items()}
+    teacher = InformedTeacher(view_fields)
+    if not fail_fast:
+        decisions = run_teacher(teacher, items, lm, num_threads)
+        return {k: d.to_dict() for k, d in decisions.items()}
+    items = list(items)
+    first = run_teacher(teacher, items[:FIRST_CALLS_ALL_FAILED], lm, num_threads)
+    if len(first) >= FIRST_CALLS_ALL_FAILED and all(d.decision == ERROR for d in first.values()):
+        why = not_sent(next(d.error for d in first.values()), len(first))
+        rest = {it.id: TeacherDecision(it.id, it.gold["label"], ERROR, None, "", why)
+                for it in items[FIRST_CALLS_ALL_FAILED:]}
+    else:
+        rest = run_teacher(teacher, items[FIRST_CALLS_ALL_FAILED:], lm, num_threads)
+    decisions = {**first, **rest}
+    return {it.id: decisions[it.id].to_dict() for it in items}

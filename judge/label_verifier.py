@@ -6,7 +6,7 @@ from typing import Any
 from verifirst.core.task import Item
 from verifirst.core.verdicts import LABELS, normalize_label  # noqa: F401 - LABELS re-exported
 
-from .base import Verdict, VerifierError
+from verifirst.core.verdicts import Verdict, VerifierError
 
 
 class LabelVerifier:

@@ -29,15 +29,16 @@ import dspy
 
 from verifirst.core import atomic
 from verifirst.core.errors import ErrorRateExceeded, InputError, VerifirstError
-from verifirst.programs.judges import JudgeError, RubricJudge
-from verifirst.core.stats import confusion, judge_pi, paired_bootstrap, pi_comparison, scotts_pi
+from verifirst.judge.programs import JudgeError, RubricJudge
+from verifirst.core.stats import judge_pi, paired_bootstrap, scotts_pi
 from verifirst.core.task import ITEM_ID, Item
 from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
-from ._edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
-from ._teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
+from verifirst.judge.edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
+from verifirst.judge.failfast import FIRST_CALLS_ALL_FAILED, not_sent
+from verifirst.judge.teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
 from verifirst.lm.spend import refused
-from .base import Budget, EngineContext, EngineResult
+from verifirst.core.engine import Budget, EngineContext, EngineResult
 
 STATE_FILE = "autorefine_state.json"
 STATE_VERSION = 1
@@ -51,8 +52,19 @@ class CalibrationMismatch(VerifirstError):
 
 
 # -- running a judge ---------------------------------------------------------------------
-def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1) -> dict[str, dict]:
-    """Per-item {verdict, reasoning, score, error}; an LM error leaves verdict None."""
+def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
+              fail_fast: bool = False) -> dict[str, dict]:
+    """Per-item {verdict, reasoning, score, error}; an LM error leaves verdict None.
+
+    Args:
+        judge: the judge program.
+        items: the items it judges.
+        lm: its LM (None: the configured one).
+        num_threads: judge calls in parallel.
+        fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED calls all failed and none
+            succeeded (an endpoint that is down): the items not asked get verdict None and an error
+            saying so, so a dead endpoint costs a handful of requests, not one per record.
+    """
 
     def one(it: Item) -> tuple[str, dict]:
         try:
@@ -63,10 +75,27 @@ def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1) -> di
         except JudgeError as e:
             return it.id, {"verdict": None, "reasoning": "", "score": None, "error": str(e)}
 
-    if num_threads > 1:
-        with ThreadPoolExecutor(num_threads) as pool:
-            return dict(pool.map(one, items))
-    return dict(one(it) for it in items)
+    if not fail_fast:
+        if num_threads > 1:
+            with ThreadPoolExecutor(num_threads) as pool:
+                return dict(pool.map(one, items))
+        return dict(one(it) for it in items)
+    out: dict[str, dict] = {}
+    items, k, step = list(items), 0, max(1, num_threads)
+    while k < len(items):
+        batch = items[k:k + step]  # a batch at a time: at most threads - 1 calls past the rule
+        if num_threads > 1:
+            with ThreadPoolExecutor(num_threads) as pool:
+                out.update(pool.map(one, batch))
+        else:  # in this thread, as without fail_fast (its dspy context)
+            out.update(one(it) for it in batch)
+        k += len(batch)
+        done = list(out.values())
+        if len(done) >= FIRST_CALLS_ALL_FAILED and not any(r["error"] is None for r in done):
+            why = not_sent(next(r["error"] for r in done), len(done))
+            out.update((it.id, {"verdict": None, "reasoning": "", "score": None, "error": why}) for it in items[k:])
+            break
+    return {it.id: out[it.id] for it in items}
 
 
 def _guard_errors(errors: list[str], n: int, what: str, max_rate: float = MAX_ERROR_RATE) -> None:
@@ -469,187 +498,6 @@ def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels
     return rows
 
 
-# -- held-out report -----------------------------------------------------------------------
-def verdict_metrics(labels: Sequence[str], verdicts: Sequence[str]) -> dict:
-    c = confusion(labels, verdicts, labels=[PASS, FAIL])
-    fail, pas = c.per_class[FAIL], c.per_class[PASS]
-    return {"n": len(labels), "fail_recall": fail["recall"], "fail_precision": fail["precision"],
-            "pass_recall": pas["recall"], "pi": scotts_pi(labels, verdicts), "accuracy": c.accuracy,
-            "confusion": c.as_dict()}
-
-
-def held_out_report(labels: dict[str, str], verdicts: dict[str, dict[str, str | None]], candidate: str,
-                    baselines: Sequence[str], n_boot: int = 2000, seed: int = 0) -> dict:
-    """Test-split report from per-item verdicts of several judges on the same items.
-
-    Items where any compared judge has no verdict (LM error) are left out of every row and
-    counted, so all rows and paired tests use one item set.
-    """
-    names = [candidate, *baselines]
-    ids = [i for i in labels if all(verdicts[n].get(i) is not None for n in names)]
-    out: dict[str, Any] = {"n_items": len(labels), "n_scored": len(ids),
-                           "excluded_lm_errors": len(labels) - len(ids),
-                           "label_counts": {l: sum(labels[i] == l for i in ids) for l in (PASS, FAIL)},
-                           "judges": {}, "comparisons": {}}
-    if not ids:
-        return out
-    y = [labels[i] for i in ids]
-    for n in names:
-        out["judges"][n] = verdict_metrics(y, [verdicts[n][i] for i in ids])
-    cand = [verdicts[candidate][i] for i in ids]
-    for b in baselines:
-        out["comparisons"][f"{candidate}_vs_{b}"] = pi_comparison(y, cand, [verdicts[b][i] for i in ids],
-                                                                  n_boot=n_boot, seed=seed)
-    return out
-
-
-# -- the judge section of a driver report ------------------------------------------------
-def _verdicts_of(result) -> dict[str, str | None]:
-    """A judge's verdict per item from the driver's rows; an unscored row (LM error) has none."""
-    return {r.id: (normalize_label(r.output) if r.status in (PASS, FAIL) else None) for r in result.rows}
-
-
-def judge_report(program, before: dict, after: dict, items: Sequence[Item], manifest, details: dict, *,
-                 judge_lm=None, teacher_lm=None, num_threads: int = 1, n_boot: int = 2000) -> dict:
-    """Judge statistics from the driver's before/after evaluations: the `judge` section of a report.
-
-    Per split, the calibrated judge (after) against the uncalibrated one (before) on the same
-    items: Scott's π with a paired bootstrap interval, FAIL recall/precision, PASS recall,
-    McNemar; the teacher's keep/correct/abstain with abstention by label and metadata; the
-    validation verdicts that decide between prompts; one-label-class warnings.
-
-    Args:
-        program: the uncalibrated judge the driver started from.
-        before: the driver's evaluations of `program`, by split.
-        after: the driver's evaluations of the calibrated judge, by split.
-        items: every item of the suite (labels in gold["label"], metadata in meta).
-        manifest: the split manifest.
-        details: the AutoRefine engine's details (loop summary, teacher decisions).
-        judge_lm: the judge LM (a rubric's train-threshold baseline is re-scored with it).
-        teacher_lm: the teacher LM (named in the self-preference warning).
-        num_threads: threads for that re-scoring.
-        n_boot: bootstrap resamples.
-    """
-    by_id = {it.id: it for it in items}
-    loop = {k: v for k, v in details.items()
-            if k not in ("teacher_decisions", "teacher_used", "teacher", "metric", "review_queue")}
-    kind = getattr(program, "kind", "passfail")
-    rubric = isinstance(program, RubricJudge)
-    base_names = ["uncalibrated_default_threshold", "uncalibrated_train_threshold"] if rubric else ["uncalibrated"]
-    splits: dict[str, dict] = {}
-    verdicts_by_split: dict[str, dict] = {}
-    for split in [s for s in after if s in before]:
-        labels = {r.id: by_id[r.id].gold["label"] for r in before[split].rows}
-        verdicts = {"calibrated": _verdicts_of(after[split]), base_names[0]: _verdicts_of(before[split])}
-        if rubric:
-            verdicts[base_names[1]] = _initial_at_train_threshold(program, before[split], by_id, manifest,
-                                                                  loop.get("initial_threshold"), judge_lm,
-                                                                  num_threads)
-        verdicts_by_split[split] = verdicts
-        splits[split] = held_out_report(labels, verdicts, "calibrated", base_names, n_boot=n_boot)
-    decisions = {k: TeacherDecision(**v) for k, v in (details.get("teacher_decisions") or {}).items()}
-    used = bool(details.get("teacher_used", decisions))
-    train = manifest.select(items, "train")
-    tstats = abstention_stats(train, decisions) if used else {}
-    counts = tstats.get("overall", {})
-    val_labels = {it.id: it.gold["label"] for it in manifest.select(items, "val")}
-    val_verdicts = (verdicts_by_split.get("val") or {}).get("calibrated") or {}
-    test_report = splits.get("test", {})
-    test_labels = {it.id: it.gold["label"] for it in manifest.select(items, "test")} if "test" in splits else {}
-    return {
-        "kind": kind, "view_fields": list(getattr(program, "view_fields", [])),
-        "teacher": {"used": used, "keep": counts.get("keep"), "correct": counts.get("correct"),
-                    "abstain": counts.get("skip"), "error": counts.get("error"), "stats": tstats},
-        "loop": loop, "splits": splits, "test": test_report,
-        "calibrated_prompt": loop.get("calibrated_prompt"), "calibrated_threshold": loop.get("threshold"),
-        "initial_prompt": program.prompt,
-        "models": {"judge": _lm_name(judge_lm), "teacher": _lm_name(teacher_lm)},
-        "warnings": _warnings(judge_lm, teacher_lm, test_report) + _degenerate_splits(
-            {k: v for k, v in (("test", test_labels), ("validation", val_labels)) if v}),
-        "test_verdicts": verdicts_by_split.get("test", {}),
-        "review_queue": list(details.get("review_queue") or []),
-        # what decides between prompts (e.g. the registry's champion): the selected prompt on validation
-        "validation": {"pi": agreement(val_labels, val_verdicts)["pi"] if val_verdicts else None,
-                       "n_items": len(val_labels), "labels": val_labels, "verdicts": {"calibrated": val_verdicts}},
-    }
-
-
-def _initial_at_train_threshold(program, before, by_id: dict, manifest, threshold: float | None, judge_lm,
-                                 num_threads: int) -> dict[str, str | None]:
-    """The starting rubric at the threshold chosen for it on train (scores the driver's rows lack).
-
-    The same program and prompt the driver already scored on this split: with a caching LM
-    these are cache hits, and no new program reaches the test split.
-    """
-    items = [by_id[r.id] for r in before.rows]
-    if before.split == "test":
-        manifest.check_test([it.id for it in items])
-    if threshold is None:
-        return _verdicts_of(before)
-    return verdicts_at(run_judge(program, items, judge_lm, num_threads), threshold)
-
-
-# -- end to end without MLflow ---------------------------------------------------------------
-def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=None, proposer_lm=None,
-                    judge_lm=None, max_iters: int = 5, run_dir: str | Path = "runs/calibrate", *,
-                    prompt: str | None = None, target_pi: float = DEFAULT_TARGET_PI,
-                    length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
-                    batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None,
-                    view: str | None = None, repeats: int = 1, temperature: float = 0.7) -> dict:
-    """The calibration experiment through the one run loop (`vf.optimize`), without tracking: its report.
-
-    The same composition as `verifirst calibrate` (verifirst.calibration.calibrate_suite): judge
-    program, label verifier, AutoRefine engine; the report is the loop's plus `judge`.
-    Writes the report files, calibrated_prompt.txt, the loop checkpoint and the evaluations into
-    run_dir; the test-reuse ledger is the one of the workdir run_dir lives in. `view` maps record
-    fields to the prompt's template variables; `repeats` > 1 runs the judge that many times per
-    validation item (see `refine_judge`).
-    """
-    from verifirst.calibration import CalibrationSettings, calibrate_suite
-    from verifirst.loop.ledger import ledger_for_run_dir
-
-    run_dir = Path(run_dir)
-    settings = CalibrationSettings(judge=judge_kind, max_iters=max_iters, threads=num_threads, view=view,
-                                   repeats=repeats, workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=n_boot,
-                                   cache=False)
-    res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
-                                                      "reflection": proposer_lm},
-                          prompt=prompt, run_dir=run_dir, echo=lambda line: None, log_metrics=log_metrics,
-                          engine_options={"target_pi": target_pi, "length_cap": length_cap,
-                                          "use_teacher": use_teacher, "batch_size": batch_size,
-                                          "repeats": repeats, "temperature": temperature})
-    return res.report
-
-
-def _lm_name(lm) -> str | None:
-    if lm is None:
-        lm = dspy.settings.lm
-    return getattr(lm, "model", None) if lm is not None else None
-
-
-def _warnings(judge_lm, teacher_lm, test_report) -> list[str]:
-    out = []
-    j, t = _lm_name(judge_lm), _lm_name(teacher_lm)
-    if j and t and j == t:
-        out.append(f"teacher and judge share one model ({j}): risk of self-preference (S2 §VI)")
-    if test_report.get("excluded_lm_errors"):
-        out.append(f"{test_report['excluded_lm_errors']} test item(s) left out for judge LM errors")
-    if test_report.get("n_scored", 0) < 50:
-        out.append(f"only {test_report.get('n_scored', 0)} scored test items: wide intervals")
-    return out
-
-
-def _degenerate_splits(labels_by_split: dict[str, dict[str, str]]) -> list[str]:
-    """A split whose labels are all one class: Scott's π there cannot tell judges apart."""
-    out = []
-    for split, labels in labels_by_split.items():
-        classes = sorted(set(labels.values()))
-        if len(classes) == 1:
-            out.append(f"{split} split has one label class (all {classes[0]}): π is undefined/degenerate "
-                       f"there (it only rewards agreeing with that class)")
-    return out
-
-
 # -- Engine protocol -----------------------------------------------------------------------
 def _items_from_examples(examples: Sequence, label_key: str = "label") -> list[Item]:
     out = []
@@ -711,10 +559,6 @@ class AutoRefineEngine:
 
     def estimate(self, builder) -> int:
         """The calls this engine makes, for the dry-run estimate (see optimizers._estimates)."""
-        from ._estimates import autorefine_lines
+        from verifirst.judge.estimates import autorefine_lines
 
         return autorefine_lines(self, builder)
-
-    def judge_report(self, program, before: dict, after: dict, items, manifest, details: dict, **kw) -> dict:
-        """The `judge` section of the driver's report (see `judge_report`)."""
-        return judge_report(program, before, after, items, manifest, details, **kw)

@@ -234,7 +234,7 @@ def load_outcomes(path: str | os.PathLike, view_fields: Sequence[str] | None = N
     Args:
         path: the file.
         view_fields: the fields the judge reads (default: those of VIEW_FIELDS a record has).
-        labels: a verifirst.loop.labels.LabelRule (--pass-at, --label-map) reading every record's
+        labels: a verifirst.judge.labels.LabelRule (--pass-at, --label-map) reading every record's
             label, uncovered ones refused together; None reads PASS/FAIL words.
         require_label: False for records that are only judged (`verifirst judge`): a record
             without a label gets gold label None; a label it has must still read as PASS or FAIL.

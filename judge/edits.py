@@ -259,13 +259,13 @@ class EditApplier(dspy.Module):
         if not text:
             return ["empty rewrite"]
         probs = missing_from(text, edits)
-        from verifirst.loop.judge_prompt import missing_variables
+        from verifirst.judge.template import missing_variables
 
         probs += [f"template variable {{{{ {v} }}}} was lost" for v in missing_variables(text, variables)]
         if len(text) > cap:
             probs.append(f"too long: {len(text)} chars > cap {cap}")
         if needs_checks:
-            from verifirst.programs.judges import parse_checks
+            from verifirst.judge.programs import parse_checks
 
             if not parse_checks(text):
                 probs.append("rubric check lines `- [w=N] name: description` were lost")
