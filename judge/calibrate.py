@@ -39,6 +39,7 @@ from verifirst.judge.prompts import check_store_has, make_judge_program, resolve
 from verifirst.judge.steps import CalibrationSettings, CalibrationSteps, estimate_promotion, estimate_report_steps
 from verifirst.judge.autorefine import DEFAULT_LENGTH_CAP, DEFAULT_TARGET_PI, AutoRefineEngine
 from verifirst.judge.label_verifier import LabelVerifier
+from verifirst.judge.labellers import apply_label_policy
 
 
 # The judge's evaluations stop as `verifirst run`'s do (evaluate.py): when the first requests all
@@ -147,7 +148,7 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                   no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
                   promote_rule: str = "significant", budget: Budget | None = None,
                   baseline: str | None = None, dry_run: bool = False, robustness: Any = None,
-                  confirm: Callable[[Any], bool] | None = None) -> Any:
+                  confirm: Callable[[Any], bool] | None = None, labels: str | None = None) -> Any:
     """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
 
     Args:
@@ -202,6 +203,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
             model is called and nothing is written (no run directory, no MLflow run).
         robustness: a perturbation suite (True: the built-in one) gating promotion against the champion.
         confirm: asked with the estimate when it exceeds a max_usd limit (see `vf.optimize`).
+        labels: the label policy for records labelled by several people (`labels`: {labeller: label}):
+            majority, unanimous or a labeller's name; their agreement (Krippendorff's α) is said first.
 
     Returns:
         The CalibrationRun, or with dry_run the SpendEstimate.
@@ -232,7 +235,14 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     elif outcomes is None:
         raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
     else:
-        suite, source = load_outcome_suite(outcomes, limit, snippets, rule if rule.given else None), str(outcomes)
+        suite, source = load_outcome_suite(outcomes, limit, snippets, rule if rule.given else None,
+                                           require_label=labels is None), str(outcomes)
+    agreement = None
+    if labels is not None:  # several labellers: their agreement said before fitting, the policy's labels kept
+        if from_mlflow:
+            raise InputError("--labels reads outcome records' `labels` objects", field="--labels",
+                             expected="--outcomes FILE whose records carry labels: {labeller: label}")
+        agreement = apply_label_policy(suite, labels, rule, echo)
     start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
     if start is not None:
         prompt = start.text
@@ -257,7 +267,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
     if trace_stats is not None:
         source_line = (f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
                        f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
-    extra: dict[str, Any] = {"labels": {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map}}
+    extra: dict[str, Any] = {"labels": {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map,
+                                        **({"agreement": agreement} if agreement is not None else {})}}
     if trace_stats is not None:
         extra["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
     settings = CalibrationSettings(judge=judge, max_iters=max_iters, threads=threads, view=view, repeats=repeats,
@@ -353,7 +364,8 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               promote: str | None = None, from_mlflow: str | None = None, label: str = "label",
               repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
               promote_rule: str = "significant", budget: Budget | None = None,
-              baseline: str | Path | None = None, dry_run: bool = False, robustness: Any = None) -> Any:
+              baseline: str | Path | None = None, dry_run: bool = False, robustness: Any = None,
+              labels: str | None = None) -> Any:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -416,6 +428,9 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
         robustness: gate promotion on perturbed validation items: True (the built-in suite), or built-in
             names and functions item -> item (see vf.robustness); refused when the calibrated judge flips
             significantly more often than the champion (paired exact McNemar), report["champion"]["robustness"].
+        labels: records labelled by several people (a `labels` object {labeller: label} each): the label
+            policy, majority, unanimous or a labeller's name; Krippendorff's α among the labellers with its
+            interval is said before fitting and kept in report["labels"]["agreement"].
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
@@ -437,7 +452,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             prompt=prompt, view=view, name=name, promote_alias=promote, from_mlflow=from_mlflow, label=label,
             repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map, promote_rule=promote_rule,
             budget=budget, baseline=str(baseline) if baseline is not None else None, dry_run=dry_run,
-            robustness=robustness), names=API_NAMES)
+            robustness=robustness, labels=labels), names=API_NAMES)
     kw = request.run_kwargs()
     if kw.get("models") is None:
         kw["models"] = _calibration_models(models)

@@ -86,7 +86,11 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                                                        help="gate promotion on perturbed validation items: builtin "
                                                             "(instruction, padding, reorder, comment) or a comma "
                                                             "list of those; refused when the calibrated judge flips "
-                                                            "significantly more often than the champion")):
+                                                            "significantly more often than the champion"),
+              labels: Optional[str] = typer.Option(None, "--labels", metavar="POLICY",
+                                                   help="records labelled by several people (a labels object "
+                                                        "{labeller: label}): majority | unanimous | a labeller's "
+                                                        "name; Krippendorff's alpha is reported before fitting")):
     """Calibrate a judge prompt on workflow outcomes with the AutoRefine informed-teacher loop.
 
     Example: verifirst calibrate --outcomes outcomes.jsonl --prompt judge.md --view title,diff,test_plan
@@ -105,7 +109,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
                      from_mlflow=from_mlflow, label=label, repeats=repeats, timeout_s=timeout_s, no_test=no_test,
                      pass_at=pass_at, label_map=label_map, promote_rule=promote_rule, baseline=baseline,
                      dry_run=dry_run, budget=spend_budget(max_usd, max_tokens, max_lm_calls, max_wall_s),
-                     robustness=True if robustness in ("builtin", "all") else robustness)
+                     robustness=True if robustness in ("builtin", "all") else robustness, labels=labels)
         request = CalibrateRequest.build(flags, names=CALIBRATE_FLAGS)  # every flag checked before any read
         raise typer.Exit(cli_calibrate(request, confirm=None if dry_run else confirm_spend(yes)))
     except VerifirstError as e:

@@ -37,7 +37,8 @@ def check_record_source(outcomes: Path | None, from_mlflow: str | None, snippets
                          expected="no --snippets, or --outcomes humaneval_<language>_grade.json")
 
 
-def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None, labels=None) -> Suite:
+def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | None = None, labels=None,
+                       require_label: bool = True) -> Suite:
     """Outcome records (JSONL/CSV), or ICE-Score execution grades, as a suite.
 
     Args:
@@ -45,13 +46,17 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
         limit: keep the first `limit` records (problems for ICE-Score).
         snippets: ICE-Score snippets per problem.
         labels: a verifirst.judge.labels.LabelRule (--pass-at, --label-map), or None for PASS/FAIL words.
+        require_label: every record has one `label` (False: several labellers' `labels`, --labels).
     """
     path = Path(path)
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
     if is_ice_score(path):  # ICE-Score HumanEval grades (an execution oracle)
         return load_ice_score(path, problems=limit, snippets=snippets)
-    suite = load_outcomes(path, labels=labels) if labels is not None else load_outcomes(path)
+    if not require_label:
+        suite = load_outcomes(path, require_label=False)
+    else:
+        suite = load_outcomes(path, labels=labels) if labels is not None else load_outcomes(path)
     if limit:
         suite = Suite(suite.name, suite.items[:limit], suite.description, suite.meta)
     return suite

@@ -30,6 +30,7 @@ CALIBRATE_FLAGS = {
     "snippets": "--snippets", "seed": "--seed", "threads": "--threads", "tracking_uri": "--tracking-uri",
     "offline": "--offline", "trace": "--trace", "anchor": "--anchor", "baseline": "--baseline",
     "as_json": "--json", "budget": "--max-usd", "dry_run": "--dry-run", "robustness": "--robustness",
+    "labels": "--labels",
 }
 # field -> the keyword `vf.calibrate` spells it with, where the two differ
 API_NAMES = {"promote_alias": "promote", "prompt_text": "judge", "judge": "kind"}
@@ -84,6 +85,7 @@ class CalibrateRequest(Request):
     budget: Any = None
     dry_run: bool = False
     robustness: Any = None
+    labels: Optional[NonEmptyStr] = None  # several labellers: majority | unanimous | a labeller's name
     as_json: bool = False
 
     @model_validator(mode="after")

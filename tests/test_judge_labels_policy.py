@@ -1,0 +1,91 @@
+"""`calibrate --labels POLICY` (issue 34): records labelled by two people who disagree on a known 20%:
+Krippendorff's α matches the reference implementation (the `krippendorff` package), is said before any
+model is called, and each policy keeps the expected items with the expected labels."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from verifirst.lm.testing import json_answer, scripted_lm
+
+N, DISAGREE = 40, 8  # 20% of the items: alice and bob disagree
+
+
+def _records() -> list[dict]:
+    out = []
+    for k in range(N):
+        alice = "FAIL" if k % 2 else "PASS"
+        bob = alice if k >= DISAGREE else ("PASS" if alice == "FAIL" else "FAIL")
+        out.append({"id": f"r{k}", "diff": f"+ y = {'eval' if k % 2 else 'int'}(s{k})",
+                    "labels": {"alice": alice, "bob": bob}})
+    return out
+
+
+@pytest.fixture
+def outcomes(tmp_path):
+    path = tmp_path / "two_labellers.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _records()))
+    return path
+
+
+def _suite(path):
+    from verifirst.judge.options import load_outcome_suite
+
+    return load_outcome_suite(path, require_label=False)
+
+
+def test_alpha_matches_the_reference_implementation(outcomes):
+    import krippendorff
+
+    from verifirst.judge.labellers import apply_label_policy
+    from verifirst.judge.labels import LabelRule
+
+    lines = []
+    got = apply_label_policy(_suite(outcomes), "majority", LabelRule.of(None, None), lines.append, n_boot=200)
+    code = {"PASS": 1, "FAIL": 0}
+    data = [[code[r["labels"][who]] for r in _records()] for who in ("alice", "bob")]
+    want = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert got["alpha"] == pytest.approx(want, abs=1e-9)
+    assert got["alpha_ci"][0] <= got["alpha"] <= got["alpha_ci"][1]
+    assert got["disagreements"] == DISAGREE and got["n_pairable"] == N
+    assert "Krippendorff's α" in lines[0] and f"{DISAGREE} disagreement(s)" in lines[0]
+
+
+@pytest.mark.parametrize("policy,kept,label_of", [
+    ("majority", N - DISAGREE, "alice"),  # two labellers: a disagreement is a tie, dropped
+    ("unanimous", N - DISAGREE, "alice"),
+    ("alice", N, "alice"),
+    ("bob", N, "bob"),
+])
+def test_each_policy_selects_the_expected_items(outcomes, policy, kept, label_of):
+    from verifirst.judge.labellers import apply_label_policy
+    from verifirst.judge.labels import LabelRule
+
+    suite = _suite(outcomes)
+    apply_label_policy(suite, policy, LabelRule.of(None, None), lambda m: None, n_boot=50)
+    by_id = {r["id"]: r["labels"][label_of] for r in _records()}
+    assert len(suite.items) == kept
+    assert all(it.gold["label"] == by_id[it.id] for it in suite.items)
+
+
+def test_calibrate_says_the_agreement_before_any_model_call_and_reports_it(outcomes, tmp_path):
+    import verifirst as vf
+
+    calls, lines = [], []
+    lm = scripted_lm(lambda m: calls.append(1) or json_answer(reasoning="r", verdict="PASS"), role="judge",
+                     name="labels-policy")
+    est = vf.calibrate(outcomes, models={"judge": lm}, workdir=tmp_path / "wd", labels="unanimous", dry_run=True,
+                       echo=lines.append)
+    assert calls == [] and any("Krippendorff's α" in ln and "keeps 32" in ln for ln in lines)
+    assert est is not None
+
+
+def test_an_unknown_labeller_is_refused_naming_the_flag_before_anything_is_written(outcomes, tmp_path):
+    from verifirst.cli import app
+
+    r = CliRunner().invoke(app, ["calibrate", "--outcomes", str(outcomes), "--labels", "carol", "--workdir",
+                                 str(tmp_path / "wd")])
+    assert r.exit_code == 2 and "--labels" in r.output and "alice" in r.output, r.output
+    assert not (tmp_path / "wd").exists()
