@@ -166,8 +166,8 @@ def label_agreement(records: Sequence[Any], policy: str = "majority", *, field: 
         policy: "majority", "unanimous" or a labeller's name (see the module's docstring).
         field: the records' {labeller: label} field.
         name: the traces' assessment name.
-        rule: a verifirst.loop.labels.LabelRule-like object with .read(value) -> PASS/FAIL applied to
-            each label first (None: labels compared as given).
+        rule: a LabelRule-like object (the judge domain's --pass-at / --label-map rule) with
+            .read(value) -> PASS/FAIL applied to each label first (None: labels compared as given).
         n_boot: bootstrap resamples for α's interval.
         seed: the bootstrap seed.
         confidence: the interval's level.

@@ -265,7 +265,7 @@ def baseline_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     window, then each older window. A report without a baseline section gives ([], []).
 
     Args:
-        report: a calibration report (report["baseline"], verifirst.calibration.score_baseline).
+        report: a calibration report (report["baseline"], written by the judge domain's score_baseline).
     """
     b = _baseline(report)
     cols = b.get("columns") or []

@@ -1,5 +1,5 @@
 """The monitor report as people read it: the verdict word, the window table (console, Markdown,
-HTML with the plot). verifirst.monitoring computes the report; this module only renders it."""
+HTML with the plot). The judge domain's monitoring computes the report; this module only renders it."""
 from __future__ import annotations
 
 import sys
