@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, StrictBool, field_validator, model_v
 from pydantic_core import PydanticCustomError
 
 from verifirst.core.request import NonEmptyStr, PositiveFloat, Request, UserPath, expand_user, interval, refused
-from verifirst.requests import Margin, Port, RunDir
+from verifirst.requests import Port, RunDir
 
 
 def _existing_file(p):
@@ -210,7 +210,7 @@ class RunFlags(Request):
     dry_run: StrictBool = False
     yes: StrictBool = False
     objective: Optional[NonEmptyStr] = None
-    margin: Optional[Margin] = None
+    margin: Optional[float] = None  # finite here; (0, 1) is config.objective_flags' check, with the objective's words
 
 
 RUN_FLAG_FIELDS = {"experiment": "EXPERIMENT", "run_dir": "--run-dir", "tracking_uri": "--tracking-uri",
