@@ -161,7 +161,8 @@ def find_bwrap(explicit: str | None = None, *, run_as: tuple[int, int] | None = 
     """
     explicit = explicit or os.environ.get("VERIFIRST_BWRAP") or None  # one the user named: no silent fallback
     key = (explicit, run_as)
-    if explicit is None and _launcher.enabled() and not _launcher.refused() and copy_parents is not None:
+    use_own = os.environ.get("VERIFIRST_SANDBOX_LAUNCHER", _launcher.KIND) not in ("bwrap", "0")
+    if explicit is None and use_own and not _launcher.refused() and copy_parents is not None:
         own = _FOUND.get(key + (_launcher.KIND,)) or _own_launcher(run_as, copy_parents)
         if own is not None:
             _FOUND[key + (_launcher.KIND,)] = own

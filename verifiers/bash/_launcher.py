@@ -25,11 +25,6 @@ BUILDS = (["-static"], [])
 _refused = False  # the sandbox's probe failed with vf-sandbox in this process
 
 
-def enabled() -> bool:
-    """Whether the sandbox may use vf-sandbox (VERIFIRST_SANDBOX_LAUNCHER=bwrap turns it off)."""
-    return os.environ.get("VERIFIRST_SANDBOX_LAUNCHER", KIND) not in ("bwrap", "0")
-
-
 def built(parents: tuple[Path, ...]) -> Iterator[str]:
     """vf-sandbox built in `parents`, each when reached: a caller stops at the first the sandbox uid
     can run (the scratch base may be mounted noexec).
@@ -87,11 +82,6 @@ def refuse(refused: bool = True) -> None:
 def refused() -> bool:
     """Whether the sandbox's probe failed with vf-sandbox in this process."""
     return _refused
-
-
-def forkserver_enabled() -> bool:
-    """Whether runs may use vf-sandbox's fork server (VERIFIRST_SANDBOX_FORKSERVER=0 turns it off)."""
-    return os.environ.get("VERIFIRST_SANDBOX_FORKSERVER", "1") != "0"
 
 
 def _compiler() -> str | None:
