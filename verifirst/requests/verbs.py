@@ -136,6 +136,11 @@ class UiRequest(Request):
         if workdir is not None and not _store_of(workdir).is_file():
             problems.append(("workdir", str(workdir), f"a workdir with an MLflow store ({_store_of(workdir)} does not "
                                                        "exist; nothing was created: run `verifirst run` first)"))
+        elif workdir is None and uri.startswith("sqlite:///"):  # a sqlite file MLflow would create empty
+            db = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+            if not db.is_file():
+                flag = "tracking_uri" if self.tracking_uri else "MLFLOW_TRACKING_URI"
+                problems.append((flag, uri, f"an MLflow store that exists ({db} does not; nothing was created)"))
         try:
             infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError, OSError) as e:
@@ -190,7 +195,8 @@ VERIFY_BASH_FLAGS = {"gold": "--gold", "pred": "--pred", "fixture": "--fixture",
 VERIFY_TERRAFORM_FLAGS = {"path": "PATH", "policy": "--policy", "backend": "--backend", "schema_file": "--schema",
                           "as_json": "--json", "gates": "--gates"}
 REPORT_FLAGS = {"run": "RUN", "workdir": "--workdir", "html": "--html", "as_json": "--json", "": "--workdir"}
-UI_FLAGS = {"workdir": "--workdir", "tracking_uri": "--tracking-uri", "port": "--port", "host": "--host"}
+UI_FLAGS = {"workdir": "--workdir", "tracking_uri": "--tracking-uri", "port": "--port", "host": "--host",
+            "MLFLOW_TRACKING_URI": "MLFLOW_TRACKING_URI"}
 BENCH_FLAGS = {"name": "NAME", "args": "ARGS"}
 
 
