@@ -100,7 +100,7 @@ class CalibrateRequest(Request):
 
         # each raises an InputError (not a ValueError: pydantic lets it through) naming its option
         check_record_source(self.outcomes, self.from_mlflow, self.snippets)
-        parse_ratios(self.ratios, self.no_test)
+        parse_ratios(self.ratios, self.no_test)  # a dict's keys and split method checked on the way
         check_split_method(self.split_by, self.time_field, self.windows, prefix="--")
         parse_anchor(self.anchor)
         parse_rule(self.promote_rule)
@@ -115,7 +115,9 @@ class CalibrateRequest(Request):
     @property
     def ratios(self) -> Any:
         """The --splits value (a "0.5,0.25,0.25" text or a 3-sequence), without a time split's table."""
-        return self.splits["ratios"] if isinstance(self.splits, dict) else self.splits
+        from verifirst.loop.splits import split_options
+
+        return split_options(self.splits)[0] if isinstance(self.splits, dict) else self.splits
 
     def split_spec(self) -> Any:
         """The splits as calibrate_run reads them: the ratios, or the time split's table."""

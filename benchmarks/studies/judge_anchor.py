@@ -115,7 +115,7 @@ def mlflow_model_uri(spec: str) -> str | None:
 
 def load_suite_and_splits(outcomes: str | None, problems: int | None, snippets: int | None,
                           splits: str, seed: int):
-    from verifirst.benchmarks import outcomes as oc
+    from verifirst.judge import outcomes as oc
     from verifirst.judge.options import load_outcome_suite, parse_ratios
     from verifirst.loop.splits import make_splits
 
