@@ -183,6 +183,21 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
                 no_tracking: bool = typer.Option(False, "--no-tracking", help="log nothing to MLflow"),
                 limit: Optional[int] = typer.Option(None, "--limit", help="judge only the N newest records (a "
                                                     "judge and a teacher call each)"),
+                recorded: Optional[str] = typer.Option(None, "--recorded", metavar="ASSESSMENT", help="with "
+                                                       "--from-mlflow: the deployed judge's verdicts logged under this "
+                                                       "assessment, joined to --label assessments or --outcomes; no "
+                                                       "judge call"),
+                state: Optional[Path] = typer.Option(None, help="--recorded: what earlier runs read (default "
+                                                     "WORKDIR/monitor-state/EXPERIMENT.ASSESSMENT.json)"),
+                join_key: Optional[str] = typer.Option(None, "--join-key", help="--recorded --outcomes: the field "
+                                                       "naming each outcome's trace (default trace_id; else a trace "
+                                                       "tag, metadata or root input of that name)"),
+                teacher_abstention: bool = typer.Option(False, "--teacher-abstention", help="--recorded: also ask "
+                                                        "the informed teacher (one call per new record)"),
+                max_wait: Optional[str] = typer.Option(None, "--max-wait", help="--recorded: stop waiting for an "
+                                                       "outcome after this long (30d)"),
+                dry_run: bool = typer.Option(False, "--dry-run", help="--recorded: what a run would read and the "
+                                             "teacher calls it would cost; nothing written"),
                 as_json: bool = typer.Option(False, "--json", help="print the report as JSON")):
     """Score the deployed judge on new labelled outcomes per time window; exit 1 on drift.
 
@@ -203,6 +218,12 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
             view=view, pass_at=pass_at, label_map=label_map, model=model, teacher=teacher, threads=threads,
             workdir=workdir, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, no_tracking=no_tracking,
             limit=limit, as_json=as_json), names=MONITOR_FLAGS)  # every flag checked before any read
+        if recorded is not None or state or join_key or teacher_abstention or max_wait or dry_run:
+            from verifirst.judge.recorded_verdicts import cli_monitor_recorded
+
+            raise typer.Exit(cli_monitor_recorded(request, recorded=recorded, state=state, join_key=join_key,
+                                                  teacher_abstention=teacher_abstention, max_wait=max_wait,
+                                                  dry_run=dry_run))
         raise typer.Exit(cli_monitor(**request.monitor_kwargs()))
     except VerifirstError as e:
         fail(e)

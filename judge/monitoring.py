@@ -309,6 +309,48 @@ def _baseline(rule: DriftRule, tags: dict, source: str) -> tuple[float, str]:
     return value, f"the prompt version's {BASELINE_TAG!r} tag"
 
 
+def verdict_fields(rows: list[dict], rule: DriftRule, lm_failure: dict | None, outliers: dict | None) -> dict:
+    """The run's verdict from its window rows: drift, recommendation, reason, exit code, no evidence.
+
+    Args:
+        rows: _window_row's rows.
+        rule: the drift rule.
+        lm_failure: _run_lm_failure(rows).
+        outliers: _time_outliers' note, or None.
+    """
+    drifting = [r for r in rows if r["drift"]["pi"] or r["drift"]["abstention"]]
+    recommendation = None
+    if any(r["drift"]["abstention"] for r in drifting):
+        recommendation = BETTER_INPUTS
+    elif drifting:
+        recommendation = RECALIBRATE
+    no_evidence = not drifting and not lm_failure and not any(r["decided"] for r in rows)
+    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else \
+        EXIT_NO_EVIDENCE if no_evidence else EXIT_OK
+    undecided = sum(not r["decided"] for r in rows)
+    if no_evidence:
+        reason = (f"no evidence: none of the {len(rows)} window(s) had {rule.min_n} judged records (--min-n), so "
+                  f"none could show drift or its absence; use longer windows or fewer of them, or more records")
+    elif not drifting:
+        reason = "no window drifted" + (f" ({undecided} of {len(rows)} window(s) had too few records to decide)"
+                                        if undecided else "")
+    elif recommendation == BETTER_INPUTS:
+        reason = ("the informed teacher abstained on too many outcomes: they depend on something the judge "
+                  "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
+    else:
+        reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
+                  "the outcomes are still explained by what the judge sees; recalibrate on the recent outcomes "
+                  "(verifirst calibrate --split-by time)")
+    if lm_failure:
+        reason = _failure_reason(lm_failure) if not drifting else f"{reason}. Also: {_failure_reason(lm_failure)}"
+    if outliers:
+        reason = f"{reason}. Note: {outliers['text']}"
+    return {"drift": bool(drifting), "drifting_windows": [r["index"] for r in drifting],
+            "first_drift_window": drifting[0]["index"] if drifting else None,
+            "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
+            "no_evidence": no_evidence, "undecided_windows": undecided}
+
+
 def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str | None = None,
             label: str = "label", models: Any = None, windows: str | int = "7d", time_field: str = "created_at",
             view: str | None = None, pass_at: float | None = None, label_map: Any = None,
@@ -426,33 +468,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
             for k, w in enumerate(wins)]
     lm_failure = _run_lm_failure(rows)
 
-    drifting = [r for r in rows if r["drift"]["pi"] or r["drift"]["abstention"]]
-    recommendation = None
-    if any(r["drift"]["abstention"] for r in drifting):
-        recommendation = BETTER_INPUTS
-    elif drifting:
-        recommendation = RECALIBRATE
-    no_evidence = not drifting and not lm_failure and not any(r["decided"] for r in rows)
-    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else \
-        EXIT_NO_EVIDENCE if no_evidence else EXIT_OK
-    undecided = sum(not r["decided"] for r in rows)
-    if no_evidence:
-        reason = (f"no evidence: none of the {len(rows)} window(s) had {rule.min_n} judged records (--min-n), so "
-                  f"none could show drift or its absence; use longer windows or fewer of them, or more records")
-    elif not drifting:
-        reason = "no window drifted" + (f" ({undecided} of {len(rows)} window(s) had too few records to decide)"
-                                        if undecided else "")
-    elif recommendation == BETTER_INPUTS:
-        reason = ("the informed teacher abstained on too many outcomes: they depend on something the judge "
-                  "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
-    else:
-        reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
-                  "the outcomes are still explained by what the judge sees; recalibrate on the recent outcomes "
-                  "(verifirst calibrate --split-by time)")
-    if lm_failure:
-        reason = _failure_reason(lm_failure) if not drifting else f"{reason}. Also: {_failure_reason(lm_failure)}"
-    if outliers:
-        reason = f"{reason}. Note: {outliers['text']}"
+    v = verdict_fields(rows, rule, lm_failure, outliers)
     report: dict[str, Any] = {
         "kind": "monitor", "name": "monitor",
         "prompt": {"source": spec, "name": start.name, "version": start.version, "alias": start.alias,
@@ -461,11 +477,12 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         "labels": {"rule": labels_rule.describe()},
         "drift_rule": {**asdict(rule), "baseline_pi": baseline, "baseline_source": baseline_source,
                        "text": rule.describe(baseline)},
-        "windows": rows, "drift": bool(drifting), "drifting_windows": [r["index"] for r in drifting],
-        "first_drift_window": drifting[0]["index"] if drifting else None,
-        "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
+        "windows": rows, "drift": v["drift"], "drifting_windows": v["drifting_windows"],
+        "first_drift_window": v["first_drift_window"],
+        "recommendation": v["recommendation"], "reason": v["reason"], "exit_code": v["exit_code"],
         "judge_errors": sum(r["judge_errors"] for r in rows), "lm_failure": lm_failure,
-        "no_evidence": no_evidence, "undecided_windows": undecided, "limit": limited, "time_outliers": outliers,
+        "no_evidence": v["no_evidence"], "undecided_windows": v["undecided_windows"], "limit": limited,
+        "time_outliers": outliers,
     }
     out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
     report["run_dir"] = str(out_dir)
@@ -474,7 +491,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     _write(report, out_dir)
     if tracking is not None and report.get("run_id"):
         _log_files(report, workdir, tracking, out_dir)
-    return MonitorResult(report, out_dir, bool(drifting), exit_code, recommendation, rows, lm_failure)
+    return MonitorResult(report, out_dir, v["drift"], v["exit_code"], v["recommendation"], rows, lm_failure)
 
 
 def _tracker(workdir: Path, tracking: MLflow):

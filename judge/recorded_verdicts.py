@@ -4,7 +4,7 @@ In production the judge has already judged each trace and logged its verdict as 
 assessment (`mlflow.log_feedback(trace_id=..., name="judge", value="PASS")`, or a judge scorer's
 own feedback on the trace); only the outcome arrives later. `monitor_recorded` (`verifirst
 monitor --from-mlflow EXPERIMENT --recorded judge`) reads those verdicts, joins the outcomes, and
-computes the windows, Scott's π and the drift verdict with verifirst.monitoring's own functions
+computes the windows, Scott's π and the drift verdict with verifirst.judge.monitoring's functions
 (one implementation of each statistic), making 0 judge calls. Outcomes join in one of two ways:
 
 - **outcome assessments** logged later on the same traces (`label`, default "label": as
@@ -47,11 +47,10 @@ from verifirst.core.errors import InputError
 from verifirst.core.stats import FAIL, PASS
 from verifirst.core.task import Item
 from verifirst.core.textfile import iter_jsonl, read_text
-from verifirst.loop.labels import LabelRule
-from verifirst.monitoring import (BETTER_INPUTS, EXIT_DRIFT, EXIT_LM_FAILURE, EXIT_NO_EVIDENCE, EXIT_OK, RECALIBRATE,
-                                  DriftRule, MonitorResult, _baseline, _failure_reason, _log_files, _run_lm_failure,
-                                  _time_outliers, _track, _window_row, _write, print_monitor)
-from verifirst.tracking.records import ITEM_ID_TAG, _client, _experiment_id, _root, default_view, trace_label, \
+from verifirst.judge.labels import LabelRule
+from verifirst.judge.monitoring import (DriftRule, MonitorResult, _baseline, _log_files, _run_lm_failure, _time_outliers,
+                                        _track, _window_row, _write, print_monitor, verdict_fields)
+from verifirst.judge.traces import ITEM_ID_TAG, _client, _experiment_id, _root, default_view, trace_label, \
     trace_view
 
 STATE_KIND = "verifirst.monitor-recorded"
@@ -297,7 +296,7 @@ def _teacher_review(lm: Any, client, todo: list[str], traces: dict, labels: dict
     """The informed teacher's decisions on the records without one (one teacher call each)."""
     import dspy
 
-    from verifirst.calibration import _part
+    from verifirst.judge.teacher import review_items
     from verifirst.lm import FastJSONAdapter
 
     got = {tid: traces.get(tid) or client.get_trace(tid) for tid in todo}
@@ -307,7 +306,7 @@ def _teacher_review(lm: Any, client, todo: list[str], traces: dict, labels: dict
         v = trace_view(t)
         items.append(Item(tid, {f: v.get(f, "") for f in fields}, {"label": labels[tid]}))
     with dspy.context(lm=lm, adapter=FastJSONAdapter()):  # as monitor runs it: one call a record
-        return _part("teacher-review")(fields, items, lm, threads)
+        return review_items(fields, items, lm, threads)
 
 
 def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "label",
@@ -355,7 +354,7 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
         what was called), or with dry_run the estimate: {"traces_read", "joined_now", "waiting",
         "records", "teacher_calls", "judge_calls": 0, "state"}.
     """
-    from verifirst.calibration import check_store_has, resolve_start_prompt
+    from verifirst.judge.prompts import check_store_has, resolve_start_prompt
     from verifirst.config import RUN_DIR_EXPECTED, check_number, check_workdir
     from verifirst.lm import configure_cache, make_lm
     from verifirst.loop.rundir import new_run_dir
@@ -480,62 +479,57 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
                          lm_failure)
 
 
-def verdict_fields(rows: list[dict], rule: DriftRule, lm_failure: dict | None, outliers: dict | None) -> dict:
-    """The run's verdict from its window rows: drift, recommendation, reason, exit code, no evidence.
-
-    Args:
-        rows: _window_row's rows.
-        rule: the drift rule.
-        lm_failure: _run_lm_failure(rows).
-        outliers: _time_outliers' note, or None.
-    """
-    drifting = [r for r in rows if r["drift"]["pi"] or r["drift"]["abstention"]]
-    recommendation = None
-    if any(r["drift"]["abstention"] for r in drifting):
-        recommendation = BETTER_INPUTS
-    elif drifting:
-        recommendation = RECALIBRATE
-    no_evidence = not drifting and not lm_failure and not any(r["decided"] for r in rows)
-    exit_code = EXIT_DRIFT if drifting else EXIT_LM_FAILURE if lm_failure else \
-        EXIT_NO_EVIDENCE if no_evidence else EXIT_OK
-    undecided = sum(not r["decided"] for r in rows)
-    if no_evidence:
-        reason = (f"no evidence: none of the {len(rows)} window(s) had {rule.min_n} judged records (--min-n), so "
-                  f"none could show drift or its absence; use longer windows or fewer of them, or more records")
-    elif not drifting:
-        reason = "no window drifted" + (f" ({undecided} of {len(rows)} window(s) had too few records to decide)"
-                                        if undecided else "")
-    elif recommendation == BETTER_INPUTS:
-        reason = ("the informed teacher abstained on too many outcomes: they depend on something the judge "
-                  "cannot see; a better prompt will not fix that, give the judge better inputs (view fields)")
-    else:
-        reason = ("π dropped below the champion's validation π while the teacher's abstention stayed normal: "
-                  "the outcomes are still explained by what the judge sees; recalibrate on the recent outcomes "
-                  "(verifirst calibrate --split-by time)")
-    if lm_failure:
-        reason = _failure_reason(lm_failure) if not drifting else f"{reason}. Also: {_failure_reason(lm_failure)}"
-    if outliers:
-        reason = f"{reason}. Note: {outliers['text']}"
-    return {"drift": bool(drifting), "drifting_windows": [r["index"] for r in drifting],
-            "first_drift_window": drifting[0]["index"] if drifting else None,
-            "recommendation": recommendation, "reason": reason, "exit_code": exit_code,
-            "no_evidence": no_evidence, "undecided_windows": undecided}
+RECORDED_FLAGS = "--dry-run, --state, --join-key, --teacher-abstention and --max-wait"
 
 
-def cli_monitor_recorded(as_json: bool = False, dry_run: bool = False, **kw) -> int:
+def cli_monitor_recorded(request: Any, *, recorded: str | None, state: Path | None = None,
+                         join_key: str | None = None, teacher_abstention: bool = False, max_wait: str | None = None,
+                         dry_run: bool = False) -> int:
     """`verifirst monitor --from-mlflow EXPERIMENT --recorded NAME`: the table or JSON report and the
     monitor's exit code (0 ok, 1 drift or LM failure, 3 no evidence); with --dry-run the estimate
-    (what would be read, the teacher calls it would cost) and exit 0."""
+    (what would be read, the teacher calls it would cost) and exit 0.
+
+    Args:
+        request: the monitor command's checked request (its flags; monitor_kwargs() gives the drift
+            rule, the models and the tracking).
+        recorded: --recorded, the judge's assessment name; None with another recorded-only flag is refused.
+        state: --state.
+        join_key: --join-key (None: trace_id).
+        teacher_abstention: --teacher-abstention: ask the informed teacher (the --teacher model).
+        max_wait: --max-wait.
+        dry_run: print the estimate; write nothing, call no model.
+    """
     from verifirst.report import report_json
 
-    res = monitor_recorded(dry_run=dry_run, **kw)
+    if recorded is None:
+        raise InputError(f"{RECORDED_FLAGS} read the deployed judge's recorded verdicts", field="--recorded",
+                         expected="--from-mlflow EXPERIMENT --recorded ASSESSMENT")
+    if request.limit is not None:
+        raise InputError("--limit caps the judge calls of a re-run; --recorded makes none", field="--limit",
+                         expected="no --limit with --recorded")
+    kw = request.monitor_kwargs()
+    as_json = kw["as_json"]
+    res = monitor_recorded(request.from_mlflow, judge=recorded, label=request.label, outcomes=request.outcomes,
+                           key=join_key or TRACE_ID, state=state, prompt=request.prompt, drift=kw["drift"],
+                           windows=request.windows, pass_at=request.pass_at, label_map=request.label_map,
+                           view=request.view, max_wait=max_wait, threads=request.threads,
+                           teacher=kw["models"]["teacher"] if teacher_abstention else None,
+                           workdir=request.workdir, tracking_uri=request.tracking_uri, tracking=kw["tracking"],
+                           run_dir=request.run_dir, dry_run=dry_run)
     if dry_run:
         print(json.dumps(res, indent=1) if as_json else
               f"dry run: {res['traces_read']} new trace(s) to read, {res['waiting_rechecked']} waiting to re-read, "
               f"{res['joined_now']} to join ({res['records']} records in all); judge calls 0, teacher calls "
               f"{res['teacher_calls']} (teacher {res['teacher']}); state {res['state']}")
         return 0
-    print(report_json(res.report)) if as_json else print_monitor(res.report)
+    if as_json:
+        print(report_json(res.report))
+    else:
+        r = res.report["recorded"]
+        print(f"recorded verdicts {r['judge_assessment']!r}: {r['traces_read']} new trace(s) read, {r['joined_now']} "
+              f"joined, {r['waiting']} waiting for an outcome; model calls: judge 0, teacher "
+              f"{res.report['model_calls']['teacher']}; state {r['state']}")
+        print_monitor(res.report)
     if res.report.get("no_evidence") or res.lm_failure:
         print(f"error: {res.report['reason']}", file=sys.stderr)
     return res.exit_code

@@ -15,21 +15,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+import verifirst.tracking  # noqa: F401  (reads MLFLOW_TRACKING_URI once: before a test here sets it)
 from verifirst.core.errors import InputError
+from verifirst.judge.recorded_verdicts import load_state, monitor_recorded
 from verifirst.lm.testing import json_answer, scripted_lm
-
-try:
-    from verifirst.judge.recorded_verdicts import load_state, monitor_recorded
-except ModuleNotFoundError:  # until the judge package lands (issue 34's move): the file itself
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    _spec = importlib.util.spec_from_file_location(
-        "recorded_verdicts", Path(__file__).resolve().parents[1] / "judge" / "recorded_verdicts.py")
-    _mod = sys.modules["recorded_verdicts"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    load_state, monitor_recorded = _mod.load_state, _mod.monitor_recorded
 
 T0 = datetime(2024, 3, 4, tzinfo=timezone.utc)
 CHANGE = T0 + timedelta(days=21)
@@ -140,6 +129,20 @@ def _template(path, serve: bool) -> dict:
     finally:
         mlflow.set_tracking_uri(prev)
     return {"db": path, "ids": ids}
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_uris_put_back(monkeypatch):
+    """mlflow.set_tracking_uri / set_registry_uri set process globals (and MLFLOW_TRACKING_URI): each test
+    here leaves them as it found them (a later test resolving a prompt read this store's registry)."""
+    from mlflow.tracking._model_registry import utils as registry
+    from mlflow.tracking._tracking_service import utils as tracking
+
+    monkeypatch.setattr(tracking, "_tracking_uri", tracking._tracking_uri)
+    monkeypatch.setattr(registry, "_registry_uri", registry._registry_uri)
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+        monkeypatch.setenv(name, "unset")  # recorded as it was, put back after the test
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="module")
@@ -358,4 +361,43 @@ def test_bad_input_is_an_error_naming_what_and_writes_nothing(tmp_path, monkeypa
     with pytest.raises(InputError, match=r"join key 'request_key' needs an outcome file"):
         _recorded(tmp_path, store, key="request_key", state="t.json")
     assert load_state(tmp_path / "none.json", {"experiment": "x"})["records"] == {}
+    assert counted.engine.calls == 0
+
+
+def test_cli_monitor_from_mlflow_recorded_exits_as_monitor_does(tmp_path, monkeypatch, served, counted):
+    """`verifirst monitor --from-mlflow EXP --recorded judge`: the monitor's report and exit codes (1 drift,
+    2 bad input naming what), 0 model calls; --dry-run estimates and writes nothing."""
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+
+    store = Store(tmp_path, monkeypatch, served)
+    store.outcomes(_records())
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(PROMPT)
+    state = tmp_path / "cron.json"
+
+    def cli(*args):
+        return CliRunner().invoke(app, ["monitor", "--prompt", str(prompt), "--from-mlflow", "prod-app",
+                                        "--recorded", "judge", "--label", "outcome", "--state", str(state),
+                                        "--baseline-pi", "0.9", "--workdir", str(tmp_path / "wd"),
+                                        "--tracking-uri", store.uri, "--no-tracking", *args])
+
+    r = cli("--dry-run", "--teacher-abstention")
+    assert r.exit_code == 0 and "80 new trace(s)" in r.output and "teacher calls 80" in r.output, r.output
+    assert not state.exists()
+    r = cli("--json")
+    assert r.exit_code == 1, r.output
+    rep = json.loads(r.output)
+    assert rep["model_calls"] == {"judge": 0, "teacher": 0} and rep["first_drift_window"] == 3
+    assert rep["recorded"]["traces_read"] == 80 and state.exists()
+    r = cli("--json")
+    assert r.exit_code == 1 and json.loads(r.output)["recorded"]["traces_read"] == 0
+    state.write_text("{not json")
+    r = cli()
+    assert r.exit_code == 2 and "state file is not JSON" in r.output and str(state) in r.output, r.output
+    r = CliRunner().invoke(app, ["monitor", "--prompt", str(prompt), "--from-mlflow", "nope", "--recorded", "judge",
+                                 "--baseline-pi", "0.9", "--workdir", str(tmp_path / "wd"), "--tracking-uri",
+                                 store.uri, "--no-tracking", "--state", str(tmp_path / "other.json")])
+    assert r.exit_code == 2 and "no MLflow experiment 'nope'" in r.output, r.output
     assert counted.engine.calls == 0
