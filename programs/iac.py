@@ -20,9 +20,10 @@ from verifirst.core.task import Item
 from verifirst.verifiers.terraform.repaired import RepairedConfig, judge_repair
 
 BASE_INSTRUCTIONS = (
-    "Write a complete Terraform configuration (HCL) for the AWS infrastructure the request "
-    "describes. Use only resource types, arguments and nested blocks that the AWS provider "
-    "supports; never set read-only (computed) attributes. Output only HCL.")
+    "Write a complete Terraform configuration (HCL) for the infrastructure the request "
+    "describes. Use only resource types, arguments and nested blocks that its provider (AWS, "
+    "Google Cloud, Azure, Kubernetes, ...) supports; never set read-only (computed) attributes. "
+    "Output only HCL.")
 
 
 class NLToTerraform(dspy.Signature):
