@@ -56,6 +56,14 @@ def _budget(s: CalibrationSettings) -> Budget:
     return dataclasses.replace(s.budget, max_iters=s.max_iters, num_threads=s.threads)
 
 
+def _progress_lines(echo: Callable[[str], None]) -> list:
+    """Progress lines for a calibration written to a file or a pipe (cron, CI): one per phase and
+    per tenth of a split (the steps observer prints the optimizer's own)."""
+    from verifirst.report.progress import PhaseLines, wanted
+
+    return [PhaseLines(echo, announce=False, iterations=False)] if wanted() else []
+
+
 def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: CalibrationSettings, lms: dict, *,
                     prompt: str | None = None, run_dir: Path | None = None, tracking: Any = None,
                     echo: Callable[[str], None] = print, engine_options: dict | None = None,
@@ -103,7 +111,7 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
     models = Models(task=judge_lm, judge=judge_lm, teacher=lms["teacher"], reflection=lms["reflection"])
     out = optimize(program, suite, verifier, engine, splits=manifest, models=models,
                    budget=_budget(s), run_dir=run_dir,
-                   tracking=tracking, callbacks=[steps], output_field="verdict", threads=s.threads,
+                   tracking=tracking, callbacks=[steps, *_progress_lines(echo)], output_field="verdict", threads=s.threads,
                    workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
                    eval_splits=eval_splits, dry_run=dry_run, confirm=confirm)

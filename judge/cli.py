@@ -101,6 +101,8 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
         from verifirst.judge.calibrate import cli_calibrate
         from verifirst.judge.requests import CALIBRATE_FLAGS, CalibrateRequest
 
+        _library_levels_again()
+
         flags = dict(outcomes=outcomes, judge=judge, model=model, teacher=teacher, proposer=proposer,
                      max_iters=max_iters, splits=splits, split_by=split_by, time_field=time_field, windows=windows,
                      workdir=workdir, run_dir=run_dir, limit=limit, snippets=snippets, seed=seed, threads=threads,
@@ -138,6 +140,8 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
     try:
         from verifirst.judge.apply import cli_judge
         from verifirst.judge.requests import JUDGE_FLAGS, JudgeRequest
+
+        _library_levels_again()
 
         request = JudgeRequest.build(dict(prompt=prompt, input=input, kind=kind, model=model, workdir=workdir,
                                           threshold=threshold, view=view, tracking_uri=tracking_uri, limit=limit),
@@ -212,6 +216,8 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
         from verifirst.judge.monitoring import cli_monitor
         from verifirst.judge.requests import MONITOR_FLAGS, MonitorRequest
 
+        _library_levels_again()
+
         request = MonitorRequest.build(dict(
             prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow, label=label, windows=windows,
             time_field=time_field, baseline_pi=baseline_pi, max_abstention=max_abstention, min_n=min_n, kind=kind,
@@ -227,6 +233,14 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
         raise typer.Exit(cli_monitor(**request.monitor_kwargs()))
     except VerifirstError as e:
         fail(e)
+
+
+def _library_levels_again() -> None:
+    """`import dspy` sets its logger back to INFO: the levels `-v` chose, again, after the imports
+    (else DSPy's WARNING lines leak into a quiet verb)."""
+    from verifirst.cli_run import _VERBOSE, set_verbosity
+
+    set_verbosity(_VERBOSE[0])
 
 
 def mount(app: typer.Typer) -> None:

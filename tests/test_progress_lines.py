@@ -127,3 +127,18 @@ def test_every_n_items_and_a_heartbeat_on_a_slow_split():
         "run killed: stopped by budget: max_lm_calls 10",
     ]
     assert said[4].startswith("[   107s]")
+
+
+def test_dash_q_turns_the_progress_lines_off(monkeypatch, tmp_path):
+    """`verifirst -q VERB` is what a cron line writes: the flag reaches the progress observer."""
+    from typer.testing import CliRunner
+
+    from verifirst.cli import app
+    from verifirst.report import progress
+
+    monkeypatch.setattr(progress, "_QUIET", [False])
+    CliRunner().invoke(app, ["-q", "report", "latest", "--workdir", str(tmp_path / "none")])
+    assert progress._QUIET[0] is True
+    monkeypatch.setattr(progress, "_QUIET", [False])
+    CliRunner().invoke(app, ["report", "latest", "--workdir", str(tmp_path / "none")])
+    assert progress._QUIET[0] is False

@@ -42,9 +42,15 @@ app.add_typer(schema_app, name="schema")
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "-v", "--verbose",
                                        help="show library INFO logs (DSPy, GEPA, MLflow, LiteLLM) and their "
-                                            "progress bars")):
+                                            "progress bars"),
+          quiet: bool = typer.Option(False, "-q", "--quiet",
+                                     help="no progress lines when the output is a file or a pipe (cron, CI)")):
     # No docstring: the app's help (typer.Typer(help=...)) stays the top-level help.
     set_verbosity(verbose)
+    if quiet:
+        from verifirst.report.progress import set_quiet
+
+        set_quiet(True)
 
 
 @app.command()
