@@ -432,10 +432,16 @@ def test_run_tmpfs_of_a_killed_owner_is_unmounted_and_swept(tmp_path):
     leaked.mkdir()
     assert _cgroup.libc().mount(b"t", bytes(leaked), b"tmpfs", 0, b"size=1m") == 0
     (leaked / "up").mkdir()
+    usr = tmp_path / f"usr-{dead}"  # its idmapped /usr clone (a tmpfs stands in for it)
+    usr.mkdir()
+    assert _cgroup.libc().mount(b"t", bytes(usr), b"tmpfs", 0, b"size=1m") == 0
+    alive = tmp_path / f"usr-{os.getppid()}"
+    alive.mkdir()
     hour_ago = _time.time() - 2 * _sandbox_fs.STALE_S
-    os.utime(leaked, (hour_ago, hour_ago))
-    assert _sandbox_fs.sweep_lowers(str(tmp_path)) == [str(leaked)]
-    assert not leaked.exists() and not os.path.ismount(leaked)
+    for p in (leaked, usr, alive):
+        os.utime(p, (hour_ago, hour_ago))
+    assert sorted(_sandbox_fs.sweep_lowers(str(tmp_path))) == sorted([str(leaked), str(usr)])
+    assert not leaked.exists() and not os.path.ismount(leaked) and not usr.exists() and alive.exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a run's own tmpfs is mounted as root only")

@@ -284,8 +284,9 @@ STALE_S = 3600
 
 
 def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
-    """Remove, and return, the lower layers and run directories (a tmpfs unmounted first) older
-    than STALE_S left by processes that died without their exit hooks (kill -9).
+    """Remove, and return, the lower layers, run directories and /usr clones (unmounted first)
+    older than STALE_S left by processes that died without their exit hooks (kill -9): each
+    mount left behind is copied into every later run's mount namespace.
 
     Args:
         parent: the scratch base.
@@ -298,9 +299,9 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        m = re.fullmatch(r"(?:lower|run)-(\d+)-\w+", name)
-        path = os.path.join(parent, name)
-        if not m or int(m.group(1)) == os.getpid() or os.path.exists(f"/proc/{m.group(1)}"):
+        m = re.fullmatch(r"(?:lower|run)-(\d+)-\w+|usr-(\d+)(?:-[0-9a-f]+)?", name)  # usr-: a /usr clone
+        path, pid = os.path.join(parent, name), m and (m.group(1) or m.group(2))
+        if not m or int(pid) == os.getpid() or os.path.exists(f"/proc/{pid}"):
             continue  # ours, or its owner is alive (or its pid reused): leave it
         try:
             if now - os.lstat(path).st_mtime < STALE_S:
@@ -309,6 +310,8 @@ def sweep_lowers(parent: str, now: float | None = None) -> list[str]:
             continue
         if os.path.ismount(path):
             _cgroup.unmount(path)
+        if m.group(2) and os.path.ismount(path):
+            continue  # a /usr clone still mounted: never walk into it
         remove_tree(path)
         removed.append(path)
     return removed
