@@ -409,7 +409,6 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     from verifirst.judge.template import template_variables
     from verifirst.judge.labels import LabelRule
     from verifirst.judge.teacher import review_items
-    from verifirst.loop.rundir import new_run_dir
     from verifirst.loop.timesplit import item_times, parse_windows, time_windows
 
     echo = echo or (lambda line: None)
@@ -484,6 +483,22 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         "no_evidence": v["no_evidence"], "undecided_windows": v["undecided_windows"], "limit": limited,
         "time_outliers": outliers,
     }
+    out_dir = save(report, workdir, tracking, run_dir)
+    return MonitorResult(report, out_dir, v["drift"], v["exit_code"], v["recommendation"], rows, lm_failure)
+
+
+def save(report: dict, workdir: Path, tracking: MLflow | None, run_dir: Path | str | None) -> Path:
+    """Write a monitor report into its run directory (a new one under `workdir` unless given) and
+    log it to MLflow where tracking is on; returns the directory.
+
+    Args:
+        report: the monitor's report; gets its "run_dir" (and "run_id" when tracked).
+        workdir: the store's folder.
+        tracking: MLflow, or None.
+        run_dir: the run directory, or None for a new one.
+    """
+    from verifirst.loop.rundir import new_run_dir
+
     out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
     report["run_dir"] = str(out_dir)
     if tracking is not None:
@@ -491,7 +506,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     _write(report, out_dir)
     if tracking is not None and report.get("run_id"):
         _log_files(report, workdir, tracking, out_dir)
-    return MonitorResult(report, out_dir, v["drift"], v["exit_code"], v["recommendation"], rows, lm_failure)
+    return out_dir
 
 
 def _tracker(workdir: Path, tracking: MLflow):

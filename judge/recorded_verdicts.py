@@ -48,8 +48,8 @@ from verifirst.core.stats import FAIL, PASS
 from verifirst.core.task import Item
 from verifirst.core.textfile import iter_jsonl, read_text
 from verifirst.judge.labels import LabelRule
-from verifirst.judge.monitoring import (DriftRule, MonitorResult, _baseline, _log_files, _run_lm_failure, _time_outliers,
-                                        _track, _window_row, _write, print_monitor, verdict_fields)
+from verifirst.judge.monitoring import (DriftRule, MonitorResult, _baseline, _run_lm_failure, _time_outliers,
+                                        _window_row, print_monitor, save, verdict_fields)
 from verifirst.judge.traces import ITEM_ID_TAG, _client, _experiment_id, _root, default_view, trace_label, \
     trace_view
 
@@ -357,7 +357,6 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
     from verifirst.judge.prompts import check_store_has, resolve_start_prompt
     from verifirst.config import RUN_DIR_EXPECTED, check_number, check_workdir
     from verifirst.lm import configure_cache, make_lm
-    from verifirst.loop.rundir import new_run_dir
     from verifirst.loop.timesplit import item_times, parse_windows, time_windows
     from verifirst.tracking import Tracker
 
@@ -465,13 +464,7 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
                      "teacher": "on" if teacher is not None else "off"},
         "model_calls": model_calls,
     }
-    out_dir = Path(run_dir) if run_dir else new_run_dir(workdir, "monitor")
-    report["run_dir"] = str(out_dir)
-    if tracking is not None:
-        _track(report, workdir, tracking, out_dir)
-    _write(report, out_dir)
-    if tracking is not None and report.get("run_id"):
-        _log_files(report, workdir, tracking, out_dir)
+    out_dir = save(report, workdir, tracking, run_dir)
     st.update({"watermark_ms": got["watermark_ms"], "records": records, "pending": got["pending"],
                "runs": int(st.get("runs") or 0) + 1})
     atomic.write_json(state_path, st)
