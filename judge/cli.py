@@ -223,13 +223,16 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
             time_field=time_field, baseline_pi=baseline_pi, max_abstention=max_abstention, min_n=min_n, kind=kind,
             view=view, pass_at=pass_at, label_map=label_map, model=model, teacher=teacher, threads=threads,
             workdir=workdir, run_dir=run_dir, tracking_uri=tracking_uri, offline=offline, no_tracking=no_tracking,
-            limit=limit, as_json=as_json), names=MONITOR_FLAGS)  # every flag checked before any read
-        if recorded is not None or state or join_key or teacher_abstention or max_wait or dry_run:
+            limit=limit, as_json=as_json, recorded=recorded, state=state, join_key=join_key,
+            teacher_abstention=teacher_abstention, max_wait=max_wait, dry_run=dry_run),
+            names=MONITOR_FLAGS)  # every flag checked before any read
+        if request.from_recorded:
             from verifirst.judge.recorded_verdicts import cli_monitor_recorded
 
-            raise typer.Exit(cli_monitor_recorded(request, recorded=recorded, state=state, join_key=join_key,
-                                                  teacher_abstention=teacher_abstention, max_wait=max_wait,
-                                                  dry_run=dry_run))
+            raise typer.Exit(cli_monitor_recorded(request, recorded=request.recorded, state=request.state,
+                                                  join_key=request.join_key,
+                                                  teacher_abstention=request.teacher_abstention,
+                                                  max_wait=request.max_wait, dry_run=request.dry_run))
         raise typer.Exit(cli_monitor(**request.monitor_kwargs()))
     except VerifirstError as e:
         fail(e)

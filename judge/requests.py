@@ -159,7 +159,9 @@ MONITOR_FLAGS = {"prompt": "--prompt", "outcomes": "--outcomes", "from_mlflow": 
                  "pass_at": "--pass-at", "label_map": "--label-map", "model": "--model", "teacher": "--teacher",
                  "threads": "--threads", "workdir": "--workdir", "run_dir": "--run-dir",
                  "tracking_uri": "--tracking-uri", "offline": "--offline", "no_tracking": "--no-tracking",
-                 "limit": "--limit", "as_json": "--json"}
+                 "limit": "--limit", "as_json": "--json", "recorded": "--recorded", "state": "--state",
+                 "join_key": "--join-key", "teacher_abstention": "--teacher-abstention", "max_wait": "--max-wait",
+                 "dry_run": "--dry-run"}
 
 
 class MonitorRequest(Request):
@@ -189,6 +191,19 @@ class MonitorRequest(Request):
     no_tracking: bool = False
     limit: Optional[PositiveInt] = None
     as_json: bool = False
+    # monitoring from the verdicts the deployed judge recorded (judge/recorded_verdicts.py)
+    recorded: Optional[NonEmptyStr] = None
+    state: Optional[UserPath] = None
+    join_key: Optional[NonEmptyStr] = None
+    teacher_abstention: bool = False
+    max_wait: Optional[NonEmptyStr] = None
+    dry_run: bool = False
+
+    @property
+    def from_recorded(self) -> bool:
+        """Whether a recorded-verdicts flag was given (those runs make no judge call)."""
+        return bool(self.recorded is not None or self.state or self.join_key or self.teacher_abstention
+                    or self.max_wait or self.dry_run)
 
     def monitor_kwargs(self) -> dict[str, Any]:
         """vf.monitor's keyword arguments (and as_json for the CLI's printing)."""

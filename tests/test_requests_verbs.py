@@ -1,5 +1,5 @@
-"""The verbs' typed requests (verifirst.requests.verbs): every option of `verify bash`, `verify
-terraform`, `report`, `ui`, `bench` and `run` is one field of its request; a bad value is refused
+"""The verbs' typed requests (verifirst.requests.verbs, verifirst.judge.requests): every option of `verify bash`, `verify
+terraform`, `report`, `ui`, `bench`, `run`, `judge`, `monitor` and `calibrate` is one field of its request; a bad value is refused
 with exit 2 naming the option, before anything is read, written or started. `verifirst ui` serves
 the store a run names, and exits 2 when it cannot serve."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from verifirst.cli import app
+from verifirst.judge import requests as judge_requests
 from verifirst.requests import verbs
 
 COMMANDS = {
@@ -22,6 +23,8 @@ COMMANDS = {
     ("ui",): (verbs.UiRequest, verbs.UI_FLAGS),
     ("bench",): (verbs.BenchRequest, verbs.BENCH_FLAGS),
     ("run",): (verbs.RunFlags, verbs.RUN_FLAG_FIELDS),
+    ("judge",): (judge_requests.JudgeRequest, judge_requests.JUDGE_FLAGS),
+    ("monitor",): (judge_requests.MonitorRequest, judge_requests.MONITOR_FLAGS),
 }
 
 
@@ -46,6 +49,18 @@ def test_every_option_is_one_field_of_the_verbs_request(path):
     if path == ("bench",):
         shown |= {"ARGS"}  # the study's own arguments, passed on
     assert shown == set(fields.values()), (shown, fields)
+
+
+def test_every_calibrate_option_is_a_field_of_its_request():
+    """calibrate's options are CalibrateRequest's fields; the spend flags make its one `budget`
+    (a vf.Budget), and --yes answers the spend question rather than asking anything. The fields
+    without an option are the API's (LMs, a prompt given as text, an MLflow object, a file's config)."""
+    model, flags = judge_requests.CalibrateRequest, judge_requests.CALIBRATE_FLAGS
+    shown = {_shown(p) for p in _command(("calibrate",)).params if p.name != "ctx"}
+    spend = {"--max-tokens", "--max-lm-calls", "--max-wall-s"}  # with --max-usd: the budget
+    assert set(flags) <= set(model.model_fields)
+    assert shown == set(flags.values()) | spend | {"--yes"}, shown ^ (set(flags.values()) | spend | {"--yes"})
+    assert set(model.model_fields) - set(flags) == {"experiment", "models", "prompt_text", "tracking"}
 
 
 def _invoke(tmp_path, monkeypatch, argv):
@@ -76,6 +91,8 @@ def _invoke(tmp_path, monkeypatch, argv):
     (["run", "exp.toml", "--max-usd", "inf"], "[--max-usd]"),
     (["run", "exp.toml", "--margin", "nan"], "[--margin]"),
     (["run", "exp.toml", "--run-dir", "/"], "[--run-dir]"),
+    (["monitor", "--prompt", "p.md", "--from-mlflow", "e", "--recorded", ""], "[--recorded]"),
+    (["monitor", "--prompt", "p.md", "--from-mlflow", "e", "--recorded", "judge", "--max-wait", ""], "[--max-wait]"),
 ])
 def test_a_bad_option_exits_2_naming_it_and_writes_nothing(tmp_path, monkeypatch, argv, flag):
     res = _invoke(tmp_path, monkeypatch, argv)
