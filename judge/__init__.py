@@ -10,7 +10,8 @@ report, api, config) and the kernel never imports it (lint-imports: kernel-names
 def register(registry) -> None:
     """What the judge domain adds to the component registry (entry point `judge` of the group
     `verifirst.components`): the AutoRefine engine, the label verifier, the outcome and ICE-Score
-    suites, and `verifirst.calibrate`, `verifirst.monitor` and `verifirst.AutoRefineAligner`."""
+    suites, and `verifirst.calibrate`, `verifirst.monitor`, `verifirst.monitor_recorded` and
+    `verifirst.AutoRefineAligner`."""
     add = registry.add
     add("engine", "autorefine", "verifirst.judge.autorefine:AutoRefineEngine", "AutoRefine judge calibration")
     add("verifier", "label", "verifirst.judge.label_verifier:LabelVerifier", "judge verdict vs recorded outcome")
@@ -18,5 +19,7 @@ def register(registry) -> None:
     add("suite", "ice-score", "verifirst.judge.outcomes:load_ice_score", "HumanEval snippets with execution grades")
     add("public", "calibrate", "verifirst.judge.calibrate:calibrate", "calibrate a judge on outcomes (vf.calibrate)")
     add("public", "monitor", "verifirst.judge.monitoring:monitor", "a deployed judge per time window (vf.monitor)")
+    add("public", "monitor_recorded", "verifirst.judge.recorded_verdicts:monitor_recorded",
+        "the deployed judge's recorded verdicts per time window, no model call (vf.monitor_recorded)")
     add("public", "AutoRefineAligner", "verifirst.judge.aligner:AutoRefineAligner",
         "AutoRefine as an MLflow judge aligner")

@@ -62,7 +62,9 @@ def test_the_public_names_are_the_judge_packages_functions():
     from verifirst.judge.monitoring import monitor
 
     assert vf.calibrate is calibrate and vf.monitor is monitor and vf.AutoRefineAligner is AutoRefineAligner
-    assert {"calibrate", "monitor", "AutoRefineAligner"} <= set(vf.__all__)
+    assert {"calibrate", "monitor", "monitor_recorded", "AutoRefineAligner"} <= set(vf.__all__)
+    from verifirst.judge.recorded_verdicts import monitor_recorded
+    assert vf.monitor_recorded is monitor_recorded
 
 
 def test_the_old_homes_are_gone():

@@ -77,4 +77,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'verifirst' has no attribute {name!r}")
 
 
-__all__ = list(_LAZY) + ["calibrate", "monitor", "AutoRefine", "AutoRefineAligner", "stats", "__version__"]
+__all__ = list(_LAZY) + ["calibrate", "monitor", "monitor_recorded", "AutoRefine", "AutoRefineAligner", "stats", "__version__"]
