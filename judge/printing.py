@@ -28,12 +28,7 @@ def print_calibration(rep: dict, echo=print) -> None:
         con.print(f"records from MLflow experiment {f['experiment']}: {f['n_labelled']} of {f['n_traces']} traces "
                   f"labelled {f['label']!r}; skipped {f['skipped_unlabelled']} unlabelled, "
                   f"{f['skipped_unreadable']} unreadable", markup=False)
-    agreement = (rep.get("labels") or {}).get("agreement")
-    if agreement:  # the humans' own agreement, beside which the judge's π reads
-        lo, hi = agreement["alpha_ci"]
-        con.print(f"labellers {', '.join(agreement['labellers'])}: Krippendorff's α {agreement['alpha']:.3f} "
-                  f"[{lo:.3f}, {hi:.3f}]; --labels {agreement['policy']} kept {agreement['kept']} of "
-                  f"{agreement['n_items']} records", markup=False, soft_wrap=True)
+    # the labellers' own agreement (Krippendorff's α) is a line of print_report, beside the judge's π
     _print_noise(judge_section(rep).get("loop", {}).get("noise"), con)
     if rep.get("anchor"):
         _print_anchor(rep["anchor"], con)

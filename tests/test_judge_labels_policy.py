@@ -89,3 +89,29 @@ def test_an_unknown_labeller_is_refused_naming_the_flag_before_anything_is_writt
                                  str(tmp_path / "wd")])
     assert r.exit_code == 2 and "--labels" in r.output and "alice" in r.output, r.output
     assert not (tmp_path / "wd").exists()
+
+
+def test_the_labellers_alpha_stands_beside_the_judges_pi_in_every_report_form():
+    """report.md, report.html and the console say the labellers' α with its interval and the
+    calibrated judge's held-out π on one line (a judge fitted to labels that people agree on at
+    α 0.6 cannot be expected to reach π 0.9)."""
+    import io
+
+    from rich.console import Console
+
+    from verifirst.report import labellers_line, markdown, print_report
+    from verifirst.report.html import _judge_section
+
+    rep = {"experiment": "e", "labels": {"agreement": {
+               "policy": "majority", "labellers": ["alice", "bob"], "n_items": 40, "kept": 32, "alpha": 0.61,
+               "alpha_ci": [0.45, 0.77]}},
+           "judge": {"test": {"judges": {"calibrated": {"pi": 0.58, "n": 8, "confusion": {}}}}}}
+    line = labellers_line(rep)
+    assert line == ("labellers alice, bob: Krippendorff's α 0.610 [0.450, 0.770]; --labels majority kept 32 of 40 "
+                    "records; the calibrated judge's held-out π 0.580")
+    assert line in markdown(rep)
+    assert "α 0.610" in _judge_section(rep) and "π 0.580" in _judge_section(rep)
+    out = io.StringIO()
+    print_report(rep, Console(file=out, width=200))
+    assert line in out.getvalue()
+    assert labellers_line({"judge": {}}) is None

@@ -237,6 +237,25 @@ def judge_lines(report: dict) -> list[str]:
     return lines
 
 
+def labellers_line(report: dict) -> str | None:
+    """Where records carried several labellers' labels: their Krippendorff's α with its interval,
+    beside the calibrated judge's held-out π against the labels kept (a judge can hardly agree with
+    the labels better than the people who gave them agree with each other). None otherwise.
+
+    Args:
+        report: a calibration report (its labels.agreement and judge sections).
+    """
+    a = (report.get("labels") or {}).get("agreement") if isinstance(report.get("labels"), dict) else None
+    if not isinstance(a, dict) or a.get("alpha") is None:
+        return None
+    lo, hi = a.get("alpha_ci") or (None, None)
+    judge = ((_judge(report).get("test") or {}).get("judges") or {}).get("calibrated") or {}
+    beside = f"; the calibrated judge's held-out π {_num(judge.get('pi'), '.3f')}" if "pi" in judge else ""
+    return (f"labellers {', '.join(map(str, a.get('labellers') or []))}: Krippendorff's α {_num(a['alpha'], '.3f')} "
+            f"[{_num(lo, '.3f')}, {_num(hi, '.3f')}]; --labels {a.get('policy')} kept {a.get('kept')} of "
+            f"{a.get('n_items')} records{beside}")
+
+
 BASELINE_LABELS = {"baseline": "baseline (deployed)", "uncalibrated": "uncalibrated start",
                    "calibrated": "calibrated"}
 
@@ -388,6 +407,8 @@ def markdown(report: dict) -> str:
                   "| " + " | ".join(JUDGE_HEADERS) + " |", "|" + "---|" * len(JUDGE_HEADERS)]
         lines += ["| " + " | ".join(r) + " |" for r in judge_rows(report)]
         lines += [""] + [f"- {line}" for line in judge_lines(report)] + [""]
+    if labellers_line(report):
+        lines += [f"{labellers_line(report)}.", ""]
     headers, rows = baseline_rows(report)
     if rows:
         title = baseline_title(report)
@@ -469,7 +490,7 @@ def print_report(report: dict, console=None) -> None:
         for r in judge_rows(report):
             jt.add_row(*r)
         console.print(fit(jt, console))
-    for line in judge_lines(report):
+    for line in judge_lines(report) + [x for x in [labellers_line(report)] if x]:
         console.print(line, markup=False, soft_wrap=True)
     if report.get("engine") not in (None, "none") and report.get("instructions_changed") is False \
             and not report.get("stopped"):  # a stopped run says what it kept in its stop line

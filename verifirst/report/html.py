@@ -182,6 +182,10 @@ def _judge_section(rep: dict) -> str:
     if not entries and not comps:
         return ""
     out = ["<h2>Judges</h2>"]
+    from verifirst.report import labellers_line
+
+    if labellers_line(rep):
+        out.append(f"<p class='meta'>{escape(labellers_line(rep))}</p>")
     test = rep.get("test") if isinstance(rep.get("test"), dict) else {}
     if "n_scored" in test:
         out.append(f"<p class='meta'>held-out test: {_fmt(test.get('n_scored'))} of {_fmt(test.get('n_items'))} "
