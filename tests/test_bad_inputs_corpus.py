@@ -172,6 +172,6 @@ def test_calibrate_api_refuses_an_unknown_judge_and_empty_splits(tmp_path):
                      models=models)
     with pytest.raises(ConfigError, match="test split empty"):
         vf.calibrate(out, splits=(0.5, 0.5, 0.0), workdir=tmp_path / "wd", models=models)
-    with pytest.raises(InputError, match=r"\[--max-iters\]"):
+    with pytest.raises(InputError, match=r"\[max_iters\]: got -1"):
         vf.calibrate(out, max_iters=-1, workdir=tmp_path / "wd", models=models)
     assert not (tmp_path / "wd").exists()
