@@ -281,6 +281,17 @@ UserPath = Annotated[Path, BeforeValidator(_user_path)]
 RunDir = Annotated[Path, BeforeValidator(_user_path), AfterValidator(_run_dir)]
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 PositiveFloat = Annotated[float, BeforeValidator(_number_text), Field(gt=0), AfterValidator(_finite)]
+
+
+def _a_limit(v: float) -> float:
+    if v <= 0:
+        raise ValueError("a number greater than 0 (0 is not unlimited: leave the limit out for none)")
+    return v
+
+
+# a spend limit (--max-usd, --max-lm-calls, ...): positive and finite, and a refusal of 0 says why
+SpendLimit = Annotated[float, BeforeValidator(_number_text), AfterValidator(_finite), AfterValidator(_a_limit)]
+SpendCount = Annotated[int, AfterValidator(_a_limit)]
 Fraction = interval(0, 1)
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]

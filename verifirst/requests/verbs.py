@@ -10,7 +10,8 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifirst.core.request import NonEmptyStr, PositiveFloat, Request, UserPath, expand_user, interval, refused
+from verifirst.core.request import (NonEmptyStr, PositiveFloat, Request, SpendCount, SpendLimit, UserPath, expand_user,
+                                    refused)
 from verifirst.requests import Port, RunDir
 
 
@@ -89,7 +90,9 @@ class ReportRequest(Request):
     def _workdir_exists(self):
         if self.run == "latest" or expand_user(self.run).is_dir():
             return self  # read from files only: a missing workdir has no finished run, and nothing is created
-        if os.environ.get("MLFLOW_TRACKING_URI"):
+        from verifirst.tracking import _USER_URI  # the user's variable, not one mlflow.set_tracking_uri wrote
+
+        if _USER_URI:
             return self  # a run id in the user's own store
         if not _store_of(self.workdir).is_file():
             raise PydanticCustomError("workdir", "a run directory, or a workdir with an MLflow store ({store} does "
@@ -209,10 +212,10 @@ class RunFlags(Request):
     tracking_uri: Optional[NonEmptyStr] = None
     offline: StrictBool = False
     as_json: StrictBool = False
-    max_usd: Optional[PositiveFloat] = None
-    max_tokens: Optional[interval(1, None, integer=True)] = None  # type: ignore[valid-type]
-    max_lm_calls: Optional[interval(1, None, integer=True)] = None  # type: ignore[valid-type]
-    max_wall_s: Optional[PositiveFloat] = None
+    max_usd: Optional[SpendLimit] = None
+    max_tokens: Optional[SpendCount] = None
+    max_lm_calls: Optional[SpendCount] = None
+    max_wall_s: Optional[SpendLimit] = None
     dry_run: StrictBool = False
     yes: StrictBool = False
     objective: Optional[NonEmptyStr] = None
