@@ -148,7 +148,7 @@ def test_cli_gates_option(tmp_path):
                               "--gates", "validate,plan,opa,checkov"])
     assert res.exit_code == 1 and "SCANNER_FAIL" in res.output and "CKV_AWS_24" in res.output
     res = runner.invoke(app, ["verify", "terraform", str(tmp_path), "--backend", "python", "--gates", "plan,lint"])
-    assert res.exit_code == 2 and "unknown gate" in res.output
+    assert res.exit_code == 2 and "[--gates]: got 'lint'" in res.output and "'checkov'" in res.output
 
 
 def test_checkov_timeout_is_a_verifier_error_not_a_verdict():
