@@ -122,7 +122,8 @@ def test_one_run_dir_one_runs_one_refused_then_a_kill_9_leaves_it_resumable(tmp_
     assert "(resuming)" in out and (run_dir / "report.json").exists()
     runs = _parent_runs(tmp_path)
     assert len(runs) == 2, "the killed run and the resumed one; the refused run started none"
-    assert sorted(r.info.status for r in runs) == ["FINISHED", "RUNNING"]  # kill -9 cannot end its run
+    # kill -9 cannot end its own run; the resumed run ends the one the killed process left RUNNING as KILLED
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "KILLED"]
     entries = TestLedger(tmp_path / "wd" / LEDGER_FILE).entries()
     keys = Counter((e["digest"], e["program"], e["run_dir"], e["what"]) for e in entries)
     assert entries and max(keys.values()) == 1, "the test-reuse ledger counts each evaluation once"
