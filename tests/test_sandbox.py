@@ -354,10 +354,12 @@ def test_limits_are_set_without_trace(sb):
     r = sb.run('ulimit -Hu; ulimit -Hn; ulimit -Hv; ulimit -c; echo "[$BASH_ENV] $#"; ls /proc/self/fd | wc -l; '
                "ulimit -n 100000; echo raise=$?; bash -c 'echo \"child [$BASH_ENV]\"; ulimit -Hu'")
     lines = r.stdout.splitlines()
-    assert lines[:4] == [str(sb.limits["nproc"]), str(sb.limits["nofile"]), str(sb.limits["as_bytes"] >> 10), "0"]
+    from verifirst.verifiers.bash import _cgroup, _runs
+    nproc = sb.limits["nproc"] + (_runs.NPROC_SLACK if _cgroup.available() else 0)  # the pids cgroup refuses first
+    assert lines[:4] == [str(nproc), str(sb.limits["nofile"]), str(sb.limits["as_bytes"] >> 10), "0"]
     assert lines[4] == "[] 0"  # no BASH_ENV left, no positional arguments
     assert lines[5] == "4"  # 0, 1, 2 and the directory ls reads: no pipe left open
-    assert lines[6] == "raise=1" and lines[7:] == ["child []", str(sb.limits["nproc"])]
+    assert lines[6] == "raise=1" and lines[7:] == ["child []", str(nproc)]
 
 
 def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
@@ -506,3 +508,19 @@ def test_a_cgroup_used_again_takes_a_higher_or_lower_limit():
     for mb in (256, 1024, 128, 2048):
         r = Sandbox(memory_mb=mb).run(f"python3 -c 'b = bytearray({mb // 3} << 20)' && echo held")
         assert r.exit_code == 0 and r.stdout == "held\n", (mb, r.stderr)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run cgroups are made as root here")
+@pytest.mark.parametrize("launcher", ["vf-sandbox", "bwrap"])
+def test_a_run_past_its_process_limit_says_so(launcher, monkeypatch):
+    """A run that forks past `nproc` meets the pids cgroup (RLIMIT_NPROC sits a little above it),
+    so RunResult.limits_hit says "processes"; a run within it says nothing."""
+    from verifirst.verifiers.bash import _cgroup
+    if not _cgroup.available():
+        pytest.skip(f"no run cgroups here: {_cgroup.unavailable_reason()}")
+    if launcher == "bwrap":
+        monkeypatch.setenv("VERIFIRST_SANDBOX_LAUNCHER", "bwrap")
+    sb = Sandbox(timeout_s=10, nproc=32)
+    r = sb.run("for i in $(seq 64); do sleep 2 & done 2>/dev/null; wait; echo done")
+    assert "processes" in r.limits_hit, (r.limits_hit, r.stderr[-500:])
+    assert sb.run("sleep 0.1 & wait; echo ok").limits_hit == []

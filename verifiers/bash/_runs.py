@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 OUTPUT_LIMIT = 1 << 20
 # Past this many bytes of output (kept + discarded) the run is killed: a flood only burns CPU.
 OUTPUT_KILL_FACTOR = 8
+NPROC_SLACK = 16  # RLIMIT_NPROC above the pids cgroup's limit, so the cgroup is the one that refuses
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
 SCRATCH_SLACK = 16 << 20  # a run that leaves less of its own scratch free has filled it
 
@@ -251,6 +252,8 @@ class _Job:
             self.release()
             raise
         self.t_copied = time.perf_counter()
+        # with a pids cgroup the cgroup refuses the fork first (and counts it: limits_hit), not RLIMIT_NPROC
+        rl = dict(sb.limits, nproc=sb.limits["nproc"] + NPROC_SLACK) if self.cgroup else sb.limits
         if sb.unsafe_local:
             env["HOME"] = os.path.join(self.root, "root")
             limits = [f"--{name}={value}" for name, value in _bwrap._pid1_limits(sb.limits)]
@@ -263,7 +266,7 @@ class _Job:
             args = _bwrap.argv(sb._bwrap, self.root, etc, command, env=env, hostname=HOSTNAME, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns, seccomp_fd=seccomp,
                                usr=self.usr, usr_ro=self.usr_src, host_binds=img is None, binds=pristine,
-                               rlimits=sb.limits, cgroup_fds=self.cgroup.joins() if self.cgroup else ())
+                               rlimits=rl, cgroup_fds=self.cgroup.joins() if self.cgroup else ())
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         cg_fds = list(self.cgroup.fds) if self.cgroup else []
         try:
@@ -273,7 +276,7 @@ class _Job:
                 self.proc = spawner.popen(args, env, fds + cg_fds)
             else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
                 args, kw = _bwrap.as_user(args, ids) if own or sb.unsafe_local else \
-                    _bwrap.bwrap_wrapper(args, ids, sb.limits, self.cgroup.joins() if self.cgroup else ())
+                    _bwrap.bwrap_wrapper(args, ids, rl, self.cgroup.joins() if self.cgroup else ())
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=fds + cg_fds,
                                              start_new_session=True, **kw)
