@@ -14,8 +14,13 @@ the other on one Sandbox), feh (gold or a list of golds, command: FehVerifier.ve
 gold, llm off, no embedder: texts that differ have cosine 0; "verdict" is the first that passed), tests (check, check_files, command: BashTestsVerifier.verify; "repeat": n tries a
 race up to n times).
 "unsafe": true runs the same without the sandbox (the control that shows the detection works).
+"alone": true runs the attack while no other mode's battery runs one (spec "lock": the folder of
+the shared lock files), for attacks that measure time: the modes' batteries run at once, and a
+mode without cgroups (user-bwrap) starves the whole machine with its own cpu_hog.
 """
+import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import sys
@@ -102,14 +107,75 @@ def verdict_view(v) -> dict:
             "check_output": str(d.get("check_output", ""))[:4000], "candidate": str(d.get("candidate", ""))[:4000]}
 
 
-def main() -> None:
-    spec = json.load(sys.stdin)
-    if os.geteuid() == 0 and "uid" in spec:  # the sandbox uid as root (read when the sandbox is imported)
-        os.environ["VERIFIRST_SANDBOX_UID"] = str(spec["uid"])
+@contextlib.contextmanager
+def turn(lock_dir: str | None, alone: bool):
+    """Holds the room shared, or alone (exclusive) where `alone`; a gate taken first keeps new
+    shared holders out while an exclusive one waits, so it is not starved."""
+    if not lock_dir:
+        yield
+        return
+    with open(os.path.join(lock_dir, "gate")) as gate, open(os.path.join(lock_dir, "room")) as room:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def run_one(a: dict, kw: dict, unsafe: bool, res: dict) -> None:
+    """Runs one attack through the public paths; its results go into `res`."""
     from verifirst.core.task import Item
     from verifirst.verifiers.bash.feh import FehVerifier
     from verifirst.verifiers.bash.oracle import BashTestsVerifier
     from verifirst.verifiers.bash.sandbox import Sandbox
+
+    kind = a["kind"]
+    if kind in ("run", "pair", "seq"):
+        sb = Sandbox(**kw, unsafe_local=unsafe)
+        res["backend"] = sb.backend
+        fx = a.get("fixture", "empty")
+        if kind == "run":
+            res["runs"] = [run_view(sb.run(a["command"], fx))]
+        elif kind == "pair":  # "pairs": several (gold, command) pairs, one after the other
+            res["runs"] = []
+            for gold, cmd in a.get("pairs") or [(a["gold"], a["command"])]:
+                g, c = sb.run_pair(gold, cmd, fx)
+                res["runs"] += [run_view(g), run_view(c)]
+        else:
+            res["runs"] = [run_view(sb.run(cmd, fx)) for cmd in a["commands"]]
+    elif kind == "feh":
+        v = FehVerifier(llm="off", embed=_embed, timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
+        golds = a["gold"] if isinstance(a["gold"], list) else [a["gold"]]
+        res["verdicts"] = [verdict_view(v.verify(Item(a["id"], {"task": a.get("task", "do the task")},
+                                                      {"command": g, "fixture": a.get("fixture", "empty")}),
+                                                 a["command"])) for g in golds]
+        res["verdict"] = next((x for x in res["verdicts"] if x["passed"]), res["verdicts"][-1])
+    elif kind == "tests":
+        v = BashTestsVerifier(timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
+        gold = {"command": "", "check": a["check"], "fixture": a.get("fixture", "empty"),
+                "check_files": a.get("check_files") or {}}
+        # "repeat": a race tried up to n times; "verdict" is the first that passed
+        res["verdicts"] = []
+        for _ in range(int(a.get("repeat", 1))):
+            res["verdicts"].append(verdict_view(v.verify(Item(a["id"], {"task": "t"}, gold), a["command"])))
+            if res["verdicts"][-1]["passed"]:
+                break
+        res["verdict"] = res["verdicts"][-1]
+    else:
+        raise ValueError(f"unknown kind {kind}")
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    if os.geteuid() == 0 and "uid" in spec:  # the sandbox uid as root (read when the sandbox is imported)
+        os.environ["VERIFIRST_SANDBOX_UID"] = str(spec["uid"])
+    import verifirst.verifiers.bash.sandbox  # noqa: F401 - it reads the uid at import, before the override below
 
     if os.geteuid() == 0 and "uid" in spec:
         try:
@@ -129,41 +195,9 @@ def main() -> None:
             kw = dict(a.get("sandbox", {}))
             unsafe = bool(a.get("unsafe"))
             try:
-                kind = a["kind"]
-                if kind in ("run", "pair", "seq"):
-                    sb = Sandbox(**kw, unsafe_local=unsafe)
-                    backend = backend or ("" if unsafe else sb.backend)
-                    res["backend"] = sb.backend
-                    fx = a.get("fixture", "empty")
-                    if kind == "run":
-                        res["runs"] = [run_view(sb.run(a["command"], fx))]
-                    elif kind == "pair":  # "pairs": several (gold, command) pairs, one after the other
-                        res["runs"] = []
-                        for gold, cmd in a.get("pairs") or [(a["gold"], a["command"])]:
-                            g, c = sb.run_pair(gold, cmd, fx)
-                            res["runs"] += [run_view(g), run_view(c)]
-                    else:
-                        res["runs"] = [run_view(sb.run(cmd, fx)) for cmd in a["commands"]]
-                elif kind == "feh":
-                    v = FehVerifier(llm="off", embed=_embed, timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
-                    golds = a["gold"] if isinstance(a["gold"], list) else [a["gold"]]
-                    res["verdicts"] = [verdict_view(v.verify(Item(a["id"], {"task": a.get("task", "do the task")},
-                                                                  {"command": g, "fixture": a.get("fixture", "empty")}),
-                                                             a["command"])) for g in golds]
-                    res["verdict"] = next((x for x in res["verdicts"] if x["passed"]), res["verdicts"][-1])
-                elif kind == "tests":
-                    v = BashTestsVerifier(timeout_s=kw.get("timeout_s", 5.0), unsafe_local=unsafe)
-                    gold = {"command": "", "check": a["check"], "fixture": a.get("fixture", "empty"),
-                            "check_files": a.get("check_files") or {}}
-                    # "repeat": a race tried up to n times; "verdict" is the first that passed
-                    res["verdicts"] = []
-                    for _ in range(int(a.get("repeat", 1))):
-                        res["verdicts"].append(verdict_view(v.verify(Item(a["id"], {"task": "t"}, gold), a["command"])))
-                        if res["verdicts"][-1]["passed"]:
-                            break
-                    res["verdict"] = res["verdicts"][-1]
-                else:
-                    raise ValueError(f"unknown kind {kind}")
+                with turn(spec.get("lock"), bool(a.get("alone"))):
+                    run_one(a, kw, unsafe, res)
+                backend = backend or ("" if unsafe else res.get("backend", ""))
             except Exception:  # noqa: BLE001 - reported per attack
                 res["error"] = traceback.format_exc()[-3000:]
             res["keys_written"] = drop_new(base, keys_now())

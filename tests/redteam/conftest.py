@@ -243,15 +243,27 @@ def mode_unavailable(mode: str) -> str | None:
     return _user_available()
 
 
-def run_battery(mode: str, attacks: list[Attack], tmp_root: str) -> dict:
-    """Runs `attacks` in `mode` in one child; returns {"uid", "backend", "results", "scratch_root"}."""
+def lock_dir() -> str:
+    """A folder every mode's uid can open the battery's lock files in (see _runner.turn)."""
+    d = tempfile.mkdtemp(prefix="vfrt-lock-")
+    os.chmod(d, 0o755)
+    for name in ("gate", "room"):
+        Path(d, name).touch(mode=0o644)
+        os.chmod(Path(d, name), 0o644)
+    return d
+
+
+def run_battery(mode: str, attacks: list[Attack], tmp_root: str, locks: str | None = None) -> dict:
+    """Runs `attacks` in `mode` in one child; returns {"uid", "backend", "results", "scratch_root"}.
+    `locks`: the shared lock folder, where other modes' batteries run at the same time."""
     root = mode.startswith("root")
     uid = mode_uid(mode)
     scratch = os.path.join(tmp_root, "scratch")
     os.makedirs(scratch)
     os.chmod(tmp_root, 0o755)
     os.chmod(scratch, 0o755)
-    spec = {"token": TOKEN, "uid": uid, "attacks": [dict(a.spec, id=a.id) for a in attacks if mode in a.modes]}
+    spec = {"token": TOKEN, "uid": uid, "lock": locks,
+            "attacks": [dict(a.spec, id=a.id) for a in attacks if mode in a.modes]}
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIRST_")}
     env.update(HOST_SECRET_ENV, PYTHONDONTWRITEBYTECODE="1", VERIFIRST_SCRATCH=scratch,
                VERIFIRST_SCRATCH_MB=str(SCRATCH_MB))
@@ -325,6 +337,7 @@ def batteries(request, host_witness, host_snapshot) -> dict:
     module's run_beside() (the Terraform bombs) runs beside them; its result is under "beside"."""
     attacks, modes, beside = _collected(request.session)
     found: dict[str, dict] = {"beside": {}}
+    locks = lock_dir()  # an attack spec'd "alone" (timing) runs while the other modes wait
 
     def aside(name: str, fn) -> None:
         try:
@@ -339,7 +352,7 @@ def batteries(request, host_witness, host_snapshot) -> dict:
             return
         tmp_root = tempfile.mkdtemp(prefix=f"vfrt-{mode}-")
         try:
-            found[mode] = run_battery(mode, attacks, tmp_root)
+            found[mode] = run_battery(mode, attacks, tmp_root, locks)
         except Exception as exc:  # noqa: BLE001 - reported by each test of the mode
             found[mode] = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
@@ -351,6 +364,7 @@ def batteries(request, host_witness, host_snapshot) -> dict:
         t.start()
     for t in threads:
         t.join()
+    shutil.rmtree(locks, ignore_errors=True)
     return found
 
 

@@ -125,7 +125,7 @@ ATTACKS = [
            ran=_cand_said("KEYS-HELD")),
     Attack("cpu_hog", F, "40 busy loops, each in its own session (so scheduler autogroups do not pool them), "
            "slow the concurrent gold's CPU work > 3x (per CPU second, against the same gold beside an idle candidate)",
-           {"kind": "pair", "sandbox": {"timeout_s": 6},
+           {"kind": "pair", "sandbox": {"timeout_s": 6}, "alone": True,  # the other modes' batteries wait
             "pairs": [[CPU_GOLD, "sleep 1"],
                       [CPU_GOLD, "for i in $(seq 40); do setsid -f bash -c 'end=$((SECONDS+4)); while [ $SECONDS -lt "
                                  "$end ]; do :; done'; done; sleep 3; echo HOGGED"]]},
