@@ -339,6 +339,14 @@ def _pid1_limits(limits: dict[str, int]) -> list[tuple[str, int]]:
     return [(names[k], v) for k, v in sorted(limits.items()) if k in names] + ([("core", 0)] if limits else [])
 
 
+@functools.cache
+def _signal_reset() -> list[str]:
+    """env resetting every signal to its default before bwrap (as vf-sandbox does), where it can (coreutils 8.31+)."""
+    env = shutil.which("env", path="/usr/bin:/bin")
+    ok = env and subprocess.run([env, "--default-signal", "true"], capture_output=True).returncode == 0
+    return [env, "--default-signal"] if ok else []
+
+
 def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
                   cgroup_fds: tuple[tuple[int, bool], ...]) -> tuple[list[str], dict]:
     """(argv, Popen keywords) that start bubblewrap as `ids` with the run's limits already on it,
@@ -350,7 +358,7 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
             closed by the wrapper's shell.
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
-    args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *args], ids)
+    args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *_signal_reset(), *args], ids)
     if cgroup_fds:
         joins = " && ".join(f"echo 0 >&{fd} && exec {fd}>&-" if required else  # 0: this thread (_cgroup)
                             f"{{ echo 0 >&{fd}; }} 2>/dev/null; exec {fd}>&-" for fd, required in cgroup_fds)

@@ -2,7 +2,7 @@
  * once per run. Started with VERIFIRST_FORKSERVER_FD set and /proc/self/exe the
  * VERIFIRST_FORKSERVER_EXE named, it serves requests on that socket, each started by launcher_spawn
  * (_launcher.c) with what an exec by subprocess.Popen would give: the request's descriptors and no
- * other, default signals, cwd /. It is not dumpable, clears each request once served (the next
+ * other, cwd /. It is not dumpable, clears each request once served (the next
  * run's pid 1 is a copy of it), reaps what its runs orphan, and ends at end of file on its socket.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
@@ -105,12 +105,10 @@ static void close_others(const int *targets, int n) {
   }
 }
 
-/* In the child: descriptors, session (when the launcher asked for one), signals, dumpable,
- * environment; then the launcher. */
+/* In the child: descriptors, session (when the launcher asked for one), dumpable, environment;
+ * then the launcher (which resets the signals). */
 static void run_child(const int *fds, const int *targets, int n, int new_session, int argc, char **argv,
                       char **envp) {
-  sigset_t none;
-  sigemptyset(&none);
   int high[MAX_FDS];
   for (int i = 0; i < n; i++) /* above every target first: no dup2 below overwrites a source */
     if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, LOW_FDS)) < 0)
@@ -120,10 +118,6 @@ static void run_child(const int *fds, const int *targets, int n, int new_session
       _exit(127);
   close_others(targets, n);
   if ((new_session && setsid() < 0) || chdir("/") != 0 || prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
-    _exit(127);
-  for (int s = 1; s < NSIG; s++)
-    signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
-  if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
     _exit(127);
   environ = envp;
   exit(launch(argc, argv));

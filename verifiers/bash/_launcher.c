@@ -729,6 +729,14 @@ static unsigned server_uid, server_gid;
 
 /* The launcher's main, for an exec of it or a request its fork server serves (_forkserver.c). */
 int launch(int argc, char **argv) {
+  /* Every signal at its default, none blocked, however the host process was started (nohup,
+   * SIG_IGN inherited): a run does not depend on it, served or exec'd (bwrap: env --default-signal). */
+  sigset_t none;
+  sigemptyset(&none);
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
+  if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
+    die("unblock the signals");
   parse(argc, argv);
   if (cloned_as_pid1) /* no --userns (launcher_spawn), so parse saw --unshare-user or --unshare-all */
     return pid1(server_uid, server_gid);
