@@ -7,11 +7,14 @@
     (either with --out F: write the result, with the machine it ran on, to F)
 
 The tasks come from the icalfa package's assets (located with importlib, never imported);
-file N runs on fixture nl2sh-fsN. The baseline is two plain `bash -c` subprocesses per task
-(a fixed harmless command: gold commands are never run unsandboxed), measured in the same run.
-So "per task" compares two runs with two runs, but not the same work: the sandbox side runs
-gold and gold2 at once (run_pair) with their own processes (pipelines, find, ...) and FS
-diffs; the plain side runs `bash -c 'echo hello'` twice, one after the other. The trivial pair
+file N runs on fixture nl2sh-fsN. Two baselines, measured in the same rounds: (1) the same work
+without the sandbox (`plain_same_commands`): each task's gold and gold2 run one after the other by
+plain `bash -c` subprocesses, each in a fresh copy of the task's fixture written to a temporary
+directory (the fixture's own top-level directories, /testbed and the like, rewritten to the copy),
+the copy removed after, as a verifier without a sandbox would have to; as root only, by a helper
+process at an unused uid in a network namespace of its own (a gold's curl reaches nothing, its
+kill reaches no other process), no limits; (2) two plain `bash -c 'echo hello'` (a fixed command:
+not the same work, kept for comparison with earlier results). The trivial pair
 (`true` twice in the sandbox) is the like-for-like comparison, and the floor under it
 (namespace_floor.c: the same namespaces and mounts by a launcher of the least code, no bwrap,
 no Python) says how much of it any sandbox built from kernel namespaces pays on this machine.
@@ -80,6 +83,107 @@ def _plain_pair() -> None:
     """The baseline: two plain `bash -c` subprocesses, one after the other."""
     for _ in range(2):
         subprocess.run(["bash", "-c", "echo hello"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+HOST_TOP = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "media", "mnt", "opt", "proc", "run",
+            "sbin", "srv", "sys", "tmp", "usr", "var"}  # a plain run uses the host's: never rewritten
+
+
+def _rewrite(command: str, tops: set[str], copy: str) -> str:
+    """`command` with absolute paths into the fixture's own top-level directories (`tops`) moved to `copy`."""
+    if not tops:
+        return command
+    alt = "|".join(sorted(map(re.escape, tops)))
+    return re.sub(rf"(?<![\w.~/-])/({alt})(?=/|$|[^\w.-])", lambda m: f"{copy}/{m.group(1)}", command)
+
+
+def plain_same_helper(tasks_path: str) -> int:
+    """The plain side of `plain_same_commands` (run by plain_same_rounds as its helper process):
+    for each line on stdin, every task of `tasks_path` once, printing a JSON list of [wall ms, of
+    which in `bash -c`] per task (gold then gold2, each: a fresh fixture copy on the tmpfs the
+    sandbox's scratch is on, `bash -c`, the copy removed)."""
+    import shutil
+    import sys
+    import tempfile
+
+    from verifirst.verifiers.bash import fixtures
+
+    tasks = json.loads(Path(tasks_path).read_text())
+    fxs = {name: fixtures.resolve(name) for name in {t["fixture"] for t in tasks}}
+    tops = {name: {e.path.split("/")[0] for e in fx.entries} - HOST_TOP for name, fx in fxs.items()}
+    base = tempfile.mkdtemp(prefix="plain-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    for _ in sys.stdin:
+        out = []
+        for t in tasks:
+            t0, in_bash = time.perf_counter(), 0.0
+            for command in (t["gold"], t["gold2"]):
+                copy = tempfile.mkdtemp(dir=base)
+                fixtures.write_tree(fxs[t["fixture"]], copy)
+                t1 = time.perf_counter()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    subprocess.run(["bash", "-c", _rewrite(command, tops[t["fixture"]], copy)], cwd=copy,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   timeout=t["timeout_s"], env={**fxs[t["fixture"]].env, "HOME": copy + "/root",
+                                                                "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                in_bash += time.perf_counter() - t1
+                if not _removed(copy):  # a command left a directory it cannot write
+                    subprocess.run(["chmod", "-R", "u+rwx", copy], stderr=subprocess.DEVNULL)
+                    shutil.rmtree(copy, ignore_errors=True)
+            out.append([(time.perf_counter() - t0) * 1000, in_bash * 1000])
+        print(json.dumps(out), flush=True)
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+def _removed(path: str) -> bool:
+    """Whether `path` could be removed as it is (a command may leave a directory without write permission)."""
+    import shutil
+
+    try:
+        shutil.rmtree(path)
+        return True
+    except OSError:
+        return False
+
+
+class PlainSame:
+    """The helper process of plain_same_helper, at an unused uid in its own network namespace
+    (root only: `start` gives None otherwise); `round()` runs every task once there."""
+
+    @classmethod
+    def start(cls, tasks: list[dict], timeout_s: float) -> "PlainSame | None":
+        import shutil
+        import sys
+        import tempfile
+
+        unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+        if os.geteuid() != 0 or not unshare or not setpriv:
+            return None
+        self = cls()
+        uid = 3_300_000 + os.getpid() % 50_000  # no other process runs as it
+        fd, self.tasks_path = tempfile.mkstemp(suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump([dict(t, timeout_s=timeout_s) for t in tasks], fh)
+        os.chmod(self.tasks_path, 0o644)
+        self.proc = subprocess.Popen([unshare, "--net", "--", setpriv, f"--reuid={uid}", f"--regid={uid}",
+                                      "--clear-groups", sys.executable, os.path.abspath(__file__),
+                                      "--plain-same-helper", self.tasks_path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/tmp",
+                                     env=dict(os.environ))
+        return self
+
+    def round(self) -> list[list[float]]:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit("the plain-subprocess baseline's helper died")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        os.unlink(self.tasks_path)
 
 
 def _task_ms(sb, tasks: list[dict], pause_ms: float = 0.0) -> list[float]:
@@ -169,22 +273,44 @@ def launchers(tasks: list[dict], timeout_s: float, rounds: int = 5, n: int = 60)
     if first._bwrap.kind == "vf-sandbox":
         with _env_set("VERIFIRST_SANDBOX_LAUNCHER", "bwrap"):
             boxes["bwrap"] = Sandbox(timeout_s=timeout_s)
-    got: dict[str, dict[str, list[float]]] = {k: {"task": [], "trivial": []} for k in boxes}
+    got: dict[str, dict[str, list]] = {k: {"task": [], "trivial": [], "per_task": []} for k in boxes}
     plain: list[float] = []
-    for _ in range(rounds):
-        for name, box in boxes.items():
-            box.run_pair("true", "true", "nl2sh-fs1")
-            got[name]["task"].append(statistics.median(_task_ms(box, tasks)))
-            got[name]["trivial"].append(statistics.median(
-                _timed(_succeeded(lambda: box.run_pair("true", "true", "nl2sh-fs1")), n)[0]))  # noqa: B023
-        plain.append(statistics.median(_timed(_plain_pair, n)[0]))
+    same = PlainSame.start(tasks, timeout_s)
+    same_rounds: list[list[list[float]]] = []
+    try:
+        for _ in range(rounds):
+            for name, box in boxes.items():
+                box.run_pair("true", "true", "nl2sh-fs1")
+                got[name]["per_task"].append(_task_ms(box, tasks))
+                got[name]["task"].append(statistics.median(got[name]["per_task"][-1]))
+                got[name]["trivial"].append(statistics.median(
+                    _timed(_succeeded(lambda: box.run_pair("true", "true", "nl2sh-fs1")), n)[0]))  # noqa: B023
+            plain.append(statistics.median(_timed(_plain_pair, n)[0]))
+            if same is not None:
+                same_rounds.append(same.round())
+    finally:
+        if same is not None:
+            same.close()
     base = _med(plain)
     out: dict = {"plain_pair_ms": base, "rounds": rounds, "tasks": len(tasks), "measured": first._bwrap.kind}
+    # per task, the median of its rounds: the same task's sandbox time over its plain time
+    same_task = [statistics.median(r[i][0] for r in same_rounds) for i in range(len(tasks))] if same_rounds else []
+    if same_task:
+        bash_only = [statistics.median(r[i][1] for r in same_rounds) for i in range(len(tasks))]
+        out["plain_same_commands_ms_per_task"] = _med(same_task)
+        out["plain_same_commands_bash_only_ms_per_task"] = _med(bash_only)  # no copy, no removal
+        out["rounds_plain_same_commands_ms_per_task"] = [_med([x[0] for x in r]) for r in same_rounds]
     for name, g in got.items():
         task, trivial = _med(g["task"]), _med(g["trivial"])
         out[name] = {"median_ms_per_task": task, "trivial_pair_ms": trivial,
                      "ratio_per_task": round(task / base, 2), "ratio_trivial": round(trivial / base, 2),
                      "rounds_ms_per_task": [round(x, 2) for x in g["task"]]}
+        if same_task:
+            mine = [statistics.median(r[i] for r in g["per_task"]) for i in range(len(tasks))]
+            out[name]["ratio_vs_plain_same_commands"] = round(task / out["plain_same_commands_ms_per_task"], 2)
+            out[name]["median_task_ratio_vs_plain_same_commands"] = _med([a / b for a, b in zip(mine, same_task)])
+            out[name]["ratio_vs_plain_same_commands_bash_only"] = round(
+                task / out["plain_same_commands_bash_only_ms_per_task"], 2)
     out["rounds_plain_pair_ms"] = [round(x, 2) for x in plain]
     return out
 
@@ -419,15 +545,25 @@ def bench(limit: int | None, timeout_s: float) -> dict:
     ours = lc[lc["measured"]]
     return {
         "tasks": len(tasks), "backend": sb.backend, "timeout_s": timeout_s,
-        "compared": "sandbox: gold and gold2 at once (run_pair), FS diffs included; "
-                    f"plain: bash -c 'echo hello' twice, one after the other; medians of {lc['rounds']} rounds "
-                    "(launchers), each: every task, the trivial pair, the plain pair",
+        "compared": "sandbox: gold and gold2 at once (run_pair), FS diffs included, every limit in force; "
+                    "ratio_vs_plain_same_commands: over the same gold and gold2 run one after the other by plain "
+                    "`bash -c` subprocesses, no limits, each in a fresh copy of the task's fixture (written, run, "
+                    "removed; the fixture's top-level directories rewritten to the copy), no FS diff; "
+                    "..._bash_only: over the time of those two `bash -c` alone (no copy, no removal); "
+                    "ratio_vs_plain_subprocess: over `bash -c 'echo hello'` twice (not the same work); "
+                    f"medians of {lc['rounds']} rounds (launchers), each: every task, the trivial pair, the plain "
+                    "pair, the same commands plain",
         "median_ms_per_task": ours["median_ms_per_task"], "p90_ms_per_task": _pct(per_task, 0.9),
         "mean_ms_per_task": round(statistics.fmean(per_task), 2),
         "median_ms_per_task_first_pass": round(statistics.median(per_task), 2),
         "median_ms_per_task_trivial_commands": ours["trivial_pair_ms"],
         "baseline_plain_subprocess_ms_per_task": lc["plain_pair_ms"],
         "ratio_vs_plain_subprocess": ours["ratio_per_task"],
+        "baseline_plain_same_commands_ms_per_task": lc.get("plain_same_commands_ms_per_task"),
+        "ratio_vs_plain_same_commands": ours.get("ratio_vs_plain_same_commands"),
+        "median_task_ratio_vs_plain_same_commands": ours.get("median_task_ratio_vs_plain_same_commands"),
+        "baseline_plain_same_commands_bash_only_ms_per_task": lc.get("plain_same_commands_bash_only_ms_per_task"),
+        "ratio_vs_plain_same_commands_bash_only": ours.get("ratio_vs_plain_same_commands_bash_only"),
         # the same pair of trivial commands both ways: what the sandbox adds, without the commands' own cost
         "ratio_trivial_vs_plain_subprocess": ours["ratio_trivial"],
         "cpu_ms_per_task_trivial_commands": round(empty_cpu, 2),
@@ -438,6 +574,7 @@ def bench(limit: int | None, timeout_s: float) -> dict:
         "cpu_ms_per_task": round(cpu * 1000 / len(tasks), 2),
         "loadavg_1m_before": round(load_before, 2), "cpus": os.cpu_count(),
         "runs_timed_out": timed_out, "goal_ms_per_task": 30, "meets_goal": ours["median_ms_per_task"] <= 30,
+        "meets_goal_ratio_same_commands": ours.get("ratio_vs_plain_same_commands", 99) <= 3.0,
         "trivial_at_realtime_priority": realtime_ratio(sb, tasks=tasks),
         "launchers": lc, "limits_in_force": limits_in_force(sb),
         "breakdown": breakdown(sb), "sysadmin": sysadmin_cost(sb), "feh": feh_pairs(), "code_lines": code_lines(),
@@ -535,7 +672,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="first N tasks only")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-command wall-clock limit (s)")
     ap.add_argument("--out", type=Path, default=None, help="write the result (with the machine) here")
+    ap.add_argument("--plain-same-helper", default=None, help=argparse.SUPPRESS)  # PlainSame's process
     args = ap.parse_args(argv)
+    if args.plain_same_helper:
+        return plain_same_helper(args.plain_same_helper)
     from verifirst.benchmarks.perf.record import emit, machine
 
     started = machine()

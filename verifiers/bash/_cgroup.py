@@ -12,7 +12,6 @@ import ctypes.util
 import functools
 import itertools
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -183,7 +182,6 @@ def _forget_in_child() -> None:
         for fd in fds:
             os.close(fd)
     _FREE.clear()
-    _SCRATCH_FREE.clear()  # the parent's to use
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -254,12 +252,6 @@ def libc() -> ctypes.CDLL:
 MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
 
 
-# mounted run tmpfs directories, emptied, to use again ({size: [path]}) instead of a mount and an
-# unmount per run (measured here: 7.8 vs 8.0 ms a trivial pair, within noise)
-_SCRATCH_FREE: dict[int, list[str]] = {}
-_SCRATCH_SMALL = (256, 16 << 20)  # (files, bytes) a tmpfs may hold and still be emptied for reuse
-
-
 def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[str, bool]:
     """(a new, empty run directory under `base`, named with our pid for sweep_lowers, whether it is
     a tmpfs of its own).
@@ -267,10 +259,6 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
     Args:
         base, size_bytes, inodes: the scratch base; how much, and how many files, the run may write.
     """
-    with _FREE_LOCK:
-        free = _SCRATCH_FREE.get(size_bytes)
-        if free:
-            return free.pop(), True
     path = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base)
     if os.geteuid() != 0:
         return path, False
@@ -279,18 +267,12 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
 
 
 def release_scratch(path: str, size_bytes: int) -> None:
-    """Give back a private_scratch() tmpfs: emptied and kept when little was written, else unmounted.
+    """Give back a private_scratch() tmpfs: unmounted, its files with it (keeping it, emptied, for
+    the next run was measured to gain nothing here: 7.8 vs 8.0 ms a trivial pair).
 
     Args:
         path, size_bytes: as given by and to private_scratch.
     """
-    st = os.statvfs(path)
-    used = (st.f_files - st.f_ffree, (st.f_blocks - st.f_bfree) * st.f_frsize)
-    if used[0] <= _SCRATCH_SMALL[0] and used[1] <= _SCRATCH_SMALL[1] and _emptied(path):
-        with _FREE_LOCK:  # counted under the lock: concurrent releases must not both pass _MAX_FREE
-            if sum(map(len, _SCRATCH_FREE.values())) < _MAX_FREE:
-                _SCRATCH_FREE.setdefault(size_bytes, []).append(path)
-                return
     unmount(path)
 
 
@@ -307,23 +289,6 @@ def unmount(path: str) -> None:
         pass
 
 
-def _emptied(path: str) -> bool:
-    """Remove everything in `path` (overlayfs leaves its work dirs mode 000); False where it could not."""
-    try:
-        for name in os.listdir(path):
-            p = os.path.join(path, name)
-            if os.path.isdir(p) and not os.path.islink(p):
-                work = os.path.join(p, "work")
-                if os.path.isdir(work) and not os.path.islink(work):
-                    os.chmod(work, 0o700)
-                shutil.rmtree(p)
-            else:
-                os.unlink(p)
-        return True
-    except OSError:
-        return False
-
-
 @atexit.register
 def _remove_bases() -> None:
     """This process's cgroup directories, at exit (each run's own is gone by then)."""
@@ -334,8 +299,5 @@ def _remove_bases() -> None:
             os.close(fd)
         for d in dirs:
             _rmdir(d)
-    for paths in _SCRATCH_FREE.values():
-        for p in paths:
-            unmount(p)
     for base, _ in _layout()[0]:
         _rmdir(base)
