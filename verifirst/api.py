@@ -320,7 +320,22 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     Returns:
         The Result, or with dry_run the SpendEstimate.
     """
-    call = dict(locals())  # this call's arguments: the runs a cost or latency objective makes repeat them
+    call = dict(locals())  # every keyword, one field each of the request
+    from verifirst.requests import OptimizeRequest
+
+    return run_request(OptimizeRequest.build(call, drop_none=False))
+
+
+def run_request(req: Any) -> Any:
+    """Run one checked OptimizeRequest: what `vf.optimize`, `vf.run` and `verifirst run` build, handed
+    whole to the loop (`driver.RunRequest.request`); every value below is read from it.
+
+    Args:
+        req: the OptimizeRequest (verifirst.requests), one field per `optimize` keyword.
+
+    Returns:
+        The Result, or with req.dry_run the SpendEstimate.
+    """
     import dspy
 
     from verifirst.loop import driver
@@ -334,37 +349,36 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
 
     from verifirst.loop.objective import check_objective
 
-    # Everything that can refuse the run comes before anything is written: first every keyword, typed
+    # Everything that can refuse the run comes before anything is written
     from verifirst.config import RUN_DIR_EXPECTED, check_workdir
     from verifirst.requests import (OptimizeRequest, check_compile_kwargs, check_names, check_optimizer_options,
                                     default_run_name)
 
-    req = OptimizeRequest.build(call, drop_none=False)
-    workdir, run_dir, cache = req.workdir, req.run_dir, req.cache  # ~ expanded
-    goal = check_objective(objective, margin)
-    suite = to_suite(data, inputs=inputs, program=program)
-    name = name or default_run_name(suite.name)  # a data set's name may hold what MLflow refuses (org/set)
+    program, optimizer, options, tracking = req.program, req.optimizer, req.optimizer_options, req.tracking
+    goal = check_objective(req.objective, req.margin)
+    suite = to_suite(req.data, inputs=req.inputs, program=program)
+    name = req.name or default_run_name(suite.name)  # a data set's name may hold what MLflow refuses (org/set)
     check_names(name, tracking)  # a name MLflow would refuse after the run paid its calls
-    check_optimizer_options(optimizer, optimizer_options, "optimizer_options")  # what dspy.GEPA/SIMBA accept
-    check_compile_kwargs(optimizer, compile_kwargs, "compile_kwargs")
-    check_workdir(workdir or DEFAULT_WORKDIR, "workdir")
-    if run_dir:
-        check_workdir(run_dir, "run_dir", expected=RUN_DIR_EXPECTED)
-    manifest = make_manifest(suite.items, splits, seed, stratify, no_val=no_val, no_test=no_test)
-    eval_splits = tuple(s for s in eval_splits if manifest.sizes()[s])  # an empty split has nothing to score
-    is_verifier = callable(getattr(getattr(metric, "metric", metric), "verify", None))
-    scorer = Metric(metric, output_field_of(program, output_field) if is_verifier else output_field,
-                    threshold=threshold)
-    if (optimizer is None or optimizer == "none") and optimizer_options:  # a typo would go unnoticed
-        raise InputError(f"optimizer_options {sorted(optimizer_options)} given for optimizer none (evaluation only), "
+    check_optimizer_options(optimizer, options, "optimizer_options")  # what dspy.GEPA/SIMBA accept
+    check_compile_kwargs(optimizer, req.compile_kwargs, "compile_kwargs")
+    check_workdir(req.workdir or DEFAULT_WORKDIR, "workdir")
+    if req.run_dir:
+        check_workdir(req.run_dir, "run_dir", expected=RUN_DIR_EXPECTED)
+    manifest = make_manifest(suite.items, req.splits, req.seed, req.stratify, no_val=req.no_val, no_test=req.no_test)
+    eval_splits = tuple(s for s in req.eval_splits if manifest.sizes()[s])  # an empty split has nothing to score
+    is_verifier = callable(getattr(getattr(req.metric, "metric", req.metric), "verify", None))
+    scorer = Metric(req.metric, output_field_of(program, req.output_field) if is_verifier else req.output_field,
+                    threshold=req.threshold)
+    if (optimizer is None or optimizer == "none") and options:  # a typo would go unnoticed
+        raise InputError(f"optimizer_options {sorted(options)} given for optimizer none (evaluation only), "
                          "which takes none", field="optimizer_options", expected="no optimizer_options, or an optimizer")
-    engine = resolve_engine(optimizer, optimizer_options)
+    engine = resolve_engine(optimizer, options)
     check_optimizer_needs(manifest, engine)  # GEPA on an empty training split: refused before it starts
-    budget = as_budget(budget, threads)
+    budget = as_budget(req.budget, req.threads)
     check_engine_budget(engine, budget, manifest)
     if isinstance(tracking, MLflow):
         tracking.check_reachable()  # an unreachable server refuses the run before any model is built
-    lms = build_models(models)
+    lms = build_models(req.models)
     task_lm = lms.task if lms is not None else dspy.settings.lm
     if task_lm is None:
         raise InputError("no task LM: pass models={'task': ...} or dspy.configure(lm=...)", field="models")
@@ -372,13 +386,12 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
         from verifirst.loop.preflight import check_verifiers
 
         check_verifiers([scorer.metric], suite.items)
-    workdir = Path(workdir or DEFAULT_WORKDIR)
-    fresh = not run_dir
-    run_dir = Path(run_dir) if run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
+    workdir = Path(req.workdir or DEFAULT_WORKDIR)
+    run_dir = Path(req.run_dir) if req.run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
     reflection = lms.reflection if lms is not None else task_lm
     ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
-                        task_lm=task_lm, seed=seed, compile_kwargs=dict(compile_kwargs or {}))
-    if compile_kwargs and not hasattr(engine, "compile_arguments"):
+                        task_lm=task_lm, seed=req.seed, compile_kwargs=dict(req.compile_kwargs or {}))
+    if req.compile_kwargs and not hasattr(engine, "compile_arguments"):
         raise InputError(f"optimizer {getattr(engine, 'name', None)!r} takes no compile_kwargs", field="compile_kwargs",
                          expected="a dspy.Teleprompter or SIMBA, or no compile_kwargs")
     if hasattr(engine, "compile_arguments"):  # bad compile arguments, a missing package: refused before any LM call
@@ -386,10 +399,13 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     if goal.selects:  # one run per candidate model, the rule on validation, test once (verifirst.loop.objective_run)
         from verifirst.loop.objective_run import run_objective
 
-        return run_objective(goal, call, optimize, manifest=manifest, suite=suite, scorer=scorer, lms=lms,
+        def rerun(**changes: Any) -> Any:  # one candidate's run: this request with its changes, checked again
+            return run_request(OptimizeRequest.build({**dict(req), **changes}, drop_none=False))
+
+        return run_objective(goal, req, rerun, manifest=manifest, suite=suite, scorer=scorer, lms=lms,
                              task_lm=task_lm, budget=budget, run_dir=run_dir, workdir=workdir, tracking=tracking,
                              result=Result, publish=publish)
-    config = redact(config) if config is not None else None  # the key never reaches run_state.json or MLflow
+    config = redact(req.config) if req.config is not None else None  # the key never reaches run_state.json or MLflow
     # the spend limits are no part of the resume key: a stopped run resumes with a larger budget
     resume_config = {k: v for k, v in config.items() if k != "budget"} if config is not None else None
     digest = driver.run_digest(program, manifest, scorer, getattr(engine, "name", "none"), eval_splits,
@@ -407,35 +423,34 @@ def optimize(program: Any, data: Any, metric: Any, optimizer: Any = "gepa", *,
     if unknown:
         raise InputError(f"unknown role {unknown[0]!r}", field=f"budget.per_role.{unknown[0]}",
                          expected="roles task, reflection, teacher, judge")
-    if dry_run or (confirm is not None and usd_capped):  # before anything is written or any model called
+    if req.dry_run or (req.confirm is not None and usd_capped):  # before anything is written or any model called
         from verifirst.loop.estimate import estimate_run
 
         estimate = estimate_run(program, suite.items, manifest, engine, budget, ctx, splits=eval_splits,
-                                adapter=adapter_for(lms.task, adapter) if lms is not None else
-                                (adapter or dspy.settings.adapter or dspy.ChatAdapter()))
-        if dry_run:
+                                adapter=adapter_for(lms.task, req.adapter) if lms is not None else
+                                (req.adapter or dspy.settings.adapter or dspy.ChatAdapter()))
+        if req.dry_run:
             return estimate
         over = estimate.over_limits()
-        if over and confirm is not None and not confirm(estimate):
+        if over and req.confirm is not None and not req.confirm(estimate):
             raise InputError(f"the run was not started: {over[0]}", field="max_usd",
                              expected="a larger max_usd, a smaller run, or confirm to start it anyway")
     observers: list[Any] = [tracking.callback(workdir, name) if isinstance(tracking, MLflow) else tracking]
-    observers += [*callbacks, *([Console(echo)] if echo else [])]
-    if cache is not None:
-        configure_cache(cache)
+    observers += [*req.callbacks, *([Console(req.echo)] if req.echo else [])]
+    if req.cache is not None:
+        configure_cache(req.cache)
 
     def lm_scope():  # a context, not dspy.configure: the caller's global settings stay as they are
         if lms is None:
             return contextlib.nullcontext()
-        return dspy.context(lm=lms.task, adapter=adapter_for(lms.task, adapter))
+        return dspy.context(lm=lms.task, adapter=adapter_for(lms.task, req.adapter))
 
-    req = driver.RunRequest(program=program, scorer=scorer, items=suite.items, manifest=manifest, engine=engine,
-                            budget=budget, ctx=ctx, name=name, suite=suite.name, digest=digest, fresh=fresh,
-                            config=config, models=specs, splits=eval_splits, threads=threads, progress=progress,
-                            max_error_rate=max_error_rate, ledger=TestLedger(workdir / LEDGER_FILE),
-                            executor=executor, lm_scope=lm_scope)
-    res, _ = driver.run(req, observers, publish=publish)
-    return Result(res.program, res.report, manifest, req.ctx.run_dir, res.before, res.after)
+    run = driver.RunRequest(request=req, scorer=scorer, items=suite.items, manifest=manifest, engine=engine,
+                            budget=budget, ctx=ctx, name=name, suite=suite.name, digest=digest,
+                            fresh=not req.run_dir, config=config, models=specs, eval_splits=eval_splits,
+                            ledger=TestLedger(workdir / LEDGER_FILE), lm_scope=lm_scope)
+    res, _ = driver.run(run, observers, publish=publish)
+    return Result(res.program, res.report, manifest, run.ctx.run_dir, res.before, res.after)
 
 
 def evaluate(program: Any, data: Any, metric: Any, *, splits: Sequence[str] = SPLITS,
@@ -549,5 +564,6 @@ def run(path: Any, *, models: Any = None, offline: bool = False, tracking_uri: s
     given = {k: v for k, v in (limits or {}).items() if v is not None}
     if given:
         kw["budget"] = dataclasses.replace(kw["budget"], **given)  # checked again: 0 or -1 is refused
-    kw.update(overrides)
-    return optimize(**kw, dry_run=dry_run)
+    from verifirst.requests import OptimizeRequest
+
+    return run_request(OptimizeRequest.build({**kw, **overrides, "dry_run": dry_run}, drop_none=False))

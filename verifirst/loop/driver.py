@@ -466,14 +466,15 @@ def run(req: RunRequest, callbacks: Any = None, publish: Any = None) -> tuple[Op
                 params=run_params(req, opt),
                 tags={"verifirst.split_digest": req.manifest.digest, "verifirst.suite": req.suite,
                       "verifirst.optimizer": opt, "verifirst.run_dir": str(run_dir)},
-                datasets=split_datasets(req.items, req.manifest, req.splits)))
+                datasets=split_datasets(req.items, req.manifest, req.eval_splits)))
             atomic.write_json(run_dir / "run_state.json", _state(req, "running"))
             usage_before, t0 = USAGE.total(), time.time()
             with (req.lm_scope() if req.lm_scope else contextlib.nullcontext()), metering(meter):
-                res = optimize(req.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
-                               threads=req.threads, splits=req.splits, progress=req.progress,
-                               max_error_rate=req.max_error_rate, ledger=req.ledger, callback=cb,
-                               executor=req.executor)
+                ask = req.request  # what the caller asked for, read here and nowhere re-spread
+                res = optimize(ask.program, req.scorer, req.items, req.manifest, req.engine, req.budget, req.ctx,
+                               threads=ask.threads, splits=req.eval_splits, progress=ask.progress,
+                               max_error_rate=ask.max_error_rate, ledger=req.ledger, callback=cb,
+                               executor=ask.executor)
                 report = res.report
                 report.update({"experiment": req.name, "suite": req.suite, "metric": req.scorer.name,
                                "run_dir": str(run_dir), "run_id": run_id, "wall_s": round(time.time() - t0, 2),

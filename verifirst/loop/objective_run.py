@@ -200,7 +200,7 @@ def _add_spent(total: dict, report: dict, wall_s: float) -> None:
     total["wall_s"] = total.get("wall_s", 0.0) + wall_s
 
 
-def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, manifest: Any, suite: Any,
+def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, manifest: Any, suite: Any,
                   scorer: Any, lms: Any, task_lm: Any, budget: Any, run_dir: Path, workdir: Path,
                   tracking: Any, result: Callable[..., Any], publish: Callable[[dict, Path], Any]) -> Any:
     """`vf.optimize` with a cost or latency objective: refuse what it cannot run (a model without a
@@ -208,8 +208,9 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
 
     Args:
         goal: the checked objective.
-        call: the `vf.optimize` call's arguments (each model's run repeats them).
-        optimize: `vf.optimize` itself.
+        request: the run's OptimizeRequest (verifirst.requests): each model's run is this request
+            with its model, run directory, name and remaining budget.
+        rerun: (**changes) -> the Result of the request with `changes`, checked again and run.
         manifest, suite, scorer: the run's splits, data and Metric.
         lms: the built Models (None: DSPy's configured LM).
         task_lm: the run's task LM.
@@ -238,30 +239,29 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
     prices = Prices(budget.prices)
     task_name = getattr(task_lm, "model", None)
     check_prices(goal, task_name, prices)  # before anything is written or called
-    roles = _role_models(call.get("models"))
-    base = {**call, "objective": None, "margin": None, "splits": manifest, "data": suite,
+    roles = _role_models(request.models)
+    base = {"objective": None, "margin": None, "splits": manifest, "data": suite,
             "eval_splits": splits_to_score(manifest)}
     specs: dict[str, Any] = {model_name(m): m for m in goal.models}
     for pair in [*goal.candidates, *([goal.reference] if goal.reference else [])]:
         specs.setdefault(model_name(pair["model"]), pair["model"])
     if not goal.models:
         specs.setdefault(task_name, roles.get("task") or task_lm)
-    if call.get("dry_run"):
-        return ObjectiveEstimate({m: optimize(**{**base, "models": {**roles, "task": spec}, "run_dir": None})
+    if request.dry_run:
+        return ObjectiveEstimate({m: rerun(**base, models={**roles, "task": spec}, run_dir=None)
                                   for m, spec in specs.items() if spec is not None},
                                  evaluations=len(goal.candidates) + bool(goal.reference), max_usd=budget.max_usd)
-    name = call.get("name") or suite.name
+    name = request.name or suite.name
     spent: dict = {}
 
     def optimize_on(spec: Any, sub_dir: Path, callbacks: list) -> Any:
         t0 = time.time()
-        res = optimize(**{**base, "models": {**roles, "task": spec}, "run_dir": sub_dir,
-                          "budget": remaining(budget, spent), "name": f"{name}-{slug(model_name(spec))}",
-                          "callbacks": [*call.get("callbacks", ()), *callbacks]})
+        res = rerun(**base, models={**roles, "task": spec}, run_dir=sub_dir, budget=remaining(budget, spent),
+                    name=f"{name}-{slug(model_name(spec))}", callbacks=[*request.callbacks, *callbacks])
         _add_spent(spent, res.report, time.time() - t0)
         return res
 
-    adapter = call.get("adapter")
+    adapter = request.adapter
     built: dict[str, Any] = {}
 
     def scope_for(model: str) -> Any:
@@ -273,10 +273,10 @@ def run_objective(goal: Objective, call: dict, optimize: Callable[..., Any], *, 
     ledger = TestLedger(Path(workdir) / LEDGER_FILE)
     costs = ItemCosts(prices)
     by_split = {s: manifest.select(suite.items, s) for s in SPLITS}
-    scoring = CandidateScorer(scorer, by_split, manifest, costs, scope_for, run_dir, threads=call.get("threads", 1),
+    scoring = CandidateScorer(scorer, by_split, manifest, costs, scope_for, run_dir, threads=request.threads,
                               on_test=lambda prog: ledger.record(manifest.digest, program_hash(prog), run_dir,
                                                                  "objective"))
-    cands, reference, runs = gather(goal, program=call["program"], task_model=task_name, optimize_on=optimize_on,
+    cands, reference, runs = gather(goal, program=request.program, task_model=task_name, optimize_on=optimize_on,
                                     scorer=scoring, costs=costs, run_dir=run_dir)
     meter = spend_meter(remaining(budget, spent))
     with metering(meter) if meter is not None else contextlib.nullcontext():

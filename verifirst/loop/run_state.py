@@ -26,18 +26,21 @@ USAGE_KEYS = ("calls", "lm_calls", "cache_hits", "errors", "prompt_tokens", "com
 
 @dataclass
 class RunRequest:
-    """One run, checked and built by the caller (`vf.optimize`): what the loop runs and where.
+    """One run: the checked request it came from, handed whole, and what the caller built from it.
 
-    program, scorer, items, manifest, engine, budget, ctx: as for `optimize`.
-    name: the run's name; suite: the data's name.
+    request: the OptimizeRequest (verifirst.requests) `vf.optimize`, `vf.run` or `verifirst run`
+        built: the program, threads, progress, max_error_rate and executor are read from it.
+    scorer, items, manifest, engine, budget, ctx: built from it, as `optimize` takes them.
+    name: the run's name (the request's, else the data's); suite: the data's name.
     digest: what a run directory may be resumed with (see `run_digest`).
     fresh: the run directory was made for this run (not given by the user).
     config: the experiment file's settings with credentials masked, kept in run_state.json.
     models: the model spec by role (for the report and the tracker's parameters).
+    eval_splits: the request's eval_splits that have items.
     lm_scope: a context the program runs in (dspy.context with the task LM and adapter), or None.
     """
 
-    program: Any
+    request: Any
     scorer: Metric
     items: Sequence[Item]
     manifest: SplitManifest
@@ -50,12 +53,8 @@ class RunRequest:
     fresh: bool = False
     config: dict | None = None
     models: dict = field(default_factory=dict)
-    splits: Sequence[str] = SPLITS
-    threads: int = 1
-    progress: bool | None = False
-    max_error_rate: float | None = None
+    eval_splits: Sequence[str] = SPLITS
     ledger: TestLedger | None = None
-    executor: Any = None
     lm_scope: Any = None
 
 
