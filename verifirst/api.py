@@ -49,9 +49,9 @@ class MLflow:
 
     def check_reachable(self) -> None:
         """Refuse a tracking server that does not answer, before any work (offline: the local store)."""
-        from verifirst.tracking import _USER_URI, check_reachable
+        from verifirst.tracking import check_reachable, user_tracking_uri
 
-        uri = self.uri or _USER_URI
+        uri = self.uri or user_tracking_uri()
         if uri and not self.offline:
             check_reachable(uri)
 

@@ -55,6 +55,12 @@ def set_verbosity(verbose: bool) -> None:
 PHASE_BARS = ("GEPA Optimization",)
 
 
+def library_levels_again() -> None:
+    """The levels `-v` (or its absence) chose, set again: every verb calls it after its heavy imports
+    (`import dspy` puts its logger back to INFO, so its WARNING lines would leak into a quiet verb)."""
+    set_verbosity(_VERBOSE[0])
+
+
 def _library_bars(on: bool) -> None:
     """tqdm bars on or off for this process. DSPy and GEPA pass disable=False explicitly (so
     TQDM_DISABLE cannot reach them); our own phases use rich progress, which this leaves alone.
@@ -86,7 +92,7 @@ def _check_experiment_tracking_uri(exp, offline: bool) -> None:
     """
     from verifirst.config import _line_of
     from verifirst.experiment import experiment_text
-    from verifirst.tracking import _USER_URI, check_uri
+    from verifirst.tracking import check_uri, user_tracking_uri
 
     if offline or not exp.tracking.get("enabled", True):
         return
@@ -96,8 +102,8 @@ def _check_experiment_tracking_uri(exp, offline: bool) -> None:
         check_uri(uri, "tracking.uri", path=str(exp.path), line=_line_of(text, "tracking", "uri"))
     elif uri:
         check_uri(uri, "tracking.uri")
-    elif _USER_URI:
-        check_uri(_USER_URI, "MLFLOW_TRACKING_URI")
+    elif user_tracking_uri():
+        check_uri(user_tracking_uri(), "MLFLOW_TRACKING_URI")
 
 
 def _check_run_dir(run_dir: Path) -> None:
@@ -117,7 +123,7 @@ def run_experiment(exp, run_dir, tracking_uri, offline, as_json, progress=None, 
     from verifirst import api
     from verifirst.report import print_report
 
-    set_verbosity(_VERBOSE[0])  # dspy and litellm are imported now and may have set their own levels
+    library_levels_again()  # dspy and litellm are imported now and may have set their own levels
     if run_dir:
         _check_run_dir(run_dir)
     if not tracking_uri:  # the flag was checked as it was parsed

@@ -90,9 +90,9 @@ class ReportRequest(Request):
     def _workdir_exists(self):
         if self.run == "latest" or expand_user(self.run).is_dir():
             return self  # read from files only: a missing workdir has no finished run, and nothing is created
-        from verifirst.tracking import _USER_URI  # the user's variable, not one mlflow.set_tracking_uri wrote
+        from verifirst.tracking import user_tracking_uri  # the user's variable, not one mlflow wrote
 
-        if _USER_URI:
+        if user_tracking_uri():
             return self  # a run id in the user's own store
         if not _store_of(self.workdir).is_file():
             raise PydanticCustomError("workdir", "a run directory, or a workdir with an MLflow store ({store} does "

@@ -29,6 +29,12 @@ from verifirst.loop.rundir import file_lock  # noqa: E402
 _USER_URI = os.environ.get("MLFLOW_TRACKING_URI")
 
 
+def user_tracking_uri() -> str | None:
+    """The user's MLFLOW_TRACKING_URI as it was when verifirst started (None: not set), never one
+    that mlflow.set_tracking_uri wrote into the environment since."""
+    return _USER_URI
+
+
 def default_uri(workdir: str | Path) -> str:
     return f"sqlite:///{Path(workdir).resolve() / 'mlflow.db'}"
 
