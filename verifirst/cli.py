@@ -469,7 +469,10 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="a registered
     try:
         BenchRequest.build({"name": name, "args": tuple(ctx.args)}, names=BENCH_FLAGS)  # shared counts, no nan/inf
         main_fn = registry.component("study", name)
-        rc = main_fn(list(ctx.args))
+        from verifirst.report.progress import study_lines
+
+        with study_lines(name) as lines:  # started, a line a minute, done: when stdout is not a terminal
+            rc = lines.rc = main_fn(list(ctx.args))
     except VerifirstError as e:
         _fail(e)
     raise typer.Exit(rc or 0)

@@ -13,7 +13,9 @@ with counts and the time since the run started:
 
 `PhaseLines` observes the typed events of the one run loop (verifirst.core.callbacks); the loop
 knows nothing of it. `wanted()` is the rule the console observer applies: lines when stdout is not
-a terminal, none under quiet (`-q`, or VERIFIRST_QUIET=1 in the environment).
+a terminal, none under quiet (`-q`, or VERIFIRST_QUIET=1 in the environment). `study_lines` is the same
+for a `verifirst bench` study, whose own loop tells no events: started, a line a minute with its LM
+calls, done with its exit status.
 """
 from __future__ import annotations
 
@@ -167,3 +169,91 @@ class PhaseLines(RunCallback):
 
 def _counts(n_pass: int, unscored: int) -> str:
     return f"{n_pass} pass" + (f", {unscored} no verdict" if unscored else "")
+
+
+class StudyLines:
+    """Progress lines for a `verifirst bench` study, whose own loop tells no run-loop events: a line
+    when it starts, one every `heartbeat_s` seconds with the LM calls made so far, and one when it ends
+    with its exit status. Use `study_lines`, which prints nothing where lines are not wanted.
+
+    Args:
+        name: the study's name.
+        echo: where lines go.
+        heartbeat_s: seconds between the lines while the study runs.
+        clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, name: str, echo: Callable[[str], None], heartbeat_s: float = HEARTBEAT_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self.name, self.echo, self.heartbeat_s, self.clock = name, echo, heartbeat_s, clock
+        self.rc: int | None = None  # the study's exit status, set by the caller before the block ends
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = clock()
+        self._calls0 = self._calls()
+
+    @staticmethod
+    def _calls() -> tuple[int, int]:
+        from verifirst.lm import USAGE
+
+        total = USAGE.total()
+        return total.calls, total.errors
+
+    def _say(self, text: str) -> None:
+        self.echo(f"[{self.clock() - self._t0:6.0f}s] bench {self.name}: {text}")
+
+    def _used(self) -> str:
+        calls, errors = self._calls()
+        calls, errors = calls - self._calls0[0], errors - self._calls0[1]
+        return f"{calls} LM call(s)" + (f", {errors} failed" if errors else "")
+
+    def tick(self) -> None:
+        """The line said every heartbeat_s seconds while the study runs."""
+        self._say(f"running, {self._used()}")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            self.tick()
+
+    def __enter__(self) -> "StudyLines":
+        self._t0, self._calls0 = self.clock(), self._calls()
+        self._say("started")
+        self._thread = threading.Thread(target=self._beat, name=f"bench-lines-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        took = self.clock() - self._t0
+        if kind is None or issubclass(kind, SystemExit):  # a study's argparse exits (--help, a bad flag)
+            rc = self.rc if kind is None else (exc.code if isinstance(exc.code, int) else 1 if exc.code else 0)
+            self._say(f"done, exit {rc or 0}, {self._used()} ({took:.0f} s)")
+        else:
+            self._say(f"stopped: {getattr(kind, '__name__', kind)}, {self._used()} ({took:.0f} s)")
+
+
+def study_lines(name: str, echo: Callable[[str], None] | None = None, heartbeat_s: float = HEARTBEAT_S):
+    """StudyLines for `verifirst bench NAME` when lines are wanted (stdout not a terminal, not `-q`),
+    else a block that prints nothing. The lines go to stderr by default: a study's own output on stdout
+    (a JSON document, a table) stays whole.
+
+    Args:
+        name: the study's name.
+        echo: where lines go (default: stderr).
+        heartbeat_s: seconds between the lines while the study runs.
+    """
+    if not wanted():
+        return _Silent()
+    return StudyLines(name, echo or (lambda line: print(line, file=sys.stderr, flush=True)), heartbeat_s)
+
+
+class _Silent:
+    rc: int | None = None
+
+    def __enter__(self) -> "_Silent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
