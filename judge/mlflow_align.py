@@ -131,16 +131,23 @@ def _mlflow_at(tracking_uri: str, experiment: str) -> Iterator[str]:
     import mlflow.tracking._tracking_service.utils as tu
     import mlflow.tracking.fluent as fl
 
-    prev_uri, prev_exp = tu._tracking_uri, fl._active_experiment_id
-    prev_env = os.environ.get("MLFLOW_TRACKING_URI")
+    import mlflow.tracking._model_registry.utils as ru
+
+    prev_uri, prev_registry, prev_exp = tu._tracking_uri, ru._registry_uri, fl._active_experiment_id
+    # set_tracking_uri and set_experiment also write these into the process environment, where the
+    # caller's next MLflow call (another store, another experiment) would find them
+    prev_env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")}
     mlflow.set_tracking_uri(tracking_uri)
     try:
         yield mlflow.set_experiment(experiment).experiment_id
     finally:
         mlflow.set_tracking_uri(prev_uri)  # also resets the trace exporter to that store
-        if prev_env is not None:
-            os.environ["MLFLOW_TRACKING_URI"] = prev_env
-        fl._active_experiment_id = prev_exp
+        ru._registry_uri, fl._active_experiment_id = prev_registry, prev_exp
+        for k, v in prev_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def log_outcome_traces(items: Sequence[Item], view_fields: Sequence[str], judge_name: str = JUDGE_NAME,

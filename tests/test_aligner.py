@@ -96,6 +96,20 @@ def log_labelled_traces(rows, judge_name: str, label_name: str | None = None) ->
     return [mlflow.get_trace(t) for t in ids]
 
 
+def mlflow_process_state() -> dict:
+    """MLflow's process-wide settings a caller relies on: the stores, the active experiment and run, the
+    environment variables MLflow's setters write."""
+    import mlflow
+    import mlflow.tracking._model_registry.utils as ru
+    import mlflow.tracking._tracking_service.utils as tu
+    import mlflow.tracking.fluent as fl
+
+    run = mlflow.active_run()
+    return {"tracking_uri": tu._tracking_uri, "registry_uri": ru._registry_uri,
+            "experiment": fl._active_experiment_id, "run": run.info.run_id if run else None,
+            "env": {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")}}
+
+
 class Recorder:
     """Records what reached the judge's model over HTTP."""
 
@@ -133,7 +147,9 @@ def aligned_run(tmp_path_factory):
             aligner = verifirst.AutoRefineAligner(teacher=roles, proposer=roles, max_iters=3, n_boot=300,
                                                       num_threads=4)
             with mlflow.start_run() as run:
+                state_before = mlflow_process_state()
                 aligned = judge.align(traces, optimizer=aligner)
+                state_after = mlflow_process_state()
             client = mlflow.MlflowClient()
             logged = client.get_run(run.info.run_id)
             artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "autorefine_align")]
@@ -141,9 +157,16 @@ def aligned_run(tmp_path_factory):
                 run.info.run_id, "autorefine_align/report.json", str(tmp))).read())
             yield {"store": f"sqlite:///{tmp / 'mlflow.db'}", "judge": judge, "aligned": aligned, "aligner": aligner, "run": logged, "artifacts": artifacts,
                    "report_json": report_json, "rows": rows, "traces": traces, "recorder": rec, "url": url,
-                   "roles": roles, "tmp": tmp}
+                   "roles": roles, "tmp": tmp, "state": (state_before, state_after)}
     finally:
         stop()
+
+
+def test_align_leaves_the_callers_mlflow_settings_as_they_were(aligned_run):
+    """An in-process align: the caller's tracking and registry stores, experiment, active run and MLFLOW_*
+    environment are the same after it (a later MLflow call of the caller goes where it went before)."""
+    before, after = aligned_run["state"]
+    assert after == before
 
 
 def test_align_returns_the_calibrated_judge_with_template_variables(aligned_run):
@@ -275,7 +298,9 @@ def test_embedded_model_through_the_local_endpoint_aligns_and_evaluates(tmp_path
             aligner = verifirst.AutoRefineAligner(teacher="local", proposer="local", max_iters=0, n_boot=200)
             t0 = time.perf_counter()
             with mlflow.start_run() as run:
+                state_before = mlflow_process_state()
                 aligned = judge.align(traces, optimizer=aligner)
+                state_after = mlflow_process_state()
             align_s = time.perf_counter() - t0
             rep = aligner.last_report
             test = [t for t in traces if t.info.trace_id in set(rep["split"]["test_ids"])]

@@ -147,7 +147,8 @@ def judge_verb(tmp: Path, monkeypatch) -> dict:
 
 
 def aligner(tmp: Path, monkeypatch) -> dict:
-    """`judge.align(traces, optimizer=verifirst.AutoRefineAligner(...))` as test_aligner runs it."""
+    """`judge.align(traces, optimizer=verifirst.AutoRefineAligner(...))` as test_aligner runs it, in this process:
+    it leaves MLflow's process-wide settings as they were (the runs after it read their own stores)."""
     import mlflow
     from mlflow.genai.judges import make_judge
 
@@ -157,14 +158,6 @@ def aligner(tmp: Path, monkeypatch) -> dict:
     from test_aligner import INSTRUCTIONS, MODEL, _env, _mlflow_at, judge_answer, log_labelled_traces, roles_answer
     from test_aligner import world
 
-    import os
-
-    import mlflow.tracking._model_registry.utils as registry_utils
-    import mlflow.tracking._tracking_service.utils as tracking_utils
-
-    # MLflow's process-wide store settings, put back after: a later test reads its own store
-    saved = (tracking_utils._tracking_uri, registry_utils._registry_uri,
-             {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")})
     url, stop = serve_local(ScriptedEngine(judge_answer))
     roles = _scripted(roles_answer, "teacher", "pin-aligner-roles")
     try:
@@ -179,12 +172,6 @@ def aligner(tmp: Path, monkeypatch) -> dict:
             aligned = judge.align(traces, optimizer=aligner)
     finally:
         stop()
-        tracking_utils._tracking_uri, registry_utils._registry_uri = saved[0], saved[1]
-        for k, v in saved[2].items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     ids = {t.info.trace_id: rows[k][0]["task"] for k, t in enumerate(traces)}
     rep = aligner.last_report
     out = {"aligned_instructions": aligned.instructions,
@@ -198,25 +185,8 @@ def aligner(tmp: Path, monkeypatch) -> dict:
     return out
 
 
-def aligner_apart(tmp: Path, monkeypatch) -> dict:
-    """The aligner run in a process of its own: MLflow's judge and trace logging leave process-wide state
-    (a later test in this process then misses prompts in its own registry)."""
-    import subprocess
-    import sys
-
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
-            "import pytest; from test_judge_pins import aligner, _dump; "
-            "mp = pytest.MonkeyPatch(); print('PINS' + json.dumps(json.loads(_dump(aligner(Path(sys.argv[2]), mp)))))")
-    tmp.mkdir(parents=True, exist_ok=True)
-    p = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(tmp)],
-                       capture_output=True, text=True, timeout=900, cwd=str(ROOT))
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("PINS")), None)
-    assert p.returncode == 0 and line, p.stdout[-3000:] + p.stderr[-3000:]
-    return json.loads(line[4:])
-
-
 RUNS = {"calibration_tracked": calibration_tracked, "calibration_baseline": calibration_baseline,
-        "monitor": monitor, "judge_verb": judge_verb, "aligner": aligner_apart}
+        "monitor": monitor, "judge_verb": judge_verb, "aligner": aligner}
 
 
 def _dump(value) -> str:

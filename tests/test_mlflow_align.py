@@ -86,6 +86,18 @@ def store_uri(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('anchor-store') / 'mlflow.db'}"
 
 
+def test_pointing_mlflow_at_a_store_for_a_block_puts_the_callers_settings_back(store_uri):
+    """The anchors' and the aligner tests' `_mlflow_at`: MLflow's set_experiment writes MLFLOW_EXPERIMENT_ID into
+    the process environment (a later call of the caller would log into that experiment of another store)."""
+    from test_aligner import mlflow_process_state
+
+    before = mlflow_process_state()
+    with _mlflow_at(store_uri, "anchor-block"):
+        inside = mlflow_process_state()
+    assert inside["env"].get("MLFLOW_EXPERIMENT_ID") and inside["tracking_uri"] == store_uri
+    assert mlflow_process_state() == before
+
+
 def test_traces_map_to_what_align_consumes(store_uri):
     """MLflow's own converter reads our traces back as labelled examples with the view."""
     import mlflow
