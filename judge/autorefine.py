@@ -53,7 +53,7 @@ class CalibrationMismatch(VerifirstError):
 
 # -- running a judge ---------------------------------------------------------------------
 def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
-              fail_fast: bool = False) -> dict[str, dict]:
+              fail_fast: bool = False, on_item: Callable[[Item, dict], None] | None = None) -> dict[str, dict]:
     """Per-item {verdict, reasoning, score, error}; an LM error leaves verdict None.
 
     Args:
@@ -64,16 +64,20 @@ def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
         fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED calls all failed and none
             succeeded (an endpoint that is down): the items not asked get verdict None and an error
             saying so, so a dead endpoint costs a handful of requests, not one per record.
+        on_item: told each item and its row as it is judged, in the thread that judged it (progress).
     """
 
     def one(it: Item) -> tuple[str, dict]:
         try:
             with dspy.context(lm=lm) if lm is not None else nullcontext():
                 out = judge(**it.inputs)
-            return it.id, {"verdict": out.verdict, "reasoning": out.reasoning,
-                           "score": getattr(out, "score", None), "error": None}
+            row = {"verdict": out.verdict, "reasoning": out.reasoning, "score": getattr(out, "score", None),
+                   "error": None}
         except JudgeError as e:
-            return it.id, {"verdict": None, "reasoning": "", "score": None, "error": str(e)}
+            row = {"verdict": None, "reasoning": "", "score": None, "error": str(e)}
+        if on_item is not None:
+            on_item(it, row)
+        return it.id, row
 
     if not fail_fast:
         if num_threads > 1:

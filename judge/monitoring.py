@@ -357,7 +357,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
             workdir: str | Path | None = None, tracking: MLflow | None = None, drift: Any = None,
             baseline_pi: float | None = None, kind: str | None = None, threshold: float | None = None,
             threads: int = 1, n_boot: int = 2000, run_dir: str | Path | None = None, limit: int | None = None,
-            echo: Callable[[str], None] | None = None) -> MonitorResult:
+            echo: Callable[[str], None] | None = None,
+            progress: Callable[[str], None] | None = None) -> MonitorResult:
     """Score the deployed judge on labelled outcomes per time window and say whether it drifted.
 
     Per window: n, Scott's π with a 95% bootstrap interval, FAIL recall/precision, the share the
@@ -397,6 +398,8 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
         limit: judge only the newest `limit` records (each record costs a judge and a teacher call;
             the report's `limit` says how many were left out). None: all.
         echo: a callable for progress lines (default: none).
+        progress: where the judge's and teacher's per-tenth lines go when stdout is not a terminal
+            (default: echo; `-q` silences them).
 
     Returns:
         A MonitorResult: report (windows, drift rule, verdict), run_dir, drift, exit_code,
@@ -408,6 +411,7 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     from verifirst.config import RUN_DIR_EXPECTED, check_number, check_workdir
     from verifirst.judge.template import template_variables
     from verifirst.judge.labels import LabelRule
+    from verifirst.judge.passes import Passes
     from verifirst.judge.teacher import review_items
     from verifirst.loop.timesplit import item_times, parse_windows, time_windows
 
@@ -456,11 +460,13 @@ def monitor(prompt: str, outcomes: str | Path | None = None, *, from_mlflow: str
     configure_cache(workdir / "cache")
     echo(f"{source}: {len(suite.items)} records in {len(wins)} window(s) of {windows} on {time_field}; "
          f"judge {spec}" + (f"; the {limit} newest of {limited['records']} (--limit)" if limited else ""))
-    with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
-        run = run_judge(program, suite.items, judge_lm, threads, fail_fast=True)
+    passes = Passes(progress or echo, len(suite.items))  # a line per tenth of the records when stdout is no terminal
+    with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()), passes.judge() as on_item:
+        run = run_judge(program, suite.items, judge_lm, threads, fail_fast=True, on_item=on_item)
     verdicts = verdicts_at(run, threshold)
-    with dspy.context(lm=teacher_lm, adapter=FastJSONAdapter()):
-        teacher = review_items(list(program.view_fields), suite.items, teacher_lm, threads, fail_fast=True)
+    with dspy.context(lm=teacher_lm, adapter=FastJSONAdapter()), passes.teacher() as on_item:
+        teacher = review_items(list(program.view_fields), suite.items, teacher_lm, threads, fail_fast=True,
+                               on_item=on_item)
     labels = {it.id: it.gold["label"] for it in suite.items}
     judge_errors = _judge_lm_errors(run)
     rows = [_window_row(k, w, labels, verdicts, teacher, rule, baseline, n_boot, judge_errors)
@@ -566,7 +572,7 @@ def cli_monitor(as_json: bool = False, **kw) -> int:
     """`verifirst monitor`: the table (or the JSON report); the exit code (0 ok, 1 drift or LM failure,
     3 no evidence).
     An LM failure's first error also goes to stderr, as `error: ...`, with --json too."""
-    res = monitor(**kw)
+    res = monitor(**kw, progress=None if as_json else print)  # lines only where stdout is no terminal
     if as_json:
         from verifirst.report import report_json
 

@@ -88,17 +88,26 @@ def review_one(teacher: InformedTeacher, item: Item, lm=None) -> TeacherDecision
 def run_teacher(teacher: InformedTeacher, items: Sequence[Item], lm=None, num_threads: int = 1,
                 done: dict[str, TeacherDecision] | None = None,
                 on_progress: Callable[[dict[str, TeacherDecision]], None] | None = None,
-                progress_every: int = 16) -> dict[str, TeacherDecision]:
-    """Review every item not already in `done`; `on_progress` checkpoints partial results."""
+                progress_every: int = 16,
+                on_item: Callable[[Item, TeacherDecision], None] | None = None) -> dict[str, TeacherDecision]:
+    """Review every item not already in `done`; `on_progress` checkpoints partial results, `on_item` is told
+    each review as it is made (in its thread)."""
     results = dict(done or {})
     todo = [it for it in items if it.id not in results]
+
+    def one(it: Item) -> TeacherDecision:
+        d = review_one(teacher, it, lm)
+        if on_item is not None:
+            on_item(it, d)
+        return d
+
     for start in range(0, len(todo), progress_every):
         chunk = todo[start:start + progress_every]
         if num_threads > 1:
             with ThreadPoolExecutor(num_threads) as pool:
-                got = list(pool.map(lambda it: review_one(teacher, it, lm), chunk))
+                got = list(pool.map(one, chunk))
         else:
-            got = [review_one(teacher, it, lm) for it in chunk]
+            got = [one(it) for it in chunk]
         for d in got:
             results[d.id] = d
         if on_progress:
@@ -157,7 +166,8 @@ def _fisher(groups: dict[str, list]) -> dict | None:
 
 
 def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num_threads: int = 1,
-                 fail_fast: bool = False) -> dict[str, dict]:
+                 fail_fast: bool = False,
+                 on_item: Callable[[Item, TeacherDecision], None] | None = None) -> dict[str, dict]:
     """The informed teacher AutoRefine runs, on these items with their recorded labels (a monitoring
     window): item id -> {"decision": KEEP | CORRECT | SKIP | ERROR, "final_label", "justification",
     "error"}. SKIP is an abstention: the outcome cannot be explained from what the judge sees.
@@ -169,18 +179,19 @@ def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num
         num_threads: threads.
         fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED reviews all failed (an endpoint
             that is down): the items not asked get decision ERROR and an error saying so.
+        on_item: told each item and its decision as it is reviewed (progress).
     """
     teacher = InformedTeacher(view_fields)
     if not fail_fast:
-        decisions = run_teacher(teacher, items, lm, num_threads)
+        decisions = run_teacher(teacher, items, lm, num_threads, on_item=on_item)
         return {k: d.to_dict() for k, d in decisions.items()}
     items = list(items)
-    first = run_teacher(teacher, items[:FIRST_CALLS_ALL_FAILED], lm, num_threads)
+    first = run_teacher(teacher, items[:FIRST_CALLS_ALL_FAILED], lm, num_threads, on_item=on_item)
     if len(first) >= FIRST_CALLS_ALL_FAILED and all(d.decision == ERROR for d in first.values()):
         why = not_sent(next(d.error for d in first.values()), len(first))
         rest = {it.id: TeacherDecision(it.id, it.gold["label"], ERROR, None, "", why)
                 for it in items[FIRST_CALLS_ALL_FAILED:]}
     else:
-        rest = run_teacher(teacher, items[FIRST_CALLS_ALL_FAILED:], lm, num_threads)
+        rest = run_teacher(teacher, items[FIRST_CALLS_ALL_FAILED:], lm, num_threads, on_item=on_item)
     decisions = {**first, **rest}
     return {it.id: decisions[it.id].to_dict() for it in items}
