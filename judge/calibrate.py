@@ -238,7 +238,8 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
 
         uri = tracking_uri or Tracker(workdir, enabled=False).uri
         check_store_has(uri, f"MLflow experiment {from_mlflow!r}", "--from-mlflow", "an experiment with labelled traces")
-        suite, trace_stats = load_trace_suite(from_mlflow, uri, label=label, limit=limit, rule=rule)
+        suite, trace_stats = load_trace_suite(from_mlflow, uri, label=label, limit=limit, rule=rule,
+                                              labellers=labels is not None)
         source = f"mlflow:{from_mlflow}"
     elif outcomes is None:
         raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
@@ -247,9 +248,6 @@ def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "
                                            require_label=labels is None), str(outcomes)
     agreement = None
     if labels is not None:  # several labellers: their agreement said before fitting, the policy's labels kept
-        if from_mlflow:
-            raise InputError("--labels reads outcome records' `labels` objects", field="--labels",
-                             expected="--outcomes FILE whose records carry labels: {labeller: label}")
         agreement = apply_label_policy(suite, labels, rule, echo)
     start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
     if start is not None:

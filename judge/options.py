@@ -52,6 +52,11 @@ def load_outcome_suite(path: Path, limit: int | None = None, snippets: int | Non
     if not path.exists():
         raise InputError("outcomes file not found", path=str(path), expected="a .jsonl or .csv file")
     if is_ice_score(path):  # ICE-Score HumanEval grades (an execution oracle)
+        if not require_label:
+            raise InputError("--labels needs records labelled by several people; an ICE-Score grades file holds "
+                             "one execution grade per snippet", path=str(path), field="--labels",
+                             expected="--outcomes records with labels: {labeller: label}, or --from-mlflow "
+                                      "traces with several human assessments; or no --labels")
         return load_ice_score(path, problems=limit, snippets=snippets)
     if not require_label:
         suite = load_outcomes(path, require_label=False)

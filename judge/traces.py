@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from verifirst.core.errors import InputError
 from verifirst.core.task import Item, Suite
+from verifirst.judging.agreement import trace_labels
 from verifirst.judge.labels import LabelRule
 
 PAGE = 500
@@ -130,7 +131,8 @@ def _traces(client, experiment_id: str) -> list:
 
 
 def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
-                     limit: int | None = None, rule: LabelRule | None = None) -> tuple[Suite, dict]:
+                     limit: int | None = None, rule: LabelRule | None = None,
+                     labellers: bool = False) -> tuple[Suite, dict]:
     """An experiment's labelled traces as outcome records, and what was read and skipped.
 
     Args:
@@ -141,6 +143,9 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
         limit: keep the first N labelled traces (oldest first).
         rule: how recorded values read as PASS/FAIL (--pass-at, --label-map); a value it does not
             cover refuses the read, naming the traces, never a guess.
+        labellers: keep every human's assessment (`--labels`): item.meta["labels"] is {labeller: value},
+            the latest valid human assessment named `label` per labeller (an LLM judge's is none); the
+            label policy reads them (verifirst.judge.labellers), so no single label is chosen here.
 
     Returns:
         (suite, {"n_traces", "n_labelled", "skipped_unlabelled", "skipped_unreadable" (no view)}).
@@ -151,7 +156,8 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
     rule = rule or LabelRule()
     items, unlabelled, unreadable, raw_labels = [], 0, 0, []
     for t in traces:
-        lab, raw = trace_label(t, label, rule)
+        several = trace_labels(t, label) if labellers else None
+        lab, raw = (None, several or None) if labellers else trace_label(t, label, rule)
         if raw is None:
             unlabelled += 1
             continue
@@ -161,9 +167,11 @@ def load_trace_suite(experiment: str, tracking_uri: str, label: str = "label",
             unreadable += 1
             continue
         iid = tags.get(ITEM_ID_TAG) or t.info.trace_id
-        raw_labels.append((str(iid), raw))
+        if not labellers:
+            raw_labels.append((str(iid), raw))
         items.append(Item(str(iid), view, {"label": lab}, group=tags.get(GROUP_TAG),
-                          meta={"trace_id": t.info.trace_id, "view": default_view(t)}))
+                          meta={"trace_id": t.info.trace_id, "view": default_view(t),
+                                **({"labels": several} if labellers else {})}))
     rule.require(raw_labels, where=f"experiment {experiment!r}", field_name=f"--label {label}")
     stats = {"n_traces": len(traces), "n_labelled": len(items), "skipped_unlabelled": unlabelled,
              "skipped_unreadable": unreadable, "label_rule": rule.describe()}

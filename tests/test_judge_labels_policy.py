@@ -115,3 +115,55 @@ def test_the_labellers_alpha_stands_beside_the_judges_pi_in_every_report_form():
     print_report(rep, Console(file=out, width=200))
     assert line in out.getvalue()
     assert labellers_line({"judge": {}}) is None
+
+
+def test_labelled_traces_with_several_humans_are_measured_and_selected_like_records(tmp_path):
+    """--from-mlflow --labels: each trace's human assessments named --label (one per labeller, an LLM judge's
+    none) are its labels; α, the disagreements and the policy's items are those of the same records in a file."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    import verifirst as vf
+
+    uri = f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("two-labellers")
+    prev = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        for r in _records():
+            span = client.start_trace("generate", inputs={"diff": r["diff"]}, experiment_id=exp,
+                                      tags={"verifirst.item_id": r["id"]})
+            client.end_trace(span.trace_id, outputs="ok")
+            for who, value in r["labels"].items():
+                mlflow.log_feedback(trace_id=span.trace_id, name="label", value=value,
+                                    source=AssessmentSource(source_type="HUMAN", source_id=who))
+            mlflow.log_feedback(trace_id=span.trace_id, name="label", value="PASS",  # a judge: no labeller
+                                source=AssessmentSource(source_type="LLM_JUDGE", source_id="gpt"))
+    finally:
+        mlflow.set_tracking_uri(prev)
+    calls, lines = [], []
+    lm = scripted_lm(lambda m: calls.append(1) or json_answer(reasoning="r", verdict="PASS"), role="judge",
+                     name="labels-traces")
+    est = vf.calibrate(None, from_mlflow="two-labellers", tracking=vf.MLflow(uri=uri), labels="unanimous",
+                       dry_run=True, workdir=tmp_path / "wd", echo=lines.append, models={"judge": lm})
+    assert est is not None and calls == []
+    said = [ln for ln in lines if "Krippendorff's α" in ln]
+    assert said and said[0].startswith("labellers alice, bob:") and f"{DISAGREE} disagreement(s)" in said[0]
+    assert f"keeps {N - DISAGREE}, drops {DISAGREE}" in said[0], said
+
+
+def test_labels_on_an_input_with_one_grade_per_item_is_refused_naming_the_flag_and_file(tmp_path):
+    """ICE-Score grades (one execution grade per snippet) have no labellers: exit 2, the file and --labels."""
+    from pathlib import Path
+
+    from verifirst.cli import app
+
+    grades = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ice-score" / "humaneval_python_grade.json"
+    if not grades.exists():
+        pytest.skip("the shared ICE-Score grades are not here")
+    r = CliRunner().invoke(app, ["calibrate", "--outcomes", str(grades), "--labels", "majority", "--limit", "2",
+                                 "--snippets", "2", "--workdir", str(tmp_path / "wd")])
+    assert r.exit_code == 2, r.output
+    assert "--labels" in r.output and "humaneval_python_grade.json" in r.output and "ICE-Score" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "wd").exists()
