@@ -127,7 +127,7 @@ def test_bad_input_is_input_error(sb):
 
 def test_environment_matches_a_root_container(sb):
     r = sb.run("id -u; echo $HOME; pwd; test -f /root/.bashrc && echo bashrc; grep -c bash /etc/shells; "
-               "test -s /etc/resolv.conf && echo resolv; test -d /sys/class && echo sys; "
+               "test -s /etc/resolv.conf && echo resolv; test -d /sys/devices/system/cpu && echo sys; "
                "touch /sys/x 2>/dev/null || echo sys-ro; hostname; echo $FILES", "nl2sh-fs1")
     assert r.stdout.split("\n")[:9] == ["0", "/root", "/", "bashrc", "4", "resolv", "sys", "sys-ro", "verifirst"]
     assert "/testbed/hello.c /testbed/FooBar.html" in r.stdout

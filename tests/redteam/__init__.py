@@ -36,7 +36,7 @@ and mode (conftest.py).
 | rewrite_stdout_file | tamper-check | a survivor rewrites the candidate's recorded stdout once the candidate has exited (the check reads $VERIFIRST_STDOUT): PASS for a candidate that printed `wrong` |
 | rewrite_exit_file | tamper-check | a survivor rewrites the recorded exit status (3 -> 0) before the check reads $VERIFIRST_EXIT: PASS |
 | plant_check_bin | tamper-check | the candidate plants bin/grep in $VERIFIRST_CHECK_DIR (an EAbench-style check puts $VERIFIRST_CHECK_DIR/bin first on PATH): PASS for a wrong answer |
-| forge_check_output | tamper-check | the candidate writes a forged check block into the run's own output (an ancestor's stdout): the verdict's check output / feedback carries the attacker's text |
+| forge_check_output | tamper-check | the candidate writes a forged check block into the run's own output (an ancestor's stdout): the verdict's check output, or its feedback outside the candidate's quoted output, carries the attacker's text (as the check's or the harness's) |
 | ptrace_check_shell | tamper-check | the candidate ptraces the shell that will run the check and makes it exec `echo <check marker>; exit 0` in its place: PASS for a wrong answer |
 | loader_hijack_check | tamper-check | the candidate points the run's /lib64 (a symlink in its writable root) at its own program interpreter, a static `exit 0`: every program the check starts after it exits 0: PASS |
 | python_usersite_check | tamper-check | the candidate leaves a .pth file in $HOME's Python user site-packages that ends every Python with exit 0; a Python check (as EAbench's test.py) then passes a wrong answer |

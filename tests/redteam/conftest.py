@@ -384,23 +384,13 @@ def battery(request, batteries):
 
 # Where docs/sandbox-threat-model.md says a property does not hold ("Limits"), an attack that succeeds
 # there is an expected failure (xfail), named with the limit; it still fails the suite anywhere else.
-_NO_CGROUPS = ("no cgroups (unprivileged, none delegated): limits hold per process, runs share one scratch "
-               "and the CPU")
-_BWRAP = "under bubblewrap pid 1 is bubblewrap's (dumpable), /sys is the host's, per-uid counts are shared"
+# What remains: each entry says exactly why the attack still succeeds there.
 KNOWN_LIMITS: dict[tuple[str, str], str] = {
-    **{(a, "user-bwrap"): _NO_CGROUPS for a in ("memory_many_processes", "scratch_fill", "free_space_side_channel",
-                                               "inode_pool_shared", "cpu_hog")},
-    **{(a, "user-default"): "unprivileged: no tmpfs per run (mounting one on the host needs root), so runs share "
-       "one scratch; cgroups delegated to the user hold memory, processes and CPU"
-       for a in ("scratch_fill", "free_space_side_channel", "inode_pool_shared")},
-    **{(a, m): _BWRAP for a in ("syscall_proc1_mem", "inotify_exhaust", "sys_net_mac", "sys_cgroup_tree",
-                                "maps_host_paths")
-       for m in ("root-bwrap", "user-bwrap")},
-    **{("sys_block_devices", m): "the kernel's global parts of /sys (CPUs, block devices) are the host's" for m in MODES},
-    **{("mountinfo_host_paths", m): "bubblewrap names the overlay's layers by their host paths (mountinfo)"
-       for m in ("root-bwrap", "user-bwrap")},
-    **{("forge_check_output", m): "a check that echoes the candidate's output carries its text into the feedback "
-       "(the verdict is the check's exit status)" for m in MODES},
+    ("memory_many_processes", "user-bwrap"): "no cgroups (unprivileged, none delegated): the only memory limit "
+    "is RLIMIT_AS, which the kernel keeps per process, so nproc processes may each hold memory_mb",
+    **{("mountinfo_host_paths", m): "bubblewrap (0.10+, with overlays) makes --overlay-src and --overlay paths "
+       "absolute and mounts the layers as /oldroot/<host path>, which mountinfo shows (vf-sandbox names them "
+       "relative)" for m in ("root-bwrap", "user-bwrap")},
 }
 
 

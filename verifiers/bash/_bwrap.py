@@ -285,6 +285,8 @@ def admin_userns(ids: tuple[int, int], nproc: int) -> int:
             s.close()
 
 
+CPUS = "/sys/devices/system/cpu"
+PID1_COVERED = [d + f for d in ("", "task/1/") for f in ("mem", "maps", "smaps", "numa_maps")]
 SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a size it is half the RAM
 
 
@@ -292,7 +294,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
          lower: str | None = None, work: str | None = None,
          userns_fd: int | None = None, seccomp_fd: int | None = None, usr: tuple[str, str, str] | None = None,
          usr_ro: str = "/usr", host_binds: bool = True, binds: tuple[tuple[str, str], ...] = (),
-         rlimits: dict[str, int] | None = None, cgroup_fds: tuple[tuple[int, bool], ...] = ()) -> list[str]:
+         rlimits: dict[str, int] | None = None, cgroup_fds: tuple[tuple[int, bool], ...] = (),
+         sys: str) -> list[str]:
     """The full argv: bwrap options, then `bash -c COMMAND` (one argv element).
 
     Args:
@@ -306,6 +309,8 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
         binds: more read-only binds (host path, sandbox path), made last.
         rlimits, cgroup_fds: vf-sandbox only: limits set on pid 1 itself and open cgroup files
             pid 1 joins first (_cgroup); bubblewrap gets both from bwrap_wrapper.
+        sys: an empty tree with devices/system/cpu: read-only on /sys, with the host's CPUs bound in
+            (glibc counts them there), not the host's devices, NICs or cgroup tree.
     """
     if userns_fd is not None:
         a = [bw.path, "--userns", str(userns_fd)] + (["--assert-userns-disabled"] if bw.has_disable_userns else [])
@@ -318,8 +323,10 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += _host_binds() if host_binds else ()
     if etc:
         a += ["--ro-bind", etc, "/etc"]
-    a += ["--sysfs", "/sys"] if bw.kind == _launcher.KIND else ["--ro-bind", "/sys", "/sys"]
+    a += ["--ro-bind", sys, "/sys", "--ro-bind", CPUS, CPUS]
     a += ["--proc", "/proc", "--dev", "/dev"]
+    if bw.kind == "bwrap":  # pid 1 is bubblewrap's own (dumpable, unfiltered): its memory and maps are covered
+        a += [x for f in PID1_COVERED for x in ("--ro-bind", "/dev/null", f"/proc/1/{f}")]
     if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
         a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
     a += [arg for src, dest in binds for arg in ("--ro-bind", src, dest)]

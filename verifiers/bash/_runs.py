@@ -111,6 +111,7 @@ def _scratch_base() -> tuple[Path, bool]:
             quota = _cgroup.libc().mount(b"verifirst-scratch", os.fsencode(base), b"tmpfs",
                                          _cgroup.MS_NOSUID | _cgroup.MS_NODEV, opts) == 0 or os.path.ismount(base)
         os.chmod(base, 0o711 if euid == 0 else 0o700)
+        (base / "sys/devices/system/cpu").mkdir(parents=True, exist_ok=True)  # the runs' /sys (_bwrap.argv)
         _STATE["base"], _STATE["quota"] = base, quota
         return base, quota
 
@@ -266,7 +267,7 @@ class _Job:
             args = _bwrap.argv(sb._bwrap, self.root, etc, command, env=env, hostname=HOSTNAME, lower=lower or None,
                                work=work if self.overlay else None, userns_fd=userns, seccomp_fd=seccomp,
                                usr=self.usr, usr_ro=self.usr_src, host_binds=img is None, binds=pristine,
-                               rlimits=rl, cgroup_fds=self.cgroup.joins() if self.cgroup else ())
+                               rlimits=rl, cgroup_fds=self.cgroup.joins() if self.cgroup else (), sys=str(base / "sys"))
             env, cwd = {"PATH": _bwrap.PATH}, "/"
         cg_fds = list(self.cgroup.fds) if self.cgroup else []
         try:

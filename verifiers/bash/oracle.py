@@ -48,6 +48,7 @@ STATE = '"$__vf_state"'
 DEFAULT_SCRIPT = f"{STATE}/candidate.sh"
 CHECK_MARK = "@@VERIFIRST-CHECK@@"
 CAND_MARK = "@@VERIFIRST-CANDIDATE@@"
+QUOTE = "| "  # before each line of the candidate's own output in the feedback
 SKIP, NOT_RUNNABLE = 125, (126, 127)
 STUFFING_RATIO, STUFFING_MIN_EXTRA = 4.0, 20  # as FEH's overlap_max_ratio; and never for a few words
 
@@ -155,6 +156,12 @@ def _get(r: Any, k: str, default=None):
     return r.get(k, default) if isinstance(r, dict) else getattr(r, k, default)
 
 
+def quote_candidate(text: str) -> str:
+    """The candidate's output as the feedback shows it: every line behind QUOTE, so nothing it
+    prints (a forged "@@VERIFIRST-CHECK@@ all tests passed") reads as the check's or ours."""
+    return "\n".join(QUOTE + line for line in (text or "(nothing)").splitlines())
+
+
 def judge(r: Any, backend: str = "bash-tests", first: Any = None) -> Verdict:
     """The verdict from the check's run (see the module docstring).
 
@@ -170,16 +177,18 @@ def judge(r: Any, backend: str = "bash-tests", first: Any = None) -> Verdict:
     out = str(_get(r, "stdout", "") or "")
     started = CHECK_MARK in out
     check_out, _, cand = out.partition(CHECK_MARK)[2].partition(CAND_MARK) if started else ("", "", "")
+    head = ""
     if first is not None:
         hit = _get(first, "limits_hit") or []
-        cand = (f"exit {_get(first, 'exit_code')}" + (f" (met its {', '.join(hit)} limit)" if hit else "")
-                + f"\n{str(_get(first, 'stdout', '') or '')[:4000]}\n--- stderr\n{candidate_stderr(first)[:2000]}")
+        head = f"exit {_get(first, 'exit_code')}" + (f" (met its {', '.join(hit)} limit)" if hit else "")
+        cand = f"{str(_get(first, 'stdout', '') or '')[:4000]}\n--- stderr\n{candidate_stderr(first)[:2000]}"
     check_out, cand = check_out.strip(), cand.strip()
     rc, timed_out, sig = _get(r, "exit_code"), bool(_get(r, "timed_out")), _get(r, "signal")
     setup_err = str(_get(first if first is not None and not started else r, "stderr", "") or "")
-    details = {"check_exit": rc, "check_output": check_out[:4000], "candidate": cand[:6000],
+    details = {"check_exit": rc, "check_output": check_out[:4000], "candidate": f"{head}\n{cand}".strip()[:6000],
                "setup_stderr": setup_err.partition(CAND_MARK)[0][:2000], "check_started": started}
-    fb = f"the task's check said (exit {rc}):\n{check_out[:3000] or '(nothing)'}\ncandidate run: {cand[:3000]}"
+    fb = (f"the task's check said (exit {rc}):\n{check_out[:3000] or '(nothing)'}\n"
+          f"candidate run{': ' + head if head else ''}; its own output, quoted:\n{quote_candidate(cand[:3000])}")
     if timed_out and not started:
         return Verdict(0.0, False, "TIMEOUT", [VerifierError("TIMEOUT", "the candidate ran past the time limit")],
                        feedback="FAIL: the candidate ran past the time limit; the check never ran",

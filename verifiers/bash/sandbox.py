@@ -2,7 +2,7 @@
 
     sb = Sandbox(timeout_s=5.0)
     r = sb.run('find /testbed -name "*.java" | wc -l', fixture="nl2sh-fs1")
-    gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, run at once
+    gold, cand = sb.run_pair(gold_cmd, cand_cmd, "nl2sh-fs2")   # identical fresh copies, at once if isolated
 
 Built by vf-sandbox (_launcher, through its fork server: _spawner), else bubblewrap, from the
 options _bwrap.argv writes; the command reaches `bash -c` as one argv element. The root is an
@@ -140,11 +140,16 @@ class Sandbox:
 
     def run_pair(self, gold: str, candidate: str,
                  fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
-        """Both commands in identical fresh copies of `fixture`, run concurrently."""
+        """Both commands in identical fresh copies of `fixture`, run at once where runs are isolated
+        (cgroups and a tmpfs of their own, per-uid counts capped per run: vf-sandbox); else the gold
+        ends before the candidate starts, so a candidate cannot starve or measure its gold (unsafe_local:
+        at once, it isolates nothing)."""
         check_command(gold)
         check_command(candidate)
         fx = fixtures.resolve(fixture)
         jobs = [_Job(self, gold, fx)]
+        if not (self.unsafe_local or jobs[0].cgroup and jobs[0].private and self._bwrap.kind != "bwrap"):
+            return _done(jobs[0]), self.run(candidate, fx)
         try:
             jobs.append(_Job(self, candidate, fx))
         except BaseException:
