@@ -73,6 +73,28 @@ class JournalSummary:
                 "roles": {r: t.as_dict() for r, t in sorted(self.roles.items())}}
 
 
+def _merge(dst: JournalSummary, src: JournalSummary) -> None:
+    for name, t in [("", src.run)] + list(src.roles.items()):
+        into = dst.run if name == "" else dst.role(name)
+        for k, v in asdict(t).items():
+            setattr(into, k, getattr(into, k) + v)
+
+
+def sum_journals(paths: Any) -> dict:
+    """The requests of several journals together (a cost objective's: each candidate model's run and
+    the choice's), as a report's `usage_run_dir`; a missing file adds nothing.
+
+    Args:
+        paths: the calls.jsonl files.
+    """
+    total = JournalSummary()
+    for path in paths:
+        one = read_journal(path)
+        _merge(total, one)
+        total.invocations += one.invocations
+    return total.as_dict()
+
+
 def read_journal(path: str | os.PathLike) -> JournalSummary:
     """Sum a journal file ({} totals when it is missing); a line cut by a kill is skipped.
 
@@ -191,10 +213,7 @@ class CallJournal:
         with self._lock:
             both = JournalSummary(invocations=self.prior.invocations + 1)
             for src in (self.prior, self.mine):
-                for name, t in [("", src.run)] + list(src.roles.items()):
-                    dst = both.run if name == "" else both.role(name)
-                    for k, v in asdict(t).items():
-                        setattr(dst, k, getattr(dst, k) + v)
+                _merge(both, src)
         return both.as_dict()
 
     def close(self) -> None:

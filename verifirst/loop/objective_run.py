@@ -193,6 +193,16 @@ def remaining(budget: Any, spent: dict) -> Any:
     return dataclasses.replace(budget, **left)
 
 
+def _plus(spent: dict, meter: Any) -> dict:
+    """The models' runs' spend plus what the objective's own meter spent (wall time: the runs')."""
+    out = dict(spent)
+    if meter.limited:
+        run = meter.spent()["run"]
+        for key in ("usd", "tokens", "lm_calls"):
+            out[key] = out.get(key, 0) + (run.get(key) or 0)
+    return out
+
+
 def _add_spent(total: dict, report: dict, wall_s: float) -> None:
     run = ((report or {}).get("spend") or {}).get("run") or {}
     for key in ("usd", "tokens", "lm_calls"):
@@ -225,14 +235,15 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
         The Result (the chosen candidate's program; report["objective"]), or with dry_run the
         estimate per model (`ObjectiveEstimate`).
     """
-    import contextlib
     import time
 
     import dspy
 
     from verifirst.lm import adapter_for, make_lm
+    from verifirst.lm.call_journal import CALLS_FILE, sum_journals
     from verifirst.lm.spend import Prices, metering
     from verifirst.loop.driver import spend_meter
+    from verifirst.loop.run_guard import open_meter
     from verifirst.loop.ledger import LEDGER_FILE, TestLedger
     from verifirst.loop.objective import check_prices
 
@@ -252,13 +263,21 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
                                   for m, spec in specs.items() if spec is not None},
                                  evaluations=len(goal.candidates) + bool(goal.reference), max_usd=budget.max_usd)
     name = request.name or suite.name
-    spent: dict = {}
+    spent: dict = {}  # the models' runs'
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # The objective's own calls (candidates scored outside the models' runs, the choice on validation
+    # and test) are journaled before they are sent (RUN_DIR/calls.jsonl): a resume counts a killed
+    # invocation's calls, and they count against the one cap with the models' runs'.
+    meter, journal = open_meter(budget, run_dir, spend_meter)
 
     def optimize_on(spec: Any, sub_dir: Path, callbacks: list) -> Any:
         t0 = time.time()
-        res = rerun(**base, models={**roles, "task": spec}, run_dir=sub_dir, budget=remaining(budget, spent),
-                    name=f"{name}-{slug(model_name(spec))}", callbacks=[*request.callbacks, *callbacks])
+        res = rerun(**base, models={**roles, "task": spec}, run_dir=sub_dir,
+                    budget=remaining(budget, _plus(spent, meter)), name=f"{name}-{slug(model_name(spec))}",
+                    callbacks=[*request.callbacks, *callbacks])
         _add_spent(spent, res.report, time.time() - t0)
+        if meter.limited:  # what the models' runs spent is no longer the objective's to spend
+            meter.total = spend_meter(remaining(budget, {k: v for k, v in spent.items() if k != "wall_s"})).total
         return res
 
     adapter = request.adapter
@@ -276,11 +295,15 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
     scoring = CandidateScorer(scorer, by_split, manifest, costs, scope_for, run_dir, threads=request.threads,
                               on_test=lambda prog: ledger.record(manifest.digest, program_hash(prog), run_dir,
                                                                  "objective"))
-    cands, reference, runs = gather(goal, program=request.program, task_model=task_name, optimize_on=optimize_on,
-                                    scorer=scoring, costs=costs, run_dir=run_dir)
-    meter = spend_meter(remaining(budget, spent))
-    with metering(meter) if meter is not None else contextlib.nullcontext():
-        chosen, section = choose(goal, cands, reference, scoring, test=bool(manifest.sizes()["test"]))
+    try:
+        with metering(meter):  # a model's run meters its own calls inside (driver.run)
+            cands, reference, runs = gather(goal, program=request.program, task_model=task_name,
+                                            optimize_on=optimize_on, scorer=scoring, costs=costs, run_dir=run_dir)
+            chosen, section = choose(goal, cands, reference, scoring, test=bool(manifest.sizes()["test"]))
+    finally:
+        journal.close()
+    if meter.limited:
+        spent = _plus(spent, meter)
     base_report = next((r.report for m, r in runs.items() if model_name(m) == chosen.model), None)
     report = json_copy(base_report if base_report is not None else next(iter(runs.values())).report)
     report.update({"objective": section, "run_dir": str(run_dir), "experiment": name,
@@ -288,7 +311,9 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
     report["models"] = {**(report.get("models") or {}), "task": chosen.model}
     if spent:
         report["objective"]["spend"] = {**spent, "usd": round(spent.get("usd", 0.0), 8)}
-    run_dir.mkdir(parents=True, exist_ok=True)
+    report["objective"]["usage_choice"] = journal.totals()
+    # every request of the objective: each candidate model's run directory and the choice's
+    report["usage_run_dir"] = sum_journals([run_dir / CALLS_FILE, *sorted(run_dir.glob(f"candidates/*/{CALLS_FILE}"))])
     chosen.program.save(str(run_dir / "optimized_program.json"))
     publish(report, run_dir)  # report.json, report.md, report.html with the Pareto plot
     if tracking is not None and hasattr(tracking, "log_objective"):
