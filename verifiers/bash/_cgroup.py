@@ -160,10 +160,11 @@ class RunCgroup:
 
     def close(self) -> None:
         """Close the descriptors; the cgroups, empty now, are kept for the next run when little is
-        charged to them (a kept root's files are), else removed (their charge moves up)."""
+        charged to them (a kept root's files are), else removed (their charge moves up). The first
+        (memory, or v2's) says for all: every process of the run joined it, and the others with it."""
         fds, self.fds = self.fds, []
         dirs, self.dirs = self.dirs, []
-        if dirs and len(fds) == len(dirs) and all(_empty(d) and _quiet(d) for d in dirs):
+        if dirs and len(fds) == len(dirs) and _empty(dirs[0]) and _quiet(dirs[0]):
             with _FREE_LOCK:
                 if len(_FREE) < _MAX_FREE:
                     _FREE.append((dirs, self.limits, fds))
@@ -207,12 +208,9 @@ def _read(path: Path) -> str:
 
 
 def _quiet(d: Path) -> bool:
-    """Little memory still charged (a cgroup without the memory controller: none)."""
-    for name in ("memory.usage_in_bytes", "memory.current"):
-        text = _read(d / name).strip()
-        if text:
-            return text.isdigit() and int(text) < 16 << 20
-    return not (d / "memory.usage_in_bytes").exists() and not (d / "memory.current").exists()
+    """Little memory still charged to memory cgroup `d` (v1 or v2)."""
+    text = _read(d / "memory.usage_in_bytes").strip() or _read(d / "memory.current").strip()
+    return text.isdigit() and int(text) < 16 << 20
 
 
 def _empty(d: Path) -> bool:

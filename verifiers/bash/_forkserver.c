@@ -2,7 +2,7 @@
  * once per run. Started with VERIFIRST_FORKSERVER_FD set and /proc/self/exe the
  * VERIFIRST_FORKSERVER_EXE named, it serves requests on that socket, each started by launcher_spawn
  * (_launcher.c) with what an exec by subprocess.Popen would give: the request's descriptors and no
- * other, cwd /. It is not dumpable, clears each request once served (the next
+ * other, default signals, cwd /. It is not dumpable, clears each request once served (the next
  * run's pid 1 is a copy of it), reaps what its runs orphan, and ends at end of file on its socket.
  *
  * Wire format (SOCK_SEQPACKET, one request per datagram, native byte order):
@@ -35,6 +35,7 @@
 
 pid_t launcher_spawn(int argc, char **argv, int *new_session); /* _launcher.c */
 int launch(int argc, char **argv);                             /* _launcher.c: its main */
+void default_signals(void);                                    /* _launcher.c */
 
 static void reply(int sock, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reply(int sock, const char *fmt, ...) {
@@ -106,7 +107,7 @@ static void close_others(const int *targets, int n) {
 }
 
 /* In the child: descriptors, session (when the launcher asked for one), dumpable, environment;
- * then the launcher (which resets the signals). */
+ * then the launcher (which unblocks the signals). */
 static void run_child(const int *fds, const int *targets, int n, int new_session, int argc, char **argv,
                       char **envp) {
   int high[MAX_FDS];
@@ -238,6 +239,7 @@ static int is_the_server(void) {
 
 /* vf-sandbox's main: serve when started as the fork server, else launch once. */
 int main(int argc, char **argv) {
+  default_signals();
   const char *fd_text = getenv("VERIFIRST_FORKSERVER_FD");
   if (!fd_text || !is_the_server())
     return launch(argc, argv);

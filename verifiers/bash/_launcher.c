@@ -465,13 +465,15 @@ static void mount_dev(const char *dest) {
   /* sized: /dev holds mount points and links only, and a run must not fill memory through it */
   int dev = mount_new(dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=256");
   static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
-  for (int i = 0; i < 6; i++) {
-    char src[32], at[4096];
+  for (int i = 0; i < 6; i++) { /* on files made in the tmpfs just mounted: no path walked */
+    char src[32];
     snprintf(src, sizeof src, "/dev/%s", devices[i]);
-    snprintf(at, sizeof at, "%s/%s", dest, devices[i]);
-    int t = tree(src, 0);
+    int t = tree(src, 0), f = openat(dev, devices[i], O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
     set_attr(t, MOUNT_ATTR_NOSUID, 0, src);
-    attach(t, dest_node(at), src);
+    if (f < 0 || syscall(SYS_move_mount, t, "", dev, devices[i], MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      die("mount %s", src);
+    close(f);
+    close(t);
   }
   static const char *links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
                                    {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
@@ -723,18 +725,22 @@ static long clone_pid1(int user) {
   return syscall(SYS_clone, CLONE_NEWPID | (user ? CLONE_NEWUSER : 0) | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
+/* Every signal at its default, however the host process was started (nohup, SIG_IGN inherited):
+ * a run does not depend on it. vf-sandbox's main does it first: a fork server's runs inherit it
+ * (bwrap: env --default-signal). */
+void default_signals(void) {
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
+}
+
 /* A run the fork server cloned as pid 1 (launcher_spawn), and the server's ids. */
 static int cloned_as_pid1;
 static unsigned server_uid, server_gid;
 
 /* The launcher's main, for an exec of it or a request its fork server serves (_forkserver.c). */
 int launch(int argc, char **argv) {
-  /* Every signal at its default, none blocked, however the host process was started (nohup,
-   * SIG_IGN inherited): a run does not depend on it, served or exec'd (bwrap: env --default-signal). */
-  sigset_t none;
+  sigset_t none; /* none blocked (a fork server blocks SIGCHLD), every one at its default (main) */
   sigemptyset(&none);
-  for (int s = 1; s < NSIG; s++)
-    signal(s, SIG_DFL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's internal ones */
   if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
     die("unblock the signals");
   parse(argc, argv);
