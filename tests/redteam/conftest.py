@@ -388,9 +388,10 @@ def battery(request, batteries):
 KNOWN_LIMITS: dict[tuple[str, str], str] = {
     ("memory_many_processes", "user-bwrap"): "no cgroups (unprivileged, none delegated): the only memory limit "
     "is RLIMIT_AS, which the kernel keeps per process, so nproc processes may each hold memory_mb",
-    **{("mountinfo_host_paths", m): "bubblewrap (0.10+, with overlays) makes --overlay-src and --overlay paths "
-       "absolute and mounts the layers as /oldroot/<host path>, which mountinfo shows (vf-sandbox names them "
-       "relative)" for m in ("root-bwrap", "user-bwrap")},
+    **{("mountinfo_host_paths", m): "bubblewrap (0.10+, with overlays) resolves --overlay-src and --overlay paths "
+       "to their real host paths (a relative path or /proc/self/fd/N too) and mounts the layers as "
+       "/oldroot/<host path>, which mountinfo shows (vf-sandbox names them relative)"
+       for m in ("root-bwrap", "user-bwrap")},
 }
 
 
