@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from verifirst.verifiers.bash import _cgroup, sandbox
-from verifirst.verifiers.bash.sandbox import Sandbox, SandboxUnavailable
+from verifirst.verifiers.bash import _cgroup, fixtures, sandbox
+from verifirst.verifiers.bash.sandbox import Sandbox, SandboxUnavailable, _drive, _Job
 
 pytestmark = pytest.mark.security
 
@@ -58,7 +58,11 @@ def test_under_bubblewrap_the_gold_ends_before_the_candidate_starts(monkeypatch,
 
 def test_isolated_runs_and_unsafe_local_run_at_once(monkeypatch, drives):
     sb = _sandbox(monkeypatch)
-    isolated = os.geteuid() == 0 and _cgroup.available() and sb._bwrap.kind == "vf-sandbox"
+    probe = _Job(sb, "true", fixtures.resolve("empty"))  # as root: a cgroup and a tmpfs of its own?
+    isolated = probe.cgroup is not None and probe.private and sb._bwrap.kind == "vf-sandbox"
+    _drive([probe])
+    probe.finish()
+    assert isolated or os.geteuid() != 0 or not _cgroup.available(), "root with cgroups: runs are isolated"
     drives.clear()
     sb.run_pair("echo gold", "echo cand")
     assert drives == ([["echo gold", "echo cand"]] if isolated else [["echo gold"], ["echo cand"]])
