@@ -161,7 +161,9 @@ def build_models(models: Any) -> Any:
     given = {r: v for r, v in models.items() if v is not None}
     if "task" not in given:
         raise InputError("no task model", field="models.task", expected="the model the program runs on")
-    objs = {r: v for r, v in given.items() if _is_lm(v)}
+    from verifirst.lm.user_lm import metered
+
+    objs = {r: metered(v, r) for r, v in given.items() if _is_lm(v)}  # its calls counted and capped as ours are
     for lm in objs.values():  # an LM built by the caller: its key is masked wherever it appears too
         register_secrets(getattr(lm, "kwargs", None) or {})
     specs = {r: v for r, v in given.items() if r not in objs}
@@ -379,7 +381,9 @@ def run_request(req: Any) -> Any:
     if isinstance(tracking, MLflow):
         tracking.check_reachable()  # an unreachable server refuses the run before any model is built
     lms = build_models(req.models)
-    task_lm = lms.task if lms is not None else dspy.settings.lm
+    from verifirst.lm.user_lm import metered
+
+    task_lm = lms.task if lms is not None else metered(dspy.settings.lm, "task")  # DSPy's, counted and capped
     if task_lm is None:
         raise InputError("no task LM: pass models={'task': ...} or dspy.configure(lm=...)", field="models")
     if is_verifier:  # a toolchain that cannot run refuses the run before any LM call
@@ -388,7 +392,7 @@ def run_request(req: Any) -> Any:
         check_verifiers([scorer.metric], suite.items)
     workdir = Path(req.workdir or DEFAULT_WORKDIR)
     run_dir = Path(req.run_dir) if req.run_dir else new_run_dir(workdir, name.replace(" ", "-").replace("/", "-"))
-    reflection = lms.reflection if lms is not None else task_lm
+    reflection = lms.reflection if lms is not None else metered(dspy.settings.lm, "reflection")
     ctx = EngineContext(run_dir=run_dir, reflection_lm=reflection, teacher_lm=lms.teacher if lms else reflection,
                         task_lm=task_lm, seed=req.seed, compile_kwargs=dict(req.compile_kwargs or {}))
     if req.compile_kwargs and not hasattr(engine, "compile_arguments"):
@@ -441,8 +445,8 @@ def run_request(req: Any) -> Any:
         configure_cache(req.cache)
 
     def lm_scope():  # a context, not dspy.configure: the caller's global settings stay as they are
-        if lms is None:
-            return contextlib.nullcontext()
+        if lms is None:  # DSPy's configured LM, through the wrapper that counts it; its adapter as configured
+            return dspy.context(lm=task_lm) if task_lm is not dspy.settings.lm else contextlib.nullcontext()
         return dspy.context(lm=lms.task, adapter=adapter_for(lms.task, req.adapter))
 
     run = driver.RunRequest(request=req, scorer=scorer, items=suite.items, manifest=manifest, engine=engine,

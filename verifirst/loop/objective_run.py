@@ -242,6 +242,7 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
     from verifirst.lm import adapter_for, make_lm
     from verifirst.lm.call_journal import CALLS_FILE, sum_journals
     from verifirst.lm.spend import Prices, metering
+    from verifirst.lm.user_lm import metered
     from verifirst.loop.driver import spend_meter
     from verifirst.loop.run_guard import open_meter
     from verifirst.loop.ledger import LEDGER_FILE, TestLedger
@@ -286,7 +287,7 @@ def run_objective(goal: Objective, request: Any, rerun: Callable[..., Any], *, m
     def scope_for(model: str) -> Any:
         if model not in built:
             spec = specs.get(model, model)
-            built[model] = spec if callable(spec) and not isinstance(spec, str) else make_lm(spec, role="task")
+            built[model] = metered(spec) if callable(spec) and not isinstance(spec, str) else make_lm(spec, role="task")
         return dspy.context(lm=built[model], adapter=adapter_for(built[model], adapter))
 
     ledger = TestLedger(Path(workdir) / LEDGER_FILE)
