@@ -65,3 +65,35 @@ def test_a_verifier_under_the_wall_cap_keeps_its_verdicts(tmp_path):
     res = _run(tmp_path, metric, vf.Budget(max_wall_s=600))
     assert not res.report.get("stopped")
     assert all(r["status"] == "PASS" for r in _rows(tmp_path / "run"))
+
+
+def test_a_metric_stopped_at_the_wall_cap_no_longer_runs(tmp_path):
+    """Past the cap the metric is cancelled, not left running unwaited: a metric that writes to a file
+    every 50 ms (and catches Exception) has stopped writing once the run has returned."""
+    import time
+
+    import verifirst as vf
+    from verifirst.lm.spend import BudgetExceeded
+
+    log = tmp_path / "metric.log"
+    calls = []
+
+    def writing_metric(example, pred, trace=None):
+        calls.append(example.task)
+        if len(calls) < 3:
+            return float(pred.command == example.command)
+        while True:  # the third item's metric never ends by itself
+            try:
+                with log.open("a") as f:
+                    f.write("tick\n")
+                time.sleep(0.05)
+            except Exception:  # noqa: BLE001 - a metric that swallows its errors is still stopped
+                pass
+
+    with pytest.raises(BudgetExceeded):
+        _run(tmp_path, writing_metric, vf.Budget(max_wall_s=2))
+    assert not [t for t in threading.enumerate() if t.name == "verifirst-metric" and t.is_alive()]
+    size = log.stat().st_size
+    assert size > 0
+    time.sleep(0.3)  # six of its periods: a metric still running would have written again
+    assert log.stat().st_size == size

@@ -404,8 +404,10 @@ def within_wall(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
     """fn(*args), stopped at the run's max_wall_s: past it the run stops by budget, naming the cap,
     and the call's item gets no verdict (never a FAIL). Without a wall cap fn runs as it is.
 
-    The call runs in a daemon thread the caller waits on until the cap (a Python thread cannot be
-    killed: one left past the cap runs on unwaited, and ends with the process).
+    The call runs in a thread the caller waits on until the cap. Past it the call is cancelled:
+    MetricCancelled is raised inside it (a BaseException, so a metric's `except Exception` does not
+    keep it going) and waited for, CANCEL_GRACE_S at most. A metric blocked in one long C call (a
+    lock, a socket read, a subprocess wait) stops when that call returns; its subprocesses are its own.
 
     Args:
         what: what runs, for the message ("the metric on item t3").
@@ -424,23 +426,53 @@ def within_wall(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise meter.refuse_wall(what)
-    box: dict[str, Any] = {}
+    box: dict[str, Any] = {"in_fn": False}
     ctx = contextvars.copy_context()  # the item's split, request deadline and trace go along
 
     def target() -> None:
         try:
-            box["value"] = ctx.run(fn, *args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = e
+            try:
+                box["in_fn"] = True
+                box["value"] = ctx.run(fn, *args, **kwargs)
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = e
+            finally:
+                box["in_fn"] = False
+        except MetricCancelled:  # a cancel that landed past the metric: nothing left to stop
+            pass
 
     worker = threading.Thread(target=target, name="verifirst-metric", daemon=True)
     worker.start()
     worker.join(remaining)
     if worker.is_alive():
+        _cancel(worker, box)
         raise meter.refuse_wall(what)
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+CANCEL_GRACE_S = 2.0  # how long a cancelled metric may take to unwind (its finally blocks, its files)
+
+
+class MetricCancelled(BaseException):
+    """Raised inside a metric or verifier still running at the run's max_wall_s, to stop it."""
+
+
+def _cancel(worker: threading.Thread, box: dict, grace_s: float = CANCEL_GRACE_S) -> None:
+    """Raise MetricCancelled in `worker` while it runs the metric (again every 50 ms: a metric may
+    catch it once), and wait for it to end, `grace_s` at most."""
+    import ctypes
+    import time
+
+    ends = time.monotonic() + grace_s
+    while worker.is_alive() and time.monotonic() < ends:
+        if box.get("in_fn") and worker.ident is not None:
+            hit = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                             ctypes.py_object(MetricCancelled))
+            if hit > 1:  # more than one thread state: undo (CPython's documented rule)
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), None)
+        worker.join(0.05)
 
 
 class WallCapped:
