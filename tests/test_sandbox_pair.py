@@ -6,6 +6,7 @@ inodes). The red-team suite (tests/redteam/test_starve.py) holds the attacks; th
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -69,3 +70,73 @@ def test_isolated_runs_and_unsafe_local_run_at_once(monkeypatch, drives):
     drives.clear()
     g, c = Sandbox(timeout_s=5, unsafe_local=True).run_pair("echo gold", "echo cand")
     assert (g.stdout, c.stdout, drives) == ("gold\n", "cand\n", [["echo gold", "echo cand"]])
+
+
+# Items evaluated in parallel threads (FehVerifier under num_threads) each run their own pairs: where runs
+# are not isolated, one item's candidate must not run while another item's gold does.
+HOLD_INOTIFY = ("python3 -c 'import ctypes, time\nfds = [ctypes.CDLL(None).inotify_init() for _ in range(300)]\n"
+                "print(\"HELD\", sum(fd >= 0 for fd in fds), flush=True)\ntime.sleep(4)'")
+GOLD_INOTIFY = ("sleep 1.5; python3 -c 'import ctypes; print(\"INOTIFY\", \"ok\" if "
+                "ctypes.CDLL(None).inotify_init() >= 0 else \"fail\")'")
+
+
+def _in_flight(monkeypatch) -> tuple[list[int], threading.Event]:
+    """The most runs being driven at once, over all threads (a list of one, updated); and an event
+    set once HOLD_INOTIFY is driven."""
+    most, now, lock, held = [0], set(), threading.Lock(), threading.Event()
+    real = sandbox._drive
+
+    def spy(jobs):
+        with lock:
+            now.update(map(id, jobs))
+            most[0] = max(most[0], len(now))
+        if any(j.command == HOLD_INOTIFY for j in jobs):
+            held.set()
+        try:
+            return real(jobs)
+        finally:
+            with lock:
+                now.difference_update(map(id, jobs))
+
+    monkeypatch.setattr(sandbox, "_drive", spy)
+    return most, held
+
+
+@pytest.mark.parametrize("launcher", ["bwrap", "no-cgroups"])
+def test_items_in_parallel_threads_take_turns_where_runs_are_not_isolated(monkeypatch, launcher):
+    """Item B's candidate holds every inotify instance of the sandbox's uid; item A's gold, started
+    in another thread while B's candidate runs, still gets one: it waits for B's run to end."""
+    sb = _sandbox(monkeypatch, "bwrap" if launcher == "bwrap" else None)
+    if launcher == "no-cgroups":
+        monkeypatch.setattr(_cgroup, "available", lambda: False)
+    sb.timeout_s = 10.0
+    most, held = _in_flight(monkeypatch)
+    item_b: list = []
+    t = threading.Thread(target=lambda: item_b.extend(sb.run_pair("true", HOLD_INOTIFY)))
+    t.start()
+    try:
+        assert held.wait(60), "item B's candidate never started"
+        gold_a, cand_a = sb.run_pair(GOLD_INOTIFY, "true")
+    finally:
+        t.join()
+    assert "HELD" in item_b[1].stdout, item_b[1].stderr
+    assert gold_a.stdout.strip() == "INOTIFY ok", (gold_a.stdout, gold_a.stderr, item_b[1].stdout)
+    assert most[0] == 1
+
+
+def test_isolated_runs_of_parallel_threads_still_run_at_once(monkeypatch):
+    sb = _sandbox(monkeypatch)
+    probe = _Job(sb, "true", fixtures.resolve("empty"))
+    isolated = not probe.queued
+    _drive([probe])
+    probe.finish()
+    if not isolated:
+        pytest.skip("runs are not isolated here (no cgroups or no tmpfs per run): they take turns")
+    most, _ = _in_flight(monkeypatch)
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=lambda: (start.wait(), sb.run_pair("sleep 1", "sleep 1"))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 4

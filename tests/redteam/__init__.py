@@ -1,4 +1,4 @@
-"""verifirst's red-team suite (issue 33): 83 attacks by a candidate that knows verifirst's code.
+"""verifirst's red-team suite (issue 33): 85 attacks by a candidate that knows verifirst's code.
 
 Each attack is a candidate script run through the public paths (Sandbox.run, Sandbox.run_pair,
 FehVerifier.verify, BashTestsVerifier.verify) with the success condition it tests, a measurable
@@ -59,6 +59,8 @@ and mode (conftest.py).
 | shm_exhaust | starve | the candidate fills /dev/shm (160 MB, bounded): the concurrent gold's 3 MB write to /dev/shm fails |
 | keyring_quota_exhaust | starve | the candidate fills its uid's key quota: the concurrent gold's add_key fails with EDQUOT |
 | cpu_hog | starve | 40 busy loops, each in its own session (so scheduler autogroups do not pool them), slow the concurrent gold's CPU work > 3x (per CPU second, against the same gold beside an idle candidate) |
+| parallel_items_scratch_fill | starve | item B's candidate, in another thread, fills the scratch space: item A's gold's 3 MB write fails (prints other than 3000000) |
+| parallel_items_inotify | starve | item B's candidate, in another thread, holds every inotify instance its uid may have: item A's gold's inotify_init fails |
 | user_session_key | kernel-objects | the candidate reads the secret the user keeps in their session keyring |
 | user_keyring_key | kernel-objects | the candidate reads the secret the user keeps in their user keyring |
 | user_keyring_write | kernel-objects | the candidate adds a key the user's session or user keyring then holds |

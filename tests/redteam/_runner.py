@@ -9,7 +9,8 @@ After each attack it lists the keys that appeared in this process's session and 
 (a run that wrote a key into the user's keyring) and removes them.
 
 Attack kinds: run (command), pair (gold, command, or
-"pairs" of them: Sandbox.run_pair), seq (commands run one after
+"pairs" of them: Sandbox.run_pair; "threads": true runs the pairs at once, each in a thread of its
+own, as items evaluated in parallel threads are), seq (commands run one after
 the other on one Sandbox), feh (gold or a list of golds, command: FehVerifier.verify per
 gold, llm off, no embedder: texts that differ have cosine 0; "verdict" is the first that passed), tests (check, check_files, command: BashTestsVerifier.verify; "repeat": n tries a
 race up to n times).
@@ -18,6 +19,7 @@ race up to n times).
 the shared lock files), for attacks that measure time: the modes' batteries run at once, and a
 mode without cgroups (user-bwrap) starves the whole machine with its own cpu_hog.
 """
+import concurrent.futures
 import contextlib
 import ctypes
 import fcntl
@@ -142,11 +144,14 @@ def run_one(a: dict, kw: dict, unsafe: bool, res: dict) -> None:
         fx = a.get("fixture", "empty")
         if kind == "run":
             res["runs"] = [run_view(sb.run(a["command"], fx))]
-        elif kind == "pair":  # "pairs": several (gold, command) pairs, one after the other
-            res["runs"] = []
-            for gold, cmd in a.get("pairs") or [(a["gold"], a["command"])]:
-                g, c = sb.run_pair(gold, cmd, fx)
-                res["runs"] += [run_view(g), run_view(c)]
+        elif kind == "pair":  # "pairs": several (gold, command) pairs, one after the other ("threads": at once)
+            pairs = a.get("pairs") or [(a["gold"], a["command"])]
+            if a.get("threads"):  # the Sandbox (and its fork server) was made in this thread
+                with concurrent.futures.ThreadPoolExecutor(len(pairs)) as ex:
+                    done = list(ex.map(lambda p: sb.run_pair(*p, fx), pairs))
+            else:
+                done = [sb.run_pair(gold, cmd, fx) for gold, cmd in pairs]
+            res["runs"] = [run_view(r) for pair in done for r in pair]
         else:
             res["runs"] = [run_view(sb.run(cmd, fx)) for cmd in a["commands"]]
     elif kind == "feh":

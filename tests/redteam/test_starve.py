@@ -1,6 +1,7 @@
 """Starving or disturbing the concurrent run of a pair (Sandbox.run_pair, as FEH runs gold and
 candidate): the gold waits a moment, then does a small thing that works in an idle sandbox; the
-candidate first takes a shared resource and holds it. Success: the gold's output changed (or, for
+candidate first takes a shared resource and holds it (parallel_items_*: another item's candidate, in a
+thread of its own, as under num_threads). Success: the gold's output changed (or, for
 CPU and inodes, the gold measurably pays for the candidate)."""
 from __future__ import annotations
 
@@ -130,6 +131,27 @@ ATTACKS = [
                       [CPU_GOLD, "for i in $(seq 40); do setsid -f bash -c 'end=$((SECONDS+4)); while [ $SECONDS -lt "
                                  "$end ]; do :; done'; done; sleep 3; echo HOGGED"]]},
            _slowdown, ran=lambda r, c: len(r.get("runs", [])) == 4 and "GOLD" in r["runs"][0]["stdout"]),
+]
+
+
+# Two items evaluated in parallel threads (FehVerifier under num_threads): item A's pair and item B's at
+# once, on one Sandbox; B's candidate takes the shared resource while A's gold runs (runs [A gold, A
+# candidate, B gold, B candidate]).
+ATTACKS += [
+    Attack("parallel_items_scratch_fill", F, "item B's candidate, in another thread, fills the scratch space: "
+           "item A's gold's 3 MB write fails (prints other than 3000000)",
+           {"kind": "pair", "threads": True, "sandbox": {"timeout_s": 6},
+            "pairs": [["sleep 1.0; head -c 3000000 /dev/zero > /tmp/g; wc -c < /tmp/g", "true"],
+                      ["true", "for i in 1 2 3 4 5; do head -c 60M /dev/zero > /tmp/f$i 2>/dev/null || break; done; "
+                               "echo FILLED; sleep 3.0"]]},
+           _gold_changed("3000000"), ran=_cand_said("FILLED")),
+    Attack("parallel_items_inotify", F, "item B's candidate, in another thread, holds every inotify instance "
+           "its uid may have: item A's gold's inotify_init fails",
+           {"kind": "pair", "threads": True, "sandbox": {"timeout_s": 6},
+            "pairs": [["sleep 1.5; python3 -c 'import ctypes; print(\"INOTIFY\", \"ok\" if "
+                       "ctypes.CDLL(None).inotify_init() >= 0 else \"fail\")'", "true"],
+                      ["true", sys_py(HOLD_INOTIFY.replace("time.sleep(2.0)", "time.sleep(3.0)"))]]},
+           _gold_changed("INOTIFY ok"), ran=_cand_said("INOTIFY-HELD")),
 ]
 
 

@@ -93,6 +93,7 @@ class RunResult:
 # ---- process-wide state: scratch area, curated /etc, probe -------------------------------
 
 _LOCK = threading.Lock()
+_TURNS = threading.Lock()  # held by the one run in flight where runs are not isolated (_Job)
 _STATE: dict[str, object] = {}
 
 
@@ -201,30 +202,35 @@ class _Job:
         self.overlay = sb.overlay
         base, _ = _scratch_base()
         ids = _ids() if not sb.unsafe_local else None
-        lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
         fds: list[int] = []  # what the launcher inherits: a user namespace, seccomp, the payload
         userns = seccomp = None
         self.cgroup: _cgroup.RunCgroup | None = None
-        if after is not None:
-            self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
-        else:  # as root, a tmpfs of its own: a run cannot fill a concurrent run's scratch
-            self.run_dir, self.private = (tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base), False) \
-                if sb.unsafe_local else _cgroup.private_scratch(str(base), sb.limits["as_bytes"])
-            self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
-        work = os.path.join(self.run_dir, "wk")
-        img = image_root(fx)
-        host = img or Path("/")  # the task image's tree, else the host's
-        self.usr_src = str(host / "usr")
-        usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
-        # /usr copy-on-write where root can lend it; a run after another (a task's check) gets a fresh
-        # one: it must not run what the one before wrote there (that run's changes are in its diff).
-        tag = "-next" if after is not None else ""
-        self.usr = (usr_lower, os.path.join(self.run_dir, f"usr-up{tag}"), os.path.join(self.run_dir, f"usr-wk{tag}")) \
-            if usr_lower else None
-        env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME, **fx.env, **sb.env}
+        self.run_dir, self.private = "", False
+        # runs not isolated from each other take turns: the turn is held until the run's files are gone
+        self.queued = after is None and not sb.unsafe_local and _TURNS.acquire()
         try:
+            if after is not None:
+                self.run_dir, self.root, self.private = after.run_dir, after.root, after.private
+            else:  # as root, a tmpfs of its own: a run cannot fill a concurrent run's scratch
+                self.run_dir, self.private = (tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=base), False) \
+                    if sb.unsafe_local else _cgroup.private_scratch(str(base), sb.limits["as_bytes"])
+                self.root = os.path.join(self.run_dir, "up" if self.overlay else "fs")
             if not sb.unsafe_local and _cgroup.available():
                 self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
+            if self.cgroup and self.private and sb._bwrap.kind != "bwrap":  # isolated (vf-sandbox): no turns
+                self.queued = self.queued and _TURNS.release()
+            lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
+            work = os.path.join(self.run_dir, "wk")
+            img = image_root(fx)
+            host = img or Path("/")  # the task image's tree, else the host's
+            self.usr_src = str(host / "usr")
+            usr_lower = _usr_layer.lower(str(base), ids, self.usr_src) if self.overlay else None
+            # /usr copy-on-write where root can lend it; a run after another (a task's check) gets a fresh
+            # one: it must not run what the one before wrote there (that run's changes are in its diff).
+            tag = "-next" if after is not None else ""
+            self.usr = (usr_lower, os.path.join(self.run_dir, f"usr-up{tag}"),
+                        os.path.join(self.run_dir, f"usr-wk{tag}")) if usr_lower else None
+            env = {"PATH": _bwrap.PATH, "HOME": "/root", "HOSTNAME": HOSTNAME, **fx.env, **sb.env}
             if after is not None:
                 _sandbox_fs.restore_system_links(self.root, self.tree, self.overlay)
             else:
@@ -299,11 +305,13 @@ class _Job:
         Args:
             files: False for a run kept for the next (keep=True).
         """
-        if files:  # first: its tmpfs pages are charged to the cgroup, which is then used again
+        if files and self.run_dir:  # first: its tmpfs pages are charged to the cgroup, which is then used again
             if self.private:
                 _cgroup.release_scratch(self.run_dir, self.sb.limits["as_bytes"])
             else:
                 _sandbox_fs.remove_tree(self.run_dir)
+        if files:  # its processes and files are gone: the next run's turn
+            self.queued = self.queued and _TURNS.release()
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None

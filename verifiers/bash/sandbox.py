@@ -141,14 +141,14 @@ class Sandbox:
     def run_pair(self, gold: str, candidate: str,
                  fixture: str | fixtures.Fixture = "empty") -> tuple[RunResult, RunResult]:
         """Both commands in identical fresh copies of `fixture`, run at once where runs are isolated
-        (cgroups and a tmpfs of their own, per-uid counts capped per run: vf-sandbox); else the gold
-        ends before the candidate starts, so a candidate cannot starve or measure its gold (unsafe_local:
-        at once, it isolates nothing)."""
+        (cgroups and a tmpfs of their own, per-uid counts capped per run: vf-sandbox); else runs take
+        turns (any thread's: _runs._TURNS), the gold's before the candidate's, so a candidate cannot
+        starve or measure any gold (unsafe_local: at once, it isolates nothing)."""
         check_command(gold)
         check_command(candidate)
         fx = fixtures.resolve(fixture)
         jobs = [_Job(self, gold, fx)]
-        if not (self.unsafe_local or jobs[0].cgroup and jobs[0].private and self._bwrap.kind != "bwrap"):
+        if jobs[0].queued:  # not isolated: it holds the turn until it ends
             return _done(jobs[0]), self.run(candidate, fx)
         try:
             jobs.append(_Job(self, candidate, fx))
