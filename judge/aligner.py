@@ -3,8 +3,8 @@
 MLflow's `Judge.align(traces, optimizer)` calls `optimizer.align(judge, traces)`. This one reads
 each trace's human assessment named like the judge (as MLflow's own aligners do), splits the
 labelled traces itself (seeded, grouped by session or by identical view, stratified by label),
-and runs the calibration on verifirst's one run loop (`vf.optimize` through
-`verifirst.judge.calibrate.calibrate_suite`): the MLflow judge is the program, the label verifier
+and runs the calibration through verifirst's one door, `vf.calibrate` (a CalibrateRequest with the
+traces, the split and the program in memory, on the one run loop): the MLflow judge is the program, the label verifier
 scores it. The loop scores the starting judge on every split, runs AutoRefine (informed teacher,
 balanced edits, validation selects) on train and validation only, then scores the calibrated
 judge on every split; each judge is scored once on the test traces, which decide nothing. It
@@ -153,7 +153,8 @@ class AutoRefineAligner(AlignmentOptimizer):
         splits: train/validation/test ratios over the labelled traces.
         seed: split seed (and the held-out bootstrap's).
         use_teacher: run the informed teacher (else labels are trusted as given).
-        num_threads: judge calls in parallel.
+        threads: judge and teacher calls in parallel (`num_threads`, its old name, is still read, with a
+            DeprecationWarning).
         batch_size: disagreements per proposer call.
         length_cap: the calibrated prompt's length limit in characters.
         n_boot: bootstrap resamples for the held-out interval.
@@ -185,14 +186,19 @@ class AutoRefineAligner(AlignmentOptimizer):
 
     def __init__(self, teacher=None, proposer=None, max_iters: int = 3, *, target_pi: float = 0.9,
                  splits: Sequence[float] = (0.5, 0.25, 0.25), seed: int = 0, use_teacher: bool = True,
-                 num_threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
+                 threads: int = 1, batch_size: int = 6, length_cap: int = 4000, n_boot: int = 2000,
                  log_to_mlflow: bool = True, pass_at: float | None = None, label_map: dict | str | None = None,
-                 run_dir: str | Path | None = None, budget: "Budget | None" = None):
+                 run_dir: str | Path | None = None, budget: "Budget | None" = None, num_threads: int | None = None):
         self.teacher, self.proposer = teacher, proposer
         self.budget = budget
         self.max_iters, self.target_pi = int(max_iters), float(target_pi)
         self.splits, self.seed = tuple(float(r) for r in splits), int(seed)
-        self.use_teacher, self.num_threads, self.batch_size = use_teacher, int(num_threads), int(batch_size)
+        if num_threads is not None:  # the name it had: one name per concept now (threads), DSPy's only at DSPy
+            import warnings
+
+            warnings.warn("AutoRefineAligner(num_threads=...) is now threads=...", DeprecationWarning, stacklevel=2)
+            threads = num_threads
+        self.use_teacher, self.threads, self.batch_size = use_teacher, int(threads), int(batch_size)
         self.length_cap, self.n_boot, self.log_to_mlflow = int(length_cap), int(n_boot), log_to_mlflow
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.last_report: dict | None = None
@@ -208,8 +214,8 @@ class AutoRefineAligner(AlignmentOptimizer):
             judge: an MLflow make_judge judge with {{ inputs }}/{{ outputs }}/{{ expectations }}.
             traces: traces carrying a HUMAN assessment named like the judge (the label).
         """
-        from verifirst.judge.calibrate import calibrate_suite
-        from verifirst.judge.steps import CalibrationSettings
+        from verifirst.judge.calibrate import calibrate
+        from verifirst.judge.requests import CalibrateRequest
         from verifirst.loop.ledger import ledger_for_run_dir
         from verifirst.judge.judge_report import held_out_report
 
@@ -233,18 +239,18 @@ class AutoRefineAligner(AlignmentOptimizer):
                "teacher": _resolve_lm(self.teacher, judge.model, "teacher") if self.use_teacher else None,
                "reflection": _resolve_lm(self.proposer, judge.model, "reflection")}
         labels_rule = {"rule": self.rule.describe(), "pass_at": self.rule.pass_at, "label_map": self.rule.label_map}
-        settings = CalibrationSettings(max_iters=self.max_iters, threads=self.num_threads, model=judge.model,
-                                       workdir=workdir, n_boot=self.n_boot,
-                                       cache=False, extra={"labels": labels_rule}, budget=self.budget)
         options = {"target_pi": self.target_pi, "length_cap": self.length_cap, "use_teacher": self.use_teacher,
                    "batch_size": self.batch_size}
         config = {"aligner": "autorefine", "judge": judge.name, "max_iters": self.max_iters, "seed": self.seed,
                   "splits": list(self.splits), "labels": self.rule.describe(), **options}
+        request = CalibrateRequest.build(dict(  # the one door, vf.calibrate, with the traces and split in memory
+            records=Suite(f"traces-{judge.name}", items), manifest=manifest, program=program, models=lms,
+            max_iters=self.max_iters, threads=self.threads, model=judge.model, workdir=workdir, run_dir=run_dir,
+            n_boot=self.n_boot, cache=False, tracking=False, budget=self.budget, pass_at=self.rule.pass_at,
+            label_map=self.rule.label_map, autorefine=options, config=config, run_name=f"align-{judge.name}",
+            eval_splits=("test",)))  # only the held-out numbers are reported: no train/val scoring
         try:
-            res = calibrate_suite(Suite(f"traces-{judge.name}", items), manifest, settings, lms, run_dir=run_dir,
-                                  tracking=None, echo=lambda line: None, engine_options=options, config=config,
-                                  program=program, name=f"align-{judge.name}",
-                                  eval_splits=("test",))  # only the held-out numbers are reported: no train/val scoring
+            res = calibrate(request)
         except BudgetExceeded as e:  # the loop left the run directory resumable with a larger budget
             self.last_report = {"run_dir": str(run_dir), "stopped_by": e.message}
             raise AlignmentBudgetExceeded(e.limit, e.role, e.spent, e.cap, e.need, e.message) from None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from verifirst.core.verdicts import FAIL, PASS, normalize_label
 
 from verifirst.judge.edits import Disagreement, EditApplier, EditProposer, EditRound, balance, dedupe
 from verifirst.judge.failfast import FIRST_CALLS_ALL_FAILED, not_sent
+from verifirst.judge.pool import Pool, Threads, as_pool
 from verifirst.judge.teacher import SKIP, InformedTeacher, TeacherDecision, abstention_stats, run_teacher
 from verifirst.lm.spend import refused
 from verifirst.core.engine import Budget, EngineContext, EngineResult
@@ -52,7 +52,7 @@ class CalibrationMismatch(VerifirstError):
 
 
 # -- running a judge ---------------------------------------------------------------------
-def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
+def run_judge(judge, items: Sequence[Item], lm=None, threads: Threads = 1,
               fail_fast: bool = False, on_item: Callable[[Item, dict], None] | None = None) -> dict[str, dict]:
     """Per-item {verdict, reasoning, score, error}; an LM error leaves verdict None.
 
@@ -60,7 +60,7 @@ def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
         judge: the judge program.
         items: the items it judges.
         lm: its LM (None: the configured one).
-        num_threads: judge calls in parallel.
+        threads: judge calls in parallel (the run's Pool, or a count).
         fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED calls all failed and none
             succeeded (an endpoint that is down): the items not asked get verdict None and an error
             saying so, so a dead endpoint costs a handful of requests, not one per record.
@@ -79,20 +79,14 @@ def run_judge(judge, items: Sequence[Item], lm=None, num_threads: int = 1,
             on_item(it, row)
         return it.id, row
 
+    pool = as_pool(threads)
     if not fail_fast:
-        if num_threads > 1:
-            with ThreadPoolExecutor(num_threads) as pool:
-                return dict(pool.map(one, items))
-        return dict(one(it) for it in items)
+        return dict(pool.map(one, items))
     out: dict[str, dict] = {}
-    items, k, step = list(items), 0, max(1, num_threads)
+    items, k, step = list(items), 0, pool.threads
     while k < len(items):
         batch = items[k:k + step]  # a batch at a time: at most threads - 1 calls past the rule
-        if num_threads > 1:
-            with ThreadPoolExecutor(num_threads) as pool:
-                out.update(pool.map(one, batch))
-        else:  # in this thread, as without fail_fast (its dspy context)
-            out.update(one(it) for it in batch)
+        out.update(pool.map(one, batch))  # one thread: in this one, as without fail_fast (its dspy context)
         k += len(batch)
         done = list(out.values())
         if len(done) >= FIRST_CALLS_ALL_FAILED and not any(r["error"] is None for r in done):
@@ -234,16 +228,16 @@ def repeat_stats(labels: dict[str, str], runs: Sequence[dict[str, str | None]]) 
 
 
 def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_items: Sequence[Item],
-              items_by_id: dict, judge_lm, num_threads: int, default_threshold: float | None,
+              items_by_id: dict, judge_lm, threads: Threads, default_threshold: float | None,
               repeats: int = 1, temperature: float = 0.7) -> dict:
     cand = judge.copy_with_prompt(prompt)
-    train_run = run_judge(cand, [items_by_id[i] for i in train_ids], judge_lm, num_threads)
+    train_run = run_judge(cand, [items_by_id[i] for i in train_ids], judge_lm, threads)
     _guard_errors([v["error"] for v in train_run.values() if v["error"]], len(train_run), "judge")
     threshold = None
     if isinstance(cand, RubricJudge) or getattr(cand, "calibrates_threshold", False):  # rating judges too
         threshold = choose_threshold(train_run, train_labels, default_threshold)
     tv = verdicts_at(train_run, threshold)
-    val_run = run_judge(cand, val_items, judge_lm, num_threads)
+    val_run = run_judge(cand, val_items, judge_lm, threads)
     val_labels = {it.id: it.gold["label"] for it in val_items}
     vv = verdicts_at(val_run, threshold)
     tr, va = agreement(train_labels, tv), agreement(val_labels, vv)
@@ -254,7 +248,7 @@ def _evaluate(judge, prompt: str, train_ids: list[str], train_labels: dict, val_
            "prompt_chars": len(prompt), "train_run": train_run, "val_run": val_run}
     if repeats > 1:
         # the judge's own noise on validation: K sampled runs; the edit must beat it to be kept
-        runs = [verdicts_at(run_judge(cand, val_items, _sampling_lm(judge_lm, temperature, r), num_threads),
+        runs = [verdicts_at(run_judge(cand, val_items, _sampling_lm(judge_lm, temperature, r), threads),
                             threshold) for r in range(1, repeats + 1)]
         stats = repeat_stats(val_labels, runs)
         out.update({"val_repeat_verdicts": runs, "val_pi_first": va["pi"], "val_pi": stats["pi_mean"],
@@ -304,7 +298,7 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
               proposer_lm=None, max_iters: int = 5, target_pi: float = DEFAULT_TARGET_PI,
               length_cap: int = DEFAULT_LENGTH_CAP, *, judge_lm=None, run_dir: str | Path | None = None,
               use_teacher: bool = True, teacher: InformedTeacher | None = None, batch_size: int = 6,
-              num_threads: int = 1, meta_fields: Sequence[str] | None = None,
+              threads: Threads = 1, meta_fields: Sequence[str] | None = None,
               log_metrics: Callable[[dict, int], None] | None = None, repeats: int = 1,
               temperature: float = 0.7) -> CalibrationResult:
     """Run the AutoRefine loop; returns the selected prompt (and threshold for rubric judges).
@@ -347,7 +341,7 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
                 st["teacher"] = {k: v.to_dict() for k, v in res.items()}
                 ck.save()
 
-            run_teacher(teacher, train_items, teacher_lm, num_threads, done, progress)
+            run_teacher(teacher, train_items, teacher_lm, threads, done, progress)
             if refused() is not None:  # the teacher pass did not finish: no iteration can be kept
                 raise refused()
             st["teacher_done"] = True
@@ -378,7 +372,7 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
     try:
         if not iters:
             e0 = _evaluate(judge, judge.prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                           num_threads, default_threshold, repeats, temperature)
+                           threads, default_threshold, repeats, temperature)
             record({"iteration": 0, **e0, "edits": None})
 
         while not st["done"]:
@@ -416,7 +410,7 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
                 ck.save()
                 break
             ev = _evaluate(judge, new_prompt, kept_ids, train_labels, val_items, items_by_id, judge_lm,
-                           num_threads, default_threshold, repeats, temperature)
+                           threads, default_threshold, repeats, temperature)
             record({**entry, **ev})
     except Exception:  # the budget stops at the last completed iteration; the one in flight is not kept
         if refused() is None:
@@ -437,7 +431,7 @@ def refine_judge(judge, train_items: Sequence[Item], val_items: Sequence[Item], 
         if st.get("review_queue") is None:  # once per calibration: a finished run resumed calls nothing
             st["review_queue"] = review_queue(best, decisions, train_labels, val_labels, items_by_id,
                                               [it for it in train_items if decisions[it.id].decision == SKIP],
-                                              calibrated, judge_lm, num_threads)
+                                              calibrated, judge_lm, threads)
             ck.save()
         queue = st["review_queue"]
     noise = None
@@ -459,7 +453,7 @@ class _BudgetStop(Exception):
 
 def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels: dict[str, str],
                  val_labels: dict[str, str], items_by_id: dict[str, Item], abstained: Sequence[Item], judge,
-                 judge_lm, num_threads: int = 1) -> list[dict]:
+                 judge_lm, threads: Threads = 1) -> list[dict]:
     """What a human should look at: disagreements the loop could not fix and the teacher's abstentions.
 
     Train and validation only (the test split stays held out). A train disagreement is against the
@@ -476,7 +470,7 @@ def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels
         abstained: the train items the teacher set aside.
         judge: the calibrated judge.
         judge_lm: the judge's LM.
-        num_threads: judge threads.
+        threads: judge calls in parallel (the run's Pool, or a count).
     """
     rows = []
 
@@ -496,7 +490,7 @@ def review_queue(best: dict, decisions: dict[str, TeacherDecision], train_labels
             if verdicts.get(iid) is not None and verdicts[iid] != lab:
                 rows.append(row(iid, split, "disagreement", run[iid], verdicts[iid]))
     if abstained:
-        run = run_judge(judge, abstained, judge_lm, num_threads)
+        run = run_judge(judge, abstained, judge_lm, threads)
         verdicts = verdicts_at(run, th)
         rows += [row(it.id, "train", "teacher_abstained", run[it.id], verdicts.get(it.id)) for it in abstained]
     return rows
@@ -533,7 +527,7 @@ class AutoRefineEngine:
                         ctx.teacher_lm, ctx.reflection_lm, judge_lm=ctx.task_lm,
                         max_iters=5 if budget.max_iters is None else budget.max_iters, target_pi=self.target_pi,
                         length_cap=self.length_cap, run_dir=ctx.run_dir, use_teacher=self.use_teacher,
-                        batch_size=self.batch_size, num_threads=budget.num_threads,
+                        batch_size=self.batch_size, threads=Pool(budget.num_threads),  # the loop's one pool
                         log_metrics=ctx.log_metrics, repeats=self.repeats, temperature=self.temperature)
         history = [{k: it.get(k) for k in ("iteration", "train_pi", "val_pi", "n_disagreements",
                                            "prompt_chars", "threshold")} for it in res.iterations]

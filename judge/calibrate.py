@@ -32,19 +32,20 @@ from verifirst.core.task import Suite
 from verifirst.tracking import Tracker
 from verifirst.judge.anchor import parse_anchor
 from verifirst.judge.baseline import resolve_baseline
-from verifirst.judge.options import (CALIBRATION_ROLES, JUDGE_KINDS, check_calibrate_options, check_record_source,
-                                     load_outcome_suite, parse_ratios)
+from verifirst.judge.options import CALIBRATION_ROLES, JUDGE_KINDS, load_outcome_suite, parse_ratios
 from verifirst.judge.printing import print_calibration
 from verifirst.judge.prompts import check_store_has, make_judge_program, resolve_start_prompt
 from verifirst.judge.steps import CalibrationSettings, CalibrationSteps, estimate_promotion, estimate_report_steps
 from verifirst.judge.autorefine import DEFAULT_LENGTH_CAP, DEFAULT_TARGET_PI, AutoRefineEngine
 from verifirst.judge.label_verifier import LabelVerifier
 from verifirst.judge.labellers import apply_label_policy
+from verifirst.judge.pool import Pool, as_pool
 
 
 # The judge's evaluations stop as `verifirst run`'s do (evaluate.py): when the first requests all
 # failed, and once 10 items are done above this share of LM errors (AutoRefine's own passes' limit).
 MAX_ERROR_RATE = 0.5
+DEFAULT_TEMPERATURE = 0.7  # the judge's temperature for repeated validation runs (--repeats above 1)
 
 
 def _budget(s: CalibrationSettings) -> Budget:
@@ -52,8 +53,8 @@ def _budget(s: CalibrationSettings) -> Budget:
     import dataclasses
 
     if s.budget is None:
-        return Budget(max_iters=s.max_iters, num_threads=s.threads)
-    return dataclasses.replace(s.budget, max_iters=s.max_iters, num_threads=s.threads)
+        return Budget(max_iters=s.max_iters, num_threads=as_pool(s.threads).threads)
+    return dataclasses.replace(s.budget, max_iters=s.max_iters, num_threads=as_pool(s.threads).threads)
 
 
 def _progress_lines(echo: Callable[[str], None]) -> list:
@@ -111,7 +112,8 @@ def calibrate_suite(suite: Suite, manifest: SplitManifest, settings: Calibration
     models = Models(task=judge_lm, judge=judge_lm, teacher=lms["teacher"], reflection=lms["reflection"])
     out = optimize(program, suite, verifier, engine, splits=manifest, models=models,
                    budget=_budget(s), run_dir=run_dir,
-                   tracking=tracking, callbacks=[steps, *_progress_lines(echo)], output_field="verdict", threads=s.threads,
+                   tracking=tracking, callbacks=[steps, *_progress_lines(echo)], output_field="verdict",
+                   threads=as_pool(s.threads).threads,
                    workdir=s.workdir, name=name or f"calibrate-{s.judge}", max_error_rate=MAX_ERROR_RATE, progress=False,
                    adapter=FastJSONAdapter(), cache=s.workdir / "cache" if s.cache else None, config=config,
                    eval_splits=eval_splits, dry_run=dry_run, confirm=confirm)
@@ -133,189 +135,144 @@ class CalibrationRun:
         return self.result.report
 
 
-def calibrate_outcomes(outcomes: Path, *args: Any, **kwargs: Any) -> dict:
-    """`verifirst calibrate`: the report dict (the driver's report plus `judge`).
+def calibrate_outcomes(outcomes: Path | None, **kwargs: Any) -> dict:
+    """The report dict of a calibration on an outcomes file (tests, studies): `calibrate_run`'s.
 
     Args:
-        outcomes: the outcomes file; every other argument is calibrate_run's.
+        outcomes: the outcomes file (None with from_mlflow).
+        kwargs: CalibrateRequest fields, with `prompt_source` for the request's `prompt` (a file or
+            registry URI) and `prompt` for its `prompt_text`; and calibrate_run's echo, confirm,
+            anchor_engine.
     """
-    return calibrate_run(outcomes, *args, **kwargs).report
+    from verifirst.judge.requests import CalibrateRequest
+
+    run = {k: kwargs.pop(k) for k in ("echo", "confirm", "anchor_engine") if k in kwargs}
+    if "prompt" in kwargs:
+        kwargs["prompt_text"] = kwargs.pop("prompt")
+    if "prompt_source" in kwargs:
+        kwargs["prompt"] = kwargs.pop("prompt_source")
+    request = CalibrateRequest.build(dict(outcomes=outcomes, **kwargs))
+    return calibrate_run(request, **run).report
 
 
-def calibrate_run(outcomes: Path | None, judge: str = "passfail", model: str = "local", teacher: str | None = None,
-                  proposer: str | None = None, max_iters: int = 5, splits: Any = DEFAULT_RATIOS,
-                  workdir: Path = Path(".verifirst"), limit: int | None = None,
-                  snippets: int | None = None, seed: int = 0,
-                  tracking_uri: str | None = None, offline: bool = False, threads: int = 1,
-                  run_dir: Path | None = None, models: dict | None = None, trace: bool = False,
-                  anchor: Any = False, anchor_engine=None, echo=print, prompt: str | None = None,
-                  tracking: bool = True, experiment: str = "verifirst-calibrate", *,
-                  prompt_source: str | None = None, view: str | None = None, name: str | None = None,
-                  promote_alias: str | None = None, from_mlflow: str | None = None, label: str = "label",
-                  repeats: int = 1, temperature: float = 0.7, timeout_s: float | None = None,
-                  no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
-                  promote_rule: str = "significant", budget: Budget | None = None,
-                  baseline: str | None = None, dry_run: bool = False, robustness: Any = None,
-                  confirm: Callable[[Any], bool] | None = None, labels: str | None = None) -> Any:
-    """Calibrate a judge on an outcomes file: driver run, then prompt registry, champion and anchor.
+def calibrate_run(request: Any, *, echo: Callable[[str], None] = print, confirm: Callable[[Any], bool] | None = None,
+                  anchor_engine: Any = None) -> Any:
+    """Calibrate a judge as `request` asks: records, splits, the one run loop with the judge's steps
+    (report, prompt registry, champion, anchors). `vf.calibrate` is its door.
 
     Args:
-        outcomes: the outcomes file (.jsonl/.csv, or ICE-Score grades); None with from_mlflow.
-        judge: "passfail" or "rubric".
-        model: the judge model spec (teacher and proposer default to it).
-        teacher: the informed teacher's model spec.
-        proposer: the edit proposer's model spec.
-        max_iters: AutoRefine iterations at most.
-        splits: train,val,test ratios ("0.5,0.25,0.25" or a 3-sequence), stratified by label; or
-            {"ratios": ..., "by": "time", "time_field": "created_at", "windows": "7d"} for a
-            time-ordered split (train oldest, test newest; see verifirst.loop.timesplit).
-        workdir: cache, runs, ledger and the local MLflow store.
-        limit: use the first N records (ICE-Score: problems).
-        snippets: ICE-Score snippets per problem.
-        seed: the split seed.
-        tracking_uri: the MLflow tracking URI.
-        offline: log to the workdir's local store whatever the environment says.
-        threads: evaluation and loop threads.
-        run_dir: the run directory; an unfinished one resumes.
-        models: {"judge", "teacher", "reflection"} LMs instead of the model specs (tests, the API).
-        trace: also trace every judge/teacher call in MLflow (slow on a sqlite store).
-        anchor: MLflow make_judge + align() anchors on the same split: True (SIMBA), "simba", "gepa",
-            "memalign", a comma list or "all".
-        anchor_engine: the anchor's engine (tests pass a scripted one).
+        request: the checked verifirst.judge.requests.CalibrateRequest (what each field means: `calibrate`'s
+            Args); its records come from `outcomes`, `from_mlflow` or, in memory, `records` (with
+            `manifest`, `program`: the aligner's and run_calibration's). Its LMs are `models`
+            ({"judge", "teacher", "reflection"}), else made from the model strings.
         echo: where progress lines go.
-        prompt: the starting judge prompt's text (default: the kind's default).
-        tracking: False runs without MLflow (no prompt registry, no champion).
-        experiment: the MLflow experiment name.
-        prompt_source: the user's prompt: a file, prompts:/NAME/VERSION or prompts:/NAME@ALIAS; its
-            calibrated version is registered under the same name (a file: `name` or its stem).
-        view: record fields the judge reads or that fill the prompt's variables ("title,diff" or
-            "diff=patch,title=title").
-        name: the registry name for a prompt file's calibrated versions.
-        promote_alias: move this alias to the new version on the promote_rule's validation
-            evidence against its current one (a user's prompt moves no alias without it).
-        from_mlflow: read records from this MLflow experiment's traces instead of `outcomes`.
-        label: the assessment (feedback or expectation) name holding a trace's label.
-        repeats: judge runs per validation item in the loop (temperature > 0 when above 1); an edit
-            is kept only when validation π improves by more than the repeat noise.
-        temperature: the judge's temperature for repeated runs.
-        timeout_s: seconds one request to a served model may take (default: lm.DEFAULT_TIMEOUT_S).
-        no_test: run without a held-out test split (ratios give test 0; no test number is reported).
-        pass_at: numeric ratings at or above it are PASS (--pass-at; see verifirst.judge.labels).
-        label_map: categorical labels to PASS/FAIL ("excellent=PASS,poor=FAIL" or a dict).
-        promote_rule: significant | better | noninferior:MARGIN (see verifirst.judge.promotion).
-        budget: a vf.Budget whose spend limits hold for the run (`--max-usd`, ...).
-        baseline: the deployed judge prompt to compare with (`--baseline`): a file,
-            prompts:/NAME@ALIAS or prompts:/NAME/VERSION; scored with the run's judge LM on the test
-            split and on each older time window (report["baseline"]); it decides nothing.
-        dry_run: return the spend estimate instead of running (`verifirst calibrate --dry-run`): no
-            model is called and nothing is written (no run directory, no MLflow run).
-        robustness: a perturbation suite (True: the built-in one) gating promotion against the champion.
         confirm: asked with the estimate when it exceeds a max_usd limit (see `vf.optimize`).
-        labels: the label policy for records labelled by several people (`labels`: {labeller: label}):
-            majority, unanimous or a labeller's name; their agreement (Krippendorff's α) is said first.
+        anchor_engine: the MLflow anchors' engine (tests pass a scripted one).
 
     Returns:
         The CalibrationRun, or with dry_run the SpendEstimate.
     """
     from verifirst.judge.labels import LabelRule
     from verifirst.judge.promotion import parse_rule
-
-    workdir = Path(workdir)
-    rule = LabelRule.of(pass_at, label_map)
-    promote_by = parse_rule(promote_rule)
-    check_calibrate_options(judge, max_iters=max_iters, threads=threads, limit=limit, snippets=snippets, seed=seed)
-    check_record_source(outcomes, from_mlflow, snippets)
     from verifirst.loop.splits import check_resumed_manifest, split_options
 
-    splits, split_by = split_options(splits)
-    parse_ratios(splits, no_test)  # refused here, before any file is read
-    aligners = parse_anchor(anchor)
-    if repeats < 1:
-        raise InputError(f"--repeats {repeats} is below 1", field="--repeats", expected="an integer >= 1")
+    r = request
+    workdir, judge, prompt, view, labels = Path(r.workdir), r.judge, r.prompt_text, r.view, r.labels
+    rule = LabelRule.of(r.pass_at, r.label_map)
+    splits, split_by = split_options(r.split_spec())
     trace_stats: dict | None = None
-    if from_mlflow:
+    if r.records is not None:  # in memory (the aligner's traces, run_calibration's suite)
+        suite, source = r.records, r.records.name
+    elif r.from_mlflow:
         from verifirst.judge.traces import load_trace_suite
 
-        uri = tracking_uri or Tracker(workdir, enabled=False).uri
-        check_store_has(uri, f"MLflow experiment {from_mlflow!r}", "--from-mlflow", "an experiment with labelled traces")
-        suite, trace_stats = load_trace_suite(from_mlflow, uri, label=label, limit=limit, rule=rule,
+        uri = r.tracking_uri or Tracker(workdir, enabled=False).uri
+        check_store_has(uri, f"MLflow experiment {r.from_mlflow!r}", "--from-mlflow",
+                        "an experiment with labelled traces")
+        suite, trace_stats = load_trace_suite(r.from_mlflow, uri, label=r.label, limit=r.limit, rule=rule,
                                               labellers=labels is not None)
-        source = f"mlflow:{from_mlflow}"
-    elif outcomes is None:
-        raise InputError("no records to calibrate on", field="--outcomes", expected="--outcomes FILE or --from-mlflow EXPERIMENT")
+        source = f"mlflow:{r.from_mlflow}"
+    elif r.outcomes is None:
+        raise InputError("no records to calibrate on", field="--outcomes",
+                         expected="--outcomes FILE or --from-mlflow EXPERIMENT")
     else:
-        suite, source = load_outcome_suite(outcomes, limit, snippets, rule if rule.given else None,
-                                           require_label=labels is None), str(outcomes)
+        suite, source = load_outcome_suite(r.outcomes, r.limit, r.snippets, rule if rule.given else None,
+                                           require_label=labels is None), str(r.outcomes)
     agreement = None
     if labels is not None:  # several labellers: their agreement said before fitting, the policy's labels kept
         agreement = apply_label_policy(suite, labels, rule, echo)
-    start = resolve_start_prompt(prompt_source, workdir, tracking_uri, name) if prompt_source else None
+    start = resolve_start_prompt(r.prompt, workdir, r.tracking_uri, r.name) if r.prompt else None
     if start is not None:
         prompt = start.text
     if view is None and not template_variables(prompt or "") and suite.meta.get("default_view"):
         # traces: the judge reads the keys of their inputs/outputs, not the same text twice as JSON
         view = ",".join(suite.meta["default_view"])
-    make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
-    base = resolve_baseline(baseline, workdir, tracking_uri, judge, suite, view) if baseline is not None else None
-    manifest = make_splits(suite.items, key=lambda it: it.id, group=lambda it: it.group_key,
-                           ratios=parse_ratios(splits, no_test), seed=seed, stratify=lambda it: it.gold["label"],
-                           source=source, lines=suite.meta.get("lines"), **split_by)
+    if r.program is None:
+        make_judge_program(judge, suite, prompt, view)  # a variable no field fills stops here, before any LM call
+    base = resolve_baseline(r.baseline, workdir, r.tracking_uri, judge, suite, view) if r.baseline is not None else None
+    manifest = r.manifest if r.manifest is not None else make_splits(
+        suite.items, key=lambda it: it.id, group=lambda it: it.group_key, ratios=parse_ratios(splits, r.no_test),
+        seed=r.seed, stratify=lambda it: it.gold["label"], source=source, lines=suite.meta.get("lines"), **split_by)
     check_verifiers([LabelVerifier()])  # before any model loads or any LM call
-    if models is None:
-        judge_lm = make_lm(model, role="judge", timeout_s=timeout_s)
-        teacher_lm = make_lm(teacher or model, role="teacher", timeout_s=timeout_s)
-        proposer_lm = make_lm(proposer or teacher or model, role="reflection", timeout_s=timeout_s)
+    if r.models is None:
+        judge_lm = make_lm(r.model, role="judge", timeout_s=r.timeout_s)
+        teacher_lm = make_lm(r.teacher or r.model, role="teacher", timeout_s=r.timeout_s)
+        proposer_lm = make_lm(r.proposer or r.teacher or r.model, role="reflection", timeout_s=r.timeout_s)
     else:
-        judge_lm, teacher_lm, proposer_lm = models["judge"], models["teacher"], models["reflection"]
-    if run_dir is not None and (Path(run_dir) / "split_manifest.json").exists():
-        check_resumed_manifest(Path(run_dir), manifest)  # a time split does not resume a random one
+        judge_lm, teacher_lm, proposer_lm = r.models["judge"], r.models["teacher"], r.models["reflection"]
+    if r.manifest is None and r.run_dir is not None and (Path(r.run_dir) / "split_manifest.json").exists():
+        check_resumed_manifest(Path(r.run_dir), manifest)  # a time split does not resume a random one
     source_line = None
     if trace_stats is not None:
-        source_line = (f"{from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled by "
-                       f"{label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
+        source_line = (f"{r.from_mlflow}: {trace_stats['n_traces']} traces, {trace_stats['n_labelled']} labelled "
+                       f"by {r.label!r}, {trace_stats['skipped_unlabelled']} skipped without that label")
     extra: dict[str, Any] = {"labels": {"rule": rule.describe(), "pass_at": rule.pass_at, "label_map": rule.label_map,
                                         **({"agreement": agreement} if agreement is not None else {})}}
     if trace_stats is not None:
-        extra["from_mlflow"] = {"experiment": from_mlflow, "label": label, **trace_stats}
-    settings = CalibrationSettings(judge=judge, max_iters=max_iters, threads=threads, view=view, repeats=repeats,
-                                   model=model, workdir=workdir, experiment=experiment, start=start,
-                                   promote_alias=promote_alias, promote_rule=promote_by, aligners=aligners,
-                                   anchor_engine=anchor_engine, extra=extra, budget=budget, baseline=base,
-                                   robustness=robustness)
+        extra["from_mlflow"] = {"experiment": r.from_mlflow, "label": r.label, **trace_stats}
+    settings = CalibrationSettings(judge=judge, max_iters=r.max_iters, threads=Pool(r.threads), view=view,
+                                   repeats=r.repeats, model=r.model, workdir=workdir, experiment=r.experiment,
+                                   start=start, promote_alias=r.promote_alias, promote_rule=parse_rule(r.promote_rule),
+                                   aligners=parse_anchor(r.anchor), anchor_engine=anchor_engine, extra=extra,
+                                   budget=r.budget, baseline=base, robustness=r.robustness, n_boot=r.n_boot,
+                                   cache=r.cache)
     from verifirst.tracking.callback import MLflowCallback
 
-    mlflow = MLflowCallback(workdir, uri=tracking_uri, experiment=experiment, traces=trace, offline=offline,
-                            register_prompt=False) if tracking and not dry_run else None
-    config = {"judge": judge, "max_iters": max_iters, "splits": str(splits), "split_by": split_by["by"],
-              "outcomes": source, "prompt": prompt_source or "", "view": view or "", "repeats": repeats}
+    mlflow = MLflowCallback(workdir, uri=r.tracking_uri, experiment=r.experiment, traces=r.trace, offline=r.offline,
+                            register_prompt=False) if r.tracking and not r.dry_run else None
+    config = r.config
+    if config is None and r.records is None:
+        config = {"judge": judge, "max_iters": r.max_iters, "splits": str(splits), "split_by": split_by["by"],
+                  "outcomes": source, "prompt": r.prompt or "", "view": view or "", "repeats": r.repeats}
+    options = dict(r.autorefine or {})
+    if r.repeats > 1:
+        options = {"repeats": r.repeats, "temperature": DEFAULT_TEMPERATURE, **options}
     res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
                                                       "reflection": proposer_lm},
-                          prompt=prompt, run_dir=Path(run_dir) if run_dir else None, tracking=mlflow,
-                          echo=echo, source_line=source_line, config=config,
-                          engine_options={"repeats": repeats, "temperature": temperature} if repeats > 1 else None,
-                          dry_run=dry_run, confirm=confirm)
-    if dry_run:
-        if tracking:  # the promotion step (it needs the tracker, which a dry run does not start)
+                          prompt=prompt, run_dir=Path(r.run_dir) if r.run_dir else None, tracking=mlflow,
+                          echo=echo, source_line=source_line, config=config, engine_options=options or None,
+                          program=r.program, name=r.run_name, eval_splits=r.eval_splits or SPLITS,
+                          dry_run=r.dry_run, confirm=confirm)
+    if r.dry_run:
+        if r.tracking:  # the promotion step (it needs the tracker, which a dry run does not start)
             estimate_promotion(res, settings, manifest)
         return res
     return CalibrationRun(res, manifest, res.run_dir)
 
 
 def cli_calibrate(request: Any, confirm: Callable[[Any], bool] | None = None) -> int:
-    """`verifirst calibrate`: the checked request run, its report (or with --dry-run the estimate) printed.
+    """`verifirst calibrate`: `vf.calibrate(request)`, its report (or with --dry-run the estimate) printed.
 
     Args:
         request: the CalibrateRequest built from the flags.
         confirm: asked with the estimate when it exceeds --max-usd (see `vf.optimize`).
     """
-    kw = request.run_kwargs()
-    outcomes = kw.pop("outcomes")
     if request.dry_run:
-        est = calibrate_run(outcomes, echo=lambda m: None, **kw)
+        est = calibrate(request)
         print(json.dumps(est.as_dict(), indent=2) if request.as_json else est.render(),
               end="\n" if request.as_json else "")
         return 0
-    rep = calibrate_run(outcomes, echo=(lambda m: None) if request.as_json else print, confirm=confirm, **kw).report
+    rep = calibrate(request, echo=None if request.as_json else print, confirm=confirm).report
     if request.as_json:
         from verifirst.report import report_json
 
@@ -371,7 +328,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
               repeats: int = 1, no_test: bool = False, pass_at: float | None = None, label_map: Any = None,
               promote_rule: str = "significant", budget: Budget | None = None,
               baseline: str | Path | None = None, dry_run: bool = False, robustness: Any = None,
-              labels: str | None = None) -> Any:
+              labels: str | None = None, confirm: Callable[[Any], bool] | None = None) -> Any:
     """Calibrate an LLM judge on recorded outcomes with AutoRefine, through the one driver.
 
     The same experiment as `verifirst calibrate`: the judge program is scored before and after
@@ -437,6 +394,7 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
         labels: records labelled by several people (a `labels` object {labeller: label} each): the label
             policy, majority, unanimous or a labeller's name; Krippendorff's α among the labellers with its
             interval is said before fitting and kept in report["labels"]["agreement"].
+        confirm: asked with the spend estimate when it exceeds a max_usd limit; False: not started.
 
     Returns:
         A Result like `optimize`'s: the calibrated judge program, the report, the split
@@ -459,40 +417,35 @@ def calibrate(outcomes: str | Path | None, judge: str = "passfail", *, models: A
             repeats=repeats, no_test=no_test, pass_at=pass_at, label_map=label_map, promote_rule=promote_rule,
             budget=budget, baseline=str(baseline) if baseline is not None else None, dry_run=dry_run,
             robustness=robustness, labels=labels), names=API_NAMES)
-    kw = request.run_kwargs()
-    if kw.get("models") is None:
-        kw["models"] = _calibration_models(models)
-    out = calibrate_run(kw.pop("outcomes"), echo=echo or (lambda line: None), **kw)
-    dry_run = request.dry_run
-    return out if dry_run else out.result
+        request = request.model_copy(update={"models": _calibration_models(models)})  # after the checks
+    out = calibrate_run(request, echo=echo or (lambda line: None), confirm=confirm)
+    return out if request.dry_run else out.result
 
 
 # -- end to end without MLflow ---------------------------------------------------------------
 def run_calibration(suite, manifest, judge_kind: str = "passfail", teacher_lm=None, proposer_lm=None,
                     judge_lm=None, max_iters: int = 5, run_dir: str | Path = "runs/calibrate", *,
                     prompt: str | None = None, target_pi: float = DEFAULT_TARGET_PI,
-                    length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, num_threads: int = 1,
-                    batch_size: int = 6, n_boot: int = 2000, log_metrics: Callable[[dict, int], None] | None = None,
-                    view: str | None = None, repeats: int = 1, temperature: float = 0.7) -> dict:
-    """The calibration experiment through the one run loop (`vf.optimize`), without tracking: its report.
+                    length_cap: int = DEFAULT_LENGTH_CAP, use_teacher: bool = True, threads: int = 1,
+                    batch_size: int = 6, n_boot: int = 2000, view: str | None = None, repeats: int = 1,
+                    temperature: float = DEFAULT_TEMPERATURE) -> dict:
+    """The calibration experiment on records and splits in memory, without tracking: its report.
 
-    The same composition as `verifirst calibrate` (calibrate_suite): judge
-    program, label verifier, AutoRefine engine; the report is the loop's plus `judge`.
+    `vf.calibrate` with a CalibrateRequest of these records, this manifest and these LMs: judge
+    program, label verifier, AutoRefine engine on the one run loop; the report is the loop's plus `judge`.
     Writes the report files, calibrated_prompt.txt, the loop checkpoint and the evaluations into
     run_dir; the test-reuse ledger is the one of the workdir run_dir lives in. `view` maps record
     fields to the prompt's template variables; `repeats` > 1 runs the judge that many times per
     validation item (see `refine_judge`).
     """
+    from verifirst.judge.requests import CalibrateRequest
     from verifirst.loop.ledger import ledger_for_run_dir
 
     run_dir = Path(run_dir)
-    settings = CalibrationSettings(judge=judge_kind, max_iters=max_iters, threads=num_threads, view=view,
-                                   repeats=repeats, workdir=ledger_for_run_dir(run_dir).path.parent, n_boot=n_boot,
-                                   cache=False)
-    res = calibrate_suite(suite, manifest, settings, {"judge": judge_lm, "teacher": teacher_lm,
-                                                      "reflection": proposer_lm},
-                          prompt=prompt, run_dir=run_dir, echo=lambda line: None, log_metrics=log_metrics,
-                          engine_options={"target_pi": target_pi, "length_cap": length_cap,
-                                          "use_teacher": use_teacher, "batch_size": batch_size,
-                                          "repeats": repeats, "temperature": temperature})
-    return res.report
+    request = CalibrateRequest.build(dict(
+        records=suite, manifest=manifest, judge=judge_kind, prompt_text=prompt, max_iters=max_iters, run_dir=run_dir,
+        workdir=ledger_for_run_dir(run_dir).path.parent, threads=threads, view=view, repeats=repeats, n_boot=n_boot,
+        cache=False, tracking=False, models={"judge": judge_lm, "teacher": teacher_lm, "reflection": proposer_lm},
+        autorefine={"target_pi": target_pi, "length_cap": length_cap, "use_teacher": use_teacher,
+                    "batch_size": batch_size, "repeats": repeats, "temperature": temperature}))
+    return calibrate(request).report

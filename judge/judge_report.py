@@ -14,6 +14,7 @@ from verifirst.core.verdicts import FAIL, PASS, normalize_label
 from verifirst.judge.autorefine import agreement, run_judge, verdicts_at
 from verifirst.judge.programs import RubricJudge
 from verifirst.judge.teacher import TeacherDecision, abstention_stats
+from verifirst.judge.pool import Threads
 
 
 # -- held-out report -----------------------------------------------------------------------
@@ -57,7 +58,7 @@ def _verdicts_of(result) -> dict[str, str | None]:
 
 
 def judge_report(program, before: dict, after: dict, items: Sequence[Item], manifest, details: dict, *,
-                 judge_lm=None, teacher_lm=None, num_threads: int = 1, n_boot: int = 2000) -> dict:
+                 judge_lm=None, teacher_lm=None, threads: Threads = 1, n_boot: int = 2000) -> dict:
     """Judge statistics from the driver's before/after evaluations: the `judge` section of a report.
 
     Per split, the calibrated judge (after) against the uncalibrated one (before) on the same
@@ -74,7 +75,7 @@ def judge_report(program, before: dict, after: dict, items: Sequence[Item], mani
         details: the AutoRefine engine's details (loop summary, teacher decisions).
         judge_lm: the judge LM (a rubric's train-threshold baseline is re-scored with it).
         teacher_lm: the teacher LM (named in the self-preference warning).
-        num_threads: threads for that re-scoring.
+        threads: the run's Pool (or a count) for that re-scoring.
         n_boot: bootstrap resamples.
     """
     by_id = {it.id: it for it in items}
@@ -91,7 +92,7 @@ def judge_report(program, before: dict, after: dict, items: Sequence[Item], mani
         if rubric:
             verdicts[base_names[1]] = _initial_at_train_threshold(program, before[split], by_id, manifest,
                                                                   loop.get("initial_threshold"), judge_lm,
-                                                                  num_threads)
+                                                                  threads)
         verdicts_by_split[split] = verdicts
         splits[split] = held_out_report(labels, verdicts, "calibrated", base_names, n_boot=n_boot)
     decisions = {k: TeacherDecision(**v) for k, v in (details.get("teacher_decisions") or {}).items()}
@@ -122,7 +123,7 @@ def judge_report(program, before: dict, after: dict, items: Sequence[Item], mani
 
 
 def _initial_at_train_threshold(program, before, by_id: dict, manifest, threshold: float | None, judge_lm,
-                                 num_threads: int) -> dict[str, str | None]:
+                                 threads: Threads) -> dict[str, str | None]:
     """The starting rubric at the threshold chosen for it on train (scores the driver's rows lack).
 
     The same program and prompt the driver already scored on this split: with a caching LM
@@ -133,7 +134,7 @@ def _initial_at_train_threshold(program, before, by_id: dict, manifest, threshol
         manifest.check_test([it.id for it in items])
     if threshold is None:
         return _verdicts_of(before)
-    return verdicts_at(run_judge(program, items, judge_lm, num_threads), threshold)
+    return verdicts_at(run_judge(program, items, judge_lm, threads), threshold)
 
 
 def _lm_name(lm) -> str | None:

@@ -32,7 +32,6 @@ import os
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -43,6 +42,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 from verifirst.core.errors import InputError  # noqa: E402
 from verifirst.core.task import Item  # noqa: E402
 from verifirst.core.verdicts import normalize_label
+from verifirst.judge.pool import as_pool
 
 JUDGE_NAME = "outcome"
 LOCAL_MODEL_URI = "openai:/smollm2"
@@ -174,8 +174,8 @@ def log_outcome_traces(items: Sequence[Item], view_fields: Sequence[str], judge_
 
 
 def score_judge(judge, items: Sequence[Item], view_fields: Sequence[str],
-                num_threads: int = 1) -> tuple[dict[str, str | None], dict[str, str]]:
-    """Per-item verdicts (None on an LM error) and the error texts."""
+                threads: int = 1) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Per-item verdicts (None on an LM error) and the error texts; `threads` judge calls in parallel."""
     def one(it: Item):
         try:
             fb = judge(inputs=render_view(it.inputs, view_fields))
@@ -186,11 +186,7 @@ def score_judge(judge, items: Sequence[Item], view_fields: Sequence[str],
         v = _verdict(fb.value)
         return it.id, v, None if v else f"judge answered {fb.value!r}"
 
-    if num_threads > 1:
-        with ThreadPoolExecutor(num_threads) as pool:
-            rows = list(pool.map(one, items))
-    else:
-        rows = [one(it) for it in items]
+    rows = as_pool(threads).map(one, items)
     return {i: v for i, v, _ in rows}, {i: e for i, _, e in rows if e}
 
 
@@ -283,19 +279,19 @@ def _minilm(texts: list[str]) -> list[list[float]]:
     return embed(texts).tolist()
 
 
-def _make_optimizer(aligner: str, model: str, *, batch_size, seed, num_threads, simba_kwargs, gepa_kwargs,
+def _make_optimizer(aligner: str, model: str, *, batch_size, seed, threads, simba_kwargs, gepa_kwargs,
                     gepa_max_metric_calls, memalign_kwargs, embedding_model) -> tuple[Any, dict]:
     from mlflow.genai.judges import optimizers as opts
 
     if aligner == "simba":
         kwargs = dict(simba_kwargs or {})
-        kwargs.setdefault("num_threads", num_threads)
+        kwargs.setdefault("num_threads", threads)  # DSPy's keyword, only here
         opt = opts.SIMBAAlignmentOptimizer(model=model, batch_size=batch_size, seed=seed, simba_kwargs=kwargs)
         return opt, {"bsize": opt._get_batch_size(), "seed": seed,
                      **{k: v for k, v in kwargs.items() if isinstance(v, (int, float, str))}}
     if aligner == "gepa":
         kwargs = dict(gepa_kwargs or {})
-        kwargs.setdefault("num_threads", num_threads)
+        kwargs.setdefault("num_threads", threads)  # DSPy's keyword, only here
         kwargs.setdefault("seed", seed)
         opt = opts.GEPAAlignmentOptimizer(model=model, max_metric_calls=gepa_max_metric_calls, gepa_kwargs=kwargs)
         return opt, {"max_metric_calls": gepa_max_metric_calls or "4 x traces (MLflow default)",
@@ -312,7 +308,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                  batch_size: int | None = None, seed: int = 42, tracking_uri: str | None = None,
                  workdir: str | Path | None = None, experiment: str = "verifirst-judge-anchor",
                  align_temperature: float | None = 1.0, test_temperature: float | None = 0.0,
-                 judge_name: str = JUDGE_NAME, label_key: str = "label", num_threads: int = 1,
+                 judge_name: str = JUDGE_NAME, label_key: str = "label", threads: int = 1,
                  score_unaligned: bool = True, max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  aligners: Sequence[str] | str = ("simba",), gepa_kwargs: dict | None = None,
                  gepa_max_metric_calls: int | None = None, memalign_kwargs: dict | None = None,
@@ -400,7 +396,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
             phase("test_unaligned", test_temperature)
             t0 = time.perf_counter()
             out.verdicts["mlflow_unaligned"], out.errors["mlflow_unaligned"] = score_judge(
-                base, test_items, view_fields, num_threads)
+                base, test_items, view_fields, threads)
             meta["unaligned_test_s"] = round(time.perf_counter() - t0, 2)
 
         missing = available_aligners()
@@ -429,7 +425,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
             meta["train_trace_ids"] = [t.info.trace_id for t in traces]
             for a in runnable:
                 opt, settings = _make_optimizer(
-                    a, optimizer_model_uri or model_uri, batch_size=batch_size, seed=seed, num_threads=num_threads,
+                    a, optimizer_model_uri or model_uri, batch_size=batch_size, seed=seed, threads=threads,
                     simba_kwargs=simba_kwargs, gepa_kwargs=gepa_kwargs, gepa_max_metric_calls=gepa_max_metric_calls,
                     memalign_kwargs=memalign_kwargs, embedding_model=embedding_model)
                 row: dict[str, Any] = {"status": "aligned", "settings": settings}
@@ -450,7 +446,7 @@ def align_anchor(train_items: Sequence[Item], test_items: Sequence[Item], view_f
                 row["changed"] = aligned.instructions != base.instructions
                 phase("test_aligned" if a == "simba" else f"test_{a}", test_temperature)
                 t0 = time.perf_counter()
-                out.verdicts[key], out.errors[key] = score_judge(aligned, test_items, view_fields, num_threads)
+                out.verdicts[key], out.errors[key] = score_judge(aligned, test_items, view_fields, threads)
                 row["test_s"] = round(time.perf_counter() - t0, 2)
         if errors or meta["skipped_aligners"]:
             meta["align_error"] = "; ".join(errors + list(meta["skipped_aligners"].values()))

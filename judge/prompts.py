@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -133,8 +134,9 @@ def _known_versions(client, name: str) -> str:
 
 
 def score_prompt(judge: str, fields: list[str], text: str, threshold: float | None, items, judge_lm,
-                  threads: int, view: str | None = None) -> dict[str, str | None]:
-    """Verdicts of one judge prompt on these items with this LM (None where the LM failed)."""
+                  threads: Any, view: str | None = None) -> dict[str, str | None]:
+    """Verdicts of one judge prompt on these items with this LM (None where the LM failed); `threads`: the run's
+    judge Pool, or a count."""
     program = make_judge(judge, fields, text) if view is None else make_judge(judge, fields, text, view=view)
     with dspy.context(lm=judge_lm, adapter=FastJSONAdapter()):
         return verdicts_at(run_judge(program, items, judge_lm, threads, fail_fast=True), threshold)

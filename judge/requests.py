@@ -32,6 +32,9 @@ CALIBRATE_FLAGS = {
     "as_json": "--json", "budget": "--max-usd", "dry_run": "--dry-run", "robustness": "--robustness",
     "labels": "--labels",
 }
+# the API's in-memory calibration (AutoRefineAligner.align, run_calibration): fields no flag spells
+IN_MEMORY_FIELDS = {"records", "manifest", "program", "autorefine", "eval_splits", "run_name", "config", "n_boot",
+                    "cache"}
 # field -> the keyword `vf.calibrate` spells it with, where the two differ
 API_NAMES = {"promote_alias": "promote", "prompt_text": "judge", "judge": "kind"}
 JUDGE_FLAGS = {"prompt": "--prompt", "input": "--input", "kind": "--kind", "model": "--model", "workdir": "--workdir",
@@ -41,8 +44,10 @@ JUDGE_FLAGS = {"prompt": "--prompt", "input": "--input", "kind": "--kind", "mode
 class CalibrateRequest(Request):
     """What `verifirst calibrate` and `vf.calibrate` are asked to do, checked before any record is read.
 
-    Fields are calibrate_run's arguments (see verifirst.judge.calibrate.calibrate_run); `budget` is a
+    What each field means: `vf.calibrate`'s Args (verifirst.judge.calibrate.calibrate); `budget` is a
     vf.Budget (the CLI builds it from --max-*), `models` LMs given by the API instead of model strings.
+    The request is passed whole to calibrate_run: `threads` becomes the run's judge Pool there, once.
+    The last fields are the API's in-memory calibration (the aligner, run_calibration), never a flag.
     """
 
     outcomes: Optional[UserPath] = None
@@ -87,6 +92,16 @@ class CalibrateRequest(Request):
     robustness: Any = None
     labels: Optional[NonEmptyStr] = None  # several labellers: majority | unanimous | a labeller's name
     as_json: bool = False
+    # the API's in-memory calibration (AutoRefineAligner.align, run_calibration): no flag spells these
+    records: Any = None  # a vf.Suite of outcome records, instead of outcomes / from_mlflow
+    manifest: Any = None  # a SplitManifest over them, instead of splits
+    program: Any = None  # the judge program to calibrate (e.g. an MLflow judge wrapped), instead of the kind's
+    autorefine: Optional[dict] = None  # AutoRefineEngine options: target_pi, length_cap, use_teacher, batch_size
+    eval_splits: Optional[tuple] = None  # the splits scored before and after (default: every split)
+    run_name: Optional[NonEmptyStr] = None  # the run's name (default calibrate-KIND)
+    config: Optional[dict] = None  # the settings in the run's resume key (default: the calibration's own)
+    n_boot: PositiveInt = 2000
+    cache: bool = True  # the workdir's disk cache of LM replies
 
     @model_validator(mode="after")
     def _checked(self):
@@ -99,6 +114,9 @@ class CalibrateRequest(Request):
         from verifirst.loop.splits import check_split_method
 
         # each raises an InputError (not a ValueError: pydantic lets it through) naming its option
+        if self.records is not None and (self.outcomes is not None or self.from_mlflow):
+            raise InputError("records given in memory and from a file or MLflow", field="records",
+                             expected="one source: records, outcomes or from_mlflow")
         check_record_source(self.outcomes, self.from_mlflow, self.snippets)
         parse_ratios(self.ratios, self.no_test)  # a dict's keys and split method checked on the way
         check_split_method(self.split_by, self.time_field, self.windows, prefix="--")
@@ -125,12 +143,6 @@ class CalibrateRequest(Request):
             return self.splits
         return {"ratios": self.splits, "by": self.split_by, "time_field": self.time_field, "windows": self.windows}
 
-    def run_kwargs(self) -> dict[str, Any]:
-        """calibrate_run's keyword arguments, each field passed once under its one name."""
-        skip = {"split_by", "time_field", "windows", "splits", "as_json", "prompt", "prompt_text"}
-        out = {k: getattr(self, k) for k in type(self).model_fields if k not in skip}
-        out.update(splits=self.split_spec(), prompt_source=self.prompt, prompt=self.prompt_text)
-        return out
 
 
 class JudgeRequest(Request):

@@ -38,7 +38,7 @@ class CalibrationSettings:
 
     judge: str = "passfail"
     max_iters: int = 5
-    threads: int = 1
+    threads: Any = 1  # the run's judge Pool (verifirst.judge.pool), made once from the request's threads
     view: str | None = None
     repeats: int = 1
     model: str | None = None  # the judge model spec (the anchor's model)
@@ -106,7 +106,7 @@ class CalibrationSteps(RunCallback):
         manifest = self.manifest
         rep["judge"] = judge_report(self.program, res.before, res.after, self.suite.items, manifest,
                                              rep["details"], judge_lm=self.lms["judge"],
-                                             teacher_lm=self.lms["teacher"], num_threads=s.threads, n_boot=s.n_boot)
+                                             teacher_lm=self.lms["teacher"], threads=s.threads, n_boot=s.n_boot)
         prompt_text = rep["judge"].get("calibrated_prompt") or getattr(res.program, "prompt", "")
         atomic.write_text(run_dir / "calibrated_prompt.txt", str(prompt_text) + "\n")
         rep["models"] = {"judge": lm_spec(self.lms["judge"], s.model), "teacher": lm_spec(self.lms["teacher"], s.model),

@@ -8,7 +8,6 @@ monitoring signal (many abstentions: the judge needs better inputs, not a better
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Sequence
@@ -18,6 +17,7 @@ import dspy
 from verifirst.core.stats import fisher_exact
 from verifirst.core.task import Item
 from verifirst.judge.failfast import FIRST_CALLS_ALL_FAILED, not_sent
+from verifirst.judge.pool import Threads, as_pool
 
 KEEP, CORRECT, SKIP, ERROR = "KEEP", "CORRECT", "SKIP", "ERROR"
 OUTCOME_FIELD = "outcome_label"
@@ -85,13 +85,14 @@ def review_one(teacher: InformedTeacher, item: Item, lm=None) -> TeacherDecision
     return TeacherDecision(item.id, label, out.decision, final, out.justification)
 
 
-def run_teacher(teacher: InformedTeacher, items: Sequence[Item], lm=None, num_threads: int = 1,
+def run_teacher(teacher: InformedTeacher, items: Sequence[Item], lm=None, threads: Threads = 1,
                 done: dict[str, TeacherDecision] | None = None,
                 on_progress: Callable[[dict[str, TeacherDecision]], None] | None = None,
                 progress_every: int = 16,
                 on_item: Callable[[Item, TeacherDecision], None] | None = None) -> dict[str, TeacherDecision]:
     """Review every item not already in `done`; `on_progress` checkpoints partial results, `on_item` is told
-    each review as it is made (in its thread)."""
+    each review as it is made (in its thread); `threads` is the run's Pool, or a count."""
+    pool = as_pool(threads)
     results = dict(done or {})
     todo = [it for it in items if it.id not in results]
 
@@ -103,11 +104,7 @@ def run_teacher(teacher: InformedTeacher, items: Sequence[Item], lm=None, num_th
 
     for start in range(0, len(todo), progress_every):
         chunk = todo[start:start + progress_every]
-        if num_threads > 1:
-            with ThreadPoolExecutor(num_threads) as pool:
-                got = list(pool.map(one, chunk))
-        else:
-            got = [one(it) for it in chunk]
+        got = pool.map(one, chunk)
         for d in got:
             results[d.id] = d
         if on_progress:
@@ -165,7 +162,7 @@ def _fisher(groups: dict[str, list]) -> dict | None:
             "odds_ratio": res.odds_ratio, "p_value": res.p_value}
 
 
-def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num_threads: int = 1,
+def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, threads: Threads = 1,
                  fail_fast: bool = False,
                  on_item: Callable[[Item, TeacherDecision], None] | None = None) -> dict[str, dict]:
     """The informed teacher AutoRefine runs, on these items with their recorded labels (a monitoring
@@ -176,22 +173,22 @@ def review_items(view_fields: Sequence[str], items: Sequence[Item], lm=None, num
         view_fields: the fields the judge reads (the teacher sees exactly those).
         items: the items, each with gold["label"] PASS/FAIL.
         lm: the teacher's LM (None: the configured one).
-        num_threads: threads.
+        threads: teacher calls in parallel (a Pool, or a count).
         fail_fast: stop asking once the first FIRST_CALLS_ALL_FAILED reviews all failed (an endpoint
             that is down): the items not asked get decision ERROR and an error saying so.
         on_item: told each item and its decision as it is reviewed (progress).
     """
     teacher = InformedTeacher(view_fields)
     if not fail_fast:
-        decisions = run_teacher(teacher, items, lm, num_threads, on_item=on_item)
+        decisions = run_teacher(teacher, items, lm, threads, on_item=on_item)
         return {k: d.to_dict() for k, d in decisions.items()}
     items = list(items)
-    first = run_teacher(teacher, items[:FIRST_CALLS_ALL_FAILED], lm, num_threads, on_item=on_item)
+    first = run_teacher(teacher, items[:FIRST_CALLS_ALL_FAILED], lm, threads, on_item=on_item)
     if len(first) >= FIRST_CALLS_ALL_FAILED and all(d.decision == ERROR for d in first.values()):
         why = not_sent(next(d.error for d in first.values()), len(first))
         rest = {it.id: TeacherDecision(it.id, it.gold["label"], ERROR, None, "", why)
                 for it in items[FIRST_CALLS_ALL_FAILED:]}
     else:
-        rest = run_teacher(teacher, items[FIRST_CALLS_ALL_FAILED:], lm, num_threads, on_item=on_item)
+        rest = run_teacher(teacher, items[FIRST_CALLS_ALL_FAILED:], lm, threads, on_item=on_item)
     decisions = {**first, **rest}
     return {it.id: decisions[it.id].to_dict() for it in items}

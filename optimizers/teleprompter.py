@@ -181,7 +181,7 @@ class AutoRefine(Teleprompter):
         res = refine_judge(judge, train, val, self.teacher_lm or lm, self.proposer_lm or lm,
                         max_iters=self.max_iters, target_pi=self.target_pi, length_cap=self.length_cap,
                         judge_lm=self.judge_lm, use_teacher=self.use_teacher, batch_size=self.batch_size,
-                        num_threads=self.num_threads)
+                        threads=self.num_threads)  # DSPy's keyword outside, ours inside
         compiled = res.judge.module if wrapped else res.judge
         its = res.iterations
         counts = res.teacher_stats.get("overall", {})

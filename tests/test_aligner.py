@@ -145,7 +145,7 @@ def aligned_run(tmp_path_factory):
             traces = log_labelled_traces(rows, "safety")
             traces += log_labelled_traces([({"task": "x"}, "def g(): pass", None)], "safety")  # unlabelled
             aligner = verifirst.AutoRefineAligner(teacher=roles, proposer=roles, max_iters=3, n_boot=300,
-                                                      num_threads=4)
+                                                      threads=4)
             with mlflow.start_run() as run:
                 state_before = mlflow_process_state()
                 aligned = judge.align(traces, optimizer=aligner)

@@ -250,7 +250,7 @@ def test_every_aligner_on_one_split_learns_the_rule_from_train_only(tmp_path, st
     train, test = outcome_items(12, "tr"), outcome_items(6, "te")
     m = SplitManifest([it.id for it in train], [], [it.id for it in test], 0, (0.67, 0.0, 0.33))
     eng = RuleFollowingEngine()
-    res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path, aligners="all", num_threads=4,
+    res = align_anchor(train, test, engine=eng, manifest=m, workdir=tmp_path, aligners="all", threads=4,
                        instructions="Review the code change before it is accepted.",
                        simba_kwargs={"max_steps": 2, "num_candidates": 3, "max_demos": 2},
                        gepa_max_metric_calls=24, embedder=hashed_words, tracking_uri=store_uri,

@@ -60,7 +60,8 @@ def test_every_calibrate_option_is_a_field_of_its_request():
     spend = {"--max-tokens", "--max-lm-calls", "--max-wall-s"}  # with --max-usd: the budget
     assert set(flags) <= set(model.model_fields)
     assert shown == set(flags.values()) | spend | {"--yes"}, shown ^ (set(flags.values()) | spend | {"--yes"})
-    assert set(model.model_fields) - set(flags) == {"experiment", "models", "prompt_text", "tracking"}
+    assert set(model.model_fields) - set(flags) == {"experiment", "models", "prompt_text", "tracking",
+                                                    *judge_requests.IN_MEMORY_FIELDS}
 
 
 def _invoke(tmp_path, monkeypatch, argv):

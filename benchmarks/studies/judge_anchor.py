@@ -175,7 +175,7 @@ def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, 
             ours_rep = run_calibration(suite, manifest, "passfail", teacher_lm=make_lm(model, role="teacher"),
                                        proposer_lm=make_lm(model, role="reflection"), judge_lm=judge_lm,
                                        max_iters=max_iters, run_dir=workdir / "autorefine",
-                                       use_teacher=use_teacher, num_threads=num_threads, n_boot=n_boot)
+                                       use_teacher=use_teacher, threads=num_threads, n_boot=n_boot)
         source = "run_calibration"
     ours_rep = ours_rep["judge"] if isinstance(ours_rep.get("judge"), dict) else ours_rep  # calibrate's judge section
     ours_s = time.perf_counter() - t0
@@ -183,7 +183,7 @@ def run_judge_anchor(outcomes: str | None = None, *, problems: int | None = 12, 
     t0 = time.perf_counter()
     anchor = align_anchor(train, test, view_fields, DEFAULT_PASSFAIL_PROMPT, mlflow_model_uri(model),
                           manifest=manifest, simba_kwargs=simba_kwargs, workdir=workdir,
-                          num_threads=num_threads, engine=engine, aligners=aligners, **(anchor_options or {}))
+                          threads=num_threads, engine=engine, aligners=aligners, **(anchor_options or {}))
     anchor_s = time.perf_counter() - t0
     verdicts.update(anchor.verdicts)
     labels = {it.id: it.gold["label"] for it in test}
