@@ -292,10 +292,12 @@ def _read_store(client, exp_id: str, state: dict, *, judge: str, judge_rule: Lab
 
 
 def _teacher_review(lm: Any, client, todo: list[str], traces: dict, labels: dict, view: list[str] | None,
-                    threads: int) -> dict:
-    """The informed teacher's decisions on the records without one (one teacher call each)."""
+                    threads: int, progress: Callable[[str], None] | None = None) -> dict:
+    """The informed teacher's decisions on the records without one (one teacher call each); progress lines as
+    `monitor`'s teacher pass prints them (verifirst.judge.passes)."""
     import dspy
 
+    from verifirst.judge.passes import Passes
     from verifirst.judge.teacher import review_items
     from verifirst.lm import FastJSONAdapter
 
@@ -305,8 +307,8 @@ def _teacher_review(lm: Any, client, todo: list[str], traces: dict, labels: dict
     for tid, t in got.items():
         v = trace_view(t)
         items.append(Item(tid, {f: v.get(f, "") for f in fields}, {"label": labels[tid]}))
-    with dspy.context(lm=lm, adapter=FastJSONAdapter()):  # as monitor runs it: one call a record
-        return review_items(fields, items, lm, threads)
+    with dspy.context(lm=lm, adapter=FastJSONAdapter()), Passes(progress, len(items)).teacher() as on_item:
+        return review_items(fields, items, lm, threads, on_item=on_item)  # as monitor runs it: one call a record
 
 
 def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "label",
@@ -317,7 +319,8 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
                      view: str | None = None, max_wait: str | None = None, threads: int = 1, n_boot: int = 2000,
                      workdir: str | Path | None = None, tracking_uri: str | None = None,
                      tracking: MLflow | None = None, run_dir: str | Path | None = None, dry_run: bool = False,
-                     echo: Callable[[str], None] | None = None) -> MonitorResult | dict:
+                     echo: Callable[[str], None] | None = None,
+                     progress: Callable[[str], None] | None = None) -> MonitorResult | dict:
     """The monitor's windows, π and drift verdict from the judge's recorded verdicts: 0 judge calls.
 
     Args:
@@ -348,6 +351,7 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
         run_dir: where report.json/md/html go (default WORKDIR/runs/monitor-TIME).
         dry_run: read the store, write nothing, call no model: return what a run would read and cost.
         echo: a callable for progress lines.
+        progress: where the teacher pass's per-tenth lines go when stdout is not a terminal (default: echo).
 
     Returns:
         A MonitorResult (report["recorded"] says what was read and joined, report["model_calls"]
@@ -428,7 +432,8 @@ def monitor_recorded(experiment: str, *, judge: str = "judge", label: str = "lab
         configure_cache(workdir / "cache")
         lm = make_lm(teacher, role="teacher") if isinstance(teacher, (str, list)) else teacher
         decided = _teacher_review(lm, client, todo, got["traces"], {t: records[t]["label"] for t in todo},
-                                  [f.strip() for f in view.split(",") if f.strip()] if view else None, threads)
+                                  [f.strip() for f in view.split(",") if f.strip()] if view else None, threads,
+                                  progress or echo)
         for tid, d in decided.items():
             records[tid] = {**records[tid], "teacher": d}
         model_calls["teacher"] = len(todo)
@@ -508,7 +513,8 @@ def cli_monitor_recorded(request: Any, *, recorded: str | None, state: Path | No
                            view=request.view, max_wait=max_wait, threads=request.threads,
                            teacher=kw["models"]["teacher"] if teacher_abstention else None,
                            workdir=request.workdir, tracking_uri=request.tracking_uri, tracking=kw["tracking"],
-                           run_dir=request.run_dir, dry_run=dry_run)
+                           run_dir=request.run_dir, dry_run=dry_run,
+                           progress=None if as_json else print)  # lines only where stdout is no terminal
     if dry_run:
         print(json.dumps(res, indent=1) if as_json else
               f"dry run: {res['traces_read']} new trace(s) to read, {res['waiting_rechecked']} waiting to re-read, "

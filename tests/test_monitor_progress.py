@@ -53,3 +53,24 @@ def test_quiet_and_json_monitor_print_no_progress_lines(tmp_path, scripted, monk
                                  "--workdir", str(tmp_path / "wd"), "--no-tracking", "--outcomes", str(path)])
     assert r.exit_code == 0, r.output
     assert not _progress(r.output) and "monitor:" in r.output
+
+
+def test_recorded_monitor_teacher_pass_prints_its_lines_too(tmp_path, monkeypatch):
+    """--recorded makes no judge call; with --teacher-abstention its teacher pass says how far it is the same way."""
+    from test_monitor_recorded import Store, _lm, _recorded, _records, _template
+    from verifirst.report import progress
+
+    monkeypatch.setattr(progress, "_QUIET", [False])
+    monkeypatch.delenv(progress.QUIET_ENV, raising=False)
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # as test_monitor_recorded puts them back
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
+    (tmp_path / "template").mkdir()
+    store = Store(tmp_path, monkeypatch, _template(tmp_path / "template" / "mlflow.db", serve=True))
+    store.outcomes(_records())
+    lines: list[str] = []
+    rec = _recorded(tmp_path, store, teacher=_lm("teacher"), progress=lines.append)
+    assert rec.report["model_calls"] == {"judge": 0, "teacher": 80}
+    said = _progress("\n".join(lines))
+    assert said[0] == "teacher records: 0/80 items" and not [ln for ln in said if ln.startswith("judge")], said
+    assert len(said) == 11 and said[-1].startswith("teacher records: done, 80 items"), said
