@@ -4,6 +4,12 @@ from pathlib import Path
 
 import pytest
 
+# Each xdist worker's sandbox runs at a uid of its own, so a test that counts the processes of the
+# sandbox's uid (none left behind) sees only its own worker's runs. Set before the sandbox is imported.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and _WORKER[2:].isdigit() and "VERIFIRST_SANDBOX_UID" not in os.environ:
+    os.environ["VERIFIRST_SANDBOX_UID"] = str(3_000_000 + 100 * (int(_WORKER[2:]) + 1))
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -73,3 +79,12 @@ def procs_of_uid(uid: int) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs two xdist workers (--dist loadgroup): a file's tests stay together on one
+    worker (many share a module-scoped server, model or scratch, and the doc pages' commands build on
+    each other), and the red-team files are one group (their batteries are one session fixture)."""
+    for item in items:
+        path = Path(str(item.fspath))
+        item.add_marker(pytest.mark.xdist_group("redteam" if path.parent.name == "redteam" else path.stem))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.security]  # its inner escape suite measures the host: the serial part
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _signals_trial import run_trial  # noqa: E402
 
-SEED = int(os.environ.get("VERIFIRST_SIGNALS_SEED", random.randrange(1_000_000)))
+# one seed per suite run: xdist's workers share the run's id, so each collects the same sample
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+SEED = int(os.environ.get("VERIFIRST_SIGNALS_SEED") or
+           (int(_RUN, 16) % 1_000_000 if _RUN else random.randrange(1_000_000)))
 _rng = random.Random(SEED)
 # A random sample per suite run: one CLI trial (a run and its resume; the CLI runs dominate the
 # suite's time) with a random signal, capped or not. The in-process tests below cover SIGTERM and a
