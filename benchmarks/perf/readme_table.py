@@ -84,8 +84,13 @@ def sandbox(f: Field) -> tuple[str, str]:
            f"{_n(f('cpu_ms_per_task'), 1)} ms CPU; plain `subprocess` "
            f"{_n(f('baseline_plain_subprocess_ms_per_task'), 2)} ms; {f('tasks')} tasks in {_n(f('wall_s'), 1)} s")
     rt = f("trivial_at_realtime_priority", None)
+    if f("ratio_vs_plain_same_commands", None) is not None:  # the same gold pair, plain, fresh fixture copies
+        res += (f"; the same commands by plain `bash -c`, each on a fresh fixture copy: "
+                f"{_n(f('baseline_plain_same_commands_ms_per_task'), 1)} ms/task, sandbox "
+                f"{_n(f('ratio_vs_plain_same_commands'), 2)}× that ({_n(f('ratio_vs_plain_same_commands_bash_only'), 2)}× "
+                f"the two `bash -c` alone)")
     if f("compared", None) is not None:  # per task: not the same work on both sides (see the JSON)
-        res += (f"; per task {_n(f('ratio_vs_plain_subprocess'), 2)}× plain"
+        res += (f"; per task {_n(f('ratio_vs_plain_subprocess'), 2)}× two `bash -c 'echo hello'`"
                 + (f", at real-time priority {_n(rt['ratio_per_task'], 2)}×" if rt and "ratio_per_task" in rt else ""))
     lc = f("launchers", None)
     if lc and "bwrap" in lc and "vf-sandbox" in lc:
