@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from verifirst.cli_common import DEMO_DIR, confirm_spend, fail, spend_budget, tracking_uri_option
+from verifirst.cli_run import library_levels_again
 from verifirst.core.errors import VerifirstError
 from verifirst.loop.splits import DEFAULT_RATIOS
 
@@ -101,7 +102,7 @@ def calibrate(outcomes: Optional[Path] = typer.Option(None, help="outcome record
         from verifirst.judge.calibrate import cli_calibrate
         from verifirst.judge.requests import CALIBRATE_FLAGS, CalibrateRequest
 
-        _library_levels_again()
+        library_levels_again()  # after the heavy imports (dspy resets its logger)
 
         flags = dict(outcomes=outcomes, judge=judge, model=model, teacher=teacher, proposer=proposer,
                      max_iters=max_iters, splits=splits, split_by=split_by, time_field=time_field, windows=windows,
@@ -141,7 +142,7 @@ def judge_cmd(prompt: str = typer.Option(..., help="prompt file, prompts:/NAME/V
         from verifirst.judge.apply import cli_judge
         from verifirst.judge.requests import JUDGE_FLAGS, JudgeRequest
 
-        _library_levels_again()
+        library_levels_again()  # after the heavy imports (dspy resets its logger)
 
         request = JudgeRequest.build(dict(prompt=prompt, input=input, kind=kind, model=model, workdir=workdir,
                                           threshold=threshold, view=view, tracking_uri=tracking_uri, limit=limit),
@@ -216,7 +217,7 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
         from verifirst.judge.monitoring import cli_monitor
         from verifirst.judge.requests import MONITOR_FLAGS, MonitorRequest
 
-        _library_levels_again()
+        library_levels_again()  # after the heavy imports (dspy resets its logger)
 
         request = MonitorRequest.build(dict(
             prompt=prompt, outcomes=outcomes, from_mlflow=from_mlflow, label=label, windows=windows,
@@ -236,14 +237,6 @@ def monitor_cmd(prompt: str = typer.Option(..., help="the deployed judge: prompt
         raise typer.Exit(cli_monitor(**request.monitor_kwargs()))
     except VerifirstError as e:
         fail(e)
-
-
-def _library_levels_again() -> None:
-    """`import dspy` sets its logger back to INFO: the levels `-v` chose, again, after the imports
-    (else DSPy's WARNING lines leak into a quiet verb)."""
-    from verifirst.cli_run import _VERBOSE, set_verbosity
-
-    set_verbosity(_VERBOSE[0])
 
 
 def mount(app: typer.Typer) -> None:
