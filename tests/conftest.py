@@ -9,6 +9,11 @@ import pytest
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit() and "VERIFIRST_SANDBOX_UID" not in os.environ:
     os.environ["VERIFIRST_SANDBOX_UID"] = str(3_000_000 + 100 * (int(_WORKER[2:]) + 1))
+# and the embedded model's threads share the cores between the workers (two models of 2 threads on
+# 2 cores stall each other at every step: a 3-minute journey took over 12)
+if _WORKER and "VERIFIRST_LOCAL_THREADS" not in os.environ:
+    _n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    os.environ["VERIFIRST_LOCAL_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // max(1, _n)))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")

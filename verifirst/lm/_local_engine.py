@@ -34,6 +34,7 @@ from verifirst.lm._deadline import request_deadline
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "local/smollm2-135m-instruct"
 MEMORY_ENV = "VERIFIRST_LOCAL_MEMORY_MB"
+THREADS_ENV = "VERIFIRST_LOCAL_THREADS"
 # The child's address space: the 135M model, its 4096-token context and Python need about 1 GB of it.
 DEFAULT_MEMORY_MB = 3072
 MAX_TOKENS_CAP = 1024  # completion tokens per request: a longer ask is cut here (finish_reason length)
@@ -86,6 +87,22 @@ def memory_ceiling_mb() -> int:
     if not raw.isdigit() or int(raw) < 512:
         raise ConfigError(f"{MEMORY_ENV}={raw!r} is not a memory ceiling", field=MEMORY_ENV,
                           expected="a whole number of MB, at least 512 (the model alone needs about 1000)")
+    return int(raw)
+
+
+def default_threads() -> int:
+    """The embedded model's threads: VERIFIRST_LOCAL_THREADS, else the CPUs this process may run on
+    (llama.cpp's threads wait on each other at every step: more threads than free cores stall it).
+
+    Raises:
+        ConfigError: the variable is not a whole number of at least 1.
+    """
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return max(1, len(os.sched_getaffinity(0)))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{THREADS_ENV}={raw!r} is not a thread count", field=THREADS_ENV,
+                          expected="a whole number, at least 1")
     return int(raw)
 
 
@@ -243,7 +260,7 @@ class LlamaCppEngine:
         require_local_extra()
         self.model_path = str(model_path or smollm2_path())
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads or default_threads()
         self.seed = seed
         self.default_max_tokens = default_max_tokens
         self.memory_mb = memory_mb or memory_ceiling_mb()
