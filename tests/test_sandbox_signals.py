@@ -34,6 +34,10 @@ def test_every_launcher_starts_the_command_with_default_signals_whatever_the_hos
     backends = set()
     for name, r in got.items():
         assert r["exit"] == 0, (name, r)
-        assert r["stdout"] == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", (name, r)
+        blk, ign = (int(line.split()[1], 16) for line in r["stdout"].splitlines())
+        # bubblewrap is reset by `env --default-signal`, through glibc, which refuses glibc's own
+        # signals 32 and 33: a host that left those ignored (seen in a CI chain) keeps them there
+        glibc_own = (1 << 31 | 1 << 32) if r["backend"] == "bwrap" else 0
+        assert blk == 0 and ign & ~glibc_own == 0, (name, r)
         backends.add(r["backend"])
     assert backends & {"vf-sandbox", "bwrap"}

@@ -34,11 +34,7 @@ def plain_same_helper(tasks_path: str) -> int:
     for each line on stdin, every task of `tasks_path` once, printing a JSON list of [wall ms, of
     which in `bash -c`, [exit codes]] per task (gold then gold2, each: a fresh fixture copy on the tmpfs the
     sandbox's scratch is on, `bash -c`, the copy removed)."""
-    from verifirst.verifiers.bash import fixtures
-
-    tasks = json.loads(Path(tasks_path).read_text())
-    fxs = {name: fixtures.resolve(name) for name in {t["fixture"] for t in tasks}}
-    tops = {name: {e.path.split("/")[0] for e in fx.entries} - HOST_TOP for name, fx in fxs.items()}
+    tasks = json.loads(Path(tasks_path).read_text())  # stdlib only: each fixture as a tree `start` wrote
     base = tempfile.mkdtemp(prefix="plain-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     for _ in sys.stdin:
         out = []
@@ -46,12 +42,12 @@ def plain_same_helper(tasks_path: str) -> int:
             t0, in_bash, codes = time.perf_counter(), 0.0, []
             for command in (t["gold"], t["gold2"]):
                 copy = tempfile.mkdtemp(dir=base)
-                fixtures.write_tree(fxs[t["fixture"]], copy)
+                shutil.copytree(t["src"], copy, symlinks=True, dirs_exist_ok=True)
                 t1 = time.perf_counter()
                 try:
-                    codes.append(subprocess.run(["bash", "-c", _rewrite(command, tops[t["fixture"]], copy)], cwd=copy,
+                    codes.append(subprocess.run(["bash", "-c", _rewrite(command, set(t["tops"]), copy)], cwd=copy,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   timeout=t["timeout_s"], env={**fxs[t["fixture"]].env, "HOME": copy + "/root",
+                                   timeout=t["timeout_s"], env={**t["env"], "HOME": copy + "/root",
                                                                 "PATH": os.environ.get("PATH", "/usr/bin:/bin")}).returncode)
                 except subprocess.TimeoutExpired:
                     codes.append(None)
@@ -74,6 +70,13 @@ def _removed(path: str) -> bool:
         return False
 
 
+def _stdlib_python() -> list[str]:
+    """The helper as the other uid runs it: this file's text (stdlib only) given to a python that uid
+    can reach (a checkout or venv under a 0700 directory is closed to it)."""
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    return [python, "-c", Path(__file__).read_text()]  # its __main__ block runs the helper on argv[1]
+
+
 class PlainSame:
     """The helper process of plain_same_helper, at an unused uid in its own network namespace
     (root only: `start` gives None otherwise); `round()` runs every task once there."""
@@ -85,12 +88,22 @@ class PlainSame:
             return None
         self = cls()
         uid = 3_300_000 + os.getpid() % 50_000  # no other process runs as it
+        from verifirst.verifiers.bash import fixtures
+
+        self.src = tempfile.mkdtemp(prefix="plain-src-")  # each fixture written once, readable by the uid
+        fxs = {name: fixtures.resolve(name) for name in {t["fixture"] for t in tasks}}
+        for name, fx in fxs.items():
+            os.makedirs(f"{self.src}/{name}")
+            fixtures.write_tree(fx, f"{self.src}/{name}")
+        subprocess.run(["chmod", "-R", "a+rX", self.src], check=True)
         fd, self.tasks_path = tempfile.mkstemp(suffix=".json")
         with os.fdopen(fd, "w") as fh:
-            json.dump([dict(t, timeout_s=timeout_s) for t in tasks], fh)
+            json.dump([dict(t, timeout_s=timeout_s, src=f"{self.src}/{t['fixture']}", env=fxs[t["fixture"]].env,
+                            tops=sorted({e.path.split("/")[0] for e in fxs[t["fixture"]].entries} - HOST_TOP))
+                       for t in tasks], fh)
         os.chmod(self.tasks_path, 0o644)
         self.proc = subprocess.Popen([unshare, "--net", "--", setpriv, f"--reuid={uid}", f"--regid={uid}",
-                                      "--clear-groups", sys.executable, os.path.abspath(__file__), self.tasks_path],
+                                      "--clear-groups", *_stdlib_python(), self.tasks_path],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/tmp",
                                      env=dict(os.environ))
         return self
@@ -107,6 +120,7 @@ class PlainSame:
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
         os.unlink(self.tasks_path)
+        shutil.rmtree(self.src, ignore_errors=True)
 
 
 if __name__ == "__main__":
