@@ -392,6 +392,10 @@ KNOWN_LIMITS: dict[tuple[str, str], str] = {
        "to their real host paths (a relative path or /proc/self/fd/N too) and mounts the layers as "
        "/oldroot/<host path>, which mountinfo shows (vf-sandbox names them relative)"
        for m in ("root-bwrap", "user-bwrap")},
+    # the same cause: a file mapped from bubblewrap's overlay can be named by its layer's host path
+    # (/proc/*/maps, map_files; seen in a clean-clone CI run after pid 1's maps were covered)
+    ("maps_host_paths", "root-bwrap"): "bubblewrap's overlay layers sit at their host paths (see "
+    "mountinfo_host_paths), so a mapped file's path can name the scratch area",
 }
 
 
