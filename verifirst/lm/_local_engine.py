@@ -81,12 +81,22 @@ def memory_ceiling_mb() -> int:
     Raises:
         ConfigError: the variable is not a whole number of MB of at least 512.
     """
-    raw = os.environ.get(MEMORY_ENV, "").strip()
+    return _whole_number_env(MEMORY_ENV, 512, "memory ceiling",
+                             "a whole number of MB, at least 512 (the model alone needs about 1000)") \
+        or DEFAULT_MEMORY_MB
+
+
+def _whole_number_env(name: str, least: int, what: str, expected: str) -> int | None:
+    """The whole number in environment variable `name` (None: unset or blank).
+
+    Raises:
+        ConfigError: it is not a whole number of at least `least`, named as not a `what`.
+    """
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_MEMORY_MB
-    if not raw.isdigit() or int(raw) < 512:
-        raise ConfigError(f"{MEMORY_ENV}={raw!r} is not a memory ceiling", field=MEMORY_ENV,
-                          expected="a whole number of MB, at least 512 (the model alone needs about 1000)")
+        return None
+    if not raw.isdigit() or int(raw) < least:
+        raise ConfigError(f"{name}={raw!r} is not a {what}", field=name, expected=expected)
     return int(raw)
 
 
@@ -97,13 +107,8 @@ def default_threads() -> int:
     Raises:
         ConfigError: the variable is not a whole number of at least 1.
     """
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return max(1, len(os.sched_getaffinity(0)))
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"{THREADS_ENV}={raw!r} is not a thread count", field=THREADS_ENV,
-                          expected="a whole number, at least 1")
-    return int(raw)
+    return _whole_number_env(THREADS_ENV, 1, "thread count", "a whole number, at least 1") \
+        or max(1, len(os.sched_getaffinity(0)))
 
 
 def _raise_if_past(deadline: float | None, tokens: int) -> None:
