@@ -218,7 +218,7 @@ class _Job:
             if not sb.unsafe_local and _cgroup.available():
                 self.cgroup = _cgroup.RunCgroup(sb.limits["as_bytes"], sb.limits["nproc"])
             if self.cgroup and self.private and sb._bwrap.kind != "bwrap":  # isolated (vf-sandbox): no turns
-                self.queued = self.queued and _TURNS.release()
+                self._end_turn()
             lower = self.overlay and _sandbox_fs.lower_dir(self.tree, str(base), ids)
             work = os.path.join(self.run_dir, "wk")
             img = image_root(fx)
@@ -299,6 +299,11 @@ class _Job:
         self.truncated = self.timed_out = self.flooded = False
         self.open_streams = 2
 
+    def _end_turn(self) -> None:
+        if self.queued:  # the turn this run took, let go once
+            self.queued = False
+            _TURNS.release()
+
     def release(self, files: bool = True) -> None:
         """Remove the run's cgroups and, with `files`, its files (its processes are gone).
 
@@ -311,7 +316,7 @@ class _Job:
             else:
                 _sandbox_fs.remove_tree(self.run_dir)
         if files:  # its processes and files are gone: the next run's turn
-            self.queued = self.queued and _TURNS.release()
+            self._end_turn()
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None
