@@ -100,3 +100,27 @@ def test_report_stage_tables_follow_the_verifiers_declared_funnel():
     stages, rows = stage_rows(rep)
     assert stages == ["Z_FAIL", "M_FAIL", "A_FAIL", "PASS"] and rows == [["test", "before", "2", "0", "1", "1"]]
     assert stage_rows({"splits": {"test": body}})[0] == ["A_FAIL", "Z_FAIL", "PASS"]  # no funnel: sorted
+
+
+MAX_MODULE_LINES = 600  # the project rule: small modules, none over 600 lines
+
+
+def test_no_tracked_python_file_is_over_600_lines():
+    """Every git-tracked .py file (the package folders, tests/, benchmarks/, docs/, examples/) stays
+    at most MAX_MODULE_LINES lines; the failure names each offender with its count."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    root = KERNEL.parent
+    if not shutil.which("git") or not (root / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=True)
+    paths = [p for p in listed.stdout.decode().split("\0") if p]
+    assert paths, "git ls-files listed no .py file"
+    counts = {p: len((root / p).read_text(encoding="utf-8").splitlines()) for p in paths
+              if (root / p).is_file() and not (root / p).is_symlink()}
+    offenders = [f"{p}: {n} lines" for p, n in sorted(counts.items()) if n > MAX_MODULE_LINES]
+    assert offenders == [], f"modules over {MAX_MODULE_LINES} lines (split them by responsibility):\n" + \
+        "\n".join(offenders)
