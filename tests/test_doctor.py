@@ -27,11 +27,22 @@ def test_every_property_holds_here_and_the_cli_says_so(capsys):
     out = json.loads(capsys.readouterr().out)
     found = {f["name"]: f for f in out["findings"]}
     must = ["pid 1's memory unreadable", "ptrace of pid 1 denied", "kernel keyrings denied", "/dev/shm sized per run",
-            "no process outlives its run", "a candidate cannot rewrite the task's check"]
-    if _cgroup.available():  # root here (CI): memory per run and a scratch of its own
-        must += ["memory bounded per run", "a concurrent run cannot be starved", "cgroups per run"]
+            "no process outlives its run", "a candidate cannot rewrite the task's check", "memory bounded per run"]
+    if _cgroup.available():  # root here (CI): a scratch of its own
+        must += ["a concurrent run cannot be starved", "cgroups per run"]
     for name in must:
         assert found[name]["holds"], found[name]
+
+
+@pytest.mark.security
+def test_without_cgroups_memory_is_still_bounded_per_run_and_doctor_names_what_is_missing(monkeypatch, capsys):
+    _sandbox_or_skip()
+    from verifirst.verifiers.bash import _cgroup
+
+    monkeypatch.setattr(_cgroup, "available", lambda: False)
+    assert doctor.cli_doctor(as_json=True) == 1
+    found = {f["name"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert found["memory bounded per run"]["holds"] and not found["cgroups per run"]["holds"]
 
 
 @pytest.mark.security

@@ -365,7 +365,7 @@ def test_limits_are_set_without_trace(sb):
 def test_probe_refuses_a_sandbox_whose_limits_did_not_apply(monkeypatch):
     from verifirst.verifiers.bash import sandbox as sandbox_mod
     monkeypatch.setattr(_bwrap, "_pid1_limits", lambda limits: [])  # pid 1 does not get them
-    monkeypatch.setattr(_bwrap, "bwrap_wrapper", lambda args, ids, limits, fds: _bwrap.as_user(args, ids))
+    monkeypatch.setattr(_bwrap, "bwrap_wrapper", lambda args, ids, limits, fds, **_: _bwrap.as_user(args, ids))
     monkeypatch.setattr(sandbox_mod, "_STATE", {k: v for k, v in sandbox_mod._STATE.items()
                                                  if not (isinstance(k, tuple) and k[0] == "probe")})
     with pytest.raises(SandboxUnavailable, match="resource limits were not applied"):

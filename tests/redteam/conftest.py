@@ -385,18 +385,7 @@ def battery(request, batteries):
 # Where docs/sandbox-threat-model.md says a property does not hold ("Limits"), an attack that succeeds
 # there is an expected failure (xfail), named with the limit; it still fails the suite anywhere else.
 # What remains: each entry says exactly why the attack still succeeds there.
-KNOWN_LIMITS: dict[tuple[str, str], str] = {
-    ("memory_many_processes", "user-bwrap"): "no cgroups (unprivileged, none delegated): the only memory limit "
-    "is RLIMIT_AS, which the kernel keeps per process, so nproc processes may each hold memory_mb",
-    **{("mountinfo_host_paths", m): "bubblewrap (0.10+, with overlays) resolves --overlay-src and --overlay paths "
-       "to their real host paths (a relative path or /proc/self/fd/N too) and mounts the layers as "
-       "/oldroot/<host path>, which mountinfo shows (vf-sandbox names them relative)"
-       for m in ("root-bwrap", "user-bwrap")},
-    # the same cause: a file mapped from bubblewrap's overlay can be named by its layer's host path
-    # (/proc/*/maps, map_files; seen in a clean-clone CI run after pid 1's maps were covered)
-    ("maps_host_paths", "root-bwrap"): "bubblewrap's overlay layers sit at their host paths (see "
-    "mountinfo_host_paths), so a mapped file's path can name the scratch area",
-}
+KNOWN_LIMITS: dict[tuple[str, str], str] = {}
 
 
 def check_attack(battery, attack: Attack, extra: dict | None = None) -> None:

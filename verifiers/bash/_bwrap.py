@@ -287,6 +287,7 @@ def admin_userns(ids: tuple[int, int], nproc: int) -> int:
 
 CPUS = "/sys/devices/system/cpu"
 PID1_COVERED = [d + f for d in ("", "task/1/") for f in ("mem", "maps", "smaps", "numa_maps")]
+LAYERS = "/mnt"  # where bubblewrap finds the run's layers (_layers_at); its contents hidden only there
 SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a size it is half the RAM
 
 
@@ -354,8 +355,22 @@ def _signal_reset() -> list[str]:
     return [env, "--default-signal"] if ok else []
 
 
+def _layers_at(args: list[str], scratch: str | None, ids) -> tuple[list[str], list[str]]:
+    """(bubblewrap's argv reading the scratch area at LAYERS, the prefix that binds it there in a
+    mount namespace of the wrapper's own): bubblewrap names its overlay layers by their real host
+    paths (mountinfo, maps), so they must not be the scratch area's. Unchanged where it cannot be."""
+    cut, tools = args.index("--"), [shutil.which(t, path="/usr/bin:/bin") for t in ("unshare", "mount", "setpriv")]
+    if not scratch or not os.path.isdir(LAYERS) or not all(tools[:2]) or (ids and not tools[2]) or \
+            any(a == LAYERS or a.startswith(LAYERS + "/") for a in args[:cut]):
+        return args, []
+    moved = [LAYERS + a[len(scratch):] if a == scratch or a.startswith(scratch + "/") else a for a in args[:cut]]
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]  # bubblewrap then runs as root there
+    return moved + args[cut:], [tools[0], "--mount", "--propagation", "private", *user, "--", "/bin/sh", "-c",
+                                f'{tools[1]} --rbind "$0" {LAYERS} && exec "$@"', scratch]
+
+
 def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
-                  cgroup_fds: tuple[tuple[int, bool], ...]) -> tuple[list[str], dict]:
+                  cgroup_fds: tuple[tuple[int, bool], ...], scratch: str | None = None) -> tuple[list[str], dict]:
     """(argv, Popen keywords) that start bubblewrap as `ids` with the run's limits already on it,
     so its pid 1 holds them too, inside the run's cgroups.
 
@@ -363,9 +378,12 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
         args, ids, limits: bubblewrap's argv (argv()), the sandbox's host ids, Sandbox.limits.
         cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined and
             closed by the wrapper's shell.
+        scratch: the scratch area the run's layers are in, bound at LAYERS for bubblewrap (_layers_at).
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
+    args, layers = _layers_at(args, scratch, ids)
     args, kw = as_user(["/usr/bin/prlimit", *flags, "--", *_signal_reset(), *args], ids)
+    args = layers + args
     if cgroup_fds:
         joins = " && ".join(f"echo 0 >&{fd} && exec {fd}>&-" if required else  # 0: this thread (_cgroup)
                             f"{{ echo 0 >&{fd}; }} 2>/dev/null; exec {fd}>&-" for fd, required in cgroup_fds)

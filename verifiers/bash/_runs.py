@@ -31,6 +31,7 @@ OUTPUT_LIMIT = 1 << 20
 OUTPUT_KILL_FACTOR = 8
 NPROC_SLACK = 16  # RLIMIT_NPROC above the pids cgroup's limit, so the cgroup is the one that refuses
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
+MEMORY_POLL_S = 0.02  # without a memory cgroup, how often the run's processes' memory is summed
 SCRATCH_SLACK = 16 << 20  # a run that leaves less of its own scratch free has filled it
 
 
@@ -283,7 +284,8 @@ class _Job:
                 self.proc = spawner.popen(args, env, fds + cg_fds)
             else:  # bubblewrap: its pid 1 gets the limits and the cgroups from the wrapper
                 args, kw = _bwrap.as_user(args, ids) if own or sb.unsafe_local else \
-                    _bwrap.bwrap_wrapper(args, ids, rl, self.cgroup.joins() if self.cgroup else ())
+                    _bwrap.bwrap_wrapper(args, ids, rl, self.cgroup.joins() if self.cgroup else (),
+                                         scratch=str(base))
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=fds + cg_fds,
                                              start_new_session=True, **kw)
@@ -296,7 +298,9 @@ class _Job:
         self.out, self.err = bytearray(), bytearray()
         self.hashes = {id(self.out): hashlib.sha256(), id(self.err): hashlib.sha256()}
         self.seen = 0
-        self.truncated = self.timed_out = self.flooded = False
+        self.truncated = self.timed_out = self.flooded = self.memory_out = False
+        # without a memory cgroup RLIMIT_AS holds per process only: the harness sums the run's
+        self.watch_memory = not sb.unsafe_local and self.cgroup is None
         self.open_streams = 2
 
     def _end_turn(self) -> None:
@@ -321,8 +325,26 @@ class _Job:
             self.cgroup.close()
             self.cgroup = None
 
+    def over_memory(self) -> bool:
+        """Whether the private memory (resident, not file-backed) of every process under the
+        launcher, summed, is past memory_mb. Reads /proc: racy by MEMORY_POLL_S, not exact."""
+        total, todo, page = 0, [self.proc.pid], os.sysconf("SC_PAGE_SIZE")
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as fh:
+                    _, resident, shared = fh.read().split()[:3]
+                total += (int(resident) - int(shared)) * page
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                        todo += [int(c) for c in fh.read().split()]
+            except (OSError, ValueError):
+                continue  # gone meanwhile
+        return total > self.sb.limits["as_bytes"]
+
     def _limits_hit(self) -> list[str]:
         hit = self.cgroup.limits_hit() if self.cgroup else []
+        hit += ["memory"] if self.memory_out else []
         if self.private:
             st = os.statvfs(self.run_dir)
             if st.f_bavail * st.f_frsize < SCRATCH_SLACK or st.f_favail < 64:
@@ -335,7 +357,10 @@ class _Job:
             if getattr(self.proc, "reaped", False):
                 return  # the spawner reaped it (and its namespace died with it): the pid is not ours
             if getattr(self.proc, "leader", True):
-                os.killpg(pid, _signal.SIGKILL)
+                try:
+                    os.killpg(pid, _signal.SIGKILL)
+                except ProcessLookupError:  # not yet its group's leader (killed just after the start)
+                    os.kill(pid, _signal.SIGKILL)
             else:  # pid 1 of the run's namespaces, in the fork server's group: its death ends them
                 os.kill(pid, _signal.SIGKILL)
         except OSError:  # gone already, or never started (the spawner's error comes from wait)
@@ -376,7 +401,7 @@ class _Job:
             self.release(files=not self.keep)
         t_end = time.perf_counter()
         sig = None
-        if self.timed_out or self.flooded:
+        if self.timed_out or self.flooded or self.memory_out:
             sig, rc = _signal.SIGKILL, -_signal.SIGKILL
         elif rc < 0:
             sig = -rc
@@ -456,6 +481,10 @@ def _drive(jobs: list[_Job]) -> None:
                     j.timed_out = True
                     j.kill()
                     grace[j] = now + 2.0
+                elif j.watch_memory and j not in grace and j.over_memory():
+                    j.memory_out = True
+                    j.kill()
+                    grace[j] = now + 2.0
                 if j in grace and now >= grace[j]:  # something kept the pipe open past the kill
                     for s in (j.proc.stdout, j.proc.stderr):
                         if not s.closed:
@@ -464,7 +493,8 @@ def _drive(jobs: list[_Job]) -> None:
                     live.discard(j)
             if not live:
                 break
-            for key, _ in sel.select(timeout=max(0.0, min(grace.get(j) or j.deadline for j in live) - now)):
+            wait = max(0.0, min(grace.get(j) or j.deadline for j in live) - now)
+            for key, _ in sel.select(timeout=min(wait, MEMORY_POLL_S) if any(j.watch_memory for j in live) else wait):
                 j, buf = key.data
                 try:
                     data = os.read(key.fd, 65536)

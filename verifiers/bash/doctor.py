@@ -38,7 +38,7 @@ def _host(sb) -> list[Finding]:
                    "apt-get install libseccomp2"),
            Finding("cgroups per run", _cgroup.available(), _cgroup.unavailable_reason() or "memory and pids",
                    "run as root, or delegate a cgroup v2 subtree with the memory and pids controllers to this "
-                   "user; until then memory and process limits hold per process, not per run"),
+                   "user; until then the process limit holds per uid and memory per run only as sampled (every 20 ms)"),
            Finding("overlay root", bool(sb.overlay), "overlay" if sb.overlay else "a fresh copy per run",
                    "a kernel or bubblewrap (>= 0.10) with overlayfs in user namespaces; copies are slower, "
                    "not less isolated")]
