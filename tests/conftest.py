@@ -84,12 +84,3 @@ def procs_of_uid(uid: int) -> list[int]:
             except OSError:
                 pass
     return found
-
-
-def pytest_collection_modifyitems(config, items):
-    """`make test` runs two xdist workers (--dist loadgroup): a file's tests stay together on one
-    worker (many share a module-scoped server, model or scratch, and the doc pages' commands build on
-    each other), and the red-team files are one group (their batteries are one session fixture)."""
-    for item in items:
-        path = Path(str(item.fspath))
-        item.add_marker(pytest.mark.xdist_group("redteam" if path.parent.name == "redteam" else path.stem))
