@@ -458,11 +458,11 @@ def test_run_tmpfs_is_unmounted_with_its_files_at_release(tmp_path):
     os.chmod(os.path.join(first, "wk", "work"), 0)  # as overlayfs leaves it
     with open(os.path.join(first, "secret"), "w") as fh:
         fh.write("the run before")
-    _cgroup.release_scratch(first, size)
+    _cgroup.unmount(first)
     assert not os.path.exists(first)
     again, private = _cgroup.private_scratch(str(tmp_path), size)
     assert private and os.path.ismount(again) and os.listdir(again) == []
-    _cgroup.release_scratch(again, size)
+    _cgroup.unmount(again)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -30,7 +30,6 @@ FIX = ("Fix: allow unprivileged user namespaces (Debian/Ubuntu: `sysctl -w kerne
        "--security-opt apparmor=unconfined` (or --privileged). Only if you accept running untrusted commands "
        "on this machine without isolation, pass --unsafe-local (Sandbox(unsafe_local=True)).")
 
-
 PERMISSION_FIX = ("Fix: make each directory on that path searchable by that uid (`chmod o+x` it, or keep the "
                   "checkout and venv outside a 0700 directory), or `apt-get install bubblewrap` (then "
                   "/usr/bin/bwrap is used), or set VERIFIRST_BWRAP to a bwrap that uid can run.")
@@ -227,27 +226,6 @@ def _host_binds() -> tuple[str, ...]:
     return tuple(args)
 
 
-def pipe_fd(content: Callable[[int], bytes], ids: tuple[int, int] | None) -> int:
-    """A pipe's read end holding `content(its own number)` (less than the pipe's buffer), owned
-    by `ids`; the caller passes it on and closes it.
-
-    Args:
-        content: the bytes, given the descriptor number they will be read from.
-        ids: who reads it (None: we do).
-    """
-    r, w = os.pipe()
-    try:
-        if ids:
-            os.fchown(r, *ids)
-        os.write(w, content(r))
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    return r
-
-
 ADMIN_IDS = 65536  # ids 0..65535 inside, so useradd, chown and su to new users work
 
 
@@ -322,8 +300,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     a += ["--overlay-src", lower, "--overlay", root, work, "/"] if lower else ["--bind", root, "/"]
     a += ["--overlay-src", usr[0], "--overlay", usr[1], usr[2], "/usr"] if usr else ["--ro-bind", usr_ro, "/usr"]
     a += _host_binds() if host_binds else ()
-    if etc:
-        a += ["--ro-bind", etc, "/etc"]
+    a += ["--ro-bind", etc, "/etc"] if etc else []
     a += ["--ro-bind", sys, "/sys", "--ro-bind", CPUS, CPUS]
     a += ["--proc", "/proc", "--dev", "/dev"]
     if bw.kind == "bwrap":  # pid 1 is bubblewrap's own (dumpable, unfiltered): its memory and maps are covered
@@ -331,9 +308,7 @@ def argv(bw: Bwrap, root: str, etc: str | None, command: str, *, env: dict[str, 
     if bw.kind != "bwrap" or bw.version >= (0, 8, 0):  # --size came with bubblewrap 0.8.0
         a += ["--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
     a += [arg for src, dest in binds for arg in ("--ro-bind", src, dest)]
-    a += ["--chdir", "/", "--cap-drop", "ALL"]
-    if seccomp_fd is not None:
-        a += ["--seccomp", str(seccomp_fd)]
+    a += ["--chdir", "/", "--cap-drop", "ALL"] + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else [])
     if bw.kind == _launcher.KIND:
         a += [arg for name, value in _pid1_limits(rlimits or {}) for arg in ("--rlimit", name, str(value))]
         a += [arg for fd, required in cgroup_fds for arg in ("--join-cgroup" + ("" if required else "-try"), str(fd))]

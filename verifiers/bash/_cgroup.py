@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["RunCgroup", "available", "unavailable_reason", "private_scratch", "release_scratch", "unmount"]
+__all__ = ["RunCgroup", "available", "unavailable_reason", "private_scratch", "unmount"]
 
 ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count()
@@ -264,18 +264,10 @@ def private_scratch(base: str, size_bytes: int, inodes: int = 200_000) -> tuple[
     return path, libc().mount(b"verifirst-run", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
 
 
-def release_scratch(path: str, size_bytes: int) -> None:
-    """Give back a private_scratch() tmpfs: unmounted, its files with it (keeping it, emptied, for
-    the next run was measured to gain nothing here: 7.8 vs 8.0 ms a trivial pair).
-
-    Args:
-        path, size_bytes: as given by and to private_scratch.
-    """
-    unmount(path)
-
-
 def unmount(path: str) -> None:
-    """Unmount a run tmpfs (lazily) and remove its directory.
+    """Unmount a run tmpfs (lazily) and remove its directory: a private_scratch() given back, its
+    files with it (keeping it, emptied, for the next run was measured to gain nothing here: 7.8 vs
+    8.0 ms a trivial pair).
 
     Args:
         path: the mount point.

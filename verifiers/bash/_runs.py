@@ -316,7 +316,7 @@ class _Job:
         """
         if files and self.run_dir:  # first: its tmpfs pages are charged to the cgroup, which is then used again
             if self.private:
-                _cgroup.release_scratch(self.run_dir, self.sb.limits["as_bytes"])
+                _cgroup.unmount(self.run_dir)
             else:
                 _sandbox_fs.remove_tree(self.run_dir)
         if files:  # its processes and files are gone: the next run's turn

@@ -55,8 +55,7 @@ class Sandbox:
         self.env = dict(env or {})
         self.unsafe_local = bool(unsafe_local)
         # Found and probed as the uid that will run commands, which may not reach this venv.
-        self._bwrap = None if unsafe_local else _bwrap.find_bwrap(
-            bwrap, run_as=_ids(), copy_parents=_copy_parents)
+        self._bwrap = None if unsafe_local else _bwrap.find_bwrap(bwrap, run_as=_ids(), copy_parents=_copy_parents)
         self._wants_overlay = (overlay is None or bool(overlay)) and not unsafe_local
         self.overlay = self._wants_overlay and self._bwrap.has_overlay
         if not unsafe_local:
@@ -64,9 +63,7 @@ class Sandbox:
 
     @property
     def backend(self) -> str:
-        if self.unsafe_local:
-            return "unsafe-local"
-        return self._bwrap.name + (" overlay" if self.overlay else "")
+        return "unsafe-local" if self.unsafe_local else self._bwrap.name + (" overlay" if self.overlay else "")
 
     def probe(self) -> None:
         """Once per process and binary: can the launcher build our sandbox here? Raises with the
@@ -90,10 +87,8 @@ class Sandbox:
 
     def _probe(self) -> None:
         key = ("probe", self._bwrap.path, _ids(), self.overlay)
-        if _STATE.get(key) == "ok":
-            return
-        if _STATE.get(key) == "no-overlay":
-            self.overlay = False
+        if key in _STATE:  # "ok", or "no-overlay": the launcher builds it with fresh copies only
+            self.overlay = self.overlay and _STATE[key] == "ok"
             return
         r = _done(_Job(self, "ulimit -Hn", fixtures.build("empty")))
         if r.exit_code != 0 and self.overlay:
