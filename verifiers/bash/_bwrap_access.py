@@ -7,6 +7,7 @@ relative layout, in a directory that uid can traverse, runs everywhere.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -118,10 +119,8 @@ def built_once(parent: Path, name: str, fill: Callable[[Path], None], ready: Cal
         fill: writes the contents into the directory it is given (0755 when done).
         ready: whether a directory holds what `fill` writes (an existing one is reused then).
     """
-    try:
+    with contextlib.suppress(FileExistsError):
         parent.mkdir(mode=0o711)
-    except FileExistsError:
-        pass
     if not trusted(parent):
         raise OSError(errno.EPERM, "not ours, or writable by others", str(parent))
     dest = parent / name

@@ -7,6 +7,7 @@ descriptors the owner opened. Where none can be made, `unavailable_reason()` say
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -218,10 +219,8 @@ def _empty(d: Path) -> bool:
 
 
 def _try_write(path: Path, text: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # a knob this kernel lacks (no swap accounting, say)
         path.write_text(text)
-    except OSError:
-        pass  # a knob this kernel lacks (no swap accounting, say)
 
 
 def _rmdir(d: Path) -> None:
@@ -273,10 +272,8 @@ def unmount(path: str) -> None:
         path: the mount point.
     """
     libc().umount2(os.fsencode(path), MNT_DETACH)
-    try:
+    with contextlib.suppress(OSError):
         os.rmdir(path)
-    except OSError:
-        pass
 
 
 @atexit.register

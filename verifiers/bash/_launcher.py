@@ -41,12 +41,11 @@ def _built_in(parent: Path) -> str | None:
     sources, flags and compiler: a build there already (static first), else the first of BUILDS
     that compiles, so a machine without the static C library pays for the failed build once; None
     without a compiler. Whoever could replace it would run code in every run: see built_once."""
-    cc = _compiler()
+    if (cc := _compiler()) is None:
+        return None
     try:
         text = b"".join(s.read_bytes() for s in SOURCES)
     except OSError:
-        return None
-    if cc is None:
         return None
     homes = [(flags, f"launcher-{hashlib.sha256(text + cc.encode() + ' '.join(flags).encode()).hexdigest()[:16]}")
              for flags in BUILDS]

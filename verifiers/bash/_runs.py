@@ -5,6 +5,7 @@ sandbox.Sandbox is the public way in.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import hashlib
 import os
@@ -460,10 +461,8 @@ def _memfd(data: bytes) -> int:
 
 def _close(fds: list[int]) -> None:
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _drive(jobs: list[_Job]) -> None:

@@ -240,6 +240,4 @@ def dpkg_entries(host_dpkg: Path = Path("/var/lib/dpkg")) -> list:
     out: list = [Entry("var/lib/dpkg", "dir", 0o755)]
     for name in _DPKG:
         _entries_from(host_dpkg / name, f"var/lib/dpkg/{name}", out)
-    for d in ("info", "updates", "triggers"):
-        out.append(Entry(f"var/lib/dpkg/{d}", "dir", 0o755))
-    return out
+    return out + [Entry(f"var/lib/dpkg/{d}", "dir", 0o755) for d in ("info", "updates", "triggers")]

@@ -52,12 +52,10 @@ def skipped(sysadmin: bool) -> tuple[str, ...]:
 
 def fixture_snapshot(fx: Fixture, skip: tuple[str, ...] = MOUNT_POINTS) -> Snapshot:
     key = f"{fx.content_hash}:{','.join(skip)}"
-    snap = _FIXTURE_SNAPSHOTS.get(key)
-    if snap is None:
-        snap = Snapshot({"/" + e.path: (e.kind, e.mode, e.sha256) for e in fx.entries
-                         if e.path.split("/")[0] not in skip})
-        _FIXTURE_SNAPSHOTS[key] = snap
-    return snap
+    if key not in _FIXTURE_SNAPSHOTS:
+        _FIXTURE_SNAPSHOTS[key] = Snapshot({"/" + e.path: (e.kind, e.mode, e.sha256) for e in fx.entries
+                                            if e.path.split("/")[0] not in skip})
+    return _FIXTURE_SNAPSHOTS[key]
 
 
 def _opaque(name: str, dir_fd: int) -> bool:
@@ -268,9 +266,8 @@ def lower_dir(fx: Fixture, parent: str, owner: tuple[int, int] | None) -> str:
         try:
             os.mkdir(root)
             write_tree(fx, root, owner=owner)
-            for d in (root, top):
-                if owner:
-                    os.chown(d, *owner)
+            for d in (root, top) if owner else ():
+                os.chown(d, *owner)
             os.chmod(root, 0o755)
         except BaseException:
             remove_tree(top)

@@ -72,9 +72,11 @@ def program() -> bytes | None:
         raise OSError(ctypes.get_errno(), "seccomp_init failed")
     try:
         for name, index in [(name, None) for name in DENIED] + list(DENIED_ON_PID1):
-            nr = lib.seccomp_syscall_resolve_name(name.encode())
-            if nr >= 0:
-                _add(lib, ctx, nr, [] if index is None else [_ArgCmp(index, _CMP_MASKED_EQ, 0xFFFFFFFF, 1)])
+            if (nr := lib.seccomp_syscall_resolve_name(name.encode())) < 0:
+                continue
+            cmps = [] if index is None else [_ArgCmp(index, _CMP_MASKED_EQ, 0xFFFFFFFF, 1)]
+            if (rc := lib.seccomp_rule_add_array(ctx, _ERRNO_EPERM, nr, len(cmps), (_ArgCmp * 1)(*cmps))) != 0:
+                raise OSError(-rc, f"seccomp rule for syscall {nr}: {os.strerror(-rc)}")
         with tempfile.TemporaryFile() as fh:
             rc = lib.seccomp_export_bpf(ctx, fh.fileno())
             if rc != 0:
@@ -83,13 +85,6 @@ def program() -> bytes | None:
             return fh.read()
     finally:
         lib.seccomp_release(ctx)
-
-
-def _add(lib: ctypes.CDLL, ctx: int, nr: int, cmps: list[_ArgCmp]) -> None:
-    arr = (_ArgCmp * max(1, len(cmps)))(*cmps)
-    rc = lib.seccomp_rule_add_array(ctx, _ERRNO_EPERM, nr, len(cmps), arr)
-    if rc != 0:
-        raise OSError(-rc, f"seccomp rule for syscall {nr}: {os.strerror(-rc)}")
 
 
 def program_fd(ids: tuple[int, int] | None) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import contextlib
 import errno
 import itertools
 import json
@@ -87,10 +88,8 @@ class ForkServer:
         """
         self.binary = binary
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
+        with contextlib.suppress(OSError):
             ours.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), _SNDBUF)
-        except OSError:
-            pass
         self.cpu_s = self.self_cpu_s = 0.0  # CPU seconds of the runs it reaped, and its own
         self._sock = ours
         self._cond = threading.Condition()
@@ -193,16 +192,12 @@ class ForkServer:
             self._cond.wait_for(lambda: pid in self._statuses or self._dead, timeout)
             if pid in self._statuses:
                 return self._statuses.pop(pid)
-            if self._dead:  # the server died: its runs died with it (--die-with-parent)
-                return signal.SIGKILL
-            return None
+            return signal.SIGKILL if self._dead else None  # a dead server's runs died with it (--die-with-parent)
 
     def close(self) -> None:
         """End the server (runs still going die with it) and wait for it."""
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -257,10 +252,8 @@ def _forget_in_child() -> None:
     _LOCK = threading.Lock()
     for sp in _SPAWNERS.values():
         if sp is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(sp._sock.detach())
-            except OSError:
-                pass
     _SPAWNERS.clear()
 
 
