@@ -198,14 +198,12 @@ def _read(path: Path) -> str:
     """A small kernel file's text ('' where it cannot be read): two system calls, no objects."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return os.read(fd, 4096).decode(errors="replace")
+        finally:
+            os.close(fd)
     except OSError:
         return ""
-    try:
-        return os.read(fd, 4096).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
 
 
 def _quiet(d: Path) -> bool:

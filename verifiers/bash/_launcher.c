@@ -1,5 +1,5 @@
 /* vf-sandbox: the sandbox's own launcher. It takes bwrap's command line (the subset _bwrap.argv
- * writes, plus --sysfs, --rlimit and --join-cgroup; anything else is refused) and builds what bwrap
+ * writes, plus --rlimit and --join-cgroup; anything else is refused) and builds what bwrap
  * builds from it (tests/test_sandbox_launcher.py), with no privilege of its own; properties and
  * their reasons: docs/sandbox-threat-model.md. The monitor clones pid 1 into a new user and pid
  * namespace (given --userns, it enters that one first) and exits with its status; pid 1 makes the
@@ -65,7 +65,7 @@ static void die(const char *fmt, ...) {
 
 #define usage(...) (errno = 0, die(__VA_ARGS__)) /* a bad command line: no system error to add */
 
-enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS, OP_SYSFS };
+enum op_kind { OP_BIND, OP_RO_BIND, OP_OVERLAY, OP_PROC, OP_DEV, OP_TMPFS };
 struct op {
   enum op_kind kind;
   const char *src, *dest, *upper, *work;
@@ -230,8 +230,8 @@ static void parse(int argc, char **argv) {
       o->upper = v[0];
       o->work = v[1];
       opt.overlay_src = NULL;
-    } else if (strcmp(a, "--proc") == 0 || strcmp(a, "--dev") == 0 || strcmp(a, "--sysfs") == 0) {
-      add_op(a[2] == 'p' ? OP_PROC : a[2] == 'd' ? OP_DEV : OP_SYSFS, NULL, ARG(1)[0]); /* --sysfs: ours */
+    } else if (strcmp(a, "--proc") == 0 || strcmp(a, "--dev") == 0) {
+      add_op(a[2] == 'p' ? OP_PROC : OP_DEV, NULL, ARG(1)[0]);
     } else if (strcmp(a, "--cap-drop") == 0 || strcmp(a, "--cap-add") == 0) {
       const char *name = ARG(1)[0];
       int all = strcmp(name, "ALL") == 0, cap = all ? 0 : cap_number(name);
@@ -418,13 +418,11 @@ static void mount_overlay(const struct op *o, const char *at) {
 /* Mount the root (op 0) on its own directory and make it the working directory. */
 static void mount_root(const struct op *root) {
   const char *at = root->kind == OP_OVERLAY ? root->upper : root->src;
-  if (root->kind == OP_OVERLAY) {
-    mount_overlay(root, at); /* over its own upper directory: a path that exists, seen by nobody else */
-  } else {
-    if (mount(at, at, NULL, MS_BIND | MS_REC, NULL) != 0 ||
-        mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0)
-      die("bind the root %s", at);
-  }
+  if (root->kind == OP_OVERLAY) /* over its own upper directory: a path that exists, seen by nobody else */
+    mount_overlay(root, at);
+  else if (mount(at, at, NULL, MS_BIND | MS_REC, NULL) != 0 ||
+           mount(NULL, at, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0)
+    die("bind the root %s", at);
   if (chdir(at) != 0)
     die("enter the root %s", at);
 }
@@ -517,9 +515,6 @@ static void build_root(void) {
       close(mount_new(o->dest, "tmpfs", "a tmpfs", MS_NOSUID | MS_NODEV, data));
       break;
     }
-    case OP_SYSFS: /* read-only, its own: the host's network devices and cgroup tree are not in it */
-      close(mount_new(o->dest, "sysfs", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL));
-      break;
     case OP_OVERLAY: { /* copy-on-write over a host tree (/usr): the run may change it, the host never */
       int d = dest_dir(o->dest);
       char at[64];

@@ -92,7 +92,7 @@ class RunResult:
         return asdict(self)
 
 
-# ---- process-wide state: scratch area, curated /etc, probe -------------------------------
+# ---- process-wide state: scratch area, curated /etc, sysadmin trees ----------------------
 
 _LOCK = threading.Lock()
 _TURNS = threading.Lock()  # held by the one run in flight where runs are not isolated (_Job)
@@ -252,8 +252,7 @@ class _Job:
             os.chmod(self.root, 0o755)
             os.chmod(self.run_dir, 0o700)
             if self.admin and ids:
-                userns = _bwrap.admin_userns(ids, sb.limits["nproc"])
-                fds.append(userns)
+                fds.append(userns := _bwrap.admin_userns(ids, sb.limits["nproc"]))
             if not sb.unsafe_local and (seccomp := _seccomp.program_fd(ids)) is not None:
                 fds.append(seccomp)
         except BaseException:

@@ -61,14 +61,12 @@ def fixture_snapshot(fx: Fixture, skip: tuple[str, ...] = MOUNT_POINTS) -> Snaps
 def _opaque(name: str, dir_fd: int) -> bool:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            return any(attr in _OPAQUE and os.getxattr(fd, attr) == b"y" for attr in os.listxattr(fd))
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    try:
-        return any(attr in _OPAQUE and os.getxattr(fd, attr) == b"y" for attr in os.listxattr(fd))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def _digest(kind: str, name: str, dir_fd: int, budget: list[int]) -> str | None:
