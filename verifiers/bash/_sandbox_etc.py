@@ -164,9 +164,7 @@ def _merged(host_etc: Path, name: str, curated: str, width: int) -> dict[str, li
         host = {}
     for f in host.values():
         f[1] = "x"
-    for k, f in _table(curated, width).items():
-        host.setdefault(k, f)
-    return host
+    return {**host, **{k: f for k, f in _table(curated, width).items() if k not in host}}
 
 
 def account_files(host_etc: Path = Path("/etc")) -> dict[str, tuple[str, int]]:
