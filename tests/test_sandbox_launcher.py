@@ -327,3 +327,22 @@ def test_it_is_linked_statically_where_it_can_be_and_a_failed_static_build_is_no
         assert _launcher._built_in(tmp_path / "without") == dynamic and compiled == []
     finally:
         _launcher._built_in.cache_clear()
+
+
+def test_bubblewrap_finds_the_layers_at_the_first_neutral_directory_that_holds_nothing_it_binds(monkeypatch, tmp_path):
+    """Bubblewrap names its layers by their real paths: the wrapper binds the scratch area at a
+    directory of LAYERS in a mount namespace of its own, and rewrites bubblewrap's paths to it."""
+    taken, free = tmp_path / "taken", tmp_path / "free"
+    taken.mkdir(), free.mkdir()
+    monkeypatch.setattr(_bwrap, "LAYERS", (str(tmp_path / "missing"), str(taken), str(free)))
+    scratch = "/dev/shm/verifirst-7"
+    args = ["bwrap", "--ro-bind", f"{taken}/img", "/img", "--overlay-src", f"{scratch}/lower-1/fs",
+            "--ro-bind", f"{scratch}/sys", "/sys", "--", "/bin/bash", "-c", f"echo {scratch}"]
+    moved, prefix = _bwrap._layers_at(args, scratch, None)
+    assert moved[:7] == ["bwrap", "--ro-bind", f"{taken}/img", "/img", "--overlay-src", f"{free}/lower-1/fs",
+                         "--ro-bind"] and moved[7] == f"{free}/sys"
+    assert moved[-1] == f"echo {scratch}"  # the command is not bubblewrap's to read
+    assert prefix[-3:-1] == ["-c", f'{shutil.which("mount", path="/usr/bin:/bin")} --rbind "$0" {free} && exec "$@"']
+    assert prefix[-1] == scratch and "--mount" in prefix
+    monkeypatch.setattr(_bwrap, "LAYERS", (str(taken),))
+    assert _bwrap._layers_at(args, scratch, None) == (args, [])  # none will do: unchanged

@@ -265,7 +265,8 @@ def admin_userns(ids: tuple[int, int], nproc: int) -> int:
 
 CPUS = "/sys/devices/system/cpu"
 PID1_COVERED = [d + f for d in ("", "task/1/") for f in ("mem", "maps", "smaps", "numa_maps")]
-LAYERS = "/mnt"  # where bubblewrap finds the run's layers (_layers_at); its contents hidden only there
+# where bubblewrap may find the run's layers (_layers_at): the first that exists and holds nothing it binds
+LAYERS = ("/mnt", "/media", "/srv", "/opt")
 SHM_BYTES = 64 << 20  # the run's /dev/shm, Docker's default size; without a size it is half the RAM
 
 
@@ -331,17 +332,18 @@ def _signal_reset() -> list[str]:
 
 
 def _layers_at(args: list[str], scratch: str | None, ids) -> tuple[list[str], list[str]]:
-    """(bubblewrap's argv reading the scratch area at LAYERS, the prefix that binds it there in a
+    """(bubblewrap's argv reading the scratch area at one of LAYERS, the prefix that binds it there in a
     mount namespace of the wrapper's own): bubblewrap names its overlay layers by their real host
     paths (mountinfo, maps), so they must not be the scratch area's. Unchanged where it cannot be."""
     cut, tools = args.index("--"), [shutil.which(t, path="/usr/bin:/bin") for t in ("unshare", "mount", "setpriv")]
-    if not scratch or not os.path.isdir(LAYERS) or not all(tools[:2]) or (ids and not tools[2]) or \
-            any(a == LAYERS or a.startswith(LAYERS + "/") for a in args[:cut]):
+    at = next((d for d in LAYERS if os.path.isdir(d) and not any(a == d or a.startswith(d + "/") for a in args[:cut])),
+              None)
+    if not scratch or not at or not all(tools[:2]) or (ids and not tools[2]):
         return args, []
-    moved = [LAYERS + a[len(scratch):] if a == scratch or a.startswith(scratch + "/") else a for a in args[:cut]]
+    moved = [at + a[len(scratch):] if a == scratch or a.startswith(scratch + "/") else a for a in args[:cut]]
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]  # bubblewrap then runs as root there
     return moved + args[cut:], [tools[0], "--mount", "--propagation", "private", *user, "--", "/bin/sh", "-c",
-                                f'{tools[1]} --rbind "$0" {LAYERS} && exec "$@"', scratch]
+                                f'{tools[1]} --rbind "$0" {at} && exec "$@"', scratch]
 
 
 def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str, int],
@@ -353,7 +355,7 @@ def bwrap_wrapper(args: list[str], ids: tuple[int, int] | None, limits: dict[str
         args, ids, limits: bubblewrap's argv (argv()), the sandbox's host ids, Sandbox.limits.
         cgroup_fds: (open cgroup file, required) pairs (_cgroup.RunCgroup.joins), joined and
             closed by the wrapper's shell.
-        scratch: the scratch area the run's layers are in, bound at LAYERS for bubblewrap (_layers_at).
+        scratch: the scratch area the run's layers are in, bound at one of LAYERS for bubblewrap (_layers_at).
     """
     flags = [f"--{name}={value}" for name, value in _pid1_limits(limits)]
     args, layers = _layers_at(args, scratch, ids)
