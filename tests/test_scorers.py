@@ -3,11 +3,9 @@ optimize_prompts, vf.dspy_metric in dspy.Evaluate, and vf.Metric(...).for_optimi
 dspy.Examples. A verdict that decided nothing is never a pass; partial credit is no pass."""
 from __future__ import annotations
 
-import hashlib
 import re
 
 import dspy
-import numpy as np
 import pytest
 
 import verifirst as vf
@@ -247,14 +245,7 @@ def test_metric_for_optimizer_takes_plain_examples_of_its_items_and_refuses_othe
 
 # -- the bash verifier for real (sandboxed runs; the embedder replaced by a hashed bag of words)
 
-def bag_embed(texts):
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for i, t in enumerate(texts):
-        for w in t.split():
-            out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1
-        n = np.linalg.norm(out[i])
-        out[i] = out[i] / n if n else out[i]
-    return out
+from _feh_testkit import bag_embed  # noqa: E402  (the hashed bag of words the FEH tests use)
 
 
 def test_the_bash_verifier_in_mlflow_and_dspy(mlflow_store):
