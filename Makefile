@@ -66,8 +66,9 @@ demo: $(STAMPS)/install $(STAMPS)/apt
 # The suite in two parts: two workers for everything but the sandbox's security suite (CI has 2
 # cores, and the suite waits on subprocesses as much as it computes; --dist loadfile keeps a file's
 # tests on one worker: many share a module-scoped server, model or scratch, and the doc pages'
-# commands build on each other; tests/test_suite_workers.py), then the security suite alone (its attacks measure time and the
-# whole host, so nothing else may run beside it). TEST_WORKERS=0 runs the first part in one process.
+# commands build on each other; tests/test_suite_workers.py), then the security suite alone (its
+# attacks measure time and the whole host, so nothing else may run beside it). TEST_WORKERS=0 runs
+# the first part in one process.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -rs --durations=25
 test: $(STAMPS)/install-test $(STAMPS)/checkov $(STAMPS)/apt
