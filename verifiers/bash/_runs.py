@@ -33,7 +33,6 @@ OUTPUT_KILL_FACTOR = 8
 NPROC_SLACK = 16  # RLIMIT_NPROC above the pids cgroup's limit, so the cgroup is the one that refuses
 SCRATCH_QUOTA_MB = int(os.environ.get("VERIFIRST_SCRATCH_MB", "1024"))
 MEMORY_POLL_S = 0.02  # without a memory cgroup, how often the run's processes' memory is summed
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 SCRATCH_SLACK = 16 << 20  # a run that leaves less of its own scratch free has filled it
 
 
@@ -329,7 +328,7 @@ class _Job:
     def over_memory(self) -> bool:
         """Whether the private memory (resident, not file-backed) of every process under the
         launcher, summed, is past memory_mb. Reads /proc: racy by MEMORY_POLL_S, not exact."""
-        total, todo, page = 0, [self.proc.pid], PAGE_BYTES
+        total, todo, page = 0, [self.proc.pid], os.sysconf("SC_PAGE_SIZE")
         while todo:
             pid = todo.pop()
             try:
@@ -472,17 +471,15 @@ def _drive(jobs: list[_Job]) -> None:
         for j in jobs:
             sel.register(j.proc.stdout, selectors.EVENT_READ, (j, j.out))
             sel.register(j.proc.stderr, selectors.EVENT_READ, (j, j.err))
-        live, grace, watch_due = set(jobs), {}, 0.0
+        live, grace = set(jobs), {}
         while live:
             now = time.monotonic()
-            watch = now >= watch_due  # the memory watch every MEMORY_POLL_S, not on every output read
-            watch_due = now + MEMORY_POLL_S if watch else watch_due
             for j in list(live):
                 if not j.timed_out and now >= j.deadline:
                     j.timed_out = True
                     j.kill()
                     grace[j] = now + 2.0
-                elif watch and j.watch_memory and j not in grace and j.over_memory():
+                elif j.watch_memory and j not in grace and j.over_memory():
                     j.memory_out = True
                     j.kill()
                     grace[j] = now + 2.0
@@ -495,8 +492,7 @@ def _drive(jobs: list[_Job]) -> None:
             if not live:
                 break
             wait = max(0.0, min(grace.get(j) or j.deadline for j in live) - now)
-            watching = any(j.watch_memory for j in live)
-            for key, _ in sel.select(timeout=min(wait, max(0.0, watch_due - now)) if watching else wait):
+            for key, _ in sel.select(timeout=min(wait, MEMORY_POLL_S) if any(j.watch_memory for j in live) else wait):
                 j, buf = key.data
                 try:
                     data = os.read(key.fd, 65536)
