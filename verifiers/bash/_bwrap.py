@@ -72,15 +72,9 @@ def as_user(args: list[str], ids: tuple[int, int] | None) -> tuple[list[str], di
     """
     if not ids:
         return args, {}
-    if setpriv := system_tool("setpriv"):
+    if setpriv := shutil.which("setpriv", path="/usr/bin:/bin"):
         return [setpriv, f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", "--", *args], {}
     return args, {"user": ids[0], "group": ids[1], "extra_groups": []}
-
-
-@functools.cache
-def system_tool(name: str) -> str | None:
-    """The system's `name` in /usr/bin or /bin (not the user's PATH), looked up once a process."""
-    return shutil.which(name, path="/usr/bin:/bin")
 
 
 def _version(path: str, ids: tuple[int, int] | None = None) -> tuple[tuple[int, ...], str]:
@@ -332,7 +326,7 @@ def _pid1_limits(limits: dict[str, int]) -> list[tuple[str, int]]:
 @functools.cache
 def _signal_reset() -> list[str]:
     """env resetting every signal to its default before bwrap (as vf-sandbox does), where it can (coreutils 8.31+)."""
-    env = system_tool("env")
+    env = shutil.which("env", path="/usr/bin:/bin")
     ok = env and subprocess.run([env, "--default-signal", "true"], capture_output=True).returncode == 0
     return [env, "--default-signal"] if ok else []
 
@@ -341,7 +335,7 @@ def _layers_at(args: list[str], scratch: str | None, ids) -> tuple[list[str], li
     """(bubblewrap's argv reading the scratch area at one of LAYERS, the prefix that binds it there in a
     mount namespace of the wrapper's own): bubblewrap names its overlay layers by their real host
     paths (mountinfo, maps), so they must not be the scratch area's. Unchanged where it cannot be."""
-    cut, tools = args.index("--"), [system_tool(t) for t in ("unshare", "mount", "setpriv")]
+    cut, tools = args.index("--"), [shutil.which(t, path="/usr/bin:/bin") for t in ("unshare", "mount", "setpriv")]
     at = next((d for d in LAYERS if os.path.isdir(d) and not any(a == d or a.startswith(d + "/") for a in args[:cut])),
               None)
     if not scratch or not at or not all(tools[:2]) or (ids and not tools[2]):
